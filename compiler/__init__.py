@@ -1,0 +1,1 @@
+"""Model -> layer graph -> per-layer placement over working cores -> plan."""

@@ -1,0 +1,1 @@
+"""Numba-JIT cycle-approximate core: routers, links, colors, queues, PE programs."""

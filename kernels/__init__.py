@@ -1,0 +1,1 @@
+"""Programs for the fabric: matmul/GEMV variants, broadcasts, reductions."""

@@ -1,0 +1,1 @@
+"""The weight store, edge streaming, optimizer, checkpoints, SwarmX."""
