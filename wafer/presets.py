@@ -105,6 +105,4 @@ def preset(name: str) -> WaferSpec:
     try:
         return PRESETS[name]()
     except KeyError:
-        raise ConfigError(
-            f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}"
-        ) from None
+        raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}") from None

@@ -1,0 +1,291 @@
+"""Numba kernels behind :mod:`wafer.repair`: row skipping, monotone-path checks and BFS.
+
+Kernels take and return only arrays and scalars and never raise user-facing errors. Physical
+PE ids are ``pe = y * width + x`` and directions are ``N, E, S, W`` from
+:mod:`wafer.geometry`; ``-1`` means "none".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from wafer.geometry import DX, DY, NUM_DIRS, E, N, S, W
+
+_DX = tuple(int(v) for v in DX)
+_DY = tuple(int(v) for v in DY)
+BFS_GAVE_UP = -2
+
+
+@njit(cache=True)
+def skip_dead_rows(bad: np.ndarray, height: int, max_skips: int) -> np.ndarray:
+    """Map ``height`` logical rows onto physical rows, skipping bad ones while skips last.
+
+    Parameters
+    ----------
+    bad : bool (physical_height, columns)
+        True where a physical row cannot host the logical row in that column.
+    height : int
+        Logical rows to place.
+    max_skips : int
+        Bad rows each column may skip (its spare rows); ``physical_height >= height +
+        max_skips``.
+
+    Returns
+    -------
+    rows : int64 (height, columns)
+        Physical row of each logical row, per column.
+    """
+    columns = bad.shape[1]
+    rows = np.empty((height, columns), dtype=np.int64)
+    for c in range(columns):
+        p = 0
+        skips = 0
+        for i in range(height):
+            while skips < max_skips and bad[p, c]:
+                p += 1
+                skips += 1
+            rows[i, c] = p
+            p += 1
+    return rows
+
+
+@njit(cache=True)
+def _monotone_path(
+    dead_pe: np.ndarray,
+    dead_link: np.ndarray,
+    ay: int,
+    ax: int,
+    by: int,
+    bx: int,
+    reach: np.ndarray,
+    through_dead: bool,
+) -> bool:
+    """Whether a Manhattan-length path of working links joins (ax, ay) to (bx, by).
+
+    With ``through_dead`` intermediate PEs may be dead (the repair's bypass muxes carry the
+    link past them); without it every PE on the path must work, as a routed path needs.
+
+    ``reach`` is bool scratch of at least ``(|by - ay| + 1) * (|bx - ax| + 1)`` elements.
+    """
+    sx = 1 if bx >= ax else -1
+    sy = 1 if by >= ay else -1
+    dir_x = E if sx > 0 else W
+    dir_y = S if sy > 0 else N
+    rw = abs(bx - ax) + 1
+    rh = abs(by - ay) + 1
+    for i in range(rh):
+        y = ay + sy * i
+        for j in range(rw):
+            x = ax + sx * j
+            endpoint = (i == 0 and j == 0) or (i == rh - 1 and j == rw - 1)
+            ok = not ((endpoint or not through_dead) and dead_pe[y, x])
+            if ok and (i > 0 or j > 0):
+                from_x = j > 0 and reach[i * rw + j - 1] and not dead_link[y, x - sx, dir_x]
+                from_y = i > 0 and reach[(i - 1) * rw + j] and not dead_link[y - sy, x, dir_y]
+                ok = from_x or from_y
+            reach[i * rw + j] = ok
+    return reach[rh * rw - 1]
+
+
+@njit(cache=True)
+def _expand_level(
+    dead_pe: np.ndarray,
+    dead_link: np.ndarray,
+    dist: np.ndarray,
+    queue: np.ndarray,
+    head: int,
+    tail: int,
+    other: np.ndarray,
+) -> tuple[int, int]:
+    """Expand the frontier ``queue[head:tail]`` by one BFS level.
+
+    Returns the path length if the search met ``other`` (else -1) and the new tail.
+    """
+    width = dead_pe.shape[1]
+    height = dead_pe.shape[0]
+    new_tail = tail
+    for k in range(head, tail):
+        u = queue[k]
+        y, x = u // width, u % width
+        for d in range(NUM_DIRS):
+            nx, ny = x + _DX[d], y + _DY[d]
+            if dead_link[y, x, d] or nx < 0 or ny < 0 or nx >= width or ny >= height:
+                continue
+            v = ny * width + nx
+            if dead_pe[ny, nx] or dist[v] >= 0:
+                continue
+            if other[v] >= 0:
+                return dist[u] + 1 + other[v], new_tail
+            dist[v] = dist[u] + 1
+            queue[new_tail] = v
+            new_tail += 1
+    return -1, new_tail
+
+
+@njit(cache=True)
+def bidirectional_bfs(
+    dead_pe: np.ndarray,
+    dead_link: np.ndarray,
+    src: int,
+    dst: int,
+    scratch: np.ndarray,
+    budget: int,
+) -> int:
+    """Shortest working path from ``src`` to ``dst`` in hops by bidirectional BFS.
+
+    Parameters
+    ----------
+    dead_pe : bool (height, width)
+    dead_link : bool (height, width, 4), symmetric
+    src, dst : int
+        Physical PE ids, distinct.
+    scratch : int32 (4, height * width)
+        Rows 0-1 distances from each side, all -1 on entry and on return; rows 2-3 queues.
+    budget : int
+        Give up once the two searches have reached more than this many PEs.
+
+    Returns
+    -------
+    int
+        Hops, -1 if no path exists, ``BFS_GAVE_UP`` if the budget ran out first.
+    """
+    dist_a, dist_b, queue_a, queue_b = scratch[0], scratch[1], scratch[2], scratch[3]
+    if dead_pe.ravel()[src] or dead_pe.ravel()[dst]:
+        return -1
+    dist_a[src], dist_b[dst] = 0, 0
+    queue_a[0], queue_b[0] = src, dst
+    ha, ta, hb, tb = 0, 1, 0, 1
+    result = -1
+    while ha < ta and hb < tb:
+        if ta - ha <= tb - hb:
+            result, new_tail = _expand_level(dead_pe, dead_link, dist_a, queue_a, ha, ta, dist_b)
+            ha, ta = ta, new_tail
+        else:
+            result, new_tail = _expand_level(dead_pe, dead_link, dist_b, queue_b, hb, tb, dist_a)
+            hb, tb = tb, new_tail
+        if result >= 0:
+            break
+        if ta + tb > budget:
+            result = BFS_GAVE_UP
+            break
+    dist_a[queue_a[:ta]] = -1
+    dist_b[queue_b[:tb]] = -1
+    return result
+
+
+@njit(cache=True)
+def label_components(dead_pe: np.ndarray, dead_link: np.ndarray, queue: np.ndarray) -> np.ndarray:
+    """Connected-component label of each physical PE over working PEs and links.
+
+    Returns int64 (height * width): a component number per working PE, -1 for dead PEs.
+    ``queue`` is int32 scratch of ``height * width`` elements.
+    """
+    n = dead_pe.size
+    labels = np.full(n, -1, dtype=np.int64)
+    flat_dead = dead_pe.ravel()
+    label = 0
+    for start in range(n):
+        if flat_dead[start] or labels[start] >= 0:
+            continue
+        labels[start] = label
+        queue[0] = start
+        _flood(dead_pe, dead_link, labels, queue, label)
+        label += 1
+    return labels
+
+
+@njit(cache=True)
+def _flood(
+    dead_pe: np.ndarray, dead_link: np.ndarray, labels: np.ndarray, queue: np.ndarray, label: int
+) -> int:
+    """Give ``label`` to everything reachable from ``queue[0]``; returns the count reached."""
+    width, height = dead_pe.shape[1], dead_pe.shape[0]
+    head, tail = 0, 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        y, x = u // width, u % width
+        for d in range(NUM_DIRS):
+            nx, ny = x + _DX[d], y + _DY[d]
+            if dead_link[y, x, d] or nx < 0 or ny < 0 or nx >= width or ny >= height:
+                continue
+            v = ny * width + nx
+            if not dead_pe[ny, nx] and labels[v] < 0:
+                labels[v] = label
+                queue[tail] = v
+                tail += 1
+    return tail
+
+
+@njit(cache=True)
+def resolve_pairs(
+    dead_pe: np.ndarray, dead_link: np.ndarray, src: np.ndarray, dst: np.ndarray, budget: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Repair wiring and shortest working path for each pair of mapped physical PEs.
+
+    Parameters
+    ----------
+    dead_pe : bool (height, width)
+    dead_link : bool (height, width, 4), symmetric
+    src, dst : int64 (pairs,)
+        Physical PE ids of the two ends of each logical link; neither is dead.
+    budget : int
+        PEs a bidirectional BFS may reach before connectivity is settled by labelling.
+
+    Returns
+    -------
+    link_hops : int64 (pairs,)
+        Manhattan distance if a monotone path of working links exists, else -1.
+    neighbour_hops : int64 (pairs,)
+        Shortest path through working PEs and links in hops, -1 if none.
+    """
+    link_hops, need_bfs = _monotone_pass(dead_pe, dead_link, src, dst)
+    neighbour_hops = link_hops.copy()
+    if need_bfs.size == 0:
+        return link_hops, neighbour_hops
+    scratch = np.empty((4, dead_pe.size), dtype=np.int32)
+    scratch[0:2] = -1
+    labels = np.empty(0, dtype=np.int64)
+    for k in need_bfs:
+        hops = bidirectional_bfs(dead_pe, dead_link, src[k], dst[k], scratch, budget)
+        if hops == BFS_GAVE_UP:
+            if labels.size == 0:
+                labels = label_components(dead_pe, dead_link, scratch[2])
+            hops = -1
+            if labels[src[k]] == labels[dst[k]]:
+                hops = bidirectional_bfs(dead_pe, dead_link, src[k], dst[k], scratch, dead_pe.size)
+        neighbour_hops[k] = hops
+    return link_hops, neighbour_hops
+
+
+@njit(cache=True)
+def _monotone_pass(
+    dead_pe: np.ndarray, dead_link: np.ndarray, src: np.ndarray, dst: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Monotone-path hops per pair (-1 if none) and the indices of pairs that need a BFS.
+
+    A pair needs no BFS only if a monotone path also avoids dead PEs: a bypass past a dead
+    PE is repair wiring, not a working path for ``neighbour_hops``.
+    """
+    width = dead_pe.shape[1]
+    pairs = src.size
+    ends = np.empty((pairs, 4), dtype=np.int64)  # ay, ax, by, bx
+    area = 1
+    for k in range(pairs):
+        ends[k, 0], ends[k, 1] = divmod(src[k], width)
+        ends[k, 2], ends[k, 3] = divmod(dst[k], width)
+        area = max(area, (abs(ends[k, 2] - ends[k, 0]) + 1) * (abs(ends[k, 3] - ends[k, 1]) + 1))
+    reach = np.empty(area, dtype=np.bool_)
+    link_hops = np.full(pairs, -1, dtype=np.int64)
+    need_bfs = np.empty(pairs, dtype=np.int64)
+    count = 0
+    for k in range(pairs):
+        ay, ax, by, bx = ends[k, 0], ends[k, 1], ends[k, 2], ends[k, 3]
+        if _monotone_path(dead_pe, dead_link, ay, ax, by, bx, reach, True):
+            link_hops[k] = abs(by - ay) + abs(bx - ax)
+            if _monotone_path(dead_pe, dead_link, ay, ax, by, bx, reach, False):
+                continue
+        need_bfs[count] = k
+        count += 1
+    return link_hops, need_bfs[:count]

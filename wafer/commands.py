@@ -1,0 +1,148 @@
+"""What each ``wafersim`` subcommand does: its options, its job, and its text output.
+
+A job takes the parsed arguments and returns a JSON-ready dict; ``wafer.cli`` prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+from wafer import __version__
+from wafer.config_io import parse_overrides, resolve_spec
+from wafer.presets import PRESETS, preset
+from wafer.spec import WaferSpec
+
+
+def add_spec_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", help="built-in wafer (see `wafersim presets`)")
+    parser.add_argument("--spec", help="wafer spec file (.toml/.yaml)")
+
+
+def add_presets_arguments(parser: argparse.ArgumentParser) -> None:
+    """``presets`` takes only the common options."""
+
+
+def run_presets(args: argparse.Namespace) -> dict[str, Any]:
+    overrides = parse_overrides(args.overrides)
+    specs = {name: preset(name) for name in PRESETS}
+    if overrides:
+        specs = {name: spec.replace(overrides) for name, spec in specs.items()}
+    return {name: _spec_summary(spec) for name, spec in specs.items()}
+
+
+def _spec_summary(spec: WaferSpec) -> dict[str, Any]:
+    summary = spec.to_dict()
+    summary["physical_grid"] = [spec.physical_width_pes, spec.physical_height_pes]
+    summary["logical_grid"] = [spec.logical_width_pes, spec.logical_height_pes]
+    summary["edge_bytes_per_cycle"] = spec.edge_bytes_per_cycle
+    return summary
+
+
+def _presets_text(result: dict[str, Any]) -> str:
+    lines = [f"{'preset':8} {'logical':>11} {'physical':>11} {'SRAM/PE':>8} {'clock':>9}"]
+    for name, s in result.items():
+        logical = "x".join(map(str, s["logical_grid"]))
+        physical = "x".join(map(str, s["physical_grid"]))
+        sram = f"{s['pe']['sram_bytes'] // 1024} KiB"
+        clock = f"{s['clock_hz'] / 1e9:.2f} GHz"
+        lines.append(f"{name:8} {logical:>11} {physical:>11} {sram:>8} {clock:>9}")
+    return "\n".join(lines)
+
+
+def add_defects_arguments(parser: argparse.ArgumentParser) -> None:
+    from wafer.defects import DEFECT_MODELS
+    from wafer.repair import REPAIR_STRATEGIES
+
+    add_spec_options(parser)
+    parser.add_argument("--model", default="poisson", choices=sorted(DEFECT_MODELS))
+    rate = parser.add_mutually_exclusive_group()
+    rate.add_argument("--pe-defect-prob", type=float, help="probability a PE is dead")
+    rate.add_argument("--defect-density-per-cm2", type=float, help="defects per cm^2")
+    parser.add_argument("--alpha", type=float, help="clustering parameter (clustered model)")
+    parser.add_argument("--cluster-size-pes", type=int, help="cluster block side (clustered)")
+    parser.add_argument("--link-defect-fraction", type=float, help="share of defects on wires")
+    parser.add_argument("--path", help="defect list file (explicit model)")
+    parser.add_argument("--defects", help="load a saved defect map (.h5) instead")
+    parser.add_argument("--repair", default="row", choices=sorted(REPAIR_STRATEGIES))
+    parser.add_argument("--out", help="save the defect map to this HDF5 file")
+
+
+_MODEL_OPTIONS = (
+    "pe_defect_prob",
+    "defect_density_per_cm2",
+    "alpha",
+    "cluster_size_pes",
+    "link_defect_fraction",
+    "path",
+)
+
+
+def run_defects(args: argparse.Namespace) -> dict[str, Any]:
+    from wafer.defects import DefectMap, generate
+    from wafer.repair import repair
+
+    start = time.perf_counter()
+    if args.defects:
+        defects = DefectMap.load(args.defects)
+    else:
+        spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
+        params = {k: getattr(args, k) for k in _MODEL_OPTIONS if getattr(args, k) is not None}
+        defects = generate(spec, args.model, args.seed, **params)
+    grid = repair(defects, args.repair)
+    if args.out:
+        defects.save(args.out)
+    return _defects_summary(defects, grid, time.perf_counter() - start)
+
+
+def _defects_summary(defects: Any, grid: Any, wall_s: float) -> dict[str, Any]:
+    spec = defects.spec
+    return {
+        "physical_grid": [spec.physical_width_pes, spec.physical_height_pes],
+        "logical_grid": [spec.logical_width_pes, spec.logical_height_pes],
+        "dead_pes": defects.dead_pes,
+        "dead_links": defects.dead_links,
+        "spare_rows_used": grid.spare_rows_used,
+        "spare_cols_used": grid.spare_cols_used,
+        "unrepaired_pes": grid.unrepaired_pes,
+        "unrepaired_links": grid.unrepaired_links,
+        "working_pes": grid.working_pes,
+        "max_neighbour_hops": grid.max_neighbour_hops,
+        "repair": grid.strategy,
+        "model": defects.model,
+        "params": defects.params,
+        "seed": defects.seed,
+        "spec": spec.to_dict(),
+        "wafersim_version": __version__,
+        "wall_s": wall_s,
+    }
+
+
+def _defects_text(r: dict[str, Any]) -> str:
+    pw, ph = r["physical_grid"]
+    lw, lh = r["logical_grid"]
+    return "\n".join(
+        [
+            f"{r['spec']['name']}: physical {pw}x{ph}, logical {lw}x{lh} "
+            f"({r['model']} defects, seed {r['seed']}, repair {r['repair']})",
+            f"dead PEs {r['dead_pes']}, dead links {r['dead_links']}",
+            f"spare rows used {r['spare_rows_used']} of {r['spec']['spare_rows']}",
+            f"working logical PEs {r['working_pes']} of {lw * lh}; "
+            f"unrepaired holes {r['unrepaired_pes']}, unrepaired links {r['unrepaired_links']}",
+            f"longest path between logical neighbours: {r['max_neighbour_hops']} hops",
+            f"({r['wall_s']:.2f} s)",
+        ]
+    )
+
+
+Command = tuple[Callable[[argparse.ArgumentParser], None], Callable[..., dict], str]
+COMMANDS: dict[str, Command] = {
+    "presets": (add_presets_arguments, run_presets, "list the built-in wafer presets"),
+    "defects": (add_defects_arguments, run_defects, "generate a defect map and repair it"),
+}
+TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {
+    "presets": _presets_text,
+    "defects": _defects_text,
+}

@@ -1,0 +1,273 @@
+"""Repair: map the physical grid, spares included, onto the logical grid the software sees.
+
+A strategy (see ``REPAIR_STRATEGIES``) decides which physical PE hosts each logical PE:
+
+``none``
+    Logical ``(x, y)`` sits on physical ``(x, y)``; spares stay unused, dead PEs are holes.
+``row``
+    Row sparing. Logical row ``i`` sits on the ``i``-th physical row (top to bottom) that has
+    no dead PE in the used columns, while spare rows last; after that the remaining logical
+    rows take the next physical rows in order, dead PEs and all (those become holes).
+``column_shift``
+    Each column on its own skips its dead PEs: in column ``x`` logical row ``i`` sits on the
+    ``i``-th working physical row of that column while the column still has spare rows to
+    give (at most ``spare_rows`` skips per column); after that rows map in order and dead
+    ones become holes. Horizontal neighbours may end up on different physical rows.
+
+Columns map straight in every strategy: the used columns are the first
+``logical_width_pes``; spare columns are left unused. ``spare_rows_used`` and
+``spare_cols_used`` count the physical rows and columns past the logical grid that host at
+least one logical PE.
+
+Rule for logical links. The repair's bypass wiring realises a logical link as a *shortest*
+(monotone, Manhattan-length) physical path between the two mapped PEs whose physical links
+all work; its intermediate PEs may be skipped, spare or dead, since repair muxes carry the
+link past them, as wafer-scale parts do in hardware (Lauterbach, IEEE Micro 2021).
+Its length is ``link_hops``. If no such monotone path exists the logical link is dead
+(``dead_link``), left for the fabric to route around. Links touching a hole are neither
+dead links nor counted: the hole already is. ``neighbour_hops`` is the shortest working
+physical path (through non-dead PEs and non-dead links, detours allowed) between the two
+mapped PEs, ``-1`` if there is none. Both tables hold ``-1`` at the logical edge and for
+links touching a hole. Defect masks are taken to be symmetric (``geometry.mirror_links``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from wafer import _repair_kernels as kernels
+from wafer.defects import DefectMap
+from wafer.errors import ConfigError, DefectMapError
+from wafer.geometry import DX, DY, NUM_DIRS, E, N, S, W
+from wafer.spec import WaferSpec
+
+BFS_BUDGET_PES = 1 << 14  # PEs one detour search may reach before connectivity is labelled
+_ARRAY_FIELDS = (
+    "logical_to_physical",
+    "physical_to_logical",
+    "hole",
+    "dead_link",
+    "link_hops",
+    "neighbour_hops",
+)
+_WIRES = (  # (direction, its opposite, near-end slice, far-end slice) of each wire kind
+    (E, W, np.s_[:, :-1], np.s_[:, 1:]),
+    (S, N, np.s_[:-1, :], np.s_[1:, :]),
+)
+
+
+@dataclass(frozen=True, eq=False)
+class LogicalGrid:
+    """The logical grid after repair: where each logical PE sits, holes and link costs.
+
+    Arrays are read-only. ``spare_rows_used`` and ``spare_cols_used`` count physical rows
+    and columns past the logical grid that host at least one logical PE.
+    """
+
+    strategy: str
+    width: int
+    height: int
+    logical_to_physical: np.ndarray  # int64 (height, width): physical pe id
+    physical_to_logical: np.ndarray  # int64 (phys_height, phys_width): logical pe id or -1
+    hole: np.ndarray  # bool (height, width): mapped onto a dead physical PE
+    dead_link: np.ndarray  # bool (height, width, 4): logical link left unrepaired
+    link_hops: np.ndarray  # int64 (height, width, 4): repair wiring length, -1 if none
+    neighbour_hops: np.ndarray  # int64 (height, width, 4): shortest working path, -1 if none
+    spare_rows_used: int
+    spare_cols_used: int
+    defects: DefectMap
+
+    def __post_init__(self) -> None:
+        for name in _ARRAY_FIELDS:
+            view = getattr(self, name).view()
+            view.setflags(write=False)
+            object.__setattr__(self, name, view)
+
+    @property
+    def working_pes(self) -> int:
+        return int(self.hole.size - np.count_nonzero(self.hole))
+
+    @property
+    def unrepaired_pes(self) -> int:
+        return int(np.count_nonzero(self.hole))
+
+    @property
+    def max_neighbour_hops(self) -> int:
+        """Longest shortest path between working logical neighbours, 0 if there are none."""
+        return int(self.neighbour_hops.max(initial=0))
+
+    @property
+    def unrepaired_links(self) -> int:
+        """Dead logical wires, each wire counted once."""
+        return int(
+            np.count_nonzero(self.dead_link[..., E]) + np.count_nonzero(self.dead_link[..., S])
+        )
+
+
+def _physical_ids(rows: np.ndarray, phys_width: int, width: int) -> np.ndarray:
+    """Physical pe ids from a per-column (or shared, one-column) physical row table."""
+    rows = np.broadcast_to(rows, (rows.shape[0], width))
+    return rows * phys_width + np.arange(width, dtype=np.int64)
+
+
+def _map_none(dead_pe: np.ndarray, spec: WaferSpec) -> np.ndarray:
+    """Logical (x, y) on physical (x, y)."""
+    rows = np.arange(spec.logical_height_pes, dtype=np.int64)[:, None]
+    return _physical_ids(rows, dead_pe.shape[1], spec.logical_width_pes)
+
+
+def _map_row(dead_pe: np.ndarray, spec: WaferSpec) -> np.ndarray:
+    """Whole rows with a dead PE in the used columns are skipped while spare rows last."""
+    width, height = spec.logical_width_pes, spec.logical_height_pes
+    bad = np.ascontiguousarray(dead_pe[:, :width].any(axis=1)[:, None])
+    rows = kernels.skip_dead_rows(bad, height, dead_pe.shape[0] - height)
+    return _physical_ids(rows, dead_pe.shape[1], width)
+
+
+def _map_column_shift(dead_pe: np.ndarray, spec: WaferSpec) -> np.ndarray:
+    """Each column skips its own dead PEs while its spare rows last."""
+    width, height = spec.logical_width_pes, spec.logical_height_pes
+    bad = dead_pe[:, :width].copy()
+    rows = kernels.skip_dead_rows(bad, height, dead_pe.shape[0] - height)
+    return _physical_ids(rows, dead_pe.shape[1], width)
+
+
+REPAIR_STRATEGIES: dict[str, Callable[[np.ndarray, WaferSpec], np.ndarray]] = {
+    "none": _map_none,
+    "row": _map_row,
+    "column_shift": _map_column_shift,
+}
+
+
+def repair(defects: DefectMap, strategy: str = "row") -> LogicalGrid:
+    """Map ``defects``' physical grid onto its logical grid with the named strategy."""
+    if strategy not in REPAIR_STRATEGIES:
+        raise ConfigError(
+            f"unknown repair strategy {strategy!r}; valid strategies: "
+            f"{', '.join(REPAIR_STRATEGIES)}"
+        )
+    dead_pe, dead_link = _checked_masks(defects)
+    logical_to_physical = REPAIR_STRATEGIES[strategy](dead_pe, defects.spec)
+    return _build_grid(strategy, defects, dead_pe, dead_link, logical_to_physical)
+
+
+def _checked_masks(defects: DefectMap) -> tuple[np.ndarray, np.ndarray]:
+    """The defect masks as contiguous bool arrays, after checking them against the spec."""
+    spec = defects.spec
+    shape = (spec.physical_height_pes, spec.physical_width_pes)
+    dead_pe = _readonly(defects.dead_pe)
+    dead_link = _readonly(defects.dead_link)
+    if dead_pe.shape != shape or dead_link.shape != (*shape, NUM_DIRS):
+        raise DefectMapError(
+            f"defect masks shaped {dead_pe.shape} and {dead_link.shape} do not fit the "
+            f"{shape[1]} x {shape[0]} physical grid of spec {spec.name!r}; expected "
+            f"{shape} and {(*shape, NUM_DIRS)}"
+        )
+    return dead_pe, dead_link
+
+
+def _readonly(mask: np.ndarray) -> np.ndarray:
+    """A read-only, C-contiguous bool view (or copy) of ``mask``, as every kernel call gets."""
+    view = np.ascontiguousarray(mask, dtype=np.bool_).view()
+    view.setflags(write=False)
+    return view
+
+
+def _build_grid(
+    strategy: str,
+    defects: DefectMap,
+    dead_pe: np.ndarray,
+    dead_link: np.ndarray,
+    logical_to_physical: np.ndarray,
+) -> LogicalGrid:
+    """Holes, inverse map, spare usage and link tables for a finished mapping."""
+    height, width = logical_to_physical.shape
+    hole = dead_pe.reshape(-1)[logical_to_physical]
+    physical_to_logical = np.full(dead_pe.shape, -1, dtype=np.int64)
+    physical_to_logical.reshape(-1)[logical_to_physical.reshape(-1)] = np.arange(
+        height * width, dtype=np.int64
+    )
+    link_hops, neighbour_hops, dead = _link_tables(dead_pe, dead_link, logical_to_physical, hole)
+    return LogicalGrid(
+        strategy=strategy,
+        width=width,
+        height=height,
+        logical_to_physical=logical_to_physical,
+        physical_to_logical=physical_to_logical,
+        hole=hole,
+        dead_link=dead,
+        link_hops=link_hops,
+        neighbour_hops=neighbour_hops,
+        spare_rows_used=int(np.count_nonzero((physical_to_logical[height:] >= 0).any(axis=1))),
+        spare_cols_used=int(np.count_nonzero((physical_to_logical[:, width:] >= 0).any(axis=0))),
+        defects=defects,
+    )
+
+
+def _link_tables(
+    dead_pe: np.ndarray, dead_link: np.ndarray, logical_to_physical: np.ndarray, hole: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``link_hops``, ``neighbour_hops`` and ``dead_link`` tables, each wire solved once."""
+    shape = (*logical_to_physical.shape, NUM_DIRS)
+    link_hops = np.full(shape, -1, dtype=np.int64)
+    neighbour_hops = np.full(shape, -1, dtype=np.int64)
+    dead = np.zeros(shape, dtype=np.bool_)
+    for forward, backward, near, far in _WIRES:
+        tables = _wire_hops(
+            dead_pe,
+            dead_link,
+            np.ascontiguousarray(logical_to_physical[near]),
+            np.ascontiguousarray(logical_to_physical[far]),
+            hole[near] | hole[far],
+            forward,
+        )
+        for table, values in zip((link_hops, neighbour_hops, dead), tables, strict=True):
+            table[(*near, forward)] = values
+            table[(*far, backward)] = values
+    return link_hops, neighbour_hops, dead
+
+
+def _wire_hops(
+    dead_pe: np.ndarray,
+    dead_link: np.ndarray,
+    near: np.ndarray,
+    far: np.ndarray,
+    hole_pair: np.ndarray,
+    direction: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hops and deadness of the wires from ``near`` to ``far`` PEs (physical ids).
+
+    The common case, the far PE physically next to the near one in ``direction`` over a
+    working link, is settled here with numpy; every other pair goes to the kernels.
+    """
+    phys_width = dead_pe.shape[1]
+    adjacent = far - near == DY[direction] * phys_width + DX[direction]
+    if DX[direction] != 0:
+        column = near % phys_width + DX[direction]
+        adjacent &= (column >= 0) & (column < phys_width)
+    working = ~dead_link[..., direction].reshape(-1)[near]
+    trivial = adjacent & working & ~hole_pair
+    link_hops = np.where(trivial, 1, -1).astype(np.int64)
+    neighbour_hops = link_hops.copy()
+    rare = np.flatnonzero(~trivial & ~hole_pair)
+    if rare.size:
+        rare_link, rare_neighbour = kernels.resolve_pairs(
+            dead_pe, dead_link, near.reshape(-1)[rare], far.reshape(-1)[rare], BFS_BUDGET_PES
+        )
+        link_hops.reshape(-1)[rare] = rare_link
+        neighbour_hops.reshape(-1)[rare] = rare_neighbour
+    return link_hops, neighbour_hops, ~hole_pair & (link_hops < 0)
+
+
+def warm_up() -> None:
+    """Compile (or load from the cache) every repair kernel on a tiny 3 x 3 grid."""
+    dead_pe = np.zeros((3, 3), dtype=np.bool_)
+    dead_pe[1, 1] = True
+    kernels.skip_dead_rows(dead_pe.copy(), 2, 1)
+    dead_pe = _readonly(dead_pe)
+    dead_link = _readonly(np.zeros((3, 3, NUM_DIRS), dtype=np.bool_))
+    pair = (np.array([1], dtype=np.int64), np.array([7], dtype=np.int64))
+    kernels.resolve_pairs(dead_pe, dead_link, *pair, 1)
