@@ -1,0 +1,527 @@
+"""Numba kernels of the cycle engine. Arrays and scalars in, arrays and status codes out.
+
+Cycle semantics (the pure-Python reference in tests/reference_fabric.py follows them line by
+line). With hop latency ``L`` every link is a delay line of ``S = L + 1`` slots; each cycle
+``t`` every working router ``r``, in any order (the result does not depend on it):
+
+1. *ingest*: takes the wavelet that entered each incoming link at ``t - L`` (slot
+   ``(t - L) % S``) into the input queue of that port and color, and the credits its
+   downstream neighbours returned at ``t - L``;
+2. *route*: every input queue (port, color) offers its head wavelet to the outputs it still
+   needs: static colors use the route table (a set of outputs, i.e. multicast, each output
+   taking the head once); destination colors use dimension-order routing, holding the output
+   from head to tail (wormhole). An output needs a credit (space in the downstream queue of
+   that color) or, for the ramp, space in the PE's receive queue. Each output grants one
+   offer per cycle, round-robin over ``port * colors + color`` starting after its last
+   grant. A queue's head leaves once every output it needs has taken it, returning a credit
+   upstream; a queue moves at most one wavelet per cycle;
+3. *PE*: each task of the PE's program advances one step (one wavelet sent or received, or
+   one cycle of compute), or the traffic source injects one flit and the sink drains.
+
+Everything a router writes is its own state or a link slot only it drives, so rows can run
+in parallel with bit-identical results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+RAMP = 4
+NUM_PORTS = 5
+OPPOSITE = (2, 3, 0, 1)
+
+OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA = range(7)
+# columns of the op table
+C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST = range(8)
+NUM_OP_COLUMNS = 8
+
+STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
+
+
+@njit(cache=True, inline="always")
+def pack_meta(color, head, tail, dst, created):
+    """Wavelet metadata in one int64: color 6 bits, head, tail, dst+1 24 bits, created 32."""
+    return color | (head << 6) | (tail << 7) | ((dst + 1) << 8) | (created << 32)
+
+
+@njit(cache=True, inline="always")
+def meta_color(meta):
+    return meta & 63
+
+
+@njit(cache=True, inline="always")
+def meta_head(meta):
+    return (meta >> 6) & 1
+
+
+@njit(cache=True, inline="always")
+def meta_tail(meta):
+    return (meta >> 7) & 1
+
+
+@njit(cache=True, inline="always")
+def meta_dst(meta):
+    return ((meta >> 8) & 0xFFFFFF) - 1
+
+
+@njit(cache=True, inline="always")
+def meta_created(meta):
+    return meta >> 32
+
+
+@njit(cache=True, inline="always")
+def dor_output(r, dst, width, yx):
+    """Dimension-order output port from router ``r`` toward ``dst`` (XY or YX)."""
+    if r == dst:
+        return RAMP
+    x, y = r % width, r // width
+    dx, dy = dst % width, dst // width
+    if yx == 0 and x != dx or yx == 1 and y == dy:
+        return 1 if dx > x else 3
+    return 2 if dy > y else 0
+
+
+@njit(cache=True, inline="always")
+def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth):
+    slot = (q_head[r, p, c] + q_count[r, p, c]) % depth
+    q_data[r, p, c, slot] = data
+    q_meta[r, p, c, slot] = meta
+    q_count[r, p, c] += 1
+
+
+@njit(cache=True, inline="always")
+def _dequeue(q_head, q_count, r, p, c, depth):
+    q_head[r, p, c] = (q_head[r, p, c] + 1) % depth
+    q_count[r, p, c] -= 1
+
+
+@njit(cache=True, inline="always")
+def _ingest(r, read, fab, st):
+    """Step 1: wavelets and credits that entered this router's links at ``t - L``."""
+    events = 0
+    colors = st.credits.shape[2]
+    for p in range(4):
+        if st.in_valid[read, r, p]:
+            meta = st.in_meta[read, r, p]
+            c = meta_color(meta)
+            _enqueue(
+                st.q_data,
+                st.q_meta,
+                st.q_head,
+                st.q_count,
+                r,
+                p,
+                c,
+                st.in_data[read, r, p],
+                meta,
+                fab.depth,
+            )
+            st.occupancy[r] += 1
+            st.in_valid[read, r, p] = 0
+            events += 1
+        if st.credit_flag[read, r, p]:
+            for c in range(colors):
+                st.credits[r, p, c] += st.credit_ret[read, r, p, c]
+                st.credit_ret[read, r, p, c] = 0
+            st.credit_flag[read, r, p] = 0
+    return events
+
+
+@njit(cache=True, inline="always")
+def _requests(r, fab, st, want):
+    """For each input queue: the outputs its head asks for and can take now (a bitmask)."""
+    colors = st.credits.shape[2]
+    any_request = 0
+    for p in range(NUM_PORTS):
+        for c in range(colors):
+            k = p * colors + c
+            want[k] = 0
+            if st.q_count[r, p, c] == 0:
+                continue
+            meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
+            if fab.color_dor[c]:
+                lock = st.lock_out[r, p, c]
+                if lock < 0:
+                    o = dor_output(r, meta_dst(meta), fab.width, fab.dor_yx)
+                    mask = (1 << o) if st.owner[r, o, c] < 0 else 0
+                else:
+                    mask = 1 << lock
+            else:
+                mask = fab.route[r, p, c] & ~st.served[r, p, c]
+            for o in range(NUM_PORTS):
+                if mask & (1 << o) and not _has_room(r, o, c, fab, st):
+                    mask &= ~(1 << o)
+                    st.stalls[r, o] += 1
+            want[k] = mask
+            any_request |= mask
+    return any_request
+
+
+@njit(cache=True, inline="always")
+def _has_room(r, o, c, fab, st):
+    if o == RAMP:
+        return st.rx_count[r, c] < fab.depth
+    return fab.link_ok[r, o] and st.credits[r, o, c] > 0
+
+
+@njit(cache=True, inline="always")
+def _route(r, t, fab, st, want):
+    """Step 2: each output grants one request, round-robin; returns wavelets moved."""
+    colors = st.credits.shape[2]
+    candidates = NUM_PORTS * colors
+    if _requests(r, fab, st, want) == 0:
+        return 0
+    moved = 0
+    write = t % fab.slots
+    for o in range(NUM_PORTS):
+        start = st.rr[r, o]
+        for i in range(candidates):
+            k = (start + i) % candidates
+            if want[k] & (1 << o):
+                _grant(r, o, k // colors, k % colors, write, fab, st)
+                st.rr[r, o] = (k + 1) % candidates
+                moved += 1
+                break
+    return moved
+
+
+@njit(cache=True, inline="always")
+def _grant(r, o, p, c, write, fab, st):
+    """Move the head of queue (p, c) out through port ``o``."""
+    h = st.q_head[r, p, c]
+    data, meta = st.q_data[r, p, c, h], st.q_meta[r, p, c, h]
+    if o == RAMP:
+        slot = (st.rx_head[r, c] + st.rx_count[r, c]) % fab.depth
+        st.rx_data[r, c, slot] = data
+        st.rx_meta[r, c, slot] = meta
+        st.rx_count[r, c] += 1
+    else:
+        n = fab.neighbor[r, o]
+        q = OPPOSITE[o]
+        st.in_valid[write, n, q] = 1
+        st.in_data[write, n, q] = data
+        st.in_meta[write, n, q] = meta
+        st.credits[r, o, c] -= 1
+    st.link_flits[r, o] += 1
+    if fab.color_dor[c]:
+        done = True
+        if meta_head(meta):
+            st.owner[r, o, c] = p
+            st.lock_out[r, p, c] = o
+        if meta_tail(meta):
+            st.owner[r, o, c] = -1
+            st.lock_out[r, p, c] = -1
+    else:
+        st.served[r, p, c] |= 1 << o
+        done = st.served[r, p, c] == fab.route[r, p, c]
+    if done:
+        st.served[r, p, c] = 0
+        _dequeue(st.q_head, st.q_count, r, p, c, fab.depth)
+        st.occupancy[r] -= 1
+        if p != RAMP:
+            up = fab.neighbor[r, p]
+            q = OPPOSITE[p]
+            st.credit_ret[write, up, q, c] += 1
+            st.credit_flag[write, up, q] = 1
+
+
+@njit(cache=True, inline="always")
+def _rx_pop(r, c, fab, st):
+    h = st.rx_head[r, c]
+    data, meta = st.rx_data[r, c, h], st.rx_meta[r, c, h]
+    st.rx_head[r, c] = (h + 1) % fab.depth
+    st.rx_count[r, c] -= 1
+    return data, meta
+
+
+@njit(cache=True, inline="always")
+def _task_step(r, task, fab, st, prog):
+    """Step 3 for one task: advance its current op by one cycle. Returns 1 on progress."""
+    if st.wait[r, task] > 0:
+        st.wait[r, task] -= 1
+        st.busy[r] += 1
+        return 1
+    pc = st.pc[r, task]
+    if pc >= prog.task_end[r, task]:
+        return 0
+    op = prog.ops[pc]
+    code, c, k = op[C_CODE], op[C_COLOR], st.progress[r, task]
+    mem = st.mem[r]
+    if code == OP_SEND:
+        if st.q_count[r, RAMP, c] >= fab.depth:
+            st.pe_stalls[r] += 1
+            return 0
+        _enqueue(
+            st.q_data,
+            st.q_meta,
+            st.q_head,
+            st.q_count,
+            r,
+            RAMP,
+            c,
+            mem[op[C_A] + k],
+            pack_meta(c, 1, 1, -1, 0),
+            fab.depth,
+        )
+        st.occupancy[r] += 1
+    elif code in (OP_RECV, OP_RECV_ADD, OP_FMACS):
+        if st.rx_count[r, c] == 0:
+            st.pe_stalls[r] += 1
+            return 0
+        value, _meta = _rx_pop(r, c, fab, st)
+        _consume(op, k, value, mem)
+    else:
+        _local_op(op, prog.scalars[pc], mem)
+    st.wait[r, task] = op[C_COST] - 1
+    st.busy[r] += 1
+    st.progress[r, task] = k + 1
+    if k + 1 >= op[C_N]:
+        _next_op(r, task, fab, st, prog)
+    return 1
+
+
+@njit(cache=True, inline="always")
+def _consume(op, k, value, mem):
+    code, dst = op[C_CODE], op[C_DST]
+    if code == OP_RECV:
+        mem[dst + k] = value
+    elif code == OP_RECV_ADD:
+        mem[dst + k] += value
+    else:  # OP_FMACS: acc[0:m] += mat[k*m : k*m+m] * value
+        m = op[C_M]
+        base = op[C_A] + k * m
+        for i in range(m):
+            mem[dst + i] += mem[base + i] * value
+
+
+@njit(cache=True, inline="always")
+def _local_op(op, scalar, mem):
+    code, dst, a, b, m = op[C_CODE], op[C_DST], op[C_A], op[C_B], op[C_M]
+    for i in range(m):
+        if code == OP_VADD:
+            mem[dst + i] = mem[a + i] + mem[b + i]
+        elif code == OP_VSCALE:
+            mem[dst + i] = mem[a + i] * scalar
+        else:  # OP_VFMA
+            mem[dst + i] += mem[a + i] * mem[b + i]
+
+
+@njit(cache=True, inline="always")
+def _next_op(r, task, fab, st, prog):
+    st.pc[r, task] += 1
+    st.progress[r, task] = 0
+    if st.pc[r, task] < prog.task_end[r, task]:
+        st.wait[r, task] = fab.startup
+
+
+@njit(cache=True, inline="always")
+def _traffic_step(r, t, fab, st, tr):
+    """Step 3 in traffic mode: the sink drains the ramp, the source injects one flit."""
+    events = 0
+    while st.rx_count[r, 0] > 0:
+        data, meta = _rx_pop(r, 0, fab, st)
+        events += 1
+        created = meta_created(meta)
+        if created >= tr.warmup:
+            tr.flits_delivered[r] += 1
+            if meta_tail(meta):
+                _record_packet(r, t, created, int(data), tr)
+    if tr.left[r] == 0 and tr.next_arrival[r] <= t:
+        _start_packet(r, t, fab, tr)
+    if tr.left[r] > 0 and st.q_count[r, RAMP, 0] < fab.depth:
+        f = tr.packet_flits - tr.left[r]
+        tail = 1 if tr.left[r] == 1 else 0
+        meta = pack_meta(0, 1 if f == 0 else 0, tail, tr.dst[r], tr.created[r])
+        _enqueue(
+            st.q_data,
+            st.q_meta,
+            st.q_head,
+            st.q_count,
+            r,
+            RAMP,
+            0,
+            np.float32(tr.injected[r] if f > 0 else t),
+            meta,
+            fab.depth,
+        )
+        if f == 0:
+            tr.injected[r] = t
+        st.occupancy[r] += 1
+        tr.left[r] -= 1
+        events += 1
+    return events
+
+
+@njit(cache=True, inline="always")
+def _record_packet(r, t, created, injected, tr):
+    latency = t - created
+    row = r // tr.width
+    tr.packets[row] += 1
+    tr.latency_sum[row] += latency
+    tr.network_latency_sum[row] += t - injected
+    tr.hist[row, min(latency, tr.hist.shape[1] - 1)] += 1
+
+
+@njit(cache=True, inline="always")
+def _start_packet(r, t, fab, tr):
+    created = tr.next_arrival[r]
+    dst = _destination(r, tr)
+    tr.dst[r] = dst
+    tr.created[r] = created
+    tr.left[r] = tr.packet_flits
+    if created >= tr.warmup:
+        w = tr.width
+        tr.hops[r] += abs(dst % w - r % w) + abs(dst // w - r // w)
+        tr.packets_created[r] += 1
+    tr.next_arrival[r] = created + _geometric(tr.rng, r, tr.packet_prob)
+
+
+@njit(cache=True, inline="always")
+def _next_random(rng, r):
+    """xorshift64* on the PE's own stream; a uniform float in (0, 1]."""
+    x = rng[r]
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    rng[r] = x
+    z = x * np.uint64(2685821657736338717)
+    return ((z >> np.uint64(11)) + np.uint64(1)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True, inline="always")
+def _geometric(rng, r, p):
+    """Cycles to the next Bernoulli(p) success, at least 1."""
+    if p >= 1.0:
+        return 1
+    u = _next_random(rng, r)
+    return max(1, int(np.ceil(np.log(u) / np.log1p(-p))))
+
+
+@njit(cache=True)
+def first_arrivals(rng, p, out):
+    """Each PE's first Bernoulli(p) success at cycle >= 0."""
+    for r in range(out.shape[0]):
+        out[r] = _geometric(rng, r, p) - 1
+
+
+@njit(cache=True, inline="always")
+def _destination(r, tr):
+    w, h = tr.width, tr.height
+    n = w * h
+    x, y = r % w, r // w
+    pattern = tr.pattern
+    if pattern == 0:  # uniform over the other PEs
+        d = int(_next_random(tr.rng, r) * (n - 1)) % (n - 1)
+        return d + 1 if d >= r else d
+    if pattern == 1:  # transpose
+        return (x % h) * w + (y % w)
+    if pattern == 2:  # bit complement
+        return (h - 1 - y) * w + (w - 1 - x)
+    if pattern == 3:  # hotspot: a quarter of packets to the centre, the rest uniform
+        if _next_random(tr.rng, r) < tr.hotspot_fraction:
+            return (h // 2) * w + w // 2
+        d = int(_next_random(tr.rng, r) * (n - 1)) % (n - 1)
+        return d + 1 if d >= r else d
+    return y * w + (x + 1) % w  # neighbor: one step east, wrapping
+
+
+@njit(cache=True, inline="always")
+def _router_cycle(r, t, fab, st, prog, tr, want):
+    """One cycle of router ``r`` and its PE; returns the number of events."""
+    read = (t - fab.latency) % fab.slots
+    events = 0
+    if st.occupancy[r] or _link_pending(r, read, st):
+        events += _ingest(r, read, fab, st)
+        if st.occupancy[r]:
+            events += _route(r, t, fab, st, want)
+    if fab.traffic:
+        events += _traffic_step(r, t, fab, st, tr)
+    else:
+        for task in range(prog.task_end.shape[1]):
+            events += _task_step(r, task, fab, st, prog)
+    return events
+
+
+@njit(cache=True, inline="always")
+def _link_pending(r, read, st):
+    for p in range(4):  # noqa: SIM110 - Numba compiles no generator expressions
+        if st.in_valid[read, r, p] or st.credit_flag[read, r, p]:
+            return True
+    return False
+
+
+@njit(cache=True, parallel=True)
+def _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows):
+    for y in prange(fab.height):
+        row_events[y] = _row_call(y, t, fab, st, prog, tr, want_rows[y])
+
+
+@njit(cache=True)
+def _row_call(y, t, fab, st, prog, tr, want):
+    """``_row`` as a real call: Numba's parfor pass must not see the inlined body."""
+    return _row(y, t, fab, st, prog, tr, want)
+
+
+@njit(cache=True)
+def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
+    for y in range(fab.height):
+        row_events[y] = _row(y, t, fab, st, prog, tr, want_rows[y])
+
+
+@njit(cache=True, inline="always")
+def _row(y, t, fab, st, prog, tr, want):
+    events = 0
+    read = (t - fab.latency) % fab.slots
+    for r in range(y * fab.width, (y + 1) * fab.width):
+        if fab.alive[r] and _active(r, t, read, fab, st, tr):
+            events += _router_cycle(r, t, fab, st, prog, tr, want)
+    return events
+
+
+@njit(cache=True, inline="always")
+def _active(r, t, read, fab, st, tr):
+    """Whether router ``r`` or its PE can do anything this cycle (idle ones cost ~nothing)."""
+    if not fab.traffic or st.occupancy[r]:
+        return True
+    if tr.left[r] or tr.next_arrival[r] <= t or st.rx_count[r, 0]:
+        return True
+    return _link_pending(r, read, st)
+
+
+@njit(cache=True)
+def _pending_work(fab, st, prog, tr):
+    """Wavelets still queued, flits still to inject, or tasks not finished."""
+    if st.occupancy.sum() or st.rx_count.sum():
+        return True
+    if fab.traffic:
+        return tr.left.sum() > 0
+    for r in range(st.pc.shape[0]):
+        for task in range(st.pc.shape[1]):
+            if st.pc[r, task] < prog.task_end[r, task]:
+                return True
+    return False
+
+
+@njit(cache=True)
+def run_cycles(t0, max_cycles, parallel, fab, st, prog, tr, row_events, want_rows):
+    """Advance from cycle ``t0`` until done, ``max_cycles`` or a deadlock.
+
+    Returns ``(status, cycle)``: with ``STATUS_DONE`` the number of cycles the program took
+    (its last event was in cycle ``cycle - 1``); with ``STATUS_DEADLOCK`` the first cycle in
+    which nothing could move any more; with ``STATUS_MAX_CYCLES`` the limit.
+    """
+    last_event = t0 - 1
+    for t in range(t0, max_cycles):
+        if parallel:
+            _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows)
+        else:
+            _cycle_serial(t, fab, st, prog, tr, row_events, want_rows)
+        if row_events.sum() > 0:
+            last_event = t
+        elif not _pending_work(fab, st, prog, tr):
+            if not fab.traffic:
+                return STATUS_DONE, last_event + 1
+        elif t - last_event > fab.latency + 1:
+            return STATUS_DEADLOCK, last_event + 1
+    return STATUS_MAX_CYCLES, max_cycles

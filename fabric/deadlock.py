@@ -1,0 +1,63 @@
+"""Explaining a deadlock: which wavelets and tasks wait, where, and for what."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabric import _kernels as K
+from wafer.geometry import DIR_NAMES
+
+OP_NAMES = ("send", "recv", "recv_add", "fmacs", "vadd", "vscale", "vfma")
+MAX_LISTED = 6
+
+
+def deadlock_message(fab, st, prog, cycle: int) -> str:
+    """One paragraph: the cycle, the blocked queue heads (PE, port, color, wanted output)
+    and the blocked tasks."""
+    heads = _blocked_heads(fab, st)
+    tasks = [] if fab.traffic else _blocked_tasks(fab, st, prog)
+    parts = [f"deadlock: no progress from cycle {cycle} with work pending"]
+    if heads:
+        parts.append(f"{len(heads)} queued wavelet head(s), e.g. " + "; ".join(heads[:MAX_LISTED]))
+    if tasks:
+        parts.append(f"{len(tasks)} blocked task(s), e.g. " + "; ".join(tasks[:MAX_LISTED]))
+    return ". ".join(parts)
+
+
+def _xy(fab, r: int) -> str:
+    return f"PE ({r % fab.width},{r // fab.width})"
+
+
+def _blocked_heads(fab, st) -> list[str]:
+    found = []
+    for r, p, c in zip(*np.nonzero(st.q_count), strict=True):
+        meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
+        if fab.color_dor[c]:
+            lock = st.lock_out[r, p, c]
+            outs = [lock if lock >= 0 else K.dor_output(r, K.meta_dst(meta), fab.width, fab.dor_yx)]
+        else:
+            mask = int(fab.route[r, p, c]) & ~int(st.served[r, p, c])
+            outs = [o for o in range(5) if mask >> o & 1]
+        wanted = ",".join(f"{DIR_NAMES[o]}{_why(fab, st, r, o, c)}" for o in outs) or "nothing"
+        found.append(f"{_xy(fab, r)} in-port {DIR_NAMES[p]} color {c} wants {wanted}")
+    return found
+
+
+def _why(fab, st, r: int, o: int, c: int) -> str:
+    if o == K.RAMP:
+        return " (PE receive queue full)"
+    if not fab.link_ok[r, o]:
+        return " (dead or missing link)"
+    if st.credits[r, o, c] == 0:
+        return f" (no credit: queue at {_xy(fab, fab.neighbor[r, o])} full)"
+    return ""
+
+
+def _blocked_tasks(fab, st, prog) -> list[str]:
+    found = []
+    for r, task in zip(*np.nonzero(st.pc < prog.task_end), strict=True):
+        op = prog.ops[st.pc[r, task]]
+        name = OP_NAMES[op[K.C_CODE]]
+        done, total = st.progress[r, task], op[K.C_N]
+        found.append(f"{_xy(fab, r)} task {task} {name} color {op[K.C_COLOR]} at {done}/{total}")
+    return found

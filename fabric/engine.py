@@ -1,0 +1,185 @@
+"""Running the cycle engine: build the kernel arrays, run, turn status codes into results.
+
+``simulate`` runs PE programs over static color routes (how kernels talk). The traffic
+mode (``fabric.traffic``) drives the same kernel with destination-routed packets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from fabric import _kernels as K
+from fabric.deadlock import deadlock_message
+from fabric.mesh import Mesh
+from fabric.program import ProgramBuilder
+from fabric.routes import ColorRoutes
+from fabric.state import (
+    EngineState,
+    FabricArrays,
+    ProgramArrays,
+    TrafficArrays,
+    allocate_state,
+    empty_traffic,
+)
+from wafer.errors import ConfigError, DeadlockError
+from wafer.presets import preset
+from wafer.spec import WaferSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """What a program run left behind: its cycle count, SRAM and counters."""
+
+    cycles: int
+    mem: np.ndarray  # float32 (P, words)
+    link_flits: np.ndarray  # int64 (H, W, 5): wavelets out of each port
+    link_stalls: np.ndarray  # int64 (H, W, 5)
+    pe_busy_cycles: np.ndarray  # int64 (H, W)
+    pe_stall_cycles: np.ndarray  # int64 (H, W)
+    leftover_wavelets: int
+    sim_wall_s: float
+
+
+def fabric_arrays(
+    mesh: Mesh,
+    spec: WaferSpec,
+    route: np.ndarray,
+    color_dor: np.ndarray,
+    dor_yx: int,
+    traffic: bool,
+) -> FabricArrays:
+    latency = spec.link.hop_latency_cycles
+    return FabricArrays(
+        width=mesh.width,
+        height=mesh.height,
+        alive=mesh.alive.reshape(-1).astype(np.uint8),
+        link_ok=mesh.link_ok(),
+        neighbor=mesh.neighbors(),
+        route=route,
+        color_dor=color_dor.astype(np.uint8),
+        dor_yx=dor_yx,
+        depth=spec.router.queue_depth_wavelets,
+        latency=latency,
+        slots=latency + 1,
+        startup=spec.pe.op_startup_cycles,
+        traffic=int(traffic),
+    )
+
+
+def check_max_cycles(max_cycles: int) -> None:
+    if not isinstance(max_cycles, int) or max_cycles < 1:
+        raise ConfigError(f"max_cycles={max_cycles!r} must be an integer >= 1")
+
+
+def configure_threads(threads: int) -> bool:
+    """Use ``threads`` Numba threads; returns whether to run the parallel kernel."""
+    available = numba.config.NUMBA_NUM_THREADS
+    if not 1 <= threads <= available:
+        raise ConfigError(f"threads={threads} is out of range [1, {available}]")
+    numba.set_num_threads(threads)
+    return threads > 1
+
+
+def run_kernel(
+    fab: FabricArrays,
+    st: EngineState,
+    prog: ProgramArrays,
+    tr: TrafficArrays,
+    t0: int,
+    t1: int,
+    parallel: bool,
+) -> tuple[int, int]:
+    """Advance cycles ``[t0, t1)``; returns the kernel's (status, cycle)."""
+    row_events = np.zeros(fab.height, np.int64)
+    want_rows = np.zeros((fab.height, 5 * st.credits.shape[2]), np.int64)
+    status, cycle = K.run_cycles(t0, t1, parallel, fab, st, prog, tr, row_events, want_rows)
+    return int(status), int(cycle)
+
+
+def simulate(
+    mesh: Mesh,
+    spec: WaferSpec,
+    routes: ColorRoutes,
+    program: ProgramArrays,
+    memory: np.ndarray,
+    *,
+    max_cycles: int,
+    threads: int = 1,
+    on_chunk: Callable[[EngineState, int], None] | None = None,
+    chunk_cycles: int = 0,
+) -> SimResult:
+    """Run ``program`` on ``mesh`` from SRAM contents ``memory`` (float32, (P, words)).
+
+    Raises :class:`DeadlockError` naming the cycle, PEs, ports and colors when nothing can
+    move while work is pending, and :class:`ConfigError` when ``max_cycles`` runs out.
+    ``on_chunk(state, cycle)`` is called every ``chunk_cycles`` cycles (for traces).
+    """
+    check_max_cycles(max_cycles)
+    parallel = configure_threads(threads)
+    pes, tasks = program.task_start.shape
+    if memory.shape[0] != mesh.pes or pes != mesh.pes:
+        raise ConfigError(f"memory and program must cover all {mesh.pes} PEs")
+    fab = fabric_arrays(mesh, spec, routes.table, np.zeros(routes.colors, np.uint8), 0, False)
+    st = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
+    st.mem[:] = memory
+    st.pc[:] = program.task_start
+    st.wait[:] = np.where(program.task_end > program.task_start, fab.startup, 0)
+    start = time.perf_counter()
+    status, cycle = _run_chunks(fab, st, program, max_cycles, parallel, on_chunk, chunk_cycles)
+    wall = time.perf_counter() - start
+    if status == K.STATUS_DEADLOCK:
+        raise DeadlockError(deadlock_message(fab, st, program, cycle))
+    if status == K.STATUS_MAX_CYCLES:
+        raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
+    return _result(mesh, st, cycle, wall)
+
+
+def _run_chunks(fab, st, prog, max_cycles, parallel, on_chunk, chunk_cycles):
+    tr = empty_traffic(fab.width, fab.height)
+    step = chunk_cycles if on_chunk and chunk_cycles > 0 else max_cycles
+    t = 0
+    while True:
+        end = min(t + step, max_cycles)
+        status, cycle = run_kernel(fab, st, prog, tr, t, end, parallel)
+        if on_chunk:
+            on_chunk(st, cycle if status != K.STATUS_MAX_CYCLES else end)
+        if status != K.STATUS_MAX_CYCLES or end >= max_cycles:
+            return status, cycle
+        t = end
+
+
+def _result(mesh: Mesh, st: EngineState, cycles: int, wall: float) -> SimResult:
+    shape = (mesh.height, mesh.width)
+    return SimResult(
+        cycles=cycles,
+        mem=st.mem,
+        link_flits=st.link_flits.reshape(*shape, 5),
+        link_stalls=st.stalls.reshape(*shape, 5),
+        pe_busy_cycles=st.busy.reshape(shape),
+        pe_stall_cycles=st.pe_stalls.reshape(shape),
+        leftover_wavelets=int(st.occupancy.sum() + st.rx_count.sum()),
+        sim_wall_s=wall,
+    )
+
+
+def warm_up() -> None:
+    """Compile every kernel on a 2x2 mesh, so timings exclude JIT compilation."""
+    from fabric.traffic import TrafficConfig, run_traffic
+
+    spec = preset("tiny")
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    builder = ProgramBuilder(2, spec.pe, 1)
+    builder.send(0, 0, 0, 0, 1)
+    builder.recv(1, 0, 0, 0, 1)
+    simulate(mesh, spec, routes, builder.build(), np.zeros((2, 4), np.float32), max_cycles=100)
+    run_traffic(TrafficConfig(width=2, height=2, rate=0.1, cycles=50, warmup=10), spec)

@@ -1,0 +1,57 @@
+"""Static color routes: per router, an input port forwards a color to a set of outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabric.mesh import Mesh
+from wafer.errors import ConfigError
+from wafer.geometry import DIR_NAMES, NUM_PORTS, RAMP
+
+
+class ColorRoutes:
+    """A route table ``(P, 5, C)`` of output-port bitmasks, built and checked in Python."""
+
+    def __init__(self, mesh: Mesh, colors: int) -> None:
+        if colors < 1:
+            raise ConfigError(f"colors={colors} must be >= 1")
+        self.mesh, self.colors = mesh, colors
+        self.table = np.zeros((mesh.pes, NUM_PORTS, colors), np.uint8)
+        self._link_ok = mesh.link_ok()
+
+    def add(self, pe: int, in_port: int, color: int, out_ports: tuple[int, ...]) -> None:
+        """Forward ``color`` arriving at ``pe`` on ``in_port`` to every port in ``out_ports``."""
+        if not 0 <= color < self.colors:
+            raise ConfigError(f"color={color} is out of range [0, {self.colors - 1}]")
+        if not 0 <= pe < self.mesh.pes or not self.mesh.alive.reshape(-1)[pe]:
+            raise ConfigError(f"route at pe={pe}: no working router there")
+        for port in out_ports:
+            if port != RAMP and not self._link_ok[pe, port]:
+                raise ConfigError(
+                    f"route of color {color} at pe={pe} uses dead or missing link {DIR_NAMES[port]}"
+                )
+            self.table[pe, in_port, color] |= np.uint8(1 << port)
+
+    def add_path(self, color: int, pes: list[int], deliver: bool = True) -> None:
+        """Route ``color`` along neighbouring ``pes`` from the first one's ramp to the last's.
+
+        Where a router already forwards the color from the same input, the outputs merge,
+        which is how multicast trees are built from paths that share a prefix.
+        """
+        width = self.mesh.width
+        in_port = RAMP
+        for here, there in zip(pes, pes[1:], strict=False):
+            out = _direction(here, there, width)
+            self.add(here, in_port, color, (out,))
+            in_port = (out + 2) % 4
+        if deliver:
+            self.add(pes[-1], in_port, color, (RAMP,))
+
+
+def _direction(a: int, b: int, width: int) -> int:
+    ax, ay, bx, by = a % width, a // width, b % width, b // width
+    steps = {(0, -1): 0, (1, 0): 1, (0, 1): 2, (-1, 0): 3}
+    step = (bx - ax, by - ay)
+    if step not in steps:
+        raise ConfigError(f"route step from pe {a} to pe {b} is not between neighbours")
+    return steps[step]

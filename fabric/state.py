@@ -1,0 +1,160 @@
+"""The engine's data: structs of typed arrays handed to the kernels in ``_kernels.py``.
+
+``FabricArrays`` is what does not change during a run (the mesh, routes, constants);
+``EngineState`` is everything a cycle updates; ``ProgramArrays`` the PE programs;
+``TrafficArrays`` the synthetic-traffic sources and sinks. Shapes use ``P`` PEs, ``C``
+colors in use, ``D`` queue depth, ``S = L + 1`` link slots, ``T`` tasks per PE.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+LATENCY_BINS = 4096  # packet-latency histogram: exact below this many cycles
+
+
+class FabricArrays(NamedTuple):
+    width: int
+    height: int
+    alive: np.ndarray  # uint8 (P,): router and PE work
+    link_ok: np.ndarray  # uint8 (P, 4): the wire to that neighbour carries wavelets
+    neighbor: np.ndarray  # int64 (P, 4): PE across each link, -1 at the edge
+    route: np.ndarray  # uint8 (P, 5, C): output-port mask per input port and static color
+    color_dor: np.ndarray  # uint8 (C,): 1 = destination-routed (wormhole) color
+    dor_yx: int  # 0 = XY, 1 = YX
+    depth: int  # input queue depth, wavelets per port and color
+    latency: int  # hop latency, cycles
+    slots: int  # latency + 1
+    startup: int  # op startup cycles
+    traffic: int  # 1 = synthetic-traffic mode
+
+
+class EngineState(NamedTuple):
+    q_data: np.ndarray  # float32 (P, 5, C, D)
+    q_meta: np.ndarray  # int64 (P, 5, C, D)
+    q_head: np.ndarray  # int32 (P, 5, C)
+    q_count: np.ndarray  # int32 (P, 5, C)
+    served: np.ndarray  # int8 (P, 5, C): outputs that already took the head (multicast)
+    lock_out: np.ndarray  # int8 (P, 5, C): output held by the packet at this input, -1
+    owner: np.ndarray  # int8 (P, 5, C): input port holding this output, -1
+    credits: np.ndarray  # int32 (P, 4, C)
+    rr: np.ndarray  # int32 (P, 5): round-robin pointer per output
+    in_valid: np.ndarray  # uint8 (S, P, 4): link slots, indexed by receiver and its port
+    in_data: np.ndarray  # float32 (S, P, 4)
+    in_meta: np.ndarray  # int64 (S, P, 4)
+    credit_ret: np.ndarray  # int32 (S, P, 4, C): credits back to (upstream PE, its port)
+    credit_flag: np.ndarray  # uint8 (S, P, 4)
+    occupancy: np.ndarray  # int32 (P,): wavelets in the router's input queues
+    rx_data: np.ndarray  # float32 (P, C, D): the PE's receive queues
+    rx_meta: np.ndarray  # int64 (P, C, D)
+    rx_head: np.ndarray  # int32 (P, C)
+    rx_count: np.ndarray  # int32 (P, C)
+    link_flits: np.ndarray  # int64 (P, 5): wavelets out of each port (4 = to the PE)
+    stalls: np.ndarray  # int64 (P, 5): wavelet-cycles a head waited for room at a port
+    busy: np.ndarray  # int64 (P,): cycles a PE task made progress
+    pe_stalls: np.ndarray  # int64 (P,): task-cycles blocked on a queue
+    mem: np.ndarray  # float32 (P, words): SRAM
+    pc: np.ndarray  # int64 (P, T): index into the op table
+    progress: np.ndarray  # int64 (P, T): elements done in the current op
+    wait: np.ndarray  # int64 (P, T): cycles left before the next element
+
+
+class ProgramArrays(NamedTuple):
+    ops: np.ndarray  # int64 (K, 8): see _kernels.C_* columns
+    scalars: np.ndarray  # float32 (K,)
+    task_start: np.ndarray  # int64 (P, T)
+    task_end: np.ndarray  # int64 (P, T)
+
+
+class TrafficArrays(NamedTuple):
+    width: int
+    height: int
+    pattern: int
+    packet_flits: int
+    packet_prob: float  # packets per cycle per PE
+    warmup: int
+    hotspot_fraction: float
+    rng: np.ndarray  # uint64 (P,): each PE's own random stream
+    next_arrival: np.ndarray  # int64 (P,): creation cycle of the next packet
+    left: np.ndarray  # int64 (P,): flits of the current packet still to inject
+    dst: np.ndarray  # int64 (P,)
+    created: np.ndarray  # int64 (P,)
+    injected: np.ndarray  # int64 (P,): cycle the current packet's head entered the ramp
+    flits_delivered: np.ndarray  # int64 (P,)
+    hops: np.ndarray  # int64 (P,): hop sum of measured packets created here
+    packets_created: np.ndarray  # int64 (P,)
+    packets: np.ndarray  # int64 (H,): measured packets delivered, per row of the sink
+    latency_sum: np.ndarray  # int64 (H,)
+    network_latency_sum: np.ndarray  # int64 (H,)
+    hist: np.ndarray  # int64 (H, LATENCY_BINS)
+
+
+def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, tasks: int):
+    """A fresh engine state: empty queues, full credits."""
+    return EngineState(
+        q_data=np.zeros((pes, 5, colors, depth), np.float32),
+        q_meta=np.zeros((pes, 5, colors, depth), np.int64),
+        q_head=np.zeros((pes, 5, colors), np.int32),
+        q_count=np.zeros((pes, 5, colors), np.int32),
+        served=np.zeros((pes, 5, colors), np.int8),
+        lock_out=np.full((pes, 5, colors), -1, np.int8),
+        owner=np.full((pes, 5, colors), -1, np.int8),
+        credits=np.full((pes, 4, colors), depth, np.int32),
+        rr=np.zeros((pes, 5), np.int32),
+        in_valid=np.zeros((slots, pes, 4), np.uint8),
+        in_data=np.zeros((slots, pes, 4), np.float32),
+        in_meta=np.zeros((slots, pes, 4), np.int64),
+        credit_ret=np.zeros((slots, pes, 4, colors), np.int32),
+        credit_flag=np.zeros((slots, pes, 4), np.uint8),
+        occupancy=np.zeros(pes, np.int32),
+        rx_data=np.zeros((pes, colors, depth), np.float32),
+        rx_meta=np.zeros((pes, colors, depth), np.int64),
+        rx_head=np.zeros((pes, colors), np.int32),
+        rx_count=np.zeros((pes, colors), np.int32),
+        link_flits=np.zeros((pes, 5), np.int64),
+        stalls=np.zeros((pes, 5), np.int64),
+        busy=np.zeros(pes, np.int64),
+        pe_stalls=np.zeros(pes, np.int64),
+        mem=np.zeros((pes, words), np.float32),
+        pc=np.zeros((pes, tasks), np.int64),
+        progress=np.zeros((pes, tasks), np.int64),
+        wait=np.zeros((pes, tasks), np.int64),
+    )
+
+
+def empty_program(pes: int) -> ProgramArrays:
+    return ProgramArrays(
+        ops=np.zeros((1, 8), np.int64),
+        scalars=np.zeros(1, np.float32),
+        task_start=np.zeros((pes, 1), np.int64),
+        task_end=np.zeros((pes, 1), np.int64),
+    )
+
+
+def empty_traffic(width: int, height: int) -> TrafficArrays:
+    pes = width * height
+    z = np.zeros(pes, np.int64)
+    return TrafficArrays(
+        width,
+        height,
+        0,
+        1,
+        0.0,
+        0,
+        0.0,
+        np.ones(pes, np.uint64),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        np.zeros(height, np.int64),
+        np.zeros(height, np.int64),
+        np.zeros(height, np.int64),
+        np.zeros((height, 1), np.int64),
+    )

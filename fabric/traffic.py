@@ -1,0 +1,167 @@
+"""Synthetic traffic on the fabric, for comparison with network-on-chip simulators.
+
+Every PE is a source and a sink. Packets are created by a Bernoulli process (offered rate
+``rate`` flits per PE per cycle, so a packet with probability ``rate / packet_size`` each
+cycle) into an unbounded source queue; their flits travel in order behind the head on one
+dimension-order path (wormhole). Packet latency runs from creation to tail delivery;
+network latency from the head entering the router to tail delivery. Statistics cover
+packets created at or after ``warmup`` and delivered before ``cycles``.
+
+At zero load a packet of ``F`` flits over ``h`` hops takes ``h * hop_latency + F`` cycles:
+one cycle from the source queue into the router, ``h`` link traversals, and ``F - 1``
+cycles for the body to follow the head.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabric import _kernels as K
+from fabric.engine import check_max_cycles, configure_threads, fabric_arrays, run_kernel
+from fabric.mesh import Mesh
+from fabric.state import LATENCY_BINS, TrafficArrays, allocate_state, empty_program
+from wafer.errors import ConfigError, DeadlockError
+from wafer.spec import WaferSpec
+
+PATTERNS = {"uniform": 0, "transpose": 1, "bitcomp": 2, "hotspot": 3, "neighbor": 4}
+ROUTINGS = {"xy": 0, "yx": 1}
+HOTSPOT_FRACTION = 0.25  # share of hotspot packets sent to the centre PE
+SATURATION_RATIO = 0.95  # accepted below this share of offered -> saturated
+MAX_TRAFFIC_CYCLES = 2**24  # injection cycles travel as float32 payload: exact below 2^24
+
+
+@dataclass(frozen=True)
+class TrafficConfig:
+    width: int = 8
+    height: int = 8
+    pattern: str = "uniform"
+    rate: float = 0.1
+    packet_size: int = 4
+    queue_depth: int | None = None  # None: the spec's router queue depth
+    routing: str = "xy"
+    cycles: int = 2000
+    warmup: int = 500
+    seed: int = 0
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        _check_range("width", self.width, 1, 4096)
+        _check_range("height", self.height, 1, 4096)
+        _check_choice("pattern", self.pattern, PATTERNS)
+        _check_choice("routing", self.routing, ROUTINGS)
+        _check_range("rate", self.rate, 0.0, 1.0)
+        _check_range("packet_size", self.packet_size, 1, 4096)
+        if self.queue_depth is not None:
+            _check_range("queue_depth", self.queue_depth, 1, 1024)
+        _check_range("cycles", self.cycles, 1, MAX_TRAFFIC_CYCLES)
+        _check_range("warmup", self.warmup, 0, self.cycles - 1)
+        _check_range("seed", self.seed, 0, 2**63 - 1)
+
+
+def _check_range(name: str, value, low, high) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ConfigError(f"{name}={value!r} is out of range [{low}, {high}]")
+
+
+def _check_choice(name: str, value: str, choices: dict) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} is not one of: {', '.join(choices)}")
+
+
+def traffic_arrays(cfg: TrafficConfig) -> TrafficArrays:
+    """Sources seeded from one SeedSequence; each PE draws its first arrival lazily."""
+    pes, h = cfg.width * cfg.height, cfg.height
+    seeds = np.random.SeedSequence(cfg.seed).spawn(2)[0].generate_state(pes, np.uint64)
+    rng = seeds | np.uint64(1)  # xorshift state must not be zero
+    z = np.zeros(pes, np.int64)
+    prob = cfg.rate / cfg.packet_size
+    first = np.zeros(pes, np.int64) if prob > 0 else np.full(pes, 2**62, np.int64)
+    tr = TrafficArrays(
+        cfg.width,
+        cfg.height,
+        PATTERNS[cfg.pattern],
+        cfg.packet_size,
+        prob,
+        cfg.warmup,
+        HOTSPOT_FRACTION,
+        rng,
+        first,
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        np.zeros(h, np.int64),
+        np.zeros(h, np.int64),
+        np.zeros(h, np.int64),
+        np.zeros((h, LATENCY_BINS), np.int64),
+    )
+    if prob > 0:
+        K.first_arrivals(tr.rng, prob, tr.next_arrival)
+    return tr
+
+
+def run_traffic(cfg: TrafficConfig, spec: WaferSpec, mesh: Mesh | None = None) -> dict:
+    """Run synthetic traffic; returns the summary (JSON-ready)."""
+    check_max_cycles(cfg.cycles)
+    parallel = configure_threads(cfg.threads)
+    mesh = mesh or Mesh.full(cfg.width, cfg.height)
+    if cfg.queue_depth is not None:
+        spec = spec.replace({"router.queue_depth_wavelets": cfg.queue_depth})
+    route = np.zeros((mesh.pes, 5, 1), np.uint8)
+    fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), ROUTINGS[cfg.routing], True)
+    st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
+    tr = traffic_arrays(cfg)
+    start = time.perf_counter()
+    status, cycle = run_kernel(fab, st, empty_program(mesh.pes), tr, 0, cfg.cycles, parallel)
+    wall = time.perf_counter() - start
+    if status == K.STATUS_DEADLOCK:
+        from fabric.deadlock import deadlock_message
+
+        raise DeadlockError(deadlock_message(fab, st, empty_program(mesh.pes), cycle))
+    return summarize(cfg, tr, st, wall)
+
+
+def summarize(cfg: TrafficConfig, tr: TrafficArrays, st, wall: float) -> dict:
+    pes = cfg.width * cfg.height
+    window = cfg.cycles - cfg.warmup
+    packets = int(tr.packets.sum())
+    accepted = float(tr.flits_delivered.sum()) / (pes * window)
+    offered = cfg.rate
+    return {
+        "grid": [cfg.width, cfg.height],
+        "pattern": cfg.pattern,
+        "routing": cfg.routing,
+        "packet_size": cfg.packet_size,
+        "offered_rate": offered,
+        "accepted_rate": accepted,
+        "packets_measured": packets,
+        "avg_packet_latency_cycles": _mean(tr.latency_sum.sum(), packets),
+        "avg_network_latency_cycles": _mean(tr.network_latency_sum.sum(), packets),
+        "p99_packet_latency_cycles": _percentile(tr.hist.sum(axis=0), 0.99),
+        "avg_hops": _mean(tr.hops.sum(), tr.packets_created.sum()),
+        "saturated": bool(offered > 0 and accepted < SATURATION_RATIO * offered),
+        "cycles": cfg.cycles,
+        "warmup": cfg.warmup,
+        "router_cycles_per_s": pes * cfg.cycles / wall if wall > 0 else 0.0,
+        "sim_wall_s": wall,
+        "seed": cfg.seed,
+        "threads": cfg.threads,
+    }
+
+
+def _mean(total, count) -> float | None:
+    return float(total) / float(count) if count else None
+
+
+def _percentile(hist: np.ndarray, q: float) -> float | None:
+    """The smallest latency with at least ``q`` of packets at or below it."""
+    total = hist.sum()
+    if total == 0:
+        return None
+    return float(np.searchsorted(np.cumsum(hist), q * total))

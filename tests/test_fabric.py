@@ -1,0 +1,244 @@
+"""The cycle engine: latency, values, backpressure, conservation, deadlock, determinism."""
+
+import numpy as np
+import pytest
+
+from fabric.engine import simulate
+from fabric.mesh import Mesh
+from fabric.program import ProgramBuilder
+from fabric.routes import ColorRoutes
+from fabric.traffic import TrafficConfig, run_traffic
+from wafer.errors import ConfigError, DeadlockError
+from wafer.geometry import RAMP, E, W
+from wafer.presets import preset
+
+SPEC = preset("tiny")
+WORDS = 256
+
+
+def line(length, spec=SPEC, colors=1):
+    mesh = Mesh.full(length, 1)
+    return mesh, ColorRoutes(mesh, colors), ProgramBuilder(length, spec.pe, colors)
+
+
+def memory(pes, rng=None):
+    rng = rng or np.random.default_rng(0)
+    return rng.standard_normal((pes, WORDS)).astype(np.float32)
+
+
+# Cycle-exact expectations for SEND of n words over h hops at hop latency L, with op startup
+# s = 2: the first word enters the ramp queue at cycle s, leaves the router at s + 1, reaches
+# the receiver at s + 1 + h*L and the last one n - 1 cycles later: s + 1 + h*L + n cycles.
+#   hops  latency  words  cycles
+POINT_TO_POINT = [
+    (1, 1, 1, 5),
+    (3, 1, 5, 11),
+    (3, 2, 5, 14),
+    (5, 1, 20, 28),
+    (2, 4, 3, 14),
+]
+
+
+@pytest.mark.parametrize(("hops", "latency", "words", "cycles"), POINT_TO_POINT)
+def test_point_to_point_cycles(hops, latency, words, cycles):
+    """A stream over h hops takes startup + 1 + h*latency + n cycles and arrives intact."""
+    spec = SPEC.replace({"link.hop_latency_cycles": latency})
+    mesh, routes, prog = line(hops + 1, spec)
+    routes.add_path(0, list(range(hops + 1)))
+    prog.send(0, 0, 0, 0, words)
+    prog.recv(hops, 0, 0, 100, words)
+    mem = memory(hops + 1)
+    result = simulate(mesh, spec, routes, prog.build(), mem, max_cycles=1000)
+    assert result.cycles == cycles
+    np.testing.assert_array_equal(result.mem[hops, 100 : 100 + words], mem[0, :words])
+
+
+def test_multicast_tree_delivers_to_every_leaf():
+    """One send on a multicast tree arrives, value for value, at every leaf."""
+    mesh = Mesh.full(3, 3)
+    routes = ColorRoutes(mesh, 1)
+    centre = 4
+    for leaf in (1, 3, 5, 7):
+        routes.add_path(0, [centre, leaf])
+    prog = ProgramBuilder(9, SPEC.pe, 1)
+    prog.send(centre, 0, 0, 0, 16)
+    for leaf in (1, 3, 5, 7):
+        prog.recv(leaf, 0, 0, 50, 16)
+    mem = memory(9)
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
+    for leaf in (1, 3, 5, 7):
+        np.testing.assert_array_equal(result.mem[leaf, 50:66], mem[centre, :16])
+    assert result.link_flits.reshape(9, 5)[centre, :4].sum() == 4 * 16
+
+
+def test_backpressure_loses_nothing_and_fmacs_matches_numpy():
+    """A slow consumer stalls the sender; every wavelet arrives once and the FMACs are exact."""
+    m, n = 8, 12
+    mesh, routes, prog = line(3)
+    routes.add_path(0, [0, 1, 2])
+    prog.send(0, 0, 0, 0, n)
+    prog.fmacs(2, 0, 0, acc=0, mat=16, m=m, n=n)
+    mem = memory(3)
+    mem[2, :m] = 0.0
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=10_000)
+    expected = mem[2, 16 : 16 + m * n].reshape(n, m).T.astype(np.float64) @ mem[0, :n]
+    np.testing.assert_allclose(result.mem[2, :m], expected, rtol=1e-5, atol=1e-5)
+    flits = result.link_flits.reshape(3, 5)
+    assert flits[0, E] == flits[1, E] == flits[2, RAMP] == n
+    assert result.link_stalls.sum() > 0
+    assert result.leftover_wavelets == 0
+    assert result.cycles >= n * m  # compute-bound: m cycles per wavelet
+
+
+def test_reduction_chain_adds_partial_sums():
+    """recv_add along a chain sums every PE's vector, as numpy does."""
+    length, m = 4, 6
+    mesh, routes, prog = line(length, colors=2)
+    for pe in range(length - 1, 0, -1):
+        color = pe % 2  # alternate colors so neighbouring links do not share a queue
+        routes.add_path(color, [pe, pe - 1])
+        if pe < length - 1:
+            prog.recv_add(pe, 0, (pe + 1) % 2, 0, m)
+        prog.send(pe, 0, color, 0, m)
+    prog.recv_add(0, 0, 1, 0, m)
+    mem = memory(length)
+    expected = mem[:, :m].astype(np.float64).sum(axis=0)
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
+    np.testing.assert_allclose(result.mem[0, :m], expected, rtol=1e-5)
+
+
+def test_local_vector_ops_match_numpy():
+    """vadd, vscale and vfma compute what numpy computes."""
+    mesh, routes, prog = line(1)
+    prog.vadd(0, 0, 100, 0, 10, 8)
+    prog.vscale(0, 0, 120, 0, 2.5, 8)
+    prog.vfma(0, 0, 140, 0, 10, 8)
+    mem = memory(1)
+    a, b, c = mem[0, :8].copy(), mem[0, 10:18].copy(), mem[0, 140:148].copy()
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
+    np.testing.assert_allclose(result.mem[0, 100:108], a + b, rtol=1e-6)
+    np.testing.assert_allclose(result.mem[0, 120:128], a * np.float32(2.5), rtol=1e-6)
+    np.testing.assert_allclose(result.mem[0, 140:148], c + a * b, rtol=1e-6)
+
+
+def test_missing_sender_is_a_deadlock_naming_the_task():
+    """A receive that nothing will satisfy raises DeadlockError with the cycle and PE."""
+    mesh, routes, prog = line(2)
+    routes.add_path(0, [0, 1])
+    prog.send(0, 0, 0, 0, 3)
+    prog.recv(1, 0, 0, 0, 5)
+    with pytest.raises(DeadlockError, match=r"cycle \d+.*PE \(1,0\) task 0 recv color 0 at 3/5"):
+        simulate(mesh, SPEC, routes, prog.build(), memory(2), max_cycles=1000)
+
+
+def test_routing_cycle_is_a_deadlock_not_a_hang():
+    """Wavelets routed round a ring with no exit fill it and are reported as a deadlock."""
+    mesh = Mesh.full(2, 2)
+    routes = ColorRoutes(mesh, 1)
+    ring = [0, 1, 3, 2, 0]
+    routes.add(0, RAMP, 0, (E,))
+    for here, there in zip(ring, ring[1:], strict=False):
+        routes.add_path(0, [here, there], deliver=False)
+    prog = ProgramBuilder(4, SPEC.pe, 1)
+    prog.send(0, 0, 0, 0, 100)
+    with pytest.raises(DeadlockError, match="no credit"):
+        simulate(mesh, SPEC, routes, prog.build(), memory(4), max_cycles=100_000)
+
+
+def test_routes_through_dead_links_are_rejected():
+    """A route over a dead wire is refused when it is built, naming the PE and link."""
+    mesh = Mesh.full(3, 1)
+    dead = mesh.dead_link.copy()
+    dead[0, 1, E] = dead[0, 2, W] = True
+    broken = Mesh(3, 1, mesh.alive, dead)
+    with pytest.raises(ConfigError, match="pe=1 uses dead or missing link E"):
+        ColorRoutes(broken, 1).add_path(0, [0, 1, 2])
+
+
+def test_program_sram_budget_is_enforced():
+    """An op past the PE's SRAM names the bytes needed and available."""
+    _, _, prog = line(1)
+    with pytest.raises(ConfigError, match=r"needs 49156 bytes, available 49152"):
+        prog.recv(0, 0, 0, 12288, 1)
+
+
+def test_max_cycles_is_required_and_enforced():
+    """A program that runs past max_cycles is an error, not a silent partial result."""
+    mesh, routes, prog = line(2)
+    routes.add_path(0, [0, 1])
+    prog.send(0, 0, 0, 0, 50)
+    prog.recv(1, 0, 0, 0, 50)
+    with pytest.raises(ConfigError, match="max_cycles=10"):
+        simulate(mesh, SPEC, routes, prog.build(), memory(2), max_cycles=10)
+
+
+def test_zero_load_latency_is_hops_plus_packet_size():
+    """At near-zero load packet latency is avg hops x hop latency + packet size."""
+    for latency in (1, 2):
+        spec = SPEC.replace({"link.hop_latency_cycles": latency})
+        cfg = TrafficConfig(
+            width=8, height=8, rate=0.002, packet_size=4, cycles=20_000, warmup=1000, seed=1
+        )
+        r = run_traffic(cfg, spec)
+        expected = r["avg_hops"] * latency + 4
+        assert r["avg_packet_latency_cycles"] == pytest.approx(expected, rel=0.03)
+
+
+def test_throughput_respects_the_bisection_bound():
+    """Accepted rate never exceeds 4/k and saturates within 0.6-1.0 of it with XY routing."""
+    k = 8
+    bound = 4 / k
+    accepted = []
+    for rate in (0.2, 0.35, 0.5, 0.8):
+        cfg = TrafficConfig(
+            width=k,
+            height=k,
+            rate=rate,
+            packet_size=4,
+            queue_depth=16,
+            cycles=4000,
+            warmup=1000,
+            seed=2,
+        )
+        r = run_traffic(cfg, SPEC)
+        assert r["accepted_rate"] <= bound
+        accepted.append(r["accepted_rate"])
+    assert 0.6 * bound <= max(accepted) <= bound
+    assert run_traffic(TrafficConfig(width=k, height=k, rate=0.8, cycles=2000, warmup=500), SPEC)[
+        "saturated"
+    ]
+
+
+def test_traffic_is_deterministic_serial_or_parallel():
+    """The same seed gives bit-identical statistics with one thread or two."""
+    cfg = dict(width=8, height=8, rate=0.3, cycles=1500, warmup=300, seed=9)
+    keys = (
+        "accepted_rate",
+        "avg_packet_latency_cycles",
+        "p99_packet_latency_cycles",
+        "avg_hops",
+        "packets_measured",
+    )
+    one = run_traffic(TrafficConfig(**cfg), SPEC)
+    again = run_traffic(TrafficConfig(**cfg), SPEC)
+    two = run_traffic(TrafficConfig(**cfg, threads=2), SPEC)
+    other = run_traffic(TrafficConfig(**{**cfg, "seed": 10}), SPEC)
+    assert [one[k] for k in keys] == [again[k] for k in keys] == [two[k] for k in keys]
+    assert [one[k] for k in keys] != [other[k] for k in keys]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("rate", 1.5),
+        ("pattern", "zigzag"),
+        ("routing", "west-first"),
+        ("warmup", 5000),
+        ("packet_size", 0),
+        ("width", 0),
+    ],
+)
+def test_bad_traffic_config_names_the_field(field, value):
+    """Bad traffic parameters raise ConfigError naming the field."""
+    with pytest.raises(ConfigError, match=field):
+        TrafficConfig(**{field: value})
