@@ -131,3 +131,48 @@ def test_readme_main_job_runs():
     result = json.loads(done.stdout)
     assert result["logical_grid"] == [750, 994]
     assert result["working_pes"] > 0.99 * 750 * 994
+
+
+def test_traffic_json_has_the_documented_fields(capsys):
+    """`traffic --json` reports the issue's fields for the run it made."""
+    argv = [
+        "traffic",
+        "--grid",
+        "6x4",
+        "--rate",
+        "0.05",
+        "--cycles",
+        "800",
+        "--warmup",
+        "200",
+        "--seed",
+        "4",
+        "--json",
+    ]
+    code, out, _ = run(capsys, argv)
+    r = json.loads(out)
+    assert code == 0
+    for key in (
+        "offered_rate",
+        "accepted_rate",
+        "avg_packet_latency_cycles",
+        "avg_network_latency_cycles",
+        "p99_packet_latency_cycles",
+        "avg_hops",
+        "saturated",
+        "router_cycles_per_s",
+        "sim_wall_s",
+        "seed",
+    ):
+        assert key in r
+    assert r["grid"] == [6, 4]
+    assert r["seed"] == 4
+    assert r["offered_rate"] == 0.05
+    assert 0 < r["accepted_rate"] < 0.1
+
+
+def test_traffic_bad_grid_is_one_line(capsys):
+    """A malformed --grid is a one-line error naming the field."""
+    code, _, err = run(capsys, ["traffic", "--grid", "16"])
+    assert code == 2
+    assert "grid='16'" in err

@@ -12,6 +12,7 @@ from typing import Any
 
 from wafer import __version__
 from wafer.config_io import parse_overrides, resolve_spec
+from wafer.errors import ConfigError
 from wafer.presets import PRESETS, preset
 from wafer.spec import WaferSpec
 
@@ -137,12 +138,74 @@ def _defects_text(r: dict[str, Any]) -> str:
     )
 
 
+def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
+    from fabric.traffic import PATTERNS, ROUTINGS
+
+    add_spec_options(parser)
+    parser.add_argument("--grid", default="8x8", help="mesh size WxH")
+    parser.add_argument("--pattern", default="uniform", choices=list(PATTERNS))
+    parser.add_argument("--rate", type=float, default=0.1, help="flits offered per PE per cycle")
+    parser.add_argument("--packet-size", type=int, default=4, help="flits per packet")
+    parser.add_argument("--queue-depth", type=int, help="flits per input queue (default: spec)")
+    parser.add_argument("--routing", default="xy", choices=list(ROUTINGS))
+    parser.add_argument("--cycles", type=int, default=2000)
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--threads", type=int, default=1)
+
+
+def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
+    from fabric.traffic import TrafficConfig, run_traffic
+
+    width, height = parse_grid(args.grid)
+    spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
+    config = TrafficConfig(
+        width=width,
+        height=height,
+        pattern=args.pattern,
+        rate=args.rate,
+        packet_size=args.packet_size,
+        queue_depth=args.queue_depth,
+        routing=args.routing,
+        cycles=args.cycles,
+        warmup=args.warmup,
+        seed=args.seed,
+        threads=args.threads,
+    )
+    return {**run_traffic(config, spec), "spec": spec.name, "wafersim_version": __version__}
+
+
+def parse_grid(text: str) -> tuple[int, int]:
+    """``"64x32"`` -> ``(64, 32)``."""
+    width, sep, height = text.lower().partition("x")
+    if not sep or not width.isdigit() or not height.isdigit():
+        raise ConfigError(f"grid={text!r} must look like WxH, e.g. 64x64")
+    return int(width), int(height)
+
+
+def _traffic_text(r: dict[str, Any]) -> str:
+    w, h = r["grid"]
+    latency = r["avg_packet_latency_cycles"]
+    latency_text = "n/a" if latency is None else f"{latency:.1f}"
+    return "\n".join(
+        [
+            f"{w}x{h} mesh, {r['pattern']} traffic, {r['routing']} routing, seed {r['seed']}",
+            f"offered {r['offered_rate']:.4f}, accepted {r['accepted_rate']:.4f} flits/PE/cycle"
+            + (" (saturated)" if r["saturated"] else ""),
+            f"packet latency {latency_text} cycles (p99 {r['p99_packet_latency_cycles']}), "
+            f"avg hops {r['avg_hops'] or 0:.2f}",
+            f"{r['router_cycles_per_s'] / 1e6:.2f} M router-cycles/s ({r['sim_wall_s']:.2f} s)",
+        ]
+    )
+
+
 Command = tuple[Callable[[argparse.ArgumentParser], None], Callable[..., dict], str]
 COMMANDS: dict[str, Command] = {
     "presets": (add_presets_arguments, run_presets, "list the built-in wafer presets"),
     "defects": (add_defects_arguments, run_defects, "generate a defect map and repair it"),
+    "traffic": (add_traffic_arguments, run_traffic_command, "synthetic traffic on the fabric"),
 }
 TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {
     "presets": _presets_text,
     "defects": _defects_text,
+    "traffic": _traffic_text,
 }

@@ -1,0 +1,63 @@
+"""Router-cycles per second of the cycle engine under uniform traffic.
+
+Run: python benchmarks/bench_fabric.py [--sizes 32 128 512] [--cycles N] [--threads 1 2]
+     [--out out/bench_fabric.json]
+Load is given as a share of the uniform-traffic bisection bound 4/k flits/PE/cycle. JIT
+compile time is measured apart (a warm-up on a tiny mesh) and excluded from the figures.
+"""
+
+import argparse
+import time
+
+from fabric.engine import warm_up
+from fabric.traffic import TrafficConfig, run_traffic
+from wafer.atomic import write_json
+from wafer.presets import preset
+
+LOADS = (0.01, 0.30, 0.90)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--cycles", type=int, default=500)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--out", default="out/bench_fabric.json")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    warm_up()
+    compile_s = time.perf_counter() - t0
+    print(f"JIT warm-up (compile or cache load): {compile_s:.1f} s")
+    print(f"{'k':>5} {'load':>6} {'threads':>7} {'accepted':>9} {'M router-cycles/s':>18}")
+    rows = []
+    for k in args.sizes:
+        for load in LOADS:
+            for threads in args.threads:
+                cfg = TrafficConfig(
+                    width=k,
+                    height=k,
+                    rate=load * 4 / k,
+                    cycles=args.cycles,
+                    warmup=args.cycles // 5,
+                    threads=threads,
+                )
+                r = run_traffic(cfg, preset("tiny"))
+                rows.append(
+                    {
+                        "k": k,
+                        "load_of_bisection": load,
+                        "threads": threads,
+                        "accepted_rate": r["accepted_rate"],
+                        "router_cycles_per_s": r["router_cycles_per_s"],
+                    }
+                )
+                print(
+                    f"{k:5d} {load:6.2f} {threads:7d} {r['accepted_rate']:9.5f} "
+                    f"{r['router_cycles_per_s'] / 1e6:18.2f}"
+                )
+    write_json(args.out, {"cycles": args.cycles, "compile_s": compile_s, "runs": rows})
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()
