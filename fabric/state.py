@@ -133,28 +133,36 @@ def empty_program(pes: int) -> ProgramArrays:
     )
 
 
-def empty_traffic(width: int, height: int) -> TrafficArrays:
+def new_traffic(
+    width: int,
+    height: int,
+    pattern: int,
+    packet_flits: int,
+    packet_prob: float,
+    warmup: int,
+    hotspot_fraction: float,
+    rng: np.ndarray,
+    bins: int,
+) -> TrafficArrays:
+    """Traffic sources with no packet yet: the first arrival is drawn by the caller."""
     pes = width * height
-    z = np.zeros(pes, np.int64)
+    counters = [np.zeros(pes, np.int64) for _ in range(8)]
+    rows = [np.zeros(height, np.int64) for _ in range(3)]
     return TrafficArrays(
         width,
         height,
-        0,
-        1,
-        0.0,
-        0,
-        0.0,
-        np.ones(pes, np.uint64),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        np.zeros(height, np.int64),
-        np.zeros(height, np.int64),
-        np.zeros(height, np.int64),
-        np.zeros((height, 1), np.int64),
+        pattern,
+        packet_flits,
+        packet_prob,
+        warmup,
+        hotspot_fraction,
+        rng,
+        *counters,
+        *rows,
+        np.zeros((height, bins), np.int64),
     )
+
+
+def empty_traffic(width: int, height: int) -> TrafficArrays:
+    """Placeholder traffic arrays for program runs (the kernel takes both kinds)."""
+    return new_traffic(width, height, 0, 1, 0.0, 0, 0.0, np.ones(width * height, np.uint64), 1)

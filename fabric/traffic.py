@@ -22,7 +22,13 @@ import numpy as np
 from fabric import _kernels as K
 from fabric.engine import check_max_cycles, configure_threads, fabric_arrays, run_kernel
 from fabric.mesh import Mesh
-from fabric.state import LATENCY_BINS, TrafficArrays, allocate_state, empty_program
+from fabric.state import (
+    LATENCY_BINS,
+    TrafficArrays,
+    allocate_state,
+    empty_program,
+    new_traffic,
+)
 from wafer.errors import ConfigError, DeadlockError
 from wafer.spec import WaferSpec
 
@@ -30,6 +36,7 @@ PATTERNS = {"uniform": 0, "transpose": 1, "bitcomp": 2, "hotspot": 3, "neighbor"
 ROUTINGS = {"xy": 0, "yx": 1}
 HOTSPOT_FRACTION = 0.25  # share of hotspot packets sent to the centre PE
 SATURATION_RATIO = 0.95  # accepted below this share of offered -> saturated
+NEVER = 2**62  # arrival cycle of a source that offers nothing
 MAX_TRAFFIC_CYCLES = 2**24  # injection cycles travel as float32 payload: exact below 2^24
 
 
@@ -72,14 +79,12 @@ def _check_choice(name: str, value: str, choices: dict) -> None:
 
 
 def traffic_arrays(cfg: TrafficConfig) -> TrafficArrays:
-    """Sources seeded from one SeedSequence; each PE draws its first arrival lazily."""
-    pes, h = cfg.width * cfg.height, cfg.height
+    """Sources seeded from one SeedSequence, each PE with its own stream and first arrival."""
+    pes = cfg.width * cfg.height
     seeds = np.random.SeedSequence(cfg.seed).spawn(2)[0].generate_state(pes, np.uint64)
     rng = seeds | np.uint64(1)  # xorshift state must not be zero
-    z = np.zeros(pes, np.int64)
     prob = cfg.rate / cfg.packet_size
-    first = np.zeros(pes, np.int64) if prob > 0 else np.full(pes, 2**62, np.int64)
-    tr = TrafficArrays(
+    tr = new_traffic(
         cfg.width,
         cfg.height,
         PATTERNS[cfg.pattern],
@@ -88,21 +93,12 @@ def traffic_arrays(cfg: TrafficConfig) -> TrafficArrays:
         cfg.warmup,
         HOTSPOT_FRACTION,
         rng,
-        first,
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        np.zeros(h, np.int64),
-        np.zeros(h, np.int64),
-        np.zeros(h, np.int64),
-        np.zeros((h, LATENCY_BINS), np.int64),
+        LATENCY_BINS,
     )
     if prob > 0:
         K.first_arrivals(tr.rng, prob, tr.next_arrival)
+    else:
+        tr.next_arrival[:] = NEVER
     return tr
 
 
