@@ -27,6 +27,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+
+def kernel(**options):
+    """``njit`` with the cache on and Numba's reference counting off.
+
+    These kernels never allocate, so they need no NRT. With it on, every call (and every
+    inlined call) that passes the state's tuples of arrays increfs and decrefs each array
+    atomically: measured at 1.7 M idle router-cycles/s against 500 M without.
+    """
+    return njit(cache=True, _nrt=False, **options)
+
+
 RAMP = 4
 NUM_PORTS = 5
 OPPOSITE = (2, 3, 0, 1)
@@ -39,64 +50,69 @@ NUM_OP_COLUMNS = 8
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def pack_meta(color, head, tail, dst, created):
     """Wavelet metadata in one int64: color 6 bits, head, tail, dst+1 24 bits, created 32."""
     return color | (head << 6) | (tail << 7) | ((dst + 1) << 8) | (created << 32)
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def meta_color(meta):
     return meta & 63
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def meta_head(meta):
     return (meta >> 6) & 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def meta_tail(meta):
     return (meta >> 7) & 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def meta_dst(meta):
     return ((meta >> 8) & 0xFFFFFF) - 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def meta_created(meta):
     return meta >> 32
 
 
-@njit(cache=True, inline="always")
-def dor_output(r, dst, width, yx):
+@kernel(inline="always")
+def dor_output(r, dst, xs, ys, yx):
     """Dimension-order output port from router ``r`` toward ``dst`` (XY or YX)."""
     if r == dst:
         return RAMP
-    x, y = r % width, r // width
-    dx, dy = dst % width, dst // width
+    x, y, dx, dy = xs[r], ys[r], xs[dst], ys[dst]
     if yx == 0 and x != dx or yx == 1 and y == dy:
         return 1 if dx > x else 3
     return 2 if dy > y else 0
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
+def _wrap(i, n):
+    """``i % n`` for ``0 <= i < 2n``, without a division in the hot loop."""
+    return i - n if i >= n else i
+
+
+@kernel(inline="always")
 def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth):
-    slot = (q_head[r, p, c] + q_count[r, p, c]) % depth
+    slot = _wrap(q_head[r, p, c] + q_count[r, p, c], depth)
     q_data[r, p, c, slot] = data
     q_meta[r, p, c, slot] = meta
     q_count[r, p, c] += 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _dequeue(q_head, q_count, r, p, c, depth):
-    q_head[r, p, c] = (q_head[r, p, c] + 1) % depth
+    q_head[r, p, c] = _wrap(q_head[r, p, c] + 1, depth)
     q_count[r, p, c] -= 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _ingest(r, read, fab, st):
     """Step 1: wavelets and credits that entered this router's links at ``t - L``."""
     events = 0
@@ -128,7 +144,7 @@ def _ingest(r, read, fab, st):
     return events
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _requests(r, fab, st, want):
     """For each input queue: the outputs its head asks for and can take now (a bitmask)."""
     colors = st.credits.shape[2]
@@ -143,7 +159,7 @@ def _requests(r, fab, st, want):
             if fab.color_dor[c]:
                 lock = st.lock_out[r, p, c]
                 if lock < 0:
-                    o = dor_output(r, meta_dst(meta), fab.width, fab.dor_yx)
+                    o = dor_output(r, meta_dst(meta), fab.xs, fab.ys, fab.dor_yx)
                     mask = (1 << o) if st.owner[r, o, c] < 0 else 0
                 else:
                     mask = 1 << lock
@@ -158,41 +174,40 @@ def _requests(r, fab, st, want):
     return any_request
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _has_room(r, o, c, fab, st):
     if o == RAMP:
         return st.rx_count[r, c] < fab.depth
     return fab.link_ok[r, o] and st.credits[r, o, c] > 0
 
 
-@njit(cache=True, inline="always")
-def _route(r, t, fab, st, want):
+@kernel(inline="always")
+def _route(r, write, fab, st, want):
     """Step 2: each output grants one request, round-robin; returns wavelets moved."""
-    colors = st.credits.shape[2]
-    candidates = NUM_PORTS * colors
-    if _requests(r, fab, st, want) == 0:
-        return 0
+    candidates = fab.cand_port.shape[0]
+    requested = _requests(r, fab, st, want)
     moved = 0
-    write = t % fab.slots
     for o in range(NUM_PORTS):
+        if not requested & (1 << o):
+            continue
         start = st.rr[r, o]
         for i in range(candidates):
-            k = (start + i) % candidates
+            k = _wrap(start + i, candidates)
             if want[k] & (1 << o):
-                _grant(r, o, k // colors, k % colors, write, fab, st)
-                st.rr[r, o] = (k + 1) % candidates
+                _grant(r, o, fab.cand_port[k], fab.cand_color[k], write, fab, st)
+                st.rr[r, o] = _wrap(k + 1, candidates)
                 moved += 1
                 break
     return moved
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _grant(r, o, p, c, write, fab, st):
     """Move the head of queue (p, c) out through port ``o``."""
     h = st.q_head[r, p, c]
     data, meta = st.q_data[r, p, c, h], st.q_meta[r, p, c, h]
     if o == RAMP:
-        slot = (st.rx_head[r, c] + st.rx_count[r, c]) % fab.depth
+        slot = _wrap(st.rx_head[r, c] + st.rx_count[r, c], fab.depth)
         st.rx_data[r, c, slot] = data
         st.rx_meta[r, c, slot] = meta
         st.rx_count[r, c] += 1
@@ -226,16 +241,16 @@ def _grant(r, o, p, c, write, fab, st):
             st.credit_flag[write, up, q] = 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _rx_pop(r, c, fab, st):
     h = st.rx_head[r, c]
     data, meta = st.rx_data[r, c, h], st.rx_meta[r, c, h]
-    st.rx_head[r, c] = (h + 1) % fab.depth
+    st.rx_head[r, c] = _wrap(h + 1, fab.depth)
     st.rx_count[r, c] -= 1
     return data, meta
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _task_step(r, task, fab, st, prog):
     """Step 3 for one task: advance its current op by one cycle. Returns 1 on progress."""
     if st.wait[r, task] > 0:
@@ -281,7 +296,7 @@ def _task_step(r, task, fab, st, prog):
     return 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _consume(op, k, value, mem):
     code, dst = op[C_CODE], op[C_DST]
     if code == OP_RECV:
@@ -295,7 +310,7 @@ def _consume(op, k, value, mem):
             mem[dst + i] += mem[base + i] * value
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _local_op(op, scalar, mem):
     code, dst, a, b, m = op[C_CODE], op[C_DST], op[C_A], op[C_B], op[C_M]
     for i in range(m):
@@ -307,7 +322,7 @@ def _local_op(op, scalar, mem):
             mem[dst + i] += mem[a + i] * mem[b + i]
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _next_op(r, task, fab, st, prog):
     st.pc[r, task] += 1
     st.progress[r, task] = 0
@@ -315,7 +330,7 @@ def _next_op(r, task, fab, st, prog):
         st.wait[r, task] = fab.startup
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _traffic_step(r, t, fab, st, tr):
     """Step 3 in traffic mode: the sink drains the ramp, the source injects one flit."""
     events = 0
@@ -353,17 +368,17 @@ def _traffic_step(r, t, fab, st, tr):
     return events
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _record_packet(r, t, created, injected, tr):
     latency = t - created
-    row = r // tr.width
+    row = r // tr.width  # once per packet: the division is not in the hot path
     tr.packets[row] += 1
     tr.latency_sum[row] += latency
     tr.network_latency_sum[row] += t - injected
     tr.hist[row, min(latency, tr.hist.shape[1] - 1)] += 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _start_packet(r, t, fab, tr):
     created = tr.next_arrival[r]
     dst = _destination(r, tr)
@@ -377,7 +392,7 @@ def _start_packet(r, t, fab, tr):
     tr.next_arrival[r] = created + _geometric(tr.rng, r, tr.packet_prob)
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _next_random(rng, r):
     """xorshift64* on the PE's own stream; a uniform float in (0, 1]."""
     x = rng[r]
@@ -389,7 +404,7 @@ def _next_random(rng, r):
     return ((z >> np.uint64(11)) + np.uint64(1)) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _geometric(rng, r, p):
     """Cycles to the next Bernoulli(p) success, at least 1."""
     if p >= 1.0:
@@ -398,14 +413,14 @@ def _geometric(rng, r, p):
     return max(1, int(np.ceil(np.log(u) / np.log1p(-p))))
 
 
-@njit(cache=True)
+@kernel()
 def first_arrivals(rng, p, out):
     """Each PE's first Bernoulli(p) success at cycle >= 0."""
     for r in range(out.shape[0]):
         out[r] = _geometric(rng, r, p) - 1
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _destination(r, tr):
     w, h = tr.width, tr.height
     n = w * h
@@ -426,15 +441,14 @@ def _destination(r, tr):
     return y * w + (x + 1) % w  # neighbor: one step east, wrapping
 
 
-@njit(cache=True, inline="always")
-def _router_cycle(r, t, fab, st, prog, tr, want):
+@kernel(inline="always")
+def _router_cycle(r, t, read, write, fab, st, prog, tr, want):
     """One cycle of router ``r`` and its PE; returns the number of events."""
-    read = (t - fab.latency) % fab.slots
     events = 0
     if st.occupancy[r] or _link_pending(r, read, st):
         events += _ingest(r, read, fab, st)
         if st.occupancy[r]:
-            events += _route(r, t, fab, st, want)
+            events += _route(r, write, fab, st, want)
     if fab.traffic:
         events += _traffic_step(r, t, fab, st, tr)
     else:
@@ -443,7 +457,7 @@ def _router_cycle(r, t, fab, st, prog, tr, want):
     return events
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _link_pending(r, read, st):
     for p in range(4):  # noqa: SIM110 - Numba compiles no generator expressions
         if st.in_valid[read, r, p] or st.credit_flag[read, r, p]:
@@ -451,35 +465,36 @@ def _link_pending(r, read, st):
     return False
 
 
-@njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows):
     for y in prange(fab.height):
         row_events[y] = _row_call(y, t, fab, st, prog, tr, want_rows[y])
 
 
-@njit(cache=True)
+@kernel()
 def _row_call(y, t, fab, st, prog, tr, want):
     """``_row`` as a real call: Numba's parfor pass must not see the inlined body."""
     return _row(y, t, fab, st, prog, tr, want)
 
 
-@njit(cache=True)
+@kernel()
 def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
     for y in range(fab.height):
         row_events[y] = _row(y, t, fab, st, prog, tr, want_rows[y])
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _row(y, t, fab, st, prog, tr, want):
     events = 0
     read = (t - fab.latency) % fab.slots
+    write = t % fab.slots
     for r in range(y * fab.width, (y + 1) * fab.width):
         if fab.alive[r] and _active(r, t, read, fab, st, tr):
-            events += _router_cycle(r, t, fab, st, prog, tr, want)
+            events += _router_cycle(r, t, read, write, fab, st, prog, tr, want)
     return events
 
 
-@njit(cache=True, inline="always")
+@kernel(inline="always")
 def _active(r, t, read, fab, st, tr):
     """Whether router ``r`` or its PE can do anything this cycle (idle ones cost ~nothing)."""
     if not fab.traffic or st.occupancy[r]:
@@ -489,7 +504,7 @@ def _active(r, t, read, fab, st, tr):
     return _link_pending(r, read, st)
 
 
-@njit(cache=True)
+@kernel()
 def _pending_work(fab, st, prog, tr):
     """Wavelets still queued, flits still to inject, or tasks not finished."""
     if st.occupancy.sum() or st.rx_count.sum():
@@ -503,7 +518,7 @@ def _pending_work(fab, st, prog, tr):
     return False
 
 
-@njit(cache=True)
+@kernel()
 def run_cycles(t0, max_cycles, parallel, fab, st, prog, tr, row_events, want_rows):
     """Advance from cycle ``t0`` until done, ``max_cycles`` or a deadlock.
 

@@ -34,7 +34,9 @@ def _blocked_heads(fab, st) -> list[str]:
         meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
         if fab.color_dor[c]:
             lock = st.lock_out[r, p, c]
-            outs = [lock if lock >= 0 else K.dor_output(r, K.meta_dst(meta), fab.width, fab.dor_yx)]
+            outs = [
+                lock if lock >= 0 else K.dor_output(r, K.meta_dst(meta), fab.xs, fab.ys, fab.dor_yx)
+            ]
         else:
             mask = int(fab.route[r, p, c]) & ~int(st.served[r, p, c])
             outs = [o for o in range(5) if mask >> o & 1]

@@ -57,12 +57,19 @@ def fabric_arrays(
     traffic: bool,
 ) -> FabricArrays:
     latency = spec.link.hop_latency_cycles
+    ys, xs = np.divmod(np.arange(mesh.pes, dtype=np.int64), mesh.width)
+    colors = route.shape[2]
+    candidates = np.arange(5 * colors, dtype=np.int64)
     return FabricArrays(
         width=mesh.width,
         height=mesh.height,
         alive=mesh.alive.reshape(-1).astype(np.uint8),
         link_ok=mesh.link_ok(),
         neighbor=mesh.neighbors(),
+        xs=xs,
+        ys=ys,
+        cand_port=candidates // colors,
+        cand_color=candidates % colors,
         route=route,
         color_dor=color_dor.astype(np.uint8),
         dor_yx=dor_yx,

@@ -21,6 +21,10 @@ class FabricArrays(NamedTuple):
     alive: np.ndarray  # uint8 (P,): router and PE work
     link_ok: np.ndarray  # uint8 (P, 4): the wire to that neighbour carries wavelets
     neighbor: np.ndarray  # int64 (P, 4): PE across each link, -1 at the edge
+    xs: np.ndarray  # int64 (P,): column of each PE
+    ys: np.ndarray  # int64 (P,): row of each PE
+    cand_port: np.ndarray  # int64 (5C,): input port of arbitration candidate k
+    cand_color: np.ndarray  # int64 (5C,): color of arbitration candidate k
     route: np.ndarray  # uint8 (P, 5, C): output-port mask per input port and static color
     color_dor: np.ndarray  # uint8 (C,): 1 = destination-routed (wormhole) color
     dor_yx: int  # 0 = XY, 1 = YX
