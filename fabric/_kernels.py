@@ -363,6 +363,7 @@ def _traffic_step(r, t, fab, st, tr):
         if f == 0:
             tr.injected[r] = t
         st.occupancy[r] += 1
+        st.busy[r] += 1
         tr.left[r] -= 1
         events += 1
     return events

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba
@@ -27,6 +26,7 @@ from fabric.state import (
     allocate_state,
     empty_traffic,
 )
+from fabric.trace import TraceRecorder
 from wafer.errors import ConfigError, DeadlockError
 from wafer.presets import preset
 from wafer.spec import WaferSpec
@@ -120,14 +120,13 @@ def simulate(
     *,
     max_cycles: int,
     threads: int = 1,
-    on_chunk: Callable[[EngineState, int], None] | None = None,
-    chunk_cycles: int = 0,
+    trace: TraceRecorder | None = None,
 ) -> SimResult:
     """Run ``program`` on ``mesh`` from SRAM contents ``memory`` (float32, (P, words)).
 
     Raises :class:`DeadlockError` naming the cycle, PEs, ports and colors when nothing can
     move while work is pending, and :class:`ConfigError` when ``max_cycles`` runs out.
-    ``on_chunk(state, cycle)`` is called every ``chunk_cycles`` cycles (for traces).
+    A ``trace`` samples link and PE utilization every ``trace.every_cycles`` cycles.
     """
     check_max_cycles(max_cycles)
     parallel = configure_threads(threads)
@@ -140,24 +139,28 @@ def simulate(
     st.pc[:] = program.task_start
     st.wait[:] = np.where(program.task_end > program.task_start, fab.startup, 0)
     start = time.perf_counter()
-    status, cycle = _run_chunks(fab, st, program, max_cycles, parallel, on_chunk, chunk_cycles)
+    tr = empty_traffic(mesh.width, mesh.height)
+    status, cycle = run_chunks(fab, st, program, tr, max_cycles, parallel, trace)
     wall = time.perf_counter() - start
-    if status == K.STATUS_DEADLOCK:
-        raise DeadlockError(deadlock_message(fab, st, program, cycle))
     if status == K.STATUS_MAX_CYCLES:
         raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
     return _result(mesh, st, cycle, wall)
 
 
-def _run_chunks(fab, st, prog, max_cycles, parallel, on_chunk, chunk_cycles):
-    tr = empty_traffic(fab.width, fab.height)
-    step = chunk_cycles if on_chunk and chunk_cycles > 0 else max_cycles
+def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace):
+    """Run to the end in chunks of ``trace.every_cycles`` (one chunk without a trace).
+
+    Returns the kernel's (status, cycle); a deadlock raises :class:`DeadlockError`.
+    """
+    step = trace.every_cycles if trace else max_cycles
     t = 0
     while True:
         end = min(t + step, max_cycles)
         status, cycle = run_kernel(fab, st, prog, tr, t, end, parallel)
-        if on_chunk:
-            on_chunk(st, cycle if status != K.STATUS_MAX_CYCLES else end)
+        if trace:
+            trace.sample(st, cycle if status != K.STATUS_MAX_CYCLES else end)
+        if status == K.STATUS_DEADLOCK:
+            raise DeadlockError(deadlock_message(fab, st, prog, cycle))
         if status != K.STATUS_MAX_CYCLES or end >= max_cycles:
             return status, cycle
         t = end

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric import _kernels as K
-from fabric.engine import check_max_cycles, configure_threads, fabric_arrays, run_kernel
+from fabric.engine import check_max_cycles, configure_threads, fabric_arrays, run_chunks
 from fabric.mesh import Mesh
 from fabric.state import (
     LATENCY_BINS,
@@ -29,7 +29,8 @@ from fabric.state import (
     empty_program,
     new_traffic,
 )
-from wafer.errors import ConfigError, DeadlockError
+from fabric.trace import TraceRecorder
+from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 PATTERNS = {"uniform": 0, "transpose": 1, "bitcomp": 2, "hotspot": 3, "neighbor": 4}
@@ -102,7 +103,12 @@ def traffic_arrays(cfg: TrafficConfig) -> TrafficArrays:
     return tr
 
 
-def run_traffic(cfg: TrafficConfig, spec: WaferSpec, mesh: Mesh | None = None) -> dict:
+def run_traffic(
+    cfg: TrafficConfig,
+    spec: WaferSpec,
+    mesh: Mesh | None = None,
+    trace: TraceRecorder | None = None,
+) -> dict:
     """Run synthetic traffic; returns the summary (JSON-ready)."""
     check_max_cycles(cfg.cycles)
     parallel = configure_threads(cfg.threads)
@@ -114,12 +120,9 @@ def run_traffic(cfg: TrafficConfig, spec: WaferSpec, mesh: Mesh | None = None) -
     st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
     tr = traffic_arrays(cfg)
     start = time.perf_counter()
-    status, cycle = run_kernel(fab, st, empty_program(mesh.pes), tr, 0, cfg.cycles, parallel)
+    prog = empty_program(mesh.pes)
+    run_chunks(fab, st, prog, tr, cfg.cycles, parallel, trace)
     wall = time.perf_counter() - start
-    if status == K.STATUS_DEADLOCK:
-        from fabric.deadlock import deadlock_message
-
-        raise DeadlockError(deadlock_message(fab, st, empty_program(mesh.pes), cycle))
     return summarize(cfg, tr, st, wall)
 
 
@@ -141,6 +144,9 @@ def summarize(cfg: TrafficConfig, tr: TrafficArrays, st, wall: float) -> dict:
         "avg_network_latency_cycles": _mean(tr.network_latency_sum.sum(), packets),
         "p99_packet_latency_cycles": _percentile(tr.hist.sum(axis=0), 0.99),
         "avg_hops": _mean(tr.hops.sum(), tr.packets_created.sum()),
+        "flits_injected": int(st.busy.sum()),
+        "flits_ejected": int(st.link_flits[:, K.RAMP].sum()),
+        "flits_in_flight": int(st.occupancy.sum() + st.in_valid.sum() + st.rx_count.sum()),
         "saturated": bool(offered > 0 and accepted < SATURATION_RATIO * offered),
         "cycles": cfg.cycles,
         "warmup": cfg.warmup,

@@ -242,3 +242,43 @@ def test_bad_traffic_config_names_the_field(field, value):
     """Bad traffic parameters raise ConfigError naming the field."""
     with pytest.raises(ConfigError, match=field):
         TrafficConfig(**{field: value})
+
+
+@pytest.mark.parametrize(("rate", "latency"), [(0.1, 1), (0.6, 1), (0.4, 3)])
+def test_every_flit_is_delivered_once_or_still_in_flight(rate, latency):
+    """Conservation: flits injected = flits ejected + flits still queued or on a wire."""
+    spec = SPEC.replace({"link.hop_latency_cycles": latency})
+    cfg = TrafficConfig(width=6, height=5, rate=rate, cycles=1500, warmup=100, seed=3)
+    r = run_traffic(cfg, spec)
+    assert r["flits_injected"] > 0
+    assert r["flits_injected"] == r["flits_ejected"] + r["flits_in_flight"]
+
+
+def test_trace_samples_add_up_to_the_counters(tmp_path):
+    """Trace samples times their span sum to the link counters, and save to HDF5."""
+    import h5py
+
+    from fabric.trace import TraceRecorder
+
+    cfg = TrafficConfig(width=4, height=4, rate=0.2, cycles=1000, warmup=100, seed=5)
+    trace = TraceRecorder(250, 4, 4)
+    r = run_traffic(cfg, SPEC, trace=trace)
+    assert trace.cycles == [250, 500, 750, 1000]
+    total_ejected = sum(sample[..., RAMP].sum() * 250 for sample in trace.link)
+    assert total_ejected == pytest.approx(r["flits_ejected"])
+    path = tmp_path / "trace.h5"
+    trace.save(path, {"seed": 5})
+    with h5py.File(path) as f:
+        assert f["link_utilization"].shape == (4, 4, 4, 5)
+        assert f["pe_activity"].shape == (4, 4, 4)
+        assert list(f["cycles"][:]) == [250, 500, 750, 1000]
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_heatmap_png_is_written(tmp_path):
+    """The heatmap helper writes a PNG file."""
+    from fabric.plot import wafer_heatmap
+
+    path = tmp_path / "heat.png"
+    wafer_heatmap(np.arange(12.0).reshape(3, 4), path, "test", "units")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

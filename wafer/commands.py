@@ -151,9 +151,14 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--trace", help="write link/PE utilization samples to this HDF5 file")
+    parser.add_argument("--trace-every", type=int, default=100, help="cycles per trace sample")
+    parser.add_argument("--plot", help="save a heatmap of link utilization to this PNG")
 
 
 def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
+    from fabric.plot import wafer_heatmap
+    from fabric.trace import TraceRecorder
     from fabric.traffic import TrafficConfig, run_traffic
 
     width, height = parse_grid(args.grid)
@@ -171,7 +176,16 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
         seed=args.seed,
         threads=args.threads,
     )
-    return {**run_traffic(config, spec), "spec": spec.name, "wafersim_version": __version__}
+    wants_trace = args.trace or args.plot
+    trace = TraceRecorder(args.trace_every, width, height) if wants_trace else None
+    result = {**run_traffic(config, spec, trace=trace), "spec": spec.name}
+    result["wafersim_version"] = __version__
+    if args.trace:
+        trace.save(args.trace, {"command": "traffic", **result, "spec": spec.to_dict()})
+    if args.plot:
+        title = f"{width}x{height} {args.pattern}, rate {args.rate}: link utilization"
+        wafer_heatmap(trace.mean_link_utilization(), args.plot, title, "wavelets/cycle/link")
+    return result
 
 
 def parse_grid(text: str) -> tuple[int, int]:
