@@ -146,32 +146,54 @@ def _ingest(r, read, fab, st):
 
 @kernel(inline="always")
 def _requests(r, fab, st, want):
-    """For each input queue: the outputs its head asks for and can take now (a bitmask)."""
+    """List the input queues whose head asks for outputs that can take it now.
+
+    Fills ``want[0, i]`` (candidate ``k = port * colors + color``) and ``want[1, i]`` (the
+    output bitmask) for ``i < n``; returns ``n`` and the union of the masks.
+    """
     colors = st.credits.shape[2]
+    n = 0
     any_request = 0
     for p in range(NUM_PORTS):
         for c in range(colors):
-            k = p * colors + c
-            want[k] = 0
             if st.q_count[r, p, c] == 0:
                 continue
-            meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
             if fab.color_dor[c]:
-                lock = st.lock_out[r, p, c]
-                if lock < 0:
-                    o = dor_output(r, meta_dst(meta), fab.xs, fab.ys, fab.dor_yx)
-                    mask = (1 << o) if st.owner[r, o, c] < 0 else 0
-                else:
-                    mask = 1 << lock
+                mask = _dor_request(r, p, c, fab, st)
             else:
-                mask = fab.route[r, p, c] & ~st.served[r, p, c]
-            for o in range(NUM_PORTS):
-                if mask & (1 << o) and not _has_room(r, o, c, fab, st):
-                    mask &= ~(1 << o)
-                    st.stalls[r, o] += 1
-            want[k] = mask
-            any_request |= mask
-    return any_request
+                mask = _static_request(r, p, c, fab, st)
+            if mask:
+                want[0, n] = p * colors + c
+                want[1, n] = mask
+                n += 1
+                any_request |= mask
+    return n, any_request
+
+
+@kernel(inline="always")
+def _dor_request(r, p, c, fab, st):
+    """The one output a wormhole head (or the body behind it) needs, if it has room."""
+    o = st.lock_out[r, p, c]
+    if o < 0:
+        meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
+        o = dor_output(r, meta_dst(meta), fab.xs, fab.ys, fab.dor_yx)
+        if st.owner[r, o, c] >= 0:
+            return 0
+    if _has_room(r, o, c, fab, st):
+        return 1 << o
+    st.stalls[r, o] += 1
+    return 0
+
+
+@kernel(inline="always")
+def _static_request(r, p, c, fab, st):
+    """The outputs a static-color head still needs and that have room (multicast)."""
+    mask = fab.route[r, p, c] & ~st.served[r, p, c]
+    for o in range(NUM_PORTS):
+        if mask & (1 << o) and not _has_room(r, o, c, fab, st):
+            mask &= ~(1 << o)
+            st.stalls[r, o] += 1
+    return mask
 
 
 @kernel(inline="always")
@@ -185,19 +207,22 @@ def _has_room(r, o, c, fab, st):
 def _route(r, write, fab, st, want):
     """Step 2: each output grants one request, round-robin; returns wavelets moved."""
     candidates = fab.cand_port.shape[0]
-    requested = _requests(r, fab, st, want)
+    n, requested = _requests(r, fab, st, want)
     moved = 0
     for o in range(NUM_PORTS):
         if not requested & (1 << o):
             continue
         start = st.rr[r, o]
-        for i in range(candidates):
-            k = _wrap(start + i, candidates)
-            if want[k] & (1 << o):
-                _grant(r, o, fab.cand_port[k], fab.cand_color[k], write, fab, st)
-                st.rr[r, o] = _wrap(k + 1, candidates)
-                moved += 1
-                break
+        best, best_distance = -1, candidates
+        for i in range(n):
+            if want[1, i] & (1 << o):
+                distance = want[0, i] - start
+                distance += candidates if distance < 0 else 0
+                if distance < best_distance:
+                    best, best_distance = want[0, i], distance
+        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st)
+        st.rr[r, o] = _wrap(best + 1, candidates)
+        moved += 1
     return moved
 
 

@@ -106,7 +106,7 @@ def run_kernel(
 ) -> tuple[int, int]:
     """Advance cycles ``[t0, t1)``; returns the kernel's (status, cycle)."""
     row_events = np.zeros(fab.height, np.int64)
-    want_rows = np.zeros((fab.height, 5 * st.credits.shape[2]), np.int64)
+    want_rows = np.zeros((fab.height, 2, 5 * st.credits.shape[2]), np.int64)
     status, cycle = K.run_cycles(t0, t1, parallel, fab, st, prog, tr, row_events, want_rows)
     return int(status), int(cycle)
 
