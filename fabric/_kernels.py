@@ -27,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from fabric._fp16 import get_half, set_half, word_half
+
 
 def kernel(**options):
     """``njit`` with the cache on and Numba's reference counting off.
@@ -44,8 +46,9 @@ OPPOSITE = (2, 3, 0, 1)
 
 OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA = range(7)
 # columns of the op table
-C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST = range(8)
-NUM_OP_COLUMNS = 8
+C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE = range(9)
+NUM_OP_COLUMNS = 9
+FP32, FP16 = 0, 1
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
 
@@ -323,9 +326,12 @@ def _task_step(r, task, fab, st, prog):
 
 @kernel(inline="always")
 def _consume(op, k, value, mem):
+    """Use the ``k``-th wavelet of a receiving op (one fp32 or two fp16 values)."""
     code, dst = op[C_CODE], op[C_DST]
     if code == OP_RECV:
         mem[dst + k] = value
+    elif op[C_DTYPE] == FP16:
+        _consume_fp16(op, k, value, mem)
     elif code == OP_RECV_ADD:
         mem[dst + k] += value
     else:  # OP_FMACS: acc[0:m] += mat[k*m : k*m+m] * value
@@ -336,8 +342,39 @@ def _consume(op, k, value, mem):
 
 
 @kernel(inline="always")
+def _consume_fp16(op, k, value, mem):
+    """fp16 storage, fp32 arithmetic: recv_add of two halves, or fmacs of two scalars
+    (rows ``2k`` and ``2k + 1`` of the fp16 matrix) into an fp32 accumulator."""
+    dst = op[C_DST]
+    if op[C_CODE] == OP_RECV_ADD:
+        for j in range(2):
+            e = 2 * k + j
+            set_half(mem, dst, e, get_half(mem, dst, e) + word_half(value, j))
+        return
+    m = op[C_M]
+    for j in range(2):
+        row = 2 * k + j
+        if row >= op[C_B]:  # the pad half of an odd-length stream
+            break
+        scalar = word_half(value, j)
+        for i in range(m):
+            mem[dst + i] += get_half(mem, op[C_A], row * m + i) * scalar
+
+
+@kernel(inline="always")
 def _local_op(op, scalar, mem):
     code, dst, a, b, m = op[C_CODE], op[C_DST], op[C_A], op[C_B], op[C_M]
+    if op[C_DTYPE] == FP16:
+        for i in range(m):
+            x = get_half(mem, a, i)
+            y = get_half(mem, b, i) if code != OP_VSCALE else np.float32(0.0)
+            if code == OP_VADD:
+                set_half(mem, dst, i, x + y)
+            elif code == OP_VSCALE:
+                set_half(mem, dst, i, x * scalar)
+            else:  # OP_VFMA
+                set_half(mem, dst, i, get_half(mem, dst, i) + x * y)
+        return
     for i in range(m):
         if code == OP_VADD:
             mem[dst + i] = mem[a + i] + mem[b + i]

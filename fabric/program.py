@@ -3,8 +3,9 @@
 A PE runs ``tasks`` sequences of operations at once (as tasks bound to different colors run
 concurrently on the real PE); within a task, operations run in order. Every operation pays
 ``pe.op_startup_cycles`` first; then stream operations move one wavelet per cycle (the
-link rate), and compute costs the larger of its FMAC, SRAM-read and SRAM-write cycles.
-Addresses and lengths are in 32-bit words of the PE's SRAM, checked against its budget.
+link rate), and compute costs the largest of its FMAC, SRAM-read and SRAM-write cycles.
+Addresses are 32-bit SRAM words, checked against the PE's budget. ``dtype="fp16"`` stores
+two values per word and per wavelet and computes in fp32 (fmacs accumulates into fp32).
 """
 
 from __future__ import annotations
@@ -20,14 +21,43 @@ from wafer.errors import ConfigError
 from wafer.spec import PESpec
 
 WORD_BYTES = 4
+DTYPES = {"fp32": (K.FP32, 4), "fp16": (K.FP16, 2)}  # code, bytes per value
 
 
-def vector_cycles(pe: PESpec, elements: int, read_words: int, write_words: int) -> int:
-    """Cycles for ``elements`` FMACs reading/writing so many words each (fp32)."""
-    fmac = math.ceil(elements / pe.fp32_fmac_per_cycle)
-    read = math.ceil(elements * read_words * WORD_BYTES / pe.sram_read_bytes_per_cycle)
-    write = math.ceil(elements * write_words * WORD_BYTES / pe.sram_write_bytes_per_cycle)
-    return max(1, fmac, read, write)
+def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dtype: str) -> int:
+    """Cycles for ``fmacs`` multiply-adds moving so many SRAM bytes, at the dtype's rate."""
+    rate = pe.fp16_fmac_per_cycle if dtype == "fp16" else pe.fp32_fmac_per_cycle
+    return max(
+        1,
+        math.ceil(fmacs / rate),
+        math.ceil(read_bytes / pe.sram_read_bytes_per_cycle),
+        math.ceil(write_bytes / pe.sram_write_bytes_per_cycle),
+    )
+
+
+def value_bytes(dtype: str) -> int:
+    """Bytes per value of ``dtype``; an unknown dtype is an error naming the valid ones."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype={dtype!r} is not one of: {', '.join(DTYPES)}")
+    return DTYPES[dtype][1]
+
+
+def words(n: int, dtype: str) -> int:
+    """SRAM words (and wavelets) holding ``n`` values of ``dtype``."""
+    return math.ceil(n * value_bytes(dtype) / WORD_BYTES)
+
+
+def pack_fp16(values: np.ndarray) -> np.ndarray:
+    """Values -> float32-typed words holding them as fp16 pairs (low half first)."""
+    halves = np.asarray(values, np.float32).astype(np.float16)
+    if halves.size % 2:
+        halves = np.append(halves, np.float16(0))
+    return halves.view(np.float32)
+
+
+def unpack_fp16(packed: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` fp16 values of packed words, as float32."""
+    return np.ascontiguousarray(packed, np.float32).view(np.float16)[:n].astype(np.float32)
 
 
 class ProgramBuilder:
@@ -38,40 +68,58 @@ class ProgramBuilder:
         self.words = pe_spec.sram_bytes // WORD_BYTES
         self._ops: dict[tuple[int, int], list[tuple[list[int], float]]] = defaultdict(list)
 
-    def send(self, pe: int, task: int, color: int, src: int, n: int) -> None:
-        """Send ``n`` words from ``src`` on ``color``, one per cycle."""
-        self._add(pe, task, [K.OP_SEND, color, 0, src, 0, n, 0, 1], 0.0, [(src, n)])
+    def send(self, pe: int, task: int, color: int, src: int, n: int, dtype="fp32") -> None:
+        """Send ``n`` values from ``src`` on ``color``, one wavelet per cycle."""
+        w = words(n, dtype)
+        self._add(pe, task, dtype, [K.OP_SEND, color, 0, src, 0, w, 0, 1], 0.0, [(src, w)])
 
-    def recv(self, pe: int, task: int, color: int, dst: int, n: int) -> None:
-        """Receive ``n`` wavelets of ``color`` into ``dst``."""
-        self._add(pe, task, [K.OP_RECV, color, dst, 0, 0, n, 0, 1], 0.0, [(dst, n)])
+    def recv(self, pe: int, task: int, color: int, dst: int, n: int, dtype="fp32") -> None:
+        """Receive ``n`` values of ``color`` into ``dst``."""
+        w = words(n, dtype)
+        self._add(pe, task, dtype, [K.OP_RECV, color, dst, 0, 0, w, 0, 1], 0.0, [(dst, w)])
 
-    def recv_add(self, pe: int, task: int, color: int, dst: int, n: int) -> None:
-        """Receive ``n`` wavelets of ``color`` and add them into ``dst``."""
-        self._add(pe, task, [K.OP_RECV_ADD, color, dst, 0, 0, n, 0, 1], 0.0, [(dst, n)])
+    def recv_add(self, pe: int, task: int, color: int, dst: int, n: int, dtype="fp32") -> None:
+        """Receive ``n`` values of ``color`` and add them into ``dst``."""
+        w = words(n, dtype)
+        op = [K.OP_RECV_ADD, color, dst, 0, 0, w, 0, 1]
+        self._add(pe, task, dtype, op, 0.0, [(dst, w)])
 
-    def fmacs(self, pe: int, task: int, color: int, acc: int, mat: int, m: int, n: int) -> None:
-        """For each of ``n`` incoming wavelets ``s_j``: ``acc[0:m] += mat[j*m:(j+1)*m] * s_j``."""
-        cost = vector_cycles(self.pe_spec, m, 2, 1)
-        op = [K.OP_FMACS, color, acc, mat, 0, n, m, cost]
-        self._add(pe, task, op, 0.0, [(acc, m), (mat, m * n)])
+    def fmacs(
+        self, pe: int, task: int, color: int, acc: int, mat: int, m: int, n: int, dtype="fp32"
+    ) -> None:
+        """For each of ``n`` streamed scalars ``s_j``: ``acc[0:m] += mat[j*m:(j+1)*m] * s_j``.
 
-    def vadd(self, pe: int, task: int, dst: int, a: int, b: int, m: int) -> None:
+        ``acc`` is fp32; ``mat`` and the stream are ``dtype`` (fp16: two scalars a wavelet).
+        """
+        size = value_bytes(dtype)
+        per_wavelet = WORD_BYTES // size
+        macs = m * per_wavelet
+        cost = vector_cycles(self.pe_spec, macs, macs * (size + 4), macs * 4, dtype)
+        op = [K.OP_FMACS, color, acc, mat, n, words(n, dtype), m, cost]
+        self._add(pe, task, dtype, op, 0.0, [(acc, m), (mat, words(m * n, dtype))])
+
+    def vadd(self, pe: int, task: int, dst: int, a: int, b: int, m: int, dtype="fp32") -> None:
         """``dst[0:m] = a[0:m] + b[0:m]``."""
-        cost = vector_cycles(self.pe_spec, m, 2, 1)
-        self._add(pe, task, [K.OP_VADD, 0, dst, a, b, 1, m, cost], 0.0, [(dst, m), (a, m), (b, m)])
+        self._local(pe, task, K.OP_VADD, dst, a, b, m, 0.0, dtype, reads=2)
 
-    def vscale(self, pe: int, task: int, dst: int, a: int, scalar: float, m: int) -> None:
+    def vscale(
+        self, pe: int, task: int, dst: int, a: int, scalar: float, m: int, dtype="fp32"
+    ) -> None:
         """``dst[0:m] = a[0:m] * scalar``."""
-        cost = vector_cycles(self.pe_spec, m, 1, 1)
-        self._add(pe, task, [K.OP_VSCALE, 0, dst, a, 0, 1, m, cost], scalar, [(dst, m), (a, m)])
+        self._local(pe, task, K.OP_VSCALE, dst, a, a, m, scalar, dtype, reads=1)
 
-    def vfma(self, pe: int, task: int, dst: int, a: int, b: int, m: int) -> None:
+    def vfma(self, pe: int, task: int, dst: int, a: int, b: int, m: int, dtype="fp32") -> None:
         """``dst[0:m] += a[0:m] * b[0:m]``."""
-        cost = vector_cycles(self.pe_spec, m, 3, 1)
-        self._add(pe, task, [K.OP_VFMA, 0, dst, a, b, 1, m, cost], 0.0, [(dst, m), (a, m), (b, m)])
+        self._local(pe, task, K.OP_VFMA, dst, a, b, m, 0.0, dtype, reads=3)
 
-    def _add(self, pe, task, op, scalar, ranges) -> None:
+    def _local(self, pe, task, code, dst, a, b, m, scalar, dtype, reads) -> None:
+        size = value_bytes(dtype)
+        cost = vector_cycles(self.pe_spec, m, m * size * reads, m * size, dtype)
+        w = words(m, dtype)
+        ranges = [(dst, w), (a, w), (b, w)]
+        self._add(pe, task, dtype, [code, 0, dst, a, b, 1, m, cost], scalar, ranges)
+
+    def _add(self, pe, task, dtype, op, scalar, ranges) -> None:
         if not 0 <= pe < self.pes:
             raise ConfigError(f"pe={pe} is out of range [0, {self.pes - 1}]")
         if not 0 <= task < self.tasks:
@@ -86,7 +134,7 @@ class ProgramBuilder:
                     f"PE {pe}: SRAM range needs {(start + length) * WORD_BYTES} bytes, "
                     f"available {self.words * WORD_BYTES} (pe.sram_bytes)"
                 )
-        self._ops[(pe, task)].append((op, scalar))
+        self._ops[(pe, task)].append(([*op, DTYPES[dtype][0]], scalar))
 
     def build(self) -> ProgramArrays:
         """Pack the ops in (PE, task) order into the kernel's op table."""

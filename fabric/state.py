@@ -66,7 +66,7 @@ class EngineState(NamedTuple):
 
 
 class ProgramArrays(NamedTuple):
-    ops: np.ndarray  # int64 (K, 8): see _kernels.C_* columns
+    ops: np.ndarray  # int64 (K, 9): see _kernels.C_* columns
     scalars: np.ndarray  # float32 (K,)
     task_start: np.ndarray  # int64 (P, T)
     task_end: np.ndarray  # int64 (P, T)
@@ -130,7 +130,7 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
 
 def empty_program(pes: int) -> ProgramArrays:
     return ProgramArrays(
-        ops=np.zeros((1, 8), np.int64),
+        ops=np.zeros((1, 9), np.int64),
         scalars=np.zeros(1, np.float32),
         task_start=np.zeros((pes, 1), np.int64),
         task_end=np.zeros((pes, 1), np.int64),

@@ -282,3 +282,119 @@ def test_heatmap_png_is_written(tmp_path):
     path = tmp_path / "heat.png"
     wafer_heatmap(np.arange(12.0).reshape(3, 4), path, "test", "units")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fp16_conversion_matches_numpy_exactly():
+    """The kernels' fp16 rounding equals numpy's astype(float16) for every fp16 bit pattern
+    and for random float32 values across the whole range."""
+    from numba import njit
+
+    from fabric._fp16 import float_to_half, half_to_float
+
+    @njit
+    def to_half(x, out):
+        for i in range(x.size):
+            out[i] = float_to_half(x[i])
+
+    @njit
+    def to_float(h, out):
+        for i in range(h.size):
+            out[i] = half_to_float(h[i])
+
+    rng = np.random.default_rng(0)
+    scale = np.float32(10.0) ** rng.integers(-9, 6, 50_000).astype(np.float32)
+    x = rng.standard_normal(50_000).astype(np.float32) * scale
+    x = np.concatenate(
+        [x, np.array([0, -0.0, np.inf, -np.inf, 65504, 65520, 6e-8, 3e-8], np.float32)]
+    )
+    got = np.zeros(x.size, np.int64)
+    to_half(x, got)
+    with np.errstate(over="ignore"):
+        expected = x.astype(np.float16).view(np.uint16)
+    np.testing.assert_array_equal(got, expected)
+    bits = np.arange(65536, dtype=np.int64)
+    back = np.zeros(65536, np.float32)
+    to_float(bits, back)
+    reference = bits.astype(np.uint16).view(np.float16).astype(np.float32)
+    same = (back.view(np.uint32) == reference.view(np.uint32)) | np.isnan(reference)
+    assert same.all()
+
+
+def test_fp16_stream_moves_two_values_per_wavelet():
+    """An fp16 send of n values takes ceil(n/2) wavelet cycles and arrives bit-exact."""
+    from fabric.program import pack_fp16, unpack_fp16
+
+    n, hops = 7, 3
+    mesh, routes, prog = line(hops + 1)
+    routes.add_path(0, list(range(hops + 1)))
+    prog.send(0, 0, 0, 0, n, dtype="fp16")
+    prog.recv(hops, 0, 0, 100, n, dtype="fp16")
+    mem = np.zeros((hops + 1, WORDS), np.float32)
+    values = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    mem[0, :4] = pack_fp16(values)
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
+    assert result.cycles == 2 + 1 + hops + 4  # startup + ramp + hops + ceil(7/2) wavelets
+    received = unpack_fp16(result.mem[hops, 100:104], n)
+    np.testing.assert_array_equal(received, values.astype(np.float16).astype(np.float32))
+
+
+def test_fp16_fmacs_accumulates_in_fp32():
+    """fp16 matrix and stream, fp32 accumulator: equals numpy on the fp16-rounded inputs."""
+    from fabric.program import pack_fp16
+
+    m, n = 6, 9
+    mesh, routes, prog = line(2)
+    routes.add_path(0, [0, 1])
+    prog.send(0, 0, 0, 0, n, dtype="fp16")
+    prog.fmacs(1, 0, 0, acc=0, mat=16, m=m, n=n, dtype="fp16")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(n).astype(np.float32)
+    a = rng.standard_normal((n, m)).astype(np.float32)
+    mem = np.zeros((2, WORDS), np.float32)
+    mem[0, :5] = pack_fp16(x)
+    mem[1, 16 : 16 + 27] = pack_fp16(a.reshape(-1))
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=10_000)
+    x16 = x.astype(np.float16).astype(np.float64)
+    a16 = a.astype(np.float16).astype(np.float64)
+    np.testing.assert_allclose(result.mem[1, :m], x16 @ a16, rtol=1e-5, atol=1e-5)
+
+
+def test_fp16_local_ops_round_like_numpy():
+    """fp16 vadd, vscale and vfma compute in fp32 and round each result to fp16."""
+    from fabric.program import pack_fp16, unpack_fp16
+
+    m = 9
+    mesh, routes, prog = line(1)
+    prog.vadd(0, 0, 40, 0, 10, m, dtype="fp16")
+    prog.vscale(0, 0, 60, 0, 0.3, m, dtype="fp16")
+    prog.vfma(0, 0, 80, 0, 10, m, dtype="fp16")
+    rng = np.random.default_rng(3)
+    a, b, c = (rng.standard_normal(m).astype(np.float32) for _ in range(3))
+    mem = np.zeros((1, WORDS), np.float32)
+    mem[0, 0:5], mem[0, 10:15], mem[0, 80:85] = pack_fp16(a), pack_fp16(b), pack_fp16(c)
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
+
+    def h(v):
+        return np.asarray(v, np.float32).astype(np.float16).astype(np.float32)
+
+    np.testing.assert_array_equal(unpack_fp16(result.mem[0, 40:45], m), h(h(a) + h(b)))
+    np.testing.assert_array_equal(unpack_fp16(result.mem[0, 60:65], m), h(h(a) * np.float32(0.3)))
+    np.testing.assert_array_equal(unpack_fp16(result.mem[0, 80:85], m), h(h(c) + h(a) * h(b)))
+
+
+def test_fp16_recv_add_rounds_each_sum():
+    """fp16 recv_add adds two values per wavelet in fp32 and stores fp16."""
+    from fabric.program import pack_fp16, unpack_fp16
+
+    m = 5
+    mesh, routes, prog = line(2)
+    routes.add_path(0, [0, 1])
+    prog.send(0, 0, 0, 0, m, dtype="fp16")
+    prog.recv_add(1, 0, 0, 20, m, dtype="fp16")
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal(m).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+    mem = np.zeros((2, WORDS), np.float32)
+    mem[0, :3], mem[1, 20:23] = pack_fp16(a), pack_fp16(b)
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
+    expected = (a.astype(np.float16).astype(np.float32) + b.astype(np.float16)).astype(np.float16)
+    np.testing.assert_array_equal(unpack_fp16(result.mem[1, 20:23], m), expected)
