@@ -121,7 +121,7 @@ def _ingest(r, read, fab, st):
     events = 0
     colors = st.credits.shape[2]
     for p in range(4):
-        if st.in_valid[read, r, p]:
+        if st.link_flags[read, r, p]:
             meta = st.in_meta[read, r, p]
             c = meta_color(meta)
             _enqueue(
@@ -137,13 +137,13 @@ def _ingest(r, read, fab, st):
                 fab.depth,
             )
             st.occupancy[r] += 1
-            st.in_valid[read, r, p] = 0
+            st.link_flags[read, r, p] = 0
             events += 1
-        if st.credit_flag[read, r, p]:
+        if st.link_flags[read, r, 4 + p]:
             for c in range(colors):
                 st.credits[r, p, c] += st.credit_ret[read, r, p, c]
                 st.credit_ret[read, r, p, c] = 0
-            st.credit_flag[read, r, p] = 0
+            st.link_flags[read, r, 4 + p] = 0
     return events
 
 
@@ -242,7 +242,7 @@ def _grant(r, o, p, c, write, fab, st):
     else:
         n = fab.neighbor[r, o]
         q = OPPOSITE[o]
-        st.in_valid[write, n, q] = 1
+        st.link_flags[write, n, q] = 1
         st.in_data[write, n, q] = data
         st.in_meta[write, n, q] = meta
         st.credits[r, o, c] -= 1
@@ -266,7 +266,7 @@ def _grant(r, o, p, c, write, fab, st):
             up = fab.neighbor[r, p]
             q = OPPOSITE[p]
             st.credit_ret[write, up, q, c] += 1
-            st.credit_flag[write, up, q] = 1
+            st.link_flags[write, up, 4 + q] = 1
 
 
 @kernel(inline="always")
@@ -508,28 +508,24 @@ def _destination(r, tr):
 def _router_cycle(r, t, read, write, fab, st, prog, tr, want):
     """One cycle of router ``r`` and its PE; returns the number of events.
 
-    Idle routers and PEs are skipped after a few loads, so an empty network costs little.
+    In traffic mode an idle router costs two loads: its wake-up cycle and its link flags.
     """
+    if fab.traffic and st.wake[r] > t and not st.link_any[read, r]:
+        return 0
     events = 0
-    if st.occupancy[r] or _link_pending(r, read, st):
+    if st.occupancy[r] or st.link_any[read, r]:
         events += _ingest(r, read, fab, st)
         if st.occupancy[r]:
             events += _route(r, write, fab, st, want)
     if fab.traffic:
         if tr.left[r] or tr.next_arrival[r] <= t or st.rx_count[r, 0]:
             events += _traffic_step(r, t, fab, st, tr)
+        busy = st.occupancy[r] or tr.left[r] or st.rx_count[r, 0]
+        st.wake[r] = t + 1 if busy else tr.next_arrival[r]
     else:
         for task in range(prog.task_end.shape[1]):
             events += _task_step(r, task, fab, st, prog)
     return events
-
-
-@kernel(inline="always")
-def _link_pending(r, read, st):
-    for p in range(4):  # noqa: SIM110 - Numba compiles no generator expressions
-        if st.in_valid[read, r, p] or st.credit_flag[read, r, p]:
-            return True
-    return False
 
 
 @kernel(parallel=True)

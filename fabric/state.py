@@ -45,12 +45,14 @@ class EngineState(NamedTuple):
     owner: np.ndarray  # int8 (P, 5, C): input port holding this output, -1
     credits: np.ndarray  # int32 (P, 4, C)
     rr: np.ndarray  # int32 (P, 5): round-robin pointer per output
-    in_valid: np.ndarray  # uint8 (S, P, 4): link slots, indexed by receiver and its port
+    link_flags: np.ndarray  # uint8 (S, P, 8): per receiver, bytes 0-3 "a wavelet waits on
+    #                         in-port p", bytes 4-7 "credits came back for out-port o"
+    link_any: np.ndarray  # uint64 (S, P): the same memory, 8 flags read in one load
     in_data: np.ndarray  # float32 (S, P, 4)
     in_meta: np.ndarray  # int64 (S, P, 4)
     credit_ret: np.ndarray  # int32 (S, P, 4, C): credits back to (upstream PE, its port)
-    credit_flag: np.ndarray  # uint8 (S, P, 4)
     occupancy: np.ndarray  # int32 (P,): wavelets in the router's input queues
+    wake: np.ndarray  # int64 (P,): traffic mode: next cycle the router or PE has work
     rx_data: np.ndarray  # float32 (P, C, D): the PE's receive queues
     rx_meta: np.ndarray  # int64 (P, C, D)
     rx_head: np.ndarray  # int32 (P, C)
@@ -97,6 +99,7 @@ class TrafficArrays(NamedTuple):
 
 def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, tasks: int):
     """A fresh engine state: empty queues, full credits."""
+    link_flags = np.zeros((slots, pes, 8), np.uint8)
     return EngineState(
         q_data=np.zeros((pes, 5, colors, depth), np.float32),
         q_meta=np.zeros((pes, 5, colors, depth), np.int64),
@@ -107,12 +110,13 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
         owner=np.full((pes, 5, colors), -1, np.int8),
         credits=np.full((pes, 4, colors), depth, np.int32),
         rr=np.zeros((pes, 5), np.int32),
-        in_valid=np.zeros((slots, pes, 4), np.uint8),
+        link_flags=link_flags,
+        link_any=link_flags.view(np.uint64).reshape(slots, pes),
         in_data=np.zeros((slots, pes, 4), np.float32),
         in_meta=np.zeros((slots, pes, 4), np.int64),
         credit_ret=np.zeros((slots, pes, 4, colors), np.int32),
-        credit_flag=np.zeros((slots, pes, 4), np.uint8),
         occupancy=np.zeros(pes, np.int32),
+        wake=np.zeros(pes, np.int64),
         rx_data=np.zeros((pes, colors, depth), np.float32),
         rx_meta=np.zeros((pes, colors, depth), np.int64),
         rx_head=np.zeros((pes, colors), np.int32),

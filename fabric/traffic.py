@@ -146,7 +146,9 @@ def summarize(cfg: TrafficConfig, tr: TrafficArrays, st, wall: float) -> dict:
         "avg_hops": _mean(tr.hops.sum(), tr.packets_created.sum()),
         "flits_injected": int(st.busy.sum()),
         "flits_ejected": int(st.link_flits[:, K.RAMP].sum()),
-        "flits_in_flight": int(st.occupancy.sum() + st.in_valid.sum() + st.rx_count.sum()),
+        "flits_in_flight": int(
+            st.occupancy.sum() + st.link_flags[:, :, :4].sum() + st.rx_count.sum()
+        ),
         "saturated": bool(offered > 0 and accepted < SATURATION_RATIO * offered),
         "cycles": cfg.cycles,
         "warmup": cfg.warmup,
