@@ -48,10 +48,10 @@ import numpy as np
 from fabric.mesh import Mesh
 from fabric.routes import ColorRoutes
 from wafer.errors import ConfigError, WaferSimError
-from wafer.geometry import DIR_NAMES, NUM_DIRS, OPPOSITE, RAMP, pe_xy
+from wafer.geometry import DIR_NAMES, NUM_DIRS, OPPOSITE, RAMP, E, W, pe_xy
 
 # order -> whether a wavelet travelling in direction ``d_in`` may leave in ``d_out``
-_HORIZONTAL = frozenset((1, 3))
+_HORIZONTAL = frozenset((E, W))
 TURN_RULES = {
     "xy": lambda d_in, d_out: d_in == d_out or (d_in in _HORIZONTAL and d_out not in _HORIZONTAL),
     "yx": lambda d_in, d_out: d_in == d_out or (d_in not in _HORIZONTAL and d_out in _HORIZONTAL),
@@ -86,6 +86,7 @@ def color_route_dependencies(routes: ColorRoutes) -> nx.DiGraph:
     for out in range(NUM_DIRS):
         pe, port, color = np.nonzero(table & np.uint8(1 << out))
         there = neighbor[pe, out]
+        _check_links_exist(pe, there, out, routes.mesh.width)
         into = int(OPPOSITE[out])
         graph.add_edges_from(
             ((int(a), int(p), int(c)), (int(b), into, int(c)))
@@ -174,6 +175,13 @@ def channel_name(channel: Channel, width: int) -> str:
     pe, port, color = channel
     x, y = pe_xy(pe, width)
     return f"PE ({x},{y}) in {_port_name(port)} color {color}"
+
+
+def _check_links_exist(pe: np.ndarray, there: np.ndarray, out: int, width: int) -> None:
+    if (there >= 0).all():
+        return
+    x, y = pe_xy(int(pe[np.argmin(there)]), width)
+    raise ConfigError(f"route table sends a color off the mesh: PE ({x},{y}) out {DIR_NAMES[out]}")
 
 
 def _port_name(port: int) -> str:

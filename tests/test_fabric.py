@@ -9,7 +9,7 @@ from fabric.program import ProgramBuilder
 from fabric.routes import ColorRoutes
 from fabric.traffic import TrafficConfig, run_traffic
 from wafer.errors import ConfigError, DeadlockError
-from wafer.geometry import RAMP, E, W
+from wafer.geometry import RAMP, E, N, S, W
 from wafer.presets import preset
 
 SPEC = preset("tiny")
@@ -135,13 +135,13 @@ def test_routing_cycle_is_a_deadlock_not_a_hang():
     """Wavelets routed round a ring with no exit fill it and are reported as a deadlock."""
     mesh = Mesh.full(2, 2)
     routes = ColorRoutes(mesh, 1)
-    ring = [0, 1, 3, 2, 0]
-    routes.add(0, RAMP, 0, (E,))
-    for here, there in zip(ring, ring[1:], strict=False):
-        routes.add_path(0, [here, there], deliver=False)
+    # (pe, in-port, out-port) round the ring 0 -> 1 -> 3 -> 2 -> 0, entered from PE 0's ramp
+    ring = [(0, RAMP, E), (1, W, S), (3, N, W), (2, E, N), (0, S, E)]
+    for pe, in_port, out_port in ring:
+        routes.add(pe, in_port, 0, (out_port,))
     prog = ProgramBuilder(4, SPEC.pe, 1)
     prog.send(0, 0, 0, 0, 100)
-    with pytest.raises(DeadlockError, match="no credit"):
+    with pytest.raises(DeadlockError, match=r"PE \(1,0\) in-port W color 0 wants S \(no credit"):
         simulate(mesh, SPEC, routes, prog.build(), memory(4), max_cycles=100_000)
 
 
