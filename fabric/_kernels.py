@@ -51,6 +51,8 @@ NUM_OP_COLUMNS = 9
 FP32, FP16 = 0, 1
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
+DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
+NEVER = 2**62  # a cycle that never comes
 
 
 @kernel(inline="always")
@@ -93,6 +95,15 @@ def dor_output(r, dst, xs, ys, yx):
     if yx == 0 and x != dx or yx == 1 and y == dy:
         return 1 if dx > x else 3
     return 2 if dy > y else 0
+
+
+@kernel(inline="always")
+def route_port(r, p, dst, fab):
+    """Output port toward ``dst`` for a packet that entered router ``r`` on port ``p``:
+    dimension order (XY/YX), or the up*/down* table, whose phase follows the input link."""
+    if fab.dor_mode == DOR_TABLE:
+        return fab.table[fab.in_down[r, p], r, dst]
+    return dor_output(r, dst, fab.xs, fab.ys, fab.dor_mode)
 
 
 @kernel(inline="always")
@@ -179,8 +190,8 @@ def _dor_request(r, p, c, fab, st):
     o = st.lock_out[r, p, c]
     if o < 0:
         meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
-        o = dor_output(r, meta_dst(meta), fab.xs, fab.ys, fab.dor_yx)
-        if st.owner[r, o, c] >= 0:
+        o = route_port(r, p, meta_dst(meta), fab)
+        if o < 0 or st.owner[r, o, c] >= 0:
             return 0
     if _has_room(r, o, c, fab, st):
         return 1 << o
@@ -404,7 +415,7 @@ def _traffic_step(r, t, fab, st, tr):
             tr.flits_delivered[r] += 1
             if meta_tail(meta):
                 _record_packet(r, t, created, int(data), tr)
-    if tr.left[r] == 0 and tr.next_arrival[r] <= t:
+    if tr.left[r] == 0 and tr.next_arrival[r] <= t and tr.next_arrival[r] < tr.stop:
         _start_packet(r, t, fab, tr)
     if tr.left[r] > 0 and st.q_count[r, RAMP, 0] < fab.depth:
         f = tr.packet_flits - tr.left[r]
@@ -449,10 +460,24 @@ def _start_packet(r, t, fab, tr):
     tr.created[r] = created
     tr.left[r] = tr.packet_flits
     if created >= tr.warmup:
-        w = tr.width
-        tr.hops[r] += abs(dst % w - r % w) + abs(dst // w - r // w)
+        tr.hops[r] += _path_hops(r, dst, fab)
         tr.packets_created[r] += 1
     tr.next_arrival[r] = created + _geometric(tr.rng, r, tr.packet_prob)
+
+
+@kernel(inline="always")
+def _path_hops(r, dst, fab):
+    """Links a packet from ``r`` to ``dst`` crosses (walks the table for up*/down*)."""
+    if fab.dor_mode != DOR_TABLE:
+        return abs(fab.xs[dst] - fab.xs[r]) + abs(fab.ys[dst] - fab.ys[r])
+    hops, u, p = 0, r, RAMP
+    while u != dst and hops <= fab.neighbor.shape[0]:
+        o = fab.table[fab.in_down[u, p], u, dst]
+        if o < 0:
+            break
+        u, p = fab.neighbor[u, o], OPPOSITE[o]
+        hops += 1
+    return hops
 
 
 @kernel(inline="always")
@@ -484,14 +509,19 @@ def first_arrivals(rng, p, out):
 
 
 @kernel(inline="always")
+def _uniform_target(r, tr):
+    n = tr.targets.shape[0]
+    d = int(_next_random(tr.rng, r) * (n - 1)) % (n - 1)
+    return tr.targets[d + 1 if d >= tr.target_rank[r] else d]
+
+
+@kernel(inline="always")
 def _destination(r, tr):
     w, h = tr.width, tr.height
-    n = w * h
     x, y = r % w, r // w
     pattern = tr.pattern
-    if pattern == 0:  # uniform over the other PEs
-        d = int(_next_random(tr.rng, r) * (n - 1)) % (n - 1)
-        return d + 1 if d >= r else d
+    if pattern == 0:  # uniform over the other working PEs
+        return _uniform_target(r, tr)
     if pattern == 1:  # transpose
         return (x % h) * w + (y % w)
     if pattern == 2:  # bit complement
@@ -499,8 +529,7 @@ def _destination(r, tr):
     if pattern == 3:  # hotspot: a quarter of packets to the centre, the rest uniform
         if _next_random(tr.rng, r) < tr.hotspot_fraction:
             return (h // 2) * w + w // 2
-        d = int(_next_random(tr.rng, r) * (n - 1)) % (n - 1)
-        return d + 1 if d >= r else d
+        return _uniform_target(r, tr)
     return y * w + (x + 1) % w  # neighbor: one step east, wrapping
 
 
@@ -521,7 +550,8 @@ def _router_cycle(r, t, read, write, fab, st, prog, tr, want):
         if tr.left[r] or tr.next_arrival[r] <= t or st.rx_count[r, 0]:
             events += _traffic_step(r, t, fab, st, tr)
         busy = st.occupancy[r] or tr.left[r] or st.rx_count[r, 0]
-        st.wake[r] = t + 1 if busy else tr.next_arrival[r]
+        arrival = tr.next_arrival[r]
+        st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
     else:
         for task in range(prog.task_end.shape[1]):
             events += _task_step(r, task, fab, st, prog)

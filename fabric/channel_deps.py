@@ -121,6 +121,22 @@ def dor_dependencies(mesh: Mesh, order: str = "xy", color: int = 0) -> nx.DiGrap
     return graph
 
 
+def table_dependencies(
+    mesh: Mesh, table: np.ndarray, in_down: np.ndarray, color: int = 0
+) -> nx.DiGraph:
+    """Channel dependency graph of table routing (``fabric.updown``): an edge from queue
+    (pe, in-port) to the queue its packets for some destination are sent to next."""
+    graph = _empty_graph(mesh)
+    neighbor = mesh.neighbors()
+    for pe in np.flatnonzero(mesh.alive.reshape(-1)):
+        for in_port in range(RAMP + 1):
+            outs = np.unique(table[in_down[pe, in_port], pe])
+            for out in outs[(outs >= 0) & (outs < RAMP)]:
+                downstream = (int(neighbor[pe, out]), int(OPPOSITE[out]), color)
+                graph.add_edge((int(pe), in_port, color), downstream)
+    return graph
+
+
 def check_deadlock_free(graph: nx.DiGraph, width: int | None = None) -> None:
     """Raise :class:`RouteCycleError` printing a cycle of ``graph``, if it has one.
 

@@ -34,15 +34,19 @@ def _blocked_heads(fab, st) -> list[str]:
         meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
         if fab.color_dor[c]:
             lock = st.lock_out[r, p, c]
-            outs = [
-                lock if lock >= 0 else K.dor_output(r, K.meta_dst(meta), fab.xs, fab.ys, fab.dor_yx)
-            ]
+            outs = [lock if lock >= 0 else K.route_port(r, p, K.meta_dst(meta), fab)]
         else:
             mask = int(fab.route[r, p, c]) & ~int(st.served[r, p, c])
             outs = [o for o in range(5) if mask >> o & 1]
-        wanted = ",".join(f"{DIR_NAMES[o]}{_why(fab, st, r, o, c)}" for o in outs) or "nothing"
+        wanted = ",".join(_wanted(fab, st, r, o, c) for o in outs) or "nothing"
         found.append(f"{_xy(fab, r)} in-port {DIR_NAMES[p]} color {c} wants {wanted}")
     return found
+
+
+def _wanted(fab, st, r: int, o: int, c: int) -> str:
+    if o < 0:
+        return "a route to its destination (none: unreachable)"
+    return DIR_NAMES[o] + _why(fab, st, r, o, c)
 
 
 def _why(fab, st, r: int, o: int, c: int) -> str:

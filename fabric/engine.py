@@ -53,9 +53,11 @@ def fabric_arrays(
     spec: WaferSpec,
     route: np.ndarray,
     color_dor: np.ndarray,
-    dor_yx: int,
     traffic: bool,
+    dor_mode: int = 0,
+    updown: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> FabricArrays:
+    """The kernel's read-only arrays; ``updown`` is ``(table, in_down)`` for ``dor_mode`` 2."""
     latency = spec.link.hop_latency_cycles
     ys, xs = np.divmod(np.arange(mesh.pes, dtype=np.int64), mesh.width)
     colors = route.shape[2]
@@ -72,7 +74,9 @@ def fabric_arrays(
         cand_color=candidates % colors,
         route=route,
         color_dor=color_dor.astype(np.uint8),
-        dor_yx=dor_yx,
+        dor_mode=dor_mode,
+        table=updown[0] if updown else np.full((2, 1, 1), -1, np.int8),
+        in_down=updown[1] if updown else np.zeros((mesh.pes, 5), np.uint8),
         depth=spec.router.queue_depth_wavelets,
         latency=latency,
         slots=latency + 1,
@@ -133,7 +137,7 @@ def simulate(
     pes, tasks = program.task_start.shape
     if memory.shape[0] != mesh.pes or pes != mesh.pes:
         raise ConfigError(f"memory and program must cover all {mesh.pes} PEs")
-    fab = fabric_arrays(mesh, spec, routes.table, np.zeros(routes.colors, np.uint8), 0, False)
+    fab = fabric_arrays(mesh, spec, routes.table, np.zeros(routes.colors, np.uint8), False)
     st = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
     st.mem[:] = memory
     st.pc[:] = program.task_start

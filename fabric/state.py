@@ -27,7 +27,9 @@ class FabricArrays(NamedTuple):
     cand_color: np.ndarray  # int64 (5C,): color of arbitration candidate k
     route: np.ndarray  # uint8 (P, 5, C): output-port mask per input port and static color
     color_dor: np.ndarray  # uint8 (C,): 1 = destination-routed (wormhole) color
-    dor_yx: int  # 0 = XY, 1 = YX
+    dor_mode: int  # destination routing: 0 = XY, 1 = YX, 2 = up*/down* table
+    table: np.ndarray  # int8 (2, P, P): up*/down* output port per (phase, router, dst)
+    in_down: np.ndarray  # uint8 (P, 5): 1 where the link into that port goes "down"
     depth: int  # input queue depth, wavelets per port and color
     latency: int  # hop latency, cycles
     slots: int  # latency + 1
@@ -82,6 +84,9 @@ class TrafficArrays(NamedTuple):
     packet_prob: float  # packets per cycle per PE
     warmup: int
     hotspot_fraction: float
+    stop: int  # no packets are created from this cycle on (then the network drains)
+    targets: np.ndarray  # int64 (n,): working PEs, the uniform destinations
+    target_rank: np.ndarray  # int64 (P,): index of each PE in targets, -1 for holes
     rng: np.ndarray  # uint64 (P,): each PE's own random stream
     next_arrival: np.ndarray  # int64 (P,): creation cycle of the next packet
     left: np.ndarray  # int64 (P,): flits of the current packet still to inject
@@ -142,18 +147,23 @@ def empty_program(pes: int) -> ProgramArrays:
 
 
 def new_traffic(
+    alive: np.ndarray,
     width: int,
-    height: int,
     pattern: int,
     packet_flits: int,
     packet_prob: float,
     warmup: int,
     hotspot_fraction: float,
+    stop: int,
     rng: np.ndarray,
     bins: int,
 ) -> TrafficArrays:
     """Traffic sources with no packet yet: the first arrival is drawn by the caller."""
-    pes = width * height
+    pes = alive.size
+    height = pes // width
+    targets = np.flatnonzero(alive).astype(np.int64)
+    rank = np.full(pes, -1, np.int64)
+    rank[targets] = np.arange(targets.size)
     counters = [np.zeros(pes, np.int64) for _ in range(8)]
     rows = [np.zeros(height, np.int64) for _ in range(3)]
     return TrafficArrays(
@@ -164,6 +174,9 @@ def new_traffic(
         packet_prob,
         warmup,
         hotspot_fraction,
+        stop,
+        targets,
+        rank,
         rng,
         *counters,
         *rows,
@@ -173,4 +186,5 @@ def new_traffic(
 
 def empty_traffic(width: int, height: int) -> TrafficArrays:
     """Placeholder traffic arrays for program runs (the kernel takes both kinds)."""
-    return new_traffic(width, height, 0, 1, 0.0, 0, 0.0, np.ones(width * height, np.uint64), 1)
+    alive = np.ones(width * height, bool)
+    return new_traffic(alive, width, 0, 1, 0.0, 0, 0.0, 0, np.ones(alive.size, np.uint64), 1)

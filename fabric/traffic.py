@@ -22,6 +22,7 @@ import numpy as np
 from fabric import _kernels as K
 from fabric.engine import check_max_cycles, configure_threads, fabric_arrays, run_chunks
 from fabric.mesh import Mesh
+from fabric.reroute import check_connected
 from fabric.state import (
     LATENCY_BINS,
     TrafficArrays,
@@ -30,14 +31,15 @@ from fabric.state import (
     new_traffic,
 )
 from fabric.trace import TraceRecorder
+from fabric.updown import updown_tables
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 PATTERNS = {"uniform": 0, "transpose": 1, "bitcomp": 2, "hotspot": 3, "neighbor": 4}
-ROUTINGS = {"xy": 0, "yx": 1}
+ROUTINGS = {"xy": 0, "yx": 1, "updown": 2}  # updown: fabric/updown.py, for meshes with holes
 HOTSPOT_FRACTION = 0.25  # share of hotspot packets sent to the centre PE
 SATURATION_RATIO = 0.95  # accepted below this share of offered -> saturated
-NEVER = 2**62  # arrival cycle of a source that offers nothing
+NEVER = K.NEVER  # arrival cycle of a source that offers nothing
 MAX_TRAFFIC_CYCLES = 2**24  # injection cycles travel as float32 payload: exact below 2^24
 
 
@@ -54,6 +56,7 @@ class TrafficConfig:
     warmup: int = 500
     seed: int = 0
     threads: int = 1
+    drain_cycles: int = 0  # the last cycles create no packets, so the network can empty
 
     def __post_init__(self) -> None:
         _check_range("width", self.width, 1, 4096)
@@ -67,6 +70,7 @@ class TrafficConfig:
         _check_range("cycles", self.cycles, 1, MAX_TRAFFIC_CYCLES)
         _check_range("warmup", self.warmup, 0, self.cycles - 1)
         _check_range("seed", self.seed, 0, 2**63 - 1)
+        _check_range("drain_cycles", self.drain_cycles, 0, self.cycles - self.warmup - 1)
 
 
 def _check_range(name: str, value, low, high) -> None:
@@ -79,27 +83,30 @@ def _check_choice(name: str, value: str, choices: dict) -> None:
         raise ConfigError(f"{name}={value!r} is not one of: {', '.join(choices)}")
 
 
-def traffic_arrays(cfg: TrafficConfig) -> TrafficArrays:
-    """Sources seeded from one SeedSequence, each PE with its own stream and first arrival."""
-    pes = cfg.width * cfg.height
-    seeds = np.random.SeedSequence(cfg.seed).spawn(2)[0].generate_state(pes, np.uint64)
+def traffic_arrays(cfg: TrafficConfig, mesh: Mesh) -> TrafficArrays:
+    """Sources seeded from one SeedSequence, each PE with its own stream and first arrival;
+    holes neither send nor receive."""
+    alive = mesh.alive.reshape(-1)
+    seeds = np.random.SeedSequence(cfg.seed).spawn(2)[0].generate_state(alive.size, np.uint64)
     rng = seeds | np.uint64(1)  # xorshift state must not be zero
     prob = cfg.rate / cfg.packet_size
+    stop = cfg.cycles - cfg.drain_cycles
+    pattern = PATTERNS[cfg.pattern]
     tr = new_traffic(
+        alive,
         cfg.width,
-        cfg.height,
-        PATTERNS[cfg.pattern],
+        pattern,
         cfg.packet_size,
         prob,
         cfg.warmup,
         HOTSPOT_FRACTION,
+        stop,
         rng,
         LATENCY_BINS,
     )
     if prob > 0:
         K.first_arrivals(tr.rng, prob, tr.next_arrival)
-    else:
-        tr.next_arrival[:] = NEVER
+    tr.next_arrival[(~alive) | (prob == 0)] = NEVER
     return tr
 
 
@@ -109,31 +116,53 @@ def run_traffic(
     mesh: Mesh | None = None,
     trace: TraceRecorder | None = None,
 ) -> dict:
-    """Run synthetic traffic; returns the summary (JSON-ready)."""
+    """Run synthetic traffic on ``mesh`` (default: a full ``width x height`` mesh);
+    returns the summary (JSON-ready)."""
     check_max_cycles(cfg.cycles)
     parallel = configure_threads(cfg.threads)
     mesh = mesh or Mesh.full(cfg.width, cfg.height)
+    _check_mesh(cfg, mesh)
     if cfg.queue_depth is not None:
         spec = spec.replace({"router.queue_depth_wavelets": cfg.queue_depth})
     route = np.zeros((mesh.pes, 5, 1), np.uint8)
-    fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), ROUTINGS[cfg.routing], True)
+    mode = ROUTINGS[cfg.routing]
+    updown = updown_tables(mesh) if mode == K.DOR_TABLE else None
+    fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), True, mode, updown)
     st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
-    tr = traffic_arrays(cfg)
+    tr = traffic_arrays(cfg, mesh)
     start = time.perf_counter()
-    prog = empty_program(mesh.pes)
-    run_chunks(fab, st, prog, tr, cfg.cycles, parallel, trace)
+    run_chunks(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
     wall = time.perf_counter() - start
     return summarize(cfg, tr, st, wall)
 
 
+def _check_mesh(cfg: TrafficConfig, mesh: Mesh) -> None:
+    """Dimension order cannot pass holes; non-uniform patterns may aim at one."""
+    if (mesh.width, mesh.height) != (cfg.width, cfg.height):
+        raise ConfigError(f"mesh is {mesh.width}x{mesh.height}, config {cfg.width}x{cfg.height}")
+    defective = not mesh.alive.all() or mesh.dead_link.any()
+    if not defective:
+        return
+    if cfg.routing != "updown":
+        raise ConfigError(
+            f"routing={cfg.routing!r} cannot route around holes or dead links; use updown"
+        )
+    if cfg.pattern != "uniform":
+        raise ConfigError(f"pattern={cfg.pattern!r} needs a mesh without holes; use uniform")
+    check_connected(mesh)
+
+
 def summarize(cfg: TrafficConfig, tr: TrafficArrays, st, wall: float) -> dict:
+    """Rates are per working PE and per cycle of the window in which packets are created."""
     pes = cfg.width * cfg.height
-    window = cfg.cycles - cfg.warmup
+    working = tr.targets.size
+    window = tr.stop - cfg.warmup
     packets = int(tr.packets.sum())
-    accepted = float(tr.flits_delivered.sum()) / (pes * window)
+    accepted = float(tr.flits_delivered.sum()) / (working * window)
     offered = cfg.rate
     return {
         "grid": [cfg.width, cfg.height],
+        "working_pes": int(working),
         "pattern": cfg.pattern,
         "routing": cfg.routing,
         "packet_size": cfg.packet_size,
