@@ -24,6 +24,8 @@ in parallel with bit-identical results.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba import njit, prange
 
@@ -52,6 +54,7 @@ FP32, FP16 = 0, 1
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
+assert sys.byteorder == "little", "link flags are read as little-endian words"
 NEVER = 2**62  # a cycle that never comes
 
 
@@ -128,33 +131,28 @@ def _dequeue(q_head, q_count, r, p, c, depth):
 
 @kernel(inline="always")
 def _ingest(r, read, fab, st):
-    """Step 1: wavelets and credits that entered this router's links at ``t - L``."""
+    """Step 1: wavelets and credits that entered this router's links at ``t - L``.
+
+    The eight flags of the slot are read and cleared as one little-endian uint64.
+    """
+    flags = st.link_any[read, r]
+    if not flags:
+        return 0
     events = 0
     colors = st.credits.shape[2]
     for p in range(4):
-        if st.link_flags[read, r, p]:
+        if (flags >> np.uint64(8 * p)) & np.uint64(0xFF):
             meta = st.in_meta[read, r, p]
             c = meta_color(meta)
-            _enqueue(
-                st.q_data,
-                st.q_meta,
-                st.q_head,
-                st.q_count,
-                r,
-                p,
-                c,
-                st.in_data[read, r, p],
-                meta,
-                fab.depth,
-            )
+            data = st.in_data[read, r, p]
+            _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta, fab.depth)
             st.occupancy[r] += 1
-            st.link_flags[read, r, p] = 0
             events += 1
-        if st.link_flags[read, r, 4 + p]:
+        if (flags >> np.uint64(8 * p + 32)) & np.uint64(0xFF):
             for c in range(colors):
                 st.credits[r, p, c] += st.credit_ret[read, r, p, c]
                 st.credit_ret[read, r, p, c] = 0
-            st.link_flags[read, r, 4 + p] = 0
+    st.link_any[read, r] = 0
     return events
 
 
