@@ -398,7 +398,7 @@ def _next_op(r, task, fab, st, prog):
     st.pc[r, task] += 1
     st.progress[r, task] = 0
     if st.pc[r, task] < prog.task_end[r, task]:
-        st.wait[r, task] = fab.startup
+        st.wait[r, task] += fab.startup  # after the last element's remaining cost
 
 
 @kernel(inline="always")
@@ -587,8 +587,8 @@ def _row(y, t, fab, st, prog, tr, want):
 
 @kernel()
 def _pending_work(fab, st, prog, tr):
-    """Wavelets still queued, flits still to inject, or tasks not finished."""
-    if st.occupancy.sum() or st.rx_count.sum():
+    """Wavelets queued or on a wire, flits still to inject, or tasks not finished."""
+    if st.occupancy.sum() or st.rx_count.sum() or st.link_flags[:, :, :4].any():
         return True
     if fab.traffic:
         return tr.left.sum() > 0

@@ -6,8 +6,14 @@ from a root ranks every working PE by (tree level, PE id); a link is *up* when i
 a lower rank. A legal route takes zero or more up links and then only down links, so no
 cycle of channel dependencies can form and the routing is deadlock-free on any connected
 mesh, holes and dead links included, without virtual channels. Among legal routes each
-packet takes a shortest one; it is not always a minimal mesh path (that is the cost the
-defect study measures). The root is the working PE nearest the mesh centre.
+packet takes a shortest one; around holes it is not always a minimal mesh path (that is the
+cost the defect study measures).
+
+The root is the working PE nearest the north-west corner. On a defect-free mesh a PE's
+level is then x + y, up moves are exactly the west and north ones, and the legal routes are
+the minimal "negative-first" routes of the turn model (Glass & Ni, ISCA 1992): no bottleneck
+at the root. A root in the centre would send every far pair through the root's row and
+column and saturate at a fraction of XY's throughput.
 
 The router needs one bit of packet state, the phase, and reads it off the input port: a
 packet that arrived over a down link may only go down. Tables are ``(2, P, P)`` int8, so
@@ -56,8 +62,7 @@ def _ranks(mesh: Mesh, link_ok: np.ndarray, neighbor: np.ndarray) -> np.ndarray:
     if alive.size == 0:
         raise ConfigError("the mesh has no working PE")
     ys, xs = np.divmod(alive, mesh.width)
-    centre = (mesh.width - 1) / 2, (mesh.height - 1) / 2
-    root = alive[np.argmin(np.abs(xs - centre[0]) + np.abs(ys - centre[1]))]
+    root = alive[np.argmin(xs + ys)]  # the first of the nearest to the north-west corner
     level = _bfs_levels(link_ok, neighbor, root)
     level = np.where(level < 0, mesh.pes, level)
     return level * mesh.pes + np.arange(mesh.pes)

@@ -1,0 +1,620 @@
+"""A slow, plainly written model of the fabric's cycle semantics, to check the engine against.
+
+It shares no code with ``fabric/_kernels.py``. Routers are Python objects holding a deque
+per (input port, color); credits are a dict; wires are a calendar of what arrives when.
+The rules, each written once below:
+
+* **A cycle has three phases**, each run over the whole mesh before the next: *ingest*
+  (wavelets and credits put on a wire ``L`` cycles ago arrive), *route*, then *PE*. Nothing
+  crosses a wire in less than a cycle (``L >= 1``), so this equals the engine's
+  router-by-router order.
+* **Queues and credits.** Each router has an input queue of depth ``D`` per (port, color);
+  the ramp port is fed by its own PE, which also has a receive queue of depth ``D`` per
+  color. A router may put a wavelet on a wire only with a credit for that (output, color);
+  it gets the credit back ``L`` cycles after the downstream router dequeued the wavelet.
+* **Route.** First every queue head says which outputs it wants *and* can use now (room
+  downstream); each wanted output without room counts one stall. Then each output grants
+  one request, round-robin over candidates ``port * colors + color`` starting just after
+  its last grant. A static color's head goes to every output of its route (multicast),
+  once each, and is dequeued once all have taken it; a wormhole color's head goes to its
+  dimension-order output, which its packet then holds until the tail has passed.
+* **PE.** Tasks run one after the other within the cycle. Each op costs ``startup`` idle
+  cycles first; then each element either moves one wavelet (send to the ramp queue,
+  receive from the receive queue) or computes, and takes its cost in cycles (1 for
+  streams, the largest of FMAC, SRAM-read and SRAM-write cycles for compute), all of them
+  before the next op's startup. A wavelet or SRAM word holds one fp32 or two fp16 values;
+  arithmetic is fp32 and fp16 results are rounded when stored (numpy's float16 here).
+  Traffic mode instead drains the receive queue and injects one flit of the current
+  packet (counted as a busy cycle), packets being created at the cycles of a schedule.
+* **The end.** A program is done when nothing is queued, received or on a wire and every
+  task has finished; it took one cycle more than the last in which anything happened.
+
+What it leaves out: meshes with dead routers or links, up*/down* table routing, and the
+random traffic patterns (uniform, hotspot), whose destinations come from the engine's
+own random streams.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+N, E, S, W, RAMP = 0, 1, 2, 3, 4
+PORTS = (N, E, S, W, RAMP)
+LINKS = (N, E, S, W)
+OPPOSITE = {N: S, E: W, S: N, W: E}
+STEP = {N: (0, -1), E: (1, 0), S: (0, 1), W: (-1, 0)}
+RECEIVE_OPS = ("recv", "recv_add", "fmacs")
+WORD_BYTES = 4
+VALUE_BYTES = {"fp32": 4, "fp16": 2}
+HIST_BINS = 4096  # latencies at or above the last bin are counted in it, as the engine does
+
+
+@dataclass(frozen=True)
+class Wavelet:
+    value: np.float32
+    color: int
+    head: bool = True
+    tail: bool = True
+    dst: int = -1  # destination PE of a wormhole packet
+    created: int = 0  # traffic: cycle the packet was created
+
+
+@dataclass
+class InputQueue:
+    wavelets: deque = field(default_factory=deque)
+    served: set = field(default_factory=set)  # static color: outputs that took the head
+    locked_to: int | None = None  # wormhole color: output held by the packet passing
+
+
+class Router:
+    def __init__(self, pe: int, width: int, colors: int, depth: int) -> None:
+        self.pe, self.x, self.y = pe, pe % width, pe // width
+        self.inputs = {(p, c): InputQueue() for p in PORTS for c in range(colors)}
+        self.credits = {(o, c): depth for o in LINKS for c in range(colors)}
+        self.next_candidate = dict.fromkeys(PORTS, 0)  # round-robin pointer per output
+        self.owner: dict[tuple[int, int], int] = {}  # (output, color) -> input holding it
+        self.receive = {c: deque() for c in range(colors)}  # the PE's receive queues
+        self.flits_out = dict.fromkeys(PORTS, 0)
+        self.stalls = dict.fromkeys(PORTS, 0)
+
+
+# ---------------------------------------------------------------------------------------
+# PE programs
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str
+    color: int = 0
+    dst: int = 0
+    a: int = 0
+    b: int = 0
+    values: int = 1  # values streamed (stream ops)
+    elements: int = 1  # steps: wavelets for stream ops, one for a local vector op
+    m: int = 1  # vector length
+    scalar: float = 0.0
+    cycles: int = 1  # cycles per element
+    fp16: bool = False  # values stored as fp16, two per word and per wavelet
+
+
+class ReferenceProgram:
+    """Takes the same calls as ``fabric.program.ProgramBuilder``; keeps ops per (PE, task).
+
+    Costs follow the PE spec: a stream op moves one wavelet (one fp32 or two fp16 values) a
+    cycle; a multiply-add takes the largest of its FMAC, SRAM-read and SRAM-write cycles.
+    """
+
+    def __init__(self, pes: int, pe_spec, tasks: int = 1) -> None:
+        self.pes, self.pe_spec, self.tasks = pes, pe_spec, tasks
+        self.ops: dict[tuple[int, int], list[Op]] = defaultdict(list)
+
+    def send(self, pe, task, color, src, n, dtype="fp32"):
+        self._stream(pe, task, Op("send", color, a=src), n, dtype)
+
+    def recv(self, pe, task, color, dst, n, dtype="fp32"):
+        self._stream(pe, task, Op("recv", color, dst=dst), n, dtype)
+
+    def recv_add(self, pe, task, color, dst, n, dtype="fp32"):
+        self._stream(pe, task, Op("recv_add", color, dst=dst), n, dtype)
+
+    def fmacs(self, pe, task, color, acc, mat, m, n, dtype="fp32"):
+        """acc is fp32; per wavelet, each of its values times a matrix row of m values."""
+        size = VALUE_BYTES[dtype]
+        macs = m * (WORD_BYTES // size)  # every mac reads a matrix value and acc, writes acc
+        cycles = self._cycles(dtype, macs, macs * (size + WORD_BYTES), macs * WORD_BYTES)
+        op = Op("fmacs", color, dst=acc, a=mat, m=m, cycles=cycles)
+        self._stream(pe, task, op, n, dtype)
+
+    def vadd(self, pe, task, dst, a, b, m, dtype="fp32"):
+        self._local(pe, task, Op("vadd", dst=dst, a=a, b=b, m=m), 2, dtype)
+
+    def vscale(self, pe, task, dst, a, scalar, m, dtype="fp32"):
+        self._local(pe, task, Op("vscale", dst=dst, a=a, m=m, scalar=scalar), 1, dtype)
+
+    def vfma(self, pe, task, dst, a, b, m, dtype="fp32"):
+        self._local(pe, task, Op("vfma", dst=dst, a=a, b=b, m=m), 3, dtype)
+
+    def _stream(self, pe, task, op: Op, n: int, dtype: str) -> None:
+        wavelets = math.ceil(n * VALUE_BYTES[dtype] / WORD_BYTES)
+        op = replace(op, values=n, elements=wavelets, fp16=dtype == "fp16")
+        self.ops[pe, task].append(op)
+
+    def _local(self, pe, task, op: Op, reads: int, dtype: str) -> None:
+        """m results, each reading ``reads`` values and writing one."""
+        size = VALUE_BYTES[dtype]
+        cycles = self._cycles(dtype, op.m, op.m * reads * size, op.m * size)
+        self.ops[pe, task].append(replace(op, cycles=cycles, fp16=dtype == "fp16"))
+
+    def _cycles(self, dtype: str, macs: int, read_bytes: int, write_bytes: int) -> int:
+        pe = self.pe_spec
+        rate = pe.fp16_fmac_per_cycle if dtype == "fp16" else pe.fp32_fmac_per_cycle
+        return max(
+            1,
+            math.ceil(macs / rate),
+            math.ceil(read_bytes / pe.sram_read_bytes_per_cycle),
+            math.ceil(write_bytes / pe.sram_write_bytes_per_cycle),
+        )
+
+
+class Task:
+    """A list of ops run in order; ``busy_for`` cycles pass before the next element."""
+
+    def __init__(self, ops: list[Op], startup: int) -> None:
+        self.ops, self.startup = ops, startup
+        self.index = 0  # the op now running
+        self.done = 0  # its elements finished
+        self.busy_for = startup if ops else 0
+
+    @property
+    def op(self) -> Op | None:
+        return self.ops[self.index] if self.index < len(self.ops) else None
+
+    def finish_element(self) -> None:
+        """The element took its first cycle: the rest of its cost, then maybe a new op."""
+        op = self.op
+        self.done += 1
+        self.busy_for = op.cycles - 1
+        if self.done == op.elements:
+            self.index, self.done = self.index + 1, 0
+            if self.op is not None:
+                self.busy_for += self.startup
+
+
+# ---------------------------------------------------------------------------------------
+# Synthetic traffic
+
+
+def destination(pattern: str, pe: int, width: int, height: int) -> int:
+    """The deterministic traffic patterns: where PE ``pe`` sends its packets."""
+    x, y = pe % width, pe // width
+    if pattern == "transpose":
+        return (x % height) * width + y % width
+    if pattern == "bitcomp":
+        return (height - 1 - y) * width + (width - 1 - x)
+    if pattern == "neighbor":
+        return y * width + (x + 1) % width
+    raise ValueError(f"pattern {pattern!r} is random or unknown; the reference has no RNG")
+
+
+@dataclass
+class Packet:
+    dst: int
+    created: int
+    flits_left: int
+    injected: int = -1  # cycle its head entered the ramp queue
+
+
+@dataclass
+class Source:
+    backlog: deque  # creation cycles of the packets not yet started
+    packet: Packet | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# The fabric
+
+
+class ReferenceFabric:
+    """The whole mesh; :meth:`step` runs one cycle, :meth:`state` shows it as the engine's
+    arrays. Build it with :meth:`for_program` or :meth:`for_traffic`."""
+
+    def __init__(self, mesh, spec, colors: int, route_table=None, wormhole=(), yx=False):
+        if not mesh.alive.all() or mesh.dead_link.any():
+            raise ValueError("the reference models full meshes only")
+        self.width, self.height, self.colors = mesh.width, mesh.height, colors
+        self.pes = mesh.width * mesh.height
+        self.depth = spec.router.queue_depth_wavelets
+        self.latency = spec.link.hop_latency_cycles
+        self.startup = spec.pe.op_startup_cycles
+        self.routers = [Router(pe, self.width, colors, self.depth) for pe in range(self.pes)]
+        table = np.zeros((self.pes, 5, colors), np.uint8) if route_table is None else route_table
+        self.routes = {  # static colors: (pe, input port, color) -> set of outputs
+            (pe, p, c): frozenset(o for o in PORTS if int(table[pe, p, c]) >> o & 1)
+            for pe in range(self.pes)
+            for p in PORTS
+            for c in range(colors)
+        }
+        self.wormhole, self.yx = set(wormhole), yx
+        self.candidates = [(p, c) for p in PORTS for c in range(colors)]
+        self.wavelets_due = defaultdict(list)  # cycle -> [(pe, in port, wavelet)]
+        self.credits_due = defaultdict(list)  # cycle -> [(pe, out port, color)]
+        self.cycle, self.last_active = 0, -1
+        self.grants: list[tuple[int, int, int, int, int]] = []  # (t, pe, out, in port, color)
+        self.busy = [0] * self.pes
+        self.pe_stalls = [0] * self.pes
+        self.tasks: list[list[Task]] = [[] for _ in range(self.pes)]
+        self.mem = np.zeros((self.pes, 1), np.float32)
+        self.sources: list[Source] | None = None
+
+    @classmethod
+    def for_program(cls, mesh, spec, route_table, program: ReferenceProgram, memory):
+        fabric = cls(mesh, spec, route_table.shape[2], route_table)
+        fabric.mem = np.array(memory, np.float32)
+        fabric.tasks = [
+            [Task(list(program.ops.get((pe, t), ())), fabric.startup) for t in range(program.tasks)]
+            for pe in range(fabric.pes)
+        ]
+        return fabric
+
+    @classmethod
+    def for_traffic(
+        cls, mesh, spec, *, pattern, packet_flits, schedule, warmup=0, yx=False, stop=2**62
+    ):
+        """Wormhole color 0; ``schedule[pe]`` lists the creation cycles of its packets
+        (those from ``stop`` on never start)."""
+        fabric = cls(mesh, spec, 1, wormhole=(0,), yx=yx)
+        fabric.pattern, fabric.packet_flits, fabric.warmup = pattern, packet_flits, warmup
+        fabric.stop = stop
+        fabric.sources = [Source(deque(schedule.get(pe, ()))) for pe in range(fabric.pes)]
+        fabric.delivered, fabric.hops, fabric.created = ([0] * fabric.pes for _ in range(3))
+        fabric.packets, fabric.latency_sum, fabric.network_latency_sum = (
+            [0] * fabric.height for _ in range(3)
+        )
+        fabric.latencies = [Counter() for _ in range(fabric.height)]
+        return fabric
+
+    # -- one cycle ----------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """Run cycle ``self.cycle``; returns whether anything moved or computed in it."""
+        t = self.cycle
+        active = self._ingest(t)
+        for router in self.routers:
+            active |= self._route(router, t)
+        for router in self.routers:
+            active |= self._pe_cycle(router, t)
+        if active:
+            self.last_active = t
+        self.cycle += 1
+        return active
+
+    def pending(self) -> bool:
+        """Whether any wavelet is queued, received or on a wire, or any task not done."""
+        return (
+            any(q.wavelets for r in self.routers for q in r.inputs.values())
+            or any(rx for r in self.routers for rx in r.receive.values())
+            or any(self.wavelets_due.values())
+            or any(task.op is not None or task.busy_for for ts in self.tasks for task in ts)
+        )
+
+    def run(self, max_cycles: int) -> tuple[str, int]:
+        """Step to the end: ``("done", cycles)``, ``("deadlock", first idle cycle)`` when
+        nothing moves and nothing is on a wire with work pending, or ``("max_cycles", n)``."""
+        while self.cycle < max_cycles:
+            if self.step():
+                continue
+            if not self.pending():
+                return "done", self.last_active + 1
+            if not self.wavelets_due and not self.credits_due:
+                return "deadlock", self.last_active + 1
+        return "max_cycles", max_cycles
+
+    # -- phase 1: ingest ----------------------------------------------------------------
+
+    def _ingest(self, t: int) -> bool:
+        arrivals = self.wavelets_due.pop(t, [])
+        for pe, port, wavelet in arrivals:
+            queue = self.routers[pe].inputs[port, wavelet.color].wavelets
+            queue.append(wavelet)
+            assert len(queue) <= self.depth, f"cycle {t}: credit protocol overflowed a queue"
+        for pe, port, color in self.credits_due.pop(t, []):
+            self.routers[pe].credits[port, color] += 1
+        return bool(arrivals)
+
+    # -- phase 2: route -----------------------------------------------------------------
+
+    def _route(self, router: Router, t: int) -> bool:
+        requests = {
+            (port, color): self._request(router, port, color, queue)
+            for (port, color), queue in router.inputs.items()
+            if queue.wavelets
+        }
+        granted = []
+        for output in PORTS:
+            winner = self._arbitrate(router, output, requests)
+            if winner is not None:
+                self._forward(router, output, *winner, t)
+                granted.append(winner)
+        for port, color in set(granted):
+            self._retire_head(router, port, color, t)
+        return bool(granted)
+
+    def _request(self, router: Router, port: int, color: int, queue: InputQueue) -> set[int]:
+        """Outputs the head wants and can use now; a wanted output without room is a stall."""
+        ready = set()
+        for output in sorted(self._wanted(router, port, color, queue)):
+            if self._has_room(router, output, color):
+                ready.add(output)
+            else:
+                router.stalls[output] += 1
+        return ready
+
+    def _wanted(self, router: Router, port: int, color: int, queue: InputQueue) -> set[int]:
+        if color not in self.wormhole:
+            return set(self.routes[router.pe, port, color] - queue.served)
+        if queue.locked_to is not None:
+            return {queue.locked_to}
+        output = self._dimension_order(router, queue.wavelets[0].dst)
+        return set() if (output, color) in router.owner else {output}
+
+    def _has_room(self, router: Router, output: int, color: int) -> bool:
+        if output == RAMP:
+            return len(router.receive[color]) < self.depth
+        if self._neighbor(router.pe, output) is None:
+            return False
+        return router.credits[output, color] > 0
+
+    def _arbitrate(self, router: Router, output: int, requests) -> tuple[int, int] | None:
+        """Round-robin: the first candidate at or after the pointer that asks for ``output``."""
+        count = len(self.candidates)
+        for i in range(count):
+            k = (router.next_candidate[output] + i) % count
+            if output in requests.get(self.candidates[k], ()):
+                router.next_candidate[output] = (k + 1) % count
+                return self.candidates[k]
+        return None
+
+    def _forward(self, router: Router, output: int, port: int, color: int, t: int) -> None:
+        """Copy the head of queue (port, color) out through ``output``."""
+        queue = router.inputs[port, color]
+        wavelet = queue.wavelets[0]
+        if output == RAMP:
+            router.receive[color].append(wavelet)
+        else:
+            router.credits[output, color] -= 1
+            there = self._neighbor(router.pe, output)
+            self.wavelets_due[t + self.latency].append((there, OPPOSITE[output], wavelet))
+        router.flits_out[output] += 1
+        self.grants.append((t, router.pe, output, port, color))
+        if color not in self.wormhole:
+            queue.served.add(output)
+            return
+        if wavelet.head:
+            router.owner[output, color] = port
+            queue.locked_to = output
+        if wavelet.tail:
+            del router.owner[output, color]
+            queue.locked_to = None
+
+    def _retire_head(self, router: Router, port: int, color: int, t: int) -> None:
+        """Dequeue the head once every output it needs has taken it; the credit goes back."""
+        queue = router.inputs[port, color]
+        if color not in self.wormhole and queue.served != self.routes[router.pe, port, color]:
+            return
+        queue.wavelets.popleft()
+        queue.served.clear()
+        if port != RAMP:
+            upstream = self._neighbor(router.pe, port)
+            self.credits_due[t + self.latency].append((upstream, OPPOSITE[port], color))
+
+    def _dimension_order(self, router: Router, dst: int) -> int:
+        """XY: along the row first, then the column; YX the other way round."""
+        if dst == router.pe:
+            return RAMP
+        dx, dy = dst % self.width, dst // self.width
+        horizontal = E if dx > router.x else W if dx < router.x else None
+        vertical = S if dy > router.y else N if dy < router.y else None
+        first, second = (vertical, horizontal) if self.yx else (horizontal, vertical)
+        return first if first is not None else second
+
+    def _neighbor(self, pe: int, direction: int) -> int | None:
+        dx, dy = STEP[direction]
+        x, y = pe % self.width + dx, pe // self.width + dy
+        inside = 0 <= x < self.width and 0 <= y < self.height
+        return y * self.width + x if inside else None
+
+    # -- phase 3: PE --------------------------------------------------------------------
+
+    def _pe_cycle(self, router: Router, t: int) -> bool:
+        if self.sources is not None:
+            return self._traffic_cycle(router, t)
+        active = False
+        for task in self.tasks[router.pe]:
+            active |= self._task_cycle(router, task)
+        return active
+
+    def _task_cycle(self, router: Router, task: Task) -> bool:
+        """One cycle of a task: sit out a busy cycle, or try the next element of its op."""
+        if task.busy_for > 0:
+            task.busy_for -= 1
+            self.busy[router.pe] += 1
+            return True
+        if task.op is None:
+            return False
+        if not self._element(router, task.op, task.done):
+            self.pe_stalls[router.pe] += 1
+            return False
+        self.busy[router.pe] += 1
+        task.finish_element()
+        return True
+
+    def _element(self, router: Router, op: Op, k: int) -> bool:
+        """Element ``k`` of ``op``; False when its queue is full (send) or empty (receive)."""
+        mem = self.mem[router.pe]
+        if op.kind == "send":
+            queue = router.inputs[RAMP, op.color].wavelets
+            if len(queue) >= self.depth:
+                return False
+            queue.append(Wavelet(mem[op.a + k], op.color))
+        elif op.kind in RECEIVE_OPS:
+            received = router.receive[op.color]
+            if not received:
+                return False
+            _consume(mem, op, k, received.popleft().value)
+        else:
+            _compute(mem, op)
+        return True
+
+    def _traffic_cycle(self, router: Router, t: int) -> bool:
+        """The sink drains the receive queue; the source starts a packet and injects a flit."""
+        active = self._drain(router, t)
+        source = self.sources[router.pe]
+        if source.packet is None and source.backlog and source.backlog[0] <= min(t, self.stop - 1):
+            self._start_packet(router.pe, source)
+        ramp = router.inputs[RAMP, 0].wavelets
+        if source.packet is not None and len(ramp) < self.depth:
+            packet = source.packet
+            head = packet.flits_left == self.packet_flits
+            if head:
+                packet.injected = t
+            tail = packet.flits_left == 1
+            value = np.float32(packet.injected)
+            ramp.append(Wavelet(value, 0, head, tail, packet.dst, packet.created))
+            packet.flits_left -= 1
+            self.busy[router.pe] += 1  # flits injected
+            if tail:
+                source.packet = None
+            active = True
+        return active
+
+    def _start_packet(self, pe: int, source: Source) -> None:
+        created = source.backlog.popleft()
+        dst = destination(self.pattern, pe, self.width, self.height)
+        source.packet = Packet(dst, created, self.packet_flits)
+        if created >= self.warmup:
+            w = self.width
+            self.hops[pe] += abs(dst % w - pe % w) + abs(dst // w - pe // w)
+            self.created[pe] += 1
+
+    def _drain(self, router: Router, t: int) -> bool:
+        received = router.receive[0]
+        active = bool(received)
+        while received:
+            flit = received.popleft()
+            if flit.created < self.warmup:
+                continue
+            self.delivered[router.pe] += 1
+            if flit.tail:
+                latency = t - flit.created
+                self.packets[router.y] += 1
+                self.latency_sum[router.y] += latency
+                self.network_latency_sum[router.y] += t - int(flit.value)
+                self.latencies[router.y][min(latency, HIST_BINS - 1)] += 1
+        return active
+
+    # -- what the engine's arrays should hold -------------------------------------------
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The engine's state arrays as this model has them (same names and shapes)."""
+        out = {
+            "q_count": np.zeros((self.pes, 5, self.colors), np.int32),
+            "rx_count": np.zeros((self.pes, self.colors), np.int32),
+            "credits": np.zeros((self.pes, 4, self.colors), np.int32),
+            "link_flits": np.zeros((self.pes, 5), np.int64),
+            "stalls": np.zeros((self.pes, 5), np.int64),
+        }
+        for r in self.routers:
+            for (p, c), queue in r.inputs.items():
+                out["q_count"][r.pe, p, c] = len(queue.wavelets)
+            for c, rx in r.receive.items():
+                out["rx_count"][r.pe, c] = len(rx)
+            for (o, c), credits in r.credits.items():
+                out["credits"][r.pe, o, c] = credits
+            for o in PORTS:
+                out["link_flits"][r.pe, o] = r.flits_out[o]
+                out["stalls"][r.pe, o] = r.stalls[o]
+        out.update(self._traffic_state() if self.sources is not None else self._program_state())
+        return out
+
+    def _program_state(self) -> dict[str, np.ndarray]:
+        return {
+            "busy": np.array(self.busy, np.int64),
+            "pe_stalls": np.array(self.pe_stalls, np.int64),
+            "mem": self.mem.copy(),
+            "pc": np.array([[t.index for t in ts] for ts in self.tasks], np.int64),
+            "progress": np.array([[t.done for t in ts] for ts in self.tasks], np.int64),
+        }
+
+    def _traffic_state(self) -> dict[str, np.ndarray]:
+        hist = np.zeros((self.height, HIST_BINS), np.int64)
+        for row, counts in enumerate(self.latencies):
+            for latency, count in counts.items():
+                hist[row, latency] = count
+        left = [s.packet.flits_left if s.packet else 0 for s in self.sources]
+        return {
+            "left": np.array(left, np.int64),
+            "busy": np.array(self.busy, np.int64),
+            "flits_delivered": np.array(self.delivered, np.int64),
+            "hops": np.array(self.hops, np.int64),
+            "packets_created": np.array(self.created, np.int64),
+            "packets": np.array(self.packets, np.int64),
+            "latency_sum": np.array(self.latency_sum, np.int64),
+            "network_latency_sum": np.array(self.network_latency_sum, np.int64),
+            "hist": hist,
+        }
+
+
+def _consume(mem: np.ndarray, op: Op, k: int, value: np.float32) -> None:
+    """What the ``k``-th wavelet of a receiving op does to SRAM.
+
+    Arithmetic is fp32; fp16 values (two per word, the even one in the low half) are
+    widened when loaded and rounded to nearest even when stored. Only fmacs knows that the
+    last wavelet of an odd-length fp16 stream carries a pad half.
+    """
+    if op.kind == "recv":
+        mem[op.dst + k] = value  # a whole word: one fp32 or two fp16 values
+    elif not op.fp16 and op.kind == "recv_add":
+        mem[op.dst + k] += value
+    elif not op.fp16:  # fmacs: acc[0:m] += mat[k*m : (k+1)*m] * value
+        for i in range(op.m):
+            mem[op.dst + i] += mem[op.a + k * op.m + i] * value
+    else:
+        halves = mem.view(np.float16)  # value i of the vector at word w: halves[2w + i]
+        pair = np.array([value], np.float32).view(np.float16)
+        for j in (0, 1):
+            e = 2 * k + j  # the value's index in its stream
+            if op.kind == "recv_add":
+                at = 2 * op.dst + e
+                halves[at] = np.float16(np.float32(halves[at]) + np.float32(pair[j]))
+            elif e < op.values:  # fmacs, an fp32 acc: acc[0:m] += mat row e * value e
+                row = 2 * op.a + e * op.m
+                for i in range(op.m):
+                    mem[op.dst + i] += np.float32(halves[row + i]) * np.float32(pair[j])
+
+
+def _compute(mem: np.ndarray, op: Op) -> None:
+    """A local vector op, element by element in address order (fp32 arithmetic)."""
+    scalar = np.float32(op.scalar)
+    if op.fp16:
+        halves = mem.view(np.float16)
+        for i in range(op.m):
+            x = np.float32(halves[2 * op.a + i])
+            if op.kind == "vadd":
+                result = x + np.float32(halves[2 * op.b + i])
+            elif op.kind == "vscale":
+                result = x * scalar
+            else:  # vfma
+                result = np.float32(halves[2 * op.dst + i]) + x * np.float32(halves[2 * op.b + i])
+            halves[2 * op.dst + i] = np.float16(result)
+        return
+    for i in range(op.m):
+        if op.kind == "vadd":
+            mem[op.dst + i] = mem[op.a + i] + mem[op.b + i]
+        elif op.kind == "vscale":
+            mem[op.dst + i] = mem[op.a + i] * scalar
+        else:  # vfma
+            mem[op.dst + i] += mem[op.a + i] * mem[op.b + i]

@@ -1,0 +1,614 @@
+"""The cycle engine against the slow reference model (tests/reference_fabric.py), in lockstep.
+
+Each case steps the engine one cycle at a time and the reference beside it, and after every
+cycle compares queue occupancy per (router, port, color), receive queues, credits, wavelets
+and stalls per (router, port), SRAM, task pc and progress, busy and stall cycles (program
+mode) or the traffic counters (traffic mode), then the cycle the run ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference_fabric import ReferenceFabric, ReferenceProgram
+
+from fabric import _kernels as K
+from fabric.engine import fabric_arrays, run_kernel, simulate
+from fabric.mesh import Mesh
+from fabric.program import ProgramBuilder
+from fabric.routes import ColorRoutes
+from fabric.state import allocate_state, empty_program, empty_traffic
+from fabric.traffic import NEVER, ROUTINGS, TrafficConfig, traffic_arrays
+from wafer.errors import DeadlockError
+from wafer.geometry import RAMP, E, N, S, W
+from wafer.presets import preset
+
+SPEC = preset("tiny")  # op startup 2 cycles, 1 fp32 FMAC per cycle: compute costs m cycles
+STARTUP = SPEC.pe.op_startup_cycles
+WORDS = 128
+
+
+def spec_with(depth: int = 4, latency: int = 1, **pe):
+    """The tiny preset with this queue depth, hop latency and ``pe.*`` overrides."""
+    knobs = {"router.queue_depth_wavelets": depth, "link.hop_latency_cycles": latency}
+    return SPEC.replace(knobs | {f"pe.{key}": value for key, value in pe.items()})
+
+
+def random_memory(pes: int, seed: int = 0, dtype: str = "fp32") -> np.ndarray:
+    """Normal random values; for fp16 two per word (so no word holds an fp16 NaN)."""
+    rng = np.random.default_rng(seed)
+    if dtype == "fp16":
+        return rng.standard_normal((pes, 2 * WORDS)).astype(np.float16).view(np.float32)
+    return rng.standard_normal((pes, WORDS)).astype(np.float32)
+
+
+@dataclass
+class Run:
+    cycles: int
+    ref: ReferenceFabric
+    mem: np.ndarray  # the engine's SRAM at the end
+    q_count: list[np.ndarray] = field(default_factory=list, repr=False)  # after each cycle
+
+
+def assert_same(t: int, engine: dict, reference: dict) -> None:
+    """Every array the reference reports equals the engine's of the same name."""
+    for name, want in reference.items():
+        got = engine[name]
+        if got.dtype == np.float32:  # SRAM words: compare bits (fp16 pairs, -0.0)
+            got, want = got.view(np.uint32), want.view(np.uint32)
+        if not np.array_equal(got, want):
+            at = np.argwhere(got != want)[:4]
+            pytest.fail(
+                f"cycle {t}: {name} differs at {at.tolist()}: "
+                f"engine {got[tuple(at.T)].tolist()}, reference {want[tuple(at.T)].tolist()}"
+            )
+
+
+def build_programs(mesh, spec, colors, tasks, calls):
+    """The same ProgramBuilder calls, ``(method, pe, task, *args)``, for engine and reference."""
+    builder = ProgramBuilder(mesh.pes, spec.pe, colors, tasks)
+    reference = ReferenceProgram(mesh.pes, spec.pe, tasks)
+    for name, *args in calls:
+        getattr(builder, name)(*args)
+        getattr(reference, name)(*args)
+    return builder.build(), reference
+
+
+def lockstep(mesh, spec, routes, calls, memory, tasks=1, max_cycles=3000) -> Run:
+    """Run a program on engine and reference a cycle at a time; fail at the first difference."""
+    prog, ref_prog = build_programs(mesh, spec, routes.colors, tasks, calls)
+    # the setup lines of fabric.engine.simulate
+    fab = fabric_arrays(mesh, spec, routes.table, np.zeros(routes.colors, np.uint8), False)
+    eng = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
+    eng.mem[:] = memory
+    eng.pc[:] = prog.task_start
+    eng.wait[:] = np.where(prog.task_end > prog.task_start, fab.startup, 0)
+    tr = empty_traffic(mesh.width, mesh.height)
+    ref = ReferenceFabric.for_program(mesh, spec, routes.table, ref_prog, memory)
+    run = Run(-1, ref, eng.mem)
+    for t in range(max_cycles):
+        status, cycle = run_kernel(fab, eng, prog, tr, t, t + 1, False)
+        active = ref.step()
+        assert_same(t, eng._asdict() | {"pc": eng.pc - prog.task_start}, ref.state())
+        run.q_count.append(eng.q_count.copy())
+        done = not active and not ref.pending()
+        assert (status == K.STATUS_DONE) == done, f"cycle {t}: engine status {status}"
+        if done:
+            assert cycle == t
+            run.cycles = cycle
+            return run
+    pytest.fail(f"no end within {max_cycles} cycles")
+
+
+def lockstep_traffic(width, height, spec, pattern, flits, schedule, cycles, yx=False, warmup=0):
+    """Wormhole traffic: ``schedule[pe]`` lists the cycles PE ``pe`` creates its packets.
+
+    The engine draws arrivals at random; before every cycle the test writes each PE's next
+    creation cycle from the schedule into ``next_arrival``, which is exactly what that
+    array means to the kernel (a start shows as the kernel moving it on).
+    """
+    mesh = Mesh.full(width, height)
+    routing = "yx" if yx else "xy"
+    cfg = TrafficConfig(
+        width, height, pattern, 1.0, flits, routing=routing, cycles=cycles, warmup=warmup
+    )
+    # the setup lines of fabric.traffic.run_traffic
+    route = np.zeros((mesh.pes, 5, 1), np.uint8)
+    fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), True, ROUTINGS[routing])
+    eng = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
+    tr = traffic_arrays(cfg, mesh)
+    prog = empty_program(mesh.pes)
+    ref = ReferenceFabric.for_traffic(
+        mesh,
+        spec,
+        pattern=pattern,
+        packet_flits=flits,
+        schedule=schedule,
+        warmup=warmup,
+        yx=yx,
+        stop=cfg.cycles - cfg.drain_cycles,
+    )
+    started = [0] * mesh.pes
+    for t in range(cycles):
+        for pe in range(mesh.pes):
+            times = schedule.get(pe, ())
+            tr.next_arrival[pe] = times[started[pe]] if started[pe] < len(times) else NEVER
+        before = tr.next_arrival.copy()
+        run_kernel(fab, eng, prog, tr, t, t + 1, False)
+        started = [
+            s + int(a != b) for s, a, b in zip(started, tr.next_arrival, before, strict=True)
+        ]
+        ref.step()
+        assert_same(t, eng._asdict() | tr._asdict(), ref.state())
+    return ref
+
+
+def line(length: int, colors: int = 1):
+    """A ``length x 1`` mesh and an empty route table."""
+    mesh = Mesh.full(length, 1)
+    return mesh, ColorRoutes(mesh, colors)
+
+
+# ---------------------------------------------------------------------------------------
+# Program mode, static colors
+
+# A stream of n words over h hops: startup s, one cycle from the ramp queue into the router,
+# h*L on the wires, n - 1 behind the first: s + 1 + h*L + n cycles, as long as n <= D or
+# D >= 2L. A queue of depth D behind a hop of latency L passes at most D wavelets per 2L
+# cycles, the round trip of a credit.
+#   hops  latency  depth  words  cycles
+POINT_TO_POINT = [
+    (1, 1, 4, 1, 5),
+    (3, 1, 4, 5, 11),
+    (3, 2, 4, 5, 14),
+    (2, 3, 4, 3, 12),
+    (1, 1, 2, 6, 10),
+    (1, 1, 1, 3, 9),  # one wavelet per 2 cycles: leaves at 3, 5, 7
+    (1, 3, 1, 3, 19),  # one per 6 cycles: leaves at 3, 9, 15
+    (2, 3, 2, 4, 17),  # two per 6 cycles: arrive at 9, 10, 15, 16
+]
+
+
+@pytest.mark.parametrize(("hops", "latency", "depth", "words", "cycles"), POINT_TO_POINT)
+def test_point_to_point_stream(hops, latency, depth, words, cycles):
+    """A stream takes s + 1 + h*L + n cycles, or is held to D wavelets per 2L cycles."""
+    mesh, routes = line(hops + 1)
+    routes.add_path(0, list(range(hops + 1)))
+    calls = [("send", 0, 0, 0, 0, words), ("recv", hops, 0, 0, 64, words)]
+    mem = random_memory(hops + 1)
+    spec = spec_with(depth, latency)
+    run = lockstep(mesh, spec, routes, calls, mem)
+    assert run.cycles == cycles
+    np.testing.assert_array_equal(run.mem[hops, 64 : 64 + words], mem[0, :words])
+    prog, _ = build_programs(mesh, spec, 1, 1, calls)
+    whole = simulate(mesh, spec, routes, prog, mem, max_cycles=1000)
+    assert whole.cycles == cycles  # stepping a cycle at a time changes nothing
+
+
+#   latency  depth  slow leaf's fmacs length m  cycles
+MULTICAST = [
+    (1, 4, 0, 13),  # all leaves recv: s + 1 + 2L + n
+    (3, 2, 0, 29),  # credit-bound: the centre forwards at 6, 7, 12, 13, ..., 24, 25
+    (1, 2, 3, 29),  # one leaf takes 3 cycles a wavelet: s + 1 + 2L + 3n
+    (2, 1, 2, 37),  # credit-bound: forwards at 5, 9, ..., 33, the slow leaf ends at 36
+]
+
+
+@pytest.mark.parametrize(("latency", "depth", "m", "cycles"), MULTICAST)
+def test_multicast_tree_of_fan_out_three(latency, depth, m, cycles):
+    """A head is copied once to each output of its route and leaves when all have it."""
+    n = 8
+    mesh = Mesh.full(3, 3)
+    routes = ColorRoutes(mesh, 1)
+    leaves = (1, 5, 7)  # N, E and S of the centre
+    for leaf in leaves:
+        routes.add_path(0, [3, 4, leaf])
+    calls = [("send", 3, 0, 0, 0, n)]
+    calls += [("recv", leaf, 0, 0, 64, n) for leaf in leaves[:2]]
+    slow = ("fmacs", 7, 0, 0, 64, 80, m, n) if m else ("recv", 7, 0, 0, 64, n)
+    mem = random_memory(9)
+    run = lockstep(mesh, spec_with(depth, latency), routes, [*calls, slow], mem)
+    assert run.cycles == cycles
+    flits = run.ref.state()["link_flits"]
+    assert flits[4, N] == flits[4, E] == flits[4, S] == flits[3, E] == n
+    for leaf in leaves[:2]:
+        np.testing.assert_array_equal(run.mem[leaf, 64 : 64 + n], mem[3, :n])
+
+
+def test_two_streams_merging_share_the_output_round_robin():
+    """Two inputs wanting one output take turns: round-robin over port * colors + color."""
+    n = 6
+    mesh = Mesh.full(3, 3)
+    routes = ColorRoutes(mesh, 2)
+    routes.add_path(0, [1, 4, 5])  # from the north, color 0: candidate 0 * 2 + 0 = 0
+    routes.add_path(1, [3, 4, 5])  # from the west, color 1: candidate 3 * 2 + 1 = 7
+    calls = [
+        ("send", 1, 0, 0, 0, n),
+        ("send", 3, 0, 1, 0, n),
+        ("recv", 5, 0, 0, 64, n),
+        ("recv", 5, 1, 1, 80, n),
+    ]
+    mem = random_memory(9)
+    run = lockstep(mesh, spec_with(depth=2), routes, calls, mem, tasks=2)
+    merged = [(t, "NESWR"[p]) for t, pe, out, p, _ in run.ref.grants if pe == 4 and out == E]
+    assert merged == [(4 + i, "NW"[i % 2]) for i in range(2 * n)]
+    assert run.cycles == STARTUP + 1 + 2 + 2 * n  # the shared link carries 2n wavelets
+    np.testing.assert_array_equal(run.mem[5, 64 : 64 + n], mem[1, :n])
+    np.testing.assert_array_equal(run.mem[5, 80 : 80 + n], mem[3, :n])
+
+
+#   depth  latency  fmacs length m  words  cycles
+BACKPRESSURE = [
+    (1, 1, 4, 10, 45),  # consumer-bound: s + 1 + 2L + m*n
+    (2, 1, 4, 10, 45),
+    (1, 3, 2, 10, 65),  # credit-bound: one wavelet per 2L = 6 cycles, arriving at 9 + 6k
+    (2, 3, 2, 10, 37),  # two per 6 cycles: arrive at 9, 10, 15, 16, ..., 33, 34
+]
+
+
+@pytest.mark.parametrize(("depth", "latency", "m", "words", "cycles"), BACKPRESSURE)
+def test_backpressure_from_a_slow_fmacs_consumer(depth, latency, m, words, cycles):
+    """A slow consumer fills every queue back to the sender, which then stalls; nothing is lost."""
+    mesh, routes = line(3)
+    routes.add_path(0, [0, 1, 2])
+    calls = [("send", 0, 0, 0, 0, words), ("fmacs", 2, 0, 0, 0, 64, m, words)]
+    mem = random_memory(3)
+    mem[2, :m] = 0.0
+    run = lockstep(mesh, spec_with(depth, latency), routes, calls, mem)
+    assert run.cycles == cycles
+    state = run.ref.state()
+    if latency == 1:  # consumer-bound: the whole path filled up at some cycle
+        full = [q[0, RAMP, 0] == q[1, W, 0] == q[2, W, 0] == depth for q in run.q_count]
+        assert any(full)
+        assert state["pe_stalls"][0] > 0
+    assert state["link_flits"][0, E] == state["link_flits"][2, RAMP] == words
+    expected = mem[2, 64 : 64 + m * words].reshape(words, m).T.astype(np.float64) @ mem[0, :words]
+    np.testing.assert_allclose(run.mem[2, :m], expected, rtol=1e-5, atol=1e-5)
+
+
+#   latency  depth  cycles
+CHAIN = [
+    (1, 4, 30),
+    (3, 8, 36),
+    (3, 4, 42),  # D < 2L: the last 2 of 6 wavelets wait for credits, 2 cycles per stage
+]
+
+
+@pytest.mark.parametrize(("latency", "depth", "cycles"), CHAIN)
+def test_two_color_chain_reduction(latency, depth, cycles):
+    """recv_add then send down a chain: each stage adds m + startup + 1 + L cycles."""
+    length, m = 4, 6
+    mesh, routes = line(length, colors=2)
+    calls = []
+    for pe in range(length - 1, 0, -1):
+        color = pe % 2  # alternate colors so neighbouring links do not share a queue
+        routes.add_path(color, [pe, pe - 1])
+        if pe < length - 1:
+            calls.append(("recv_add", pe, 0, (pe + 1) % 2, 0, m))
+        calls.append(("send", pe, 0, color, 0, m))
+    calls.append(("recv_add", 0, 0, 1, 0, m))
+    mem = random_memory(length)
+    run = lockstep(mesh, spec_with(depth, latency), routes, calls, mem)
+    assert run.cycles == cycles
+    if depth >= 2 * latency:  # the last recv_add ends at (2 + L + m) + 2 (m + 3 + L)
+        assert cycles == 9 + 3 * latency + 3 * m
+    expected = mem[:, :m].astype(np.float64).sum(axis=0)
+    np.testing.assert_allclose(run.mem[0, :m], expected, rtol=1e-5)
+
+
+def test_local_ops_and_concurrent_tasks():
+    """Tasks on one PE run side by side; vadd, vscale and vfma cost m cycles after startup."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    calls = [
+        ("send", 0, 0, 0, 0, 5),
+        ("vscale", 0, 1, 40, 8, 2.5, 1),
+        ("vadd", 0, 1, 50, 0, 8, 6),
+        ("recv", 1, 0, 0, 64, 5),
+        ("vfma", 1, 1, 90, 0, 8, 1),
+        ("vfma", 1, 1, 100, 0, 8, 3),
+    ]
+    mem = random_memory(2)
+    run = lockstep(mesh, spec_with(), routes, calls, mem, tasks=2)
+    assert run.cycles == STARTUP + 1 + STARTUP + 6  # PE 0 task 1: vscale (1), vadd (6)
+    np.testing.assert_array_equal(run.mem[0, 40], mem[0, 8] * np.float32(2.5))
+
+
+#   receiver  values  m  cycles
+FP16_STREAMS = [
+    ("recv", 7, 1, 8),  # ceil(7/2) = 4 wavelets: s + 1 + L + 4
+    ("recv_add", 7, 1, 8),  # the pad half of the last wavelet is added too
+    ("fmacs", 9, 3, 19),  # 5 wavelets, m = 3 cycles each (6 fp16 FMACs write 24 bytes)
+    ("fmacs", 4, 2, 8),  # 2 wavelets at 2 cycles: popped at 4 and 6
+]
+
+
+@pytest.mark.parametrize(("receiver", "values", "m", "cycles"), FP16_STREAMS)
+def test_fp16_stream_carries_two_values_per_wavelet(receiver, values, m, cycles):
+    """fp16 ops move two values a wavelet, compute in fp32 and round what they store."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    recv = (
+        ("fmacs", 1, 0, 0, 0, 64, m, values)
+        if receiver == "fmacs"
+        else (receiver, 1, 0, 0, 8, values)
+    )
+    calls = [("send", 0, 0, 0, 0, values, "fp16"), (*recv, "fp16")]
+    run = lockstep(mesh, spec_with(), routes, calls, random_memory(2, 1, "fp16"))
+    assert run.cycles == cycles
+
+
+def test_fp16_local_ops_on_concurrent_tasks():
+    """fp16 vadd and vscale of 9 values cost 3 cycles (8 bytes written a cycle), vfma 4."""
+    mesh, routes = line(1)
+    calls = [
+        ("vadd", 0, 0, 40, 0, 10, 9, "fp16"),
+        ("vscale", 0, 1, 50, 0, 0.3, 9, "fp16"),
+        ("vfma", 0, 2, 60, 0, 10, 9, "fp16"),
+        ("vfma", 0, 3, 70, 0, 10, 2),
+    ]
+    run = lockstep(mesh, spec_with(), routes, calls, random_memory(1, 2, "fp16"), tasks=4)
+    assert run.cycles == STARTUP + 4  # vfma reads 54 bytes at 16 a cycle
+
+
+def test_reference_pays_compute_cost_before_the_next_op():
+    """In the reference an op's last element costs its full cycles before the next startup."""
+    mesh, routes = line(1)
+    for calls, cycles in [
+        ([("vadd", 0, 0, 40, 0, 8, 4)], STARTUP + 4),
+        ([("vadd", 0, 0, 40, 0, 8, 4), ("vadd", 0, 0, 50, 0, 8, 1)], STARTUP + 4 + STARTUP + 1),
+        ([("vadd", 0, 0, 50, 0, 8, 1), ("vadd", 0, 0, 40, 0, 8, 4)], STARTUP + 1 + STARTUP + 4),
+    ]:
+        _, ref_prog = build_programs(mesh, SPEC, 1, 1, calls)
+        ref = ReferenceFabric.for_program(mesh, SPEC, routes.table, ref_prog, random_memory(1))
+        assert ref.run(100) == ("done", cycles)
+
+
+def test_deadlock_cycle_agrees():
+    """A routing ring with no exit is a deadlock from the same cycle in engine and reference."""
+    mesh = Mesh.full(2, 2)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(0, RAMP, 0, (E,))
+    ring = [0, 1, 3, 2, 0]
+    for here, there in zip(ring, ring[1:], strict=False):
+        routes.add_path(0, [here, there], deliver=False)
+    spec = spec_with(depth=2, latency=2)
+    prog, ref_prog = build_programs(mesh, spec, 1, 1, [("send", 0, 0, 0, 0, 20)])
+    ref = ReferenceFabric.for_program(mesh, spec, routes.table, ref_prog, random_memory(4))
+    status, cycle = ref.run(1000)
+    assert status == "deadlock"
+    with pytest.raises(DeadlockError, match=f"no progress from cycle {cycle} "):
+        simulate(mesh, spec, routes, prog, random_memory(4), max_cycles=1000)
+
+
+# ---------------------------------------------------------------------------------------
+# Engine bugs this reference found (fixed): kept as regression tests
+
+
+def test_compute_cost_is_paid_before_the_next_op():
+    """vadd of 4 then vadd of 1 takes s + 4 + s + 1 cycles, more than vadd of 4 alone."""
+    mesh, routes = line(1)
+    calls = [("vadd", 0, 0, 40, 0, 8, 4), ("vadd", 0, 0, 50, 0, 8, 1)]
+    prog, ref_prog = build_programs(mesh, SPEC, 1, 1, calls)
+    ref = ReferenceFabric.for_program(mesh, SPEC, routes.table, ref_prog, random_memory(1))
+    assert ref.run(100) == ("done", 2 * STARTUP + 4 + 1)
+    result = simulate(mesh, SPEC, routes, prog, random_memory(1), max_cycles=100)
+    assert result.cycles == 2 * STARTUP + 4 + 1
+
+
+@pytest.mark.parametrize("latency", [1, 3])
+def test_unreceived_wavelet_is_a_deadlock_at_any_latency(latency):
+    """A wavelet nobody receives is a deadlock, whatever the hop latency."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    spec = spec_with(latency=latency)
+    prog, ref_prog = build_programs(mesh, spec, 1, 1, [("send", 0, 0, 0, 0, 1)])
+    ref = ReferenceFabric.for_program(mesh, spec, routes.table, ref_prog, random_memory(2))
+    assert ref.run(100)[0] == "deadlock"
+    with pytest.raises(DeadlockError):
+        simulate(mesh, spec, routes, prog, random_memory(2), max_cycles=100)
+
+
+# ---------------------------------------------------------------------------------------
+# Wormhole (destination-routed) traffic
+
+# One packet on an idle mesh: created at 0 and injected at once, one cycle into the
+# router, h*L on the wires, F - 1 behind the head: latency h*L + F.
+#   width height pattern    yx    source hops flits latency cycles
+ZERO_LOAD = [
+    (4, 1, "neighbor", False, 3, 3, 4, 1, 7),
+    (4, 1, "neighbor", False, 3, 3, 2, 3, 11),
+    (3, 3, "bitcomp", False, 0, 4, 2, 2, 10),
+    (3, 3, "transpose", True, 2, 4, 3, 1, 7),
+    (2, 2, "transpose", False, 0, 0, 2, 1, 2),
+]
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "pattern", "yx", "source", "hops", "flits", "latency", "cycles"),
+    ZERO_LOAD,
+)
+def test_single_packet_zero_load_latency(
+    width, height, pattern, yx, source, hops, flits, latency, cycles
+):
+    """A lone packet of F flits over h hops arrives h*L + F cycles after it was created."""
+    spec = spec_with(depth=2, latency=latency)
+    ref = lockstep_traffic(width, height, spec, pattern, flits, {source: [0]}, 20, yx)
+    state = ref.state()
+    assert state["packets"].sum() == 1
+    assert state["latency_sum"].sum() == cycles == hops * latency + flits
+    assert state["hops"][source] == hops
+
+
+def test_wormhole_packet_holds_its_output_until_the_tail():
+    """Two packets wanting one output pass one after the other, never flit by flit."""
+    # transpose on 3x3, XY: PE 1 -> PE 3 leaves PE 1 west at once; PE 2 -> PE 6 reaches
+    # PE 1 from the east a cycle later and waits for the whole first packet.
+    ref = lockstep_traffic(3, 3, spec_with(depth=2), "transpose", 4, {1: [0], 2: [0]}, 30)
+    at_pe1_west = [(t, "NESWR"[p]) for t, pe, out, p, _ in ref.grants if pe == 1 and out == W]
+    assert at_pe1_west == [(1 + i, "R") for i in range(4)] + [(5 + i, "E") for i in range(4)]
+    state = ref.state()
+    assert state["packets"].tolist() == [0, 1, 1]  # delivered in rows 1 (PE 3) and 2 (PE 6)
+    assert state["latency_sum"].tolist() == [0, 2 + 4, 4 + 4 + 3]  # PE 2's head waited 3
+
+
+#   width height pattern     yx     depth latency flits warmup
+SATURATED = [
+    (4, 1, "neighbor", False, 1, 1, 3, 0),
+    (3, 3, "transpose", False, 2, 1, 4, 0),
+    (3, 3, "transpose", True, 1, 2, 2, 10),
+    (4, 4, "bitcomp", False, 2, 2, 3, 0),
+    (4, 4, "bitcomp", True, 4, 1, 1, 20),
+    (4, 2, "neighbor", True, 3, 3, 5, 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "pattern", "yx", "depth", "latency", "flits", "warmup"), SATURATED
+)
+def test_saturated_wormhole_traffic_in_lockstep(
+    width, height, pattern, yx, depth, latency, flits, warmup
+):
+    """Every PE injecting as fast as it can: the engine matches the reference cycle by cycle."""
+    schedule = {pe: list(range(80)) for pe in range(width * height)}
+    spec = spec_with(depth, latency)
+    ref = lockstep_traffic(width, height, spec, pattern, flits, schedule, 80, yx, warmup)
+    assert sum(ref.delivered) > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    size=st.sampled_from([(2, 1), (3, 1), (2, 2), (3, 3), (4, 2)]),
+    pattern=st.sampled_from(["transpose", "bitcomp", "neighbor"]),
+    yx=st.booleans(),
+    depth=st.integers(1, 4),
+    latency=st.integers(1, 3),
+    flits=st.integers(1, 4),
+    data=st.data(),
+)
+def test_random_packet_schedules_in_lockstep(size, pattern, yx, depth, latency, flits, data):
+    """Random packet schedules on deterministic patterns: engine and reference agree."""
+    width, height = size
+    times = st.lists(st.integers(0, 30), max_size=5).map(sorted)
+    schedule = {pe: data.draw(times) for pe in range(width * height)}
+    spec = spec_with(depth, latency)
+    lockstep_traffic(width, height, spec, pattern, flits, schedule, 60, yx)
+
+
+# ---------------------------------------------------------------------------------------
+# Random programs on random multicast trees
+
+GRID = 3
+
+
+def grow_tree(data, source: int, size: int) -> dict[int, list[int]]:
+    """A random tree of ``size`` more PEs hanging off ``source``: parent -> children."""
+    children: dict[int, list[int]] = {source: []}
+    while len(children) < size + 1:
+        here = data.draw(st.sampled_from(sorted(children)))
+        x, y = here % GRID, here // GRID
+        steps = [(x + dx, y + dy) for dx, dy in ((0, -1), (1, 0), (0, 1), (-1, 0))]
+        free = [
+            b * GRID + a
+            for a, b in steps
+            if 0 <= a < GRID and 0 <= b < GRID and b * GRID + a not in children
+        ]
+        if free:
+            there = data.draw(st.sampled_from(free))
+            children[here].append(there)
+            children[there] = []
+    return children
+
+
+def route_tree(routes: ColorRoutes, color: int, children, source: int, receivers) -> None:
+    def visit(here: int, in_port: int) -> None:
+        for there in children[here]:
+            out = {-GRID: N, 1: E, GRID: S, -1: W}[there - here]
+            routes.add(here, in_port, color, (out,))
+            visit(there, (out + 2) % 4)
+        if here in receivers:
+            routes.add(here, in_port, color, (RAMP,))
+
+    visit(source, RAMP)
+
+
+def split(data, wavelets: int) -> list[tuple[int, int]]:
+    """Cut a stream of so many wavelets into 1 to 3 ops: (first wavelet, wavelets)."""
+    cuts = (
+        sorted(data.draw(st.sets(st.integers(1, wavelets - 1), max_size=2))) if wavelets > 1 else []
+    )
+    bounds = [0, *cuts, wavelets]
+    return [(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+
+
+def values_in(data, wavelets: int, dtype: str) -> int:
+    """Values an op of so many wavelets may move: fp16 fills the last one or not."""
+    return 2 * wavelets - data.draw(st.integers(0, 1)) if dtype == "fp16" else wavelets
+
+
+def receiver_calls(data, pe: int, color: int, wavelets: int, dtype: str) -> list[tuple]:
+    """recv / recv_add / fmacs ops for the stream, maybe a local op after them."""
+    ops = []
+    for lo, count in split(data, wavelets):
+        kind = data.draw(st.sampled_from(["recv", "recv_add", "fmacs"]))
+        ops.append([kind, lo, values_in(data, count, dtype), data.draw(st.integers(1, 3))])
+    local = data.draw(st.sampled_from([None, "vadd", "vscale", "vfma"]))
+    dst, acc, mat = 16 + 16 * color, 48 + 4 * color, 64 + 32 * color
+    calls = []
+    for kind, lo, values, m in ops:
+        if kind == "fmacs":
+            calls.append(("fmacs", pe, color, color, acc, mat, m, values, dtype))
+        else:
+            calls.append((kind, pe, color, color, dst + lo, values, dtype))
+    m = data.draw(st.integers(1, 4))
+    if local == "vscale":
+        calls.append(("vscale", pe, color, dst, 0, -1.5, m, dtype))
+    elif local is not None:
+        calls.append((local, pe, color, dst, 0, 4, m, dtype))
+    return calls
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    trees=st.integers(1, 2),
+    dtype=st.sampled_from(["fp32", "fp16"]),
+    depth=st.integers(1, 4),
+    latency=st.integers(1, 3),
+    pe_knobs=st.fixed_dictionaries(  # wide enough that an op on one element costs one cycle
+        {
+            "op_startup_cycles": st.integers(0, 3),
+            "fp32_fmac_per_cycle": st.sampled_from([1, 2]),
+            "fp16_fmac_per_cycle": st.sampled_from([2, 4, 8]),
+            "sram_read_bytes_per_cycle": st.sampled_from([16, 32, 64]),
+            "sram_write_bytes_per_cycle": st.sampled_from([8, 16, 64]),
+        }
+    ),
+    seed=st.integers(0, 2**16),
+    data=st.data(),
+)
+def test_random_multicast_programs_in_lockstep(trees, dtype, depth, latency, pe_knobs, seed, data):
+    """Random multicast trees, op mixes, lengths and PE specs on a 3x3 grid agree."""
+    mesh = Mesh.full(GRID, GRID)
+    routes = ColorRoutes(mesh, 2)
+    calls = []
+    for color in range(trees):  # one tree, sender task and receiver tasks per color
+        source = data.draw(st.integers(0, GRID * GRID - 1))
+        children = grow_tree(data, source, data.draw(st.integers(1, 5)))
+        leaves = {pe for pe, kids in children.items() if not kids}
+        inner = sorted(set(children) - leaves - {source})
+        extra = st.lists(st.sampled_from(inner), unique=True) if inner else st.just([])
+        receivers = leaves | set(data.draw(extra))
+        route_tree(routes, color, children, source, receivers)
+        wavelets = data.draw(st.integers(1, 8))
+        for lo, count in split(data, wavelets):
+            values = values_in(data, count, dtype)
+            calls.append(("send", source, color, color, lo, values, dtype))
+        for pe in sorted(receivers):
+            calls += receiver_calls(data, pe, color, wavelets, dtype)
+    memory = random_memory(9, seed, dtype)
+    spec = spec_with(depth, latency, **pe_knobs)
+    lockstep(mesh, spec, routes, calls, memory, tasks=2)
