@@ -1,5 +1,6 @@
 """The command line: JSON output, one-line errors, non-zero exits."""
 
+import io
 import json
 import shlex
 import subprocess
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from wafer.cli import main
+from wafer.commands import ProgressLine
+from wafer.study import StudyProgress, StudyResult
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -95,6 +98,24 @@ def test_defects_saves_and_reloads_a_map(capsys, tmp_path):
         ),
         (["defects", "--preset", "tiny", "--pe-defect-prob", "0.1", "bogus=1"], "bogus"),
         (["defects", "--preset", "tiny", "--repair", "magic"], "invalid choice"),
+        (["defects", "--study", "--preset", "tiny", "--densities", "1", "-1"], "-1.0"),
+        (["defects", "--study", "--preset", "tiny", "--densities", "1", "--seeds", "0"], "seeds=0"),
+        (["defects", "--study", "--preset", "tiny"], "--study needs --densities"),
+        (["defects", "--preset", "tiny", "--densities", "1"], "--densities needs --study"),
+        (["defects", "--preset", "tiny", "--repair", "row", "none"], "one strategy"),
+        (
+            [
+                "defects",
+                "--study",
+                "--preset",
+                "tiny",
+                "--densities",
+                "1",
+                "--pe-defect-prob",
+                "0.1",
+            ],
+            "--pe-defect-prob cannot be used with --study",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
@@ -176,3 +197,83 @@ def test_traffic_bad_grid_is_one_line(capsys):
     code, _, err = run(capsys, ["traffic", "--grid", "16"])
     assert code == 2
     assert "grid='16'" in err
+
+
+STUDY_ARGV = [
+    "defects",
+    "--study",
+    "--preset",
+    "small",
+    "--densities",
+    "0",
+    "20",
+    "--repair",
+    "none",
+    "column_shift",
+    "--seeds",
+    "2",
+    "--window-pes",
+    "8",
+]
+
+
+def test_defects_study_json_has_aggregates_and_config_and_saves(capsys, tmp_path):
+    """`defects --study --json` prints the config and one aggregate per density and repair,
+    writes the table to --out and the plot to --plot, and reports progress on stderr."""
+    out, plot = tmp_path / "study.h5", tmp_path / "study.png"
+    argv = [*STUDY_ARGV, "--seed", "4", "--json", "--out", str(out), "--plot", str(plot)]
+    code, stdout, err = run(capsys, argv)
+    r = json.loads(stdout)
+    assert code == 0
+    assert r["config"]["densities_per_cm2"] == [0.0, 20.0]
+    assert r["config"]["strategies"] == ["none", "column_shift"]
+    assert r["config"]["seeds"] == 2
+    assert r["seed"] == 4
+    assert r["traffic_window"]["side_pes"] == 8
+    keys = [(a["defect_density_per_cm2"], a["strategy"]) for a in r["aggregates"]]
+    assert keys == [(0.0, "none"), (0.0, "column_shift"), (20.0, "none"), (20.0, "column_shift")]
+    assert len(StudyResult.load_hdf5(out)) == 2 * 2 * 2
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    assert err.strip().splitlines()[-1].startswith("study: 8/8 points")
+
+
+def test_defects_study_text_is_a_table(capsys):
+    """Without --json the study prints one table line per density and repair."""
+    code, stdout, _ = run(capsys, STUDY_ARGV)
+    lines = stdout.splitlines()
+    assert code == 0
+    assert any("D /cm2" in line and "stretch" in line for line in lines)
+    assert sum(line.split()[:2] in (["0", "none"], ["20", "column_shift"]) for line in lines) == 2
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_rewrites_one_line_on_a_terminal():
+    """On a TTY progress rewrites one line with \\r; close() ends it, once."""
+    stream = _Terminal()
+    show = ProgressLine(stream)
+    for done in range(1, 4):
+        show(StudyProgress(done, 3, float(done)))
+    assert "\n" not in stream.getvalue()
+    show.close()
+    show.close()
+    text = stream.getvalue()
+    assert text.count("\r") == 3
+    assert text.count("\n") == 1
+    assert text.endswith("study: 3/3 points, 3.0 s elapsed, ~0 s left\n")
+
+
+def test_progress_prints_a_line_per_tenth_elsewhere():
+    """Off a terminal progress prints one line per tenth of the points, the last included."""
+    stream = io.StringIO()
+    show = ProgressLine(stream)
+    for done in range(1, 101):
+        show(StudyProgress(done, 100, done / 10))
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 10
+    assert "\r" not in stream.getvalue()
+    assert lines[0].startswith("study: 10/100 points")
+    assert lines[-1].startswith("study: 100/100 points")

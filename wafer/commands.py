@@ -6,9 +6,10 @@ A job takes the parsed arguments and returns a JSON-ready dict; ``wafer.cli`` pr
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from wafer import __version__
 from wafer.config_io import parse_overrides, resolve_spec
@@ -67,8 +68,30 @@ def add_defects_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--link-defect-fraction", type=float, help="share of defects on wires")
     parser.add_argument("--path", help="defect list file (explicit model)")
     parser.add_argument("--defects", help="load a saved defect map (.h5) instead")
-    parser.add_argument("--repair", default="row", choices=sorted(REPAIR_STRATEGIES))
-    parser.add_argument("--out", help="save the defect map to this HDF5 file")
+    parser.add_argument(
+        "--repair",
+        nargs="+",
+        choices=list(REPAIR_STRATEGIES),
+        help="repair strategy (default row); with --study one or more (default all)",
+    )
+    parser.add_argument("--out", help="save the defect map (--study: the study) to this .h5")
+    add_study_arguments(parser)
+
+
+def add_study_arguments(parser: argparse.ArgumentParser) -> None:
+    study = parser.add_argument_group("defect study (--study)")
+    study.add_argument(
+        "--study",
+        action="store_true",
+        help="for each density, repair and seed: working PEs, holes, route stretch, and "
+        "uniform traffic on a window of the repaired mesh, with 95%% confidence intervals",
+    )
+    study.add_argument("--densities", nargs="+", type=float, metavar="D", help="defects per cm^2")
+    study.add_argument("--seeds", type=int, help="maps per density and repair (default 3)")
+    study.add_argument(
+        "--window-pes", type=int, help="side of the centred traffic window in PEs (default 16)"
+    )
+    study.add_argument("--plot", help="save throughput and stretch against density to this PNG")
 
 
 _MODEL_OPTIONS = (
@@ -81,10 +104,26 @@ _MODEL_OPTIONS = (
 )
 
 
+_STUDY_ONLY = ("densities", "seeds", "window_pes", "plot")
+_NOT_IN_STUDY = ("defects", "pe_defect_prob", "defect_density_per_cm2", "path")
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def run_defects(args: argparse.Namespace) -> dict[str, Any]:
     from wafer.defects import DefectMap, generate
     from wafer.repair import repair
 
+    if args.study:
+        return run_defects_study(args)
+    for name in _STUDY_ONLY:
+        if getattr(args, name) is not None:
+            raise ConfigError(f"{_option(name)} needs --study")
+    strategies = args.repair or ["row"]
+    if len(strategies) > 1:
+        raise ConfigError(f"--repair takes one strategy without --study, got {len(strategies)}")
     start = time.perf_counter()
     if args.defects:
         defects = DefectMap.load(args.defects)
@@ -92,7 +131,7 @@ def run_defects(args: argparse.Namespace) -> dict[str, Any]:
         spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
         params = {k: getattr(args, k) for k in _MODEL_OPTIONS if getattr(args, k) is not None}
         defects = generate(spec, args.model, args.seed, **params)
-    grid = repair(defects, args.repair)
+    grid = repair(defects, strategies[0])
     if args.out:
         defects.save(args.out)
     return _defects_summary(defects, grid, time.perf_counter() - start)
@@ -122,6 +161,8 @@ def _defects_summary(defects: Any, grid: Any, wall_s: float) -> dict[str, Any]:
 
 
 def _defects_text(r: dict[str, Any]) -> str:
+    if "aggregates" in r:
+        return _study_text(r)
     pw, ph = r["physical_grid"]
     lw, lh = r["logical_grid"]
     return "\n".join(
@@ -136,6 +177,124 @@ def _defects_text(r: dict[str, Any]) -> str:
             f"({r['wall_s']:.2f} s)",
         ]
     )
+
+
+def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
+    """``defects --study``: the study's aggregates and config; --out and --plot save it."""
+    from wafer.study import StudyConfig, run_study
+
+    for name in _NOT_IN_STUDY:
+        if getattr(args, name) is not None:
+            raise ConfigError(
+                f"{_option(name)} cannot be used with --study (it sweeps --densities)"
+            )
+    if args.densities is None:
+        raise ConfigError("--study needs --densities D1 D2 ... (defects per cm^2)")
+    spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
+    config = StudyConfig(**_study_fields(args))
+    progress = ProgressLine(sys.stderr)
+    try:
+        result = run_study(spec, config, progress=progress)
+    finally:
+        progress.close()
+    if args.out:
+        result.save_hdf5(args.out)
+    if args.plot:
+        result.plot(args.plot)
+    return {**result.to_json(), "out": args.out, "plot": args.plot}
+
+
+def _study_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """StudyConfig keywords from the options given (the rest keep the config's defaults)."""
+    from wafer.repair import REPAIR_STRATEGIES
+
+    fields: dict[str, Any] = {
+        "densities_per_cm2": tuple(args.densities),
+        "strategies": tuple(args.repair or REPAIR_STRATEGIES),
+        "seed": args.seed,
+        "model": args.model,
+        "model_params": {
+            name: getattr(args, name)
+            for name in ("alpha", "cluster_size_pes", "link_defect_fraction")
+            if getattr(args, name) is not None
+        },
+    }
+    if args.seeds is not None:
+        fields["seeds"] = args.seeds
+    if args.window_pes is not None:
+        fields["window_pes"] = args.window_pes
+    return fields
+
+
+class ProgressLine:
+    """Study progress on ``stream``: one line rewritten in place on a terminal, otherwise
+    a line per tenth of the points."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.tenths_shown = 0
+        self.open_line = False  # a terminal line written with \r and not yet ended
+
+    def __call__(self, progress: Any) -> None:
+        done, total, elapsed = progress
+        left = elapsed / done * (total - done)
+        line = f"study: {done}/{total} points, {elapsed:.1f} s elapsed, ~{left:.0f} s left"
+        if self.tty:
+            self.stream.write("\r" + line)
+            self.open_line = True
+        elif done * 10 // total > self.tenths_shown or done == total:
+            self.tenths_shown = done * 10 // total
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the terminal line, so what follows (a result, an error) starts on its own."""
+        if self.open_line:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.open_line = False
+
+
+def _study_text(r: dict[str, Any]) -> str:
+    config, window = r["config"], r["traffic_window"]
+    side = window["side_pes"]
+    lines = [
+        f"{r['spec']['name']}: {config['model']} defects, {config['seeds']} seeds from seed "
+        f"{r['seed']}; mean +- 95% CI half-width",
+        f"traffic: uniform on the {side}x{side} window at ({window['x0']}, {window['y0']}) "
+        f"of the repaired mesh, {window['routing_without_faults']} routing, "
+        f"{window['routing_with_faults']} where the window has faults",
+        f"{'D /cm2':>7} {'repair':>12} {'working PEs':>16} {'holes':>14} {'stretch hops':>13} "
+        f"{'max stretch':>12} {'0-load lat':>12} {'sat thr':>15} {'rel thr':>12}",
+    ]
+    for a in r["aggregates"]:
+        cells = [_ci_text(a[name], digits) for name, digits in _STUDY_COLUMNS]
+        widths = (16, 14, 13, 12, 12, 15, 12)
+        lines.append(
+            f"{a['defect_density_per_cm2']:7g} {a['strategy']:>12} "
+            + " ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True))
+        )
+    lines.append(f"({r['points']} points, {r['wall_s']:.1f} s)")
+    return "\n".join(lines)
+
+
+_STUDY_COLUMNS = (
+    ("working_pes", 0),
+    ("unrepaired_pes", 0),
+    ("mean_route_stretch_hops", 3),
+    ("max_route_stretch_hops", 1),
+    ("zero_load_latency_cycles", 1),
+    ("saturation_throughput_flits_per_pe_cycle", 4),
+    ("relative_saturation_throughput", 2),
+)
+
+
+def _ci_text(ci: dict[str, Any], digits: int) -> str:
+    if ci["mean"] is None:
+        return "n/a"
+    half = "" if ci["ci95_half_width"] is None else f"+-{ci['ci95_half_width']:.{digits}f}"
+    return f"{ci['mean']:.{digits}f}{half}"
 
 
 def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
@@ -215,7 +374,11 @@ def _traffic_text(r: dict[str, Any]) -> str:
 Command = tuple[Callable[[argparse.ArgumentParser], None], Callable[..., dict], str]
 COMMANDS: dict[str, Command] = {
     "presets": (add_presets_arguments, run_presets, "list the built-in wafer presets"),
-    "defects": (add_defects_arguments, run_defects, "generate a defect map and repair it"),
+    "defects": (
+        add_defects_arguments,
+        run_defects,
+        "generate a defect map and repair it, or (--study) sweep densities and repairs",
+    ),
     "traffic": (add_traffic_arguments, run_traffic_command, "synthetic traffic on the fabric"),
 }
 TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {

@@ -1,0 +1,368 @@
+"""Defect study: the table, its determinism, its measurements and its statistics."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from fabric.mesh import Mesh
+from fabric.traffic import ROUTINGS
+from wafer.defects import generate
+from wafer.errors import ConfigError
+from wafer.geometry import NUM_DIRS, E, S, W, mirror_links
+from wafer.presets import preset
+from wafer.study import (
+    FAULT_ROUTING,
+    ROW_COLUMNS,
+    T_CRITICAL_95,
+    TRAFFIC_STATUS,
+    StudyConfig,
+    StudyResult,
+    Window,
+    centred_window,
+    mean_ci,
+    route_stretch,
+    run_study,
+    t_critical_95,
+    window_faults,
+    window_mesh,
+)
+
+SPEC = preset("small")  # 64 x 64 logical PEs and one spare row
+HIGH_DENSITY = 50.0  # per cm^2: about 110 dead PEs on `small`, so the window has faults
+CONFIG = StudyConfig(densities_per_cm2=(0.0, HIGH_DENSITY), seeds=2, window_pes=8)
+
+
+@pytest.fixture(scope="module")
+def study() -> StudyResult:
+    return run_study(SPEC, CONFIG)
+
+
+def rows_where(result: StudyResult, **match) -> dict[str, np.ndarray]:
+    mask = np.ones(len(result), bool)
+    for name, value in match.items():
+        mask &= result.rows[name] == value
+    return {name: column[mask] for name, column in result.rows.items()}
+
+
+def mesh_from_picture(picture: str, dead_wires: tuple = ()) -> Mesh:
+    """A mesh from rows of ``.`` (working) and ``X`` (hole), dead wires as ``(x, y, dir)``."""
+    alive = np.array([[c == "." for c in line] for line in picture.split()])
+    dead = np.zeros((*alive.shape, NUM_DIRS), bool)
+    for x, y, d in dead_wires:
+        dead[y, x, d] = True
+    return Mesh(alive.shape[1], alive.shape[0], alive, mirror_links(dead))
+
+
+# --- the table ---------------------------------------------------------------------------
+
+
+def test_one_row_per_density_strategy_and_seed(study):
+    """The table has densities x strategies x seeds rows, each combination exactly once."""
+    assert len(study) == 2 * 3 * 2
+    assert set(study.rows) == set(ROW_COLUMNS)
+    keys = set(
+        zip(
+            study.rows["defect_density_per_cm2"].tolist(),
+            study.rows["strategy"].tolist(),
+            study.rows["seed_index"].tolist(),
+            strict=True,
+        )
+    )
+    assert keys == {
+        (d, s, i) for d in (0.0, HIGH_DENSITY) for s in CONFIG.strategies for i in (0, 1)
+    }
+
+
+def test_a_seed_gives_the_same_table_and_another_seed_another():
+    """Two runs from one seed give identical tables; a different seed gives other maps."""
+    config = StudyConfig(
+        densities_per_cm2=(HIGH_DENSITY,), strategies=("none",), seeds=2, window_pes=8
+    )
+    first, again = run_study(SPEC, config), run_study(SPEC, config)
+    for name in ROW_COLUMNS:
+        column = first.rows[name]
+        assert np.array_equal(column, again.rows[name], equal_nan=column.dtype.kind == "f"), name
+    other = run_study(SPEC, StudyConfig(**{**config.to_dict(), "seed": 1}))
+    assert not np.array_equal(first.rows["defect_seed"], other.rows["defect_seed"])
+    assert not np.array_equal(first.rows["dead_pes"], other.rows["dead_pes"])
+
+
+def test_strategies_share_each_seeds_map_and_traffic(study):
+    """Within a seed index every density and strategy uses the same defect and traffic seed."""
+    for index in (0, 1):
+        rows = rows_where(study, seed_index=index)
+        assert np.unique(rows["defect_seed"]).size == 1
+        assert np.unique(rows["traffic_seed"]).size == 1
+        dead = rows_where(study, seed_index=index, defect_density_per_cm2=HIGH_DENSITY)["dead_pes"]
+        assert np.unique(dead).size == 1  # one map per (density, seed), repaired three ways
+    assert study.rows["defect_seed"][0] != rows_where(study, seed_index=1)["defect_seed"][0]
+
+
+def test_zero_density_has_no_holes_no_stretch_and_equal_throughput(study):
+    """At density 0 every strategy sees a perfect mesh: no holes, no stretch, xy traffic with
+    the same throughput as the defect-free window."""
+    zero = rows_where(study, defect_density_per_cm2=0.0)
+    assert (zero["dead_pes"] == 0).all()
+    assert (zero["unrepaired_pes"] == 0).all()
+    assert (zero["working_pes"] == 64 * 64).all()
+    assert (zero["stranded_pes"] == 0).all()
+    assert (zero["routes"] == 128).all()  # 64 row and 64 column multicasts
+    assert (zero["mean_route_stretch_hops"] == 0).all()
+    assert (zero["max_route_stretch_hops"] == 0).all()
+    assert (zero["traffic_routing"] == "xy").all()
+    for index in (0, 1):
+        throughput = rows_where(study, defect_density_per_cm2=0.0, seed_index=index)[
+            "saturation_throughput_flits_per_pe_cycle"
+        ]
+        assert throughput.size == 3
+        assert throughput[0] > 0
+        assert (throughput == throughput[0]).all()
+    assert (zero["relative_saturation_throughput"] == 1.0).all()
+
+
+def test_none_leaves_every_dead_logical_pe_a_hole_and_column_shift_fewer(study):
+    """With `none` the holes are exactly the dead PEs of the logical rows (counted from the
+    map again); `column_shift` repairs some of them, so it leaves strictly fewer."""
+    for index in (0, 1):
+        none = rows_where(
+            study, defect_density_per_cm2=HIGH_DENSITY, strategy="none", seed_index=index
+        )
+        shift = rows_where(
+            study, defect_density_per_cm2=HIGH_DENSITY, strategy="column_shift", seed_index=index
+        )
+        defects = generate(
+            SPEC, "poisson", int(none["defect_seed"][0]), defect_density_per_cm2=HIGH_DENSITY
+        )
+        logical_dead = int(defects.dead_pe[:64, :64].sum())
+        assert logical_dead > 0
+        assert none["unrepaired_pes"][0] == logical_dead
+        assert shift["unrepaired_pes"][0] < none["unrepaired_pes"][0]
+        assert none["working_pes"][0] + none["unrepaired_pes"][0] == 64 * 64
+    zero_none = rows_where(study, defect_density_per_cm2=0.0, strategy="none")
+    high_none = rows_where(study, defect_density_per_cm2=HIGH_DENSITY, strategy="none")
+    assert high_none["unrepaired_pes"].min() > zero_none["unrepaired_pes"].max()
+
+
+def test_faulty_windows_use_fault_routing_and_clean_ones_xy(study):
+    """A window with holes or dead wires is routed with FAULT_ROUTING (NaN figures and a
+    status code if the fabric lacks it); a clean window with xy, always measured."""
+    faulty = (study.rows["window_holes"] > 0) | (study.rows["window_dead_links"] > 0)
+    assert faulty.any()
+    assert (study.rows["traffic_routing"][faulty] == FAULT_ROUTING).all()
+    assert (study.rows["traffic_routing"][~faulty] == "xy").all()
+    assert (study.rows["traffic_status"][~faulty] == TRAFFIC_STATUS["measured"]).all()
+    throughput = study.rows["saturation_throughput_flits_per_pe_cycle"]
+    assert (throughput[~faulty] > 0).all()
+    if FAULT_ROUTING in ROUTINGS:
+        assert (study.rows["traffic_status"][faulty] == TRAFFIC_STATUS["measured"]).all()
+        assert (throughput[faulty] > 0).all()
+    else:
+        assert (study.rows["traffic_status"][faulty] == TRAFFIC_STATUS["no_fault_routing"]).all()
+        assert np.isnan(throughput[faulty]).all()
+
+
+def test_zero_load_latency_matches_hops_plus_flits(study):
+    """On a clean k x k window the zero-load latency is the mean hop count of uniform traffic,
+    2 * (k^2 - 1) / (3k) * k^2 / (k^2 - 1) = 2k/3, plus the 4 flits (fabric/traffic.py)."""
+    clean = rows_where(study, defect_density_per_cm2=0.0)["zero_load_latency_cycles"]
+    assert clean == pytest.approx(2 * 8 / 3 + 4, rel=0.03)
+    latency = study.rows["zero_load_latency_cycles"]
+    measured = latency[np.isfinite(latency)]
+    assert (measured >= 1 + 4).all()
+
+
+# --- measurements on hand-built meshes ---------------------------------------------------
+
+
+def test_route_stretch_of_a_centre_hole():
+    """3x3 with the centre dead: row 1 and column 1 multicasts detour 2 hops, the other four
+    routes none: mean 4/6, max 2."""
+    mesh = mesh_from_picture("...\n.X.\n...")
+    stretch = route_stretch(mesh)
+    assert stretch["routes"] == 6
+    assert stretch["stranded_pes"] == 0
+    assert stretch["mean_route_stretch_hops"] == pytest.approx(4 / 6)
+    assert stretch["max_route_stretch_hops"] == 2
+
+
+def test_route_stretch_counts_stranded_pes_and_routes_the_main_island():
+    """A corner PE cut off by its two dead wires is stranded; the rest routes without detour
+    (4x4 row 0 and column 0 multicasts start at the next working PE)."""
+    mesh = mesh_from_picture("....\n....\n....\n....", dead_wires=((0, 0, E), (0, 0, S)))
+    stretch = route_stretch(mesh)
+    assert stretch["stranded_pes"] == 1
+    assert stretch["routes"] == 8
+    assert stretch["mean_route_stretch_hops"] == 0
+    assert stretch["max_route_stretch_hops"] == 0
+
+
+def test_window_is_centred_and_keeps_only_its_inner_faults():
+    """The window is centred on the logical grid; a hole and a dead wire inside count, a dead
+    wire leaving the window does not (and is not left in the window's mesh)."""
+    assert centred_window(SPEC, 8) == Window(28, 28, 8)
+    assert centred_window(preset("wse2"), 16) == Window(367, 489, 16)
+    alive = np.ones((6, 6), bool)
+    alive[2, 2] = False
+    dead = np.zeros((6, 6, NUM_DIRS), bool)
+    dead[3, 3, E] = True  # inside the 4x4 window at (1, 1)
+    dead[1, 1, W] = True  # from the window's west edge to outside it
+    mesh = Mesh(6, 6, alive, mirror_links(dead))
+    window = window_mesh(mesh, Window(1, 1, 4))
+    assert window_faults(window) == (1, 1)
+    assert not window.dead_link[:, 0, W].any()
+    assert window.alive.sum() == 15
+
+
+def test_a_window_larger_than_the_grid_is_refused():
+    """window_pes beyond the logical grid is an error naming the field and the limit."""
+    with pytest.raises(ConfigError, match=r"window_pes=16 .* \[4, 8\]"):
+        run_study(preset("tiny"), StudyConfig(densities_per_cm2=(0.0,), window_pes=16))
+
+
+# --- statistics --------------------------------------------------------------------------
+
+
+def test_ci_half_width_is_zero_for_identical_samples_and_positive_otherwise():
+    """Identical samples have a zero-width interval; spread samples a positive one, equal to
+    t(n-1) * s / sqrt(n); NaN samples are left out."""
+    same = mean_ci(np.array([3.0, 3.0, 3.0]))
+    assert (same.mean, same.half_width, same.n) == (3.0, 0.0, 3)
+    spread = mean_ci(np.array([1.0, 2.0, 3.0, math.nan]))
+    assert spread.n == 3
+    assert spread.mean == 2.0
+    assert spread.half_width == pytest.approx(4.303 * 1.0 / math.sqrt(3))
+    assert spread.half_width > 0
+    assert (spread.low, spread.high) == (2.0 - spread.half_width, 2.0 + spread.half_width)
+
+
+def test_ci_of_too_few_samples_is_nan():
+    """One finite sample has a mean but no interval; none has neither."""
+    one = mean_ci(np.array([5.0, math.nan]))
+    assert one.mean == 5.0
+    assert math.isnan(one.half_width)
+    assert math.isnan(mean_ci(np.array([math.nan])).mean)
+
+
+def _student_t_cdf(x: float, df: int) -> float:
+    """CDF of Student's t by trapezoidal integration of its density (reference)."""
+    grid = np.linspace(0.0, x, 200_001)
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    density = np.exp(log_norm - (df + 1) / 2 * np.log1p(grid**2 / df))
+    return 0.5 + float(np.sum((density[1:] + density[:-1]) / 2 * np.diff(grid)))
+
+
+@pytest.mark.parametrize("df", range(1, 31))
+def test_t_table_is_the_0975_quantile(df):
+    """Each tabulated critical value is Student's t 0.975 quantile rounded to 3 decimals."""
+    t = t_critical_95(df)
+    assert t == T_CRITICAL_95[df - 1]
+    assert _student_t_cdf(t - 0.0005, df) < 0.975 < _student_t_cdf(t + 0.0005, df)
+
+
+def test_t_beyond_the_table_is_the_normal_value():
+    """Past df = 30 the normal 1.96 is used."""
+    assert t_critical_95(31) == 1.96
+    assert t_critical_95(1000) == 1.96
+
+
+# --- outputs -----------------------------------------------------------------------------
+
+
+def test_aggregates_cover_each_density_and_strategy(study):
+    """One aggregate per (density, strategy), each over the two seeds."""
+    aggregates = study.aggregates()
+    assert [(a.defect_density_per_cm2, a.strategy) for a in aggregates] == [
+        (d, s) for d in (0.0, HIGH_DENSITY) for s in CONFIG.strategies
+    ]
+    for a in aggregates:
+        assert a.metrics["working_pes"].n == 2
+    zero = aggregates[0].metrics
+    assert zero["unrepaired_pes"] == (0.0, 0.0, 2)
+    assert zero["relative_saturation_throughput"] == (1.0, 0.0, 2)
+
+
+def test_json_is_strict_json_with_the_config_and_aggregates(study):
+    """The summary serialises without NaN and carries the config, spec, seed and window."""
+    data = json.loads(json.dumps(study.to_json(), allow_nan=False))
+    assert data["config"]["densities_per_cm2"] == [0.0, HIGH_DENSITY]
+    assert data["spec"]["name"] == "small"
+    assert data["seed"] == 0
+    assert data["traffic_window"]["side_pes"] == 8
+    assert "window" in data["traffic_window"]["note"]
+    assert len(data["aggregates"]) == 6
+    assert data["aggregates"][0]["unrepaired_pes"]["ci95_half_width"] == 0.0
+
+
+def test_hdf5_round_trip(study, tmp_path):
+    """A saved study loads back with the same table, config, spec and baselines, and the
+    write leaves no temporary file."""
+    path = tmp_path / "study.h5"
+    study.save_hdf5(path)
+    loaded = StudyResult.load_hdf5(path)
+    assert loaded.config == study.config
+    assert loaded.spec == study.spec
+    assert loaded.window == study.window
+    for name, column in study.rows.items():
+        assert loaded.rows[name].dtype == column.dtype, name
+        assert np.array_equal(loaded.rows[name], column, equal_nan=column.dtype.kind == "f")
+    assert set(loaded.baselines) == set(study.baselines)
+    assert loaded.to_json() == study.to_json()
+    assert [p.name for p in tmp_path.iterdir()] == ["study.h5"]
+
+
+def test_a_file_that_is_not_a_study_is_an_error(tmp_path):
+    """Loading a text file is a ConfigError naming the file."""
+    path = tmp_path / "x.h5"
+    path.write_text("hello")
+    with pytest.raises(ConfigError, match="x.h5"):
+        StudyResult.load_hdf5(path)
+
+
+def test_plot_writes_a_png(study, tmp_path):
+    """plot() writes a PNG file."""
+    path = tmp_path / "study.png"
+    study.plot(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_size > 10_000
+
+
+def test_progress_is_reported_after_every_point():
+    """The callback sees done = 1..total with the total number of points."""
+    seen = []
+    config = StudyConfig(
+        densities_per_cm2=(0.0,), strategies=("none", "row"), seeds=2, window_pes=4
+    )
+    run_study(preset("tiny"), config, progress=seen.append)
+    assert [p.done for p in seen] == [1, 2, 3, 4]
+    assert {p.total for p in seen} == {4}
+    assert all(b.elapsed_s >= a.elapsed_s for a, b in zip(seen, seen[1:], strict=False))
+
+
+# --- configuration -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"densities_per_cm2": (-1.0,)}, "densities_per_cm2: -1.0"),
+        ({"densities_per_cm2": (math.nan,)}, "densities_per_cm2: nan"),
+        ({"densities_per_cm2": ()}, "densities_per_cm2"),
+        ({"densities_per_cm2": (1.0, 1.0)}, "twice"),
+        ({"strategies": ("magic",)}, "'magic'"),
+        ({"seeds": 0}, r"seeds=0 is out of range \[1, 1000\]"),
+        ({"seeds": 1001}, "seeds=1001"),
+        ({"window_pes": 3}, r"window_pes=3 is out of range \[4, 64\]"),
+        ({"window_pes": 65}, "window_pes=65"),
+        ({"model": "explicit"}, "model='explicit'"),
+        ({"model_params": {"alpha": 2.0}}, "alpha"),  # poisson takes no alpha
+        ({"traffic_warmup_cycles": 2000}, "traffic_warmup_cycles=2000"),
+    ],
+)
+def test_config_rejects_bad_values(changes, message):
+    """Each bad field is an error naming the field and what is allowed."""
+    with pytest.raises(ConfigError, match=message):
+        StudyConfig(**{"densities_per_cm2": (1.0,), **changes})
