@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 from fabric import _kernels as K
+from fabric.channel_deps import check_routes as check_deadlock_free_routes
 from fabric.deadlock import deadlock_message
 from fabric.mesh import Mesh
 from fabric.program import ProgramBuilder
@@ -125,14 +126,20 @@ def simulate(
     max_cycles: int,
     threads: int = 1,
     trace: TraceRecorder | None = None,
+    check_routes: bool = True,
 ) -> SimResult:
     """Run ``program`` on ``mesh`` from SRAM contents ``memory`` (float32, (P, words)).
 
     Raises :class:`DeadlockError` naming the cycle, PEs, ports and colors when nothing can
     move while work is pending, and :class:`ConfigError` when ``max_cycles`` runs out.
     A ``trace`` samples link and PE utilization every ``trace.every_cycles`` cycles.
+    Routes are first proved deadlock-free (``fabric.channel_deps``): a dependency cycle or a
+    dead end is refused before any cycle runs; ``check_routes=False`` lets the engine's own
+    deadlock detection show what would happen.
     """
     check_max_cycles(max_cycles)
+    if check_routes:
+        check_deadlock_free_routes(routes)
     parallel = configure_threads(threads)
     pes, tasks = program.task_start.shape
     if memory.shape[0] != mesh.pes or pes != mesh.pes:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from fabric.channel_deps import RouteCycleError
 from fabric.engine import simulate
 from fabric.mesh import Mesh
 from fabric.program import ProgramBuilder
@@ -132,7 +133,8 @@ def test_missing_sender_is_a_deadlock_naming_the_task():
 
 
 def test_routing_cycle_is_a_deadlock_not_a_hang():
-    """Wavelets routed round a ring with no exit fill it and are reported as a deadlock."""
+    """A ring of routes is refused before it runs; forced to run, it fills and is reported
+    as a deadlock, not a hang."""
     mesh = Mesh.full(2, 2)
     routes = ColorRoutes(mesh, 1)
     # (pe, in-port, out-port) round the ring 0 -> 1 -> 3 -> 2 -> 0, entered from PE 0's ramp
@@ -141,8 +143,14 @@ def test_routing_cycle_is_a_deadlock_not_a_hang():
         routes.add(pe, in_port, 0, (out_port,))
     prog = ProgramBuilder(4, SPEC.pe, 1)
     prog.send(0, 0, 0, 0, 100)
-    with pytest.raises(DeadlockError, match=r"PE \(1,0\) in-port W color 0 wants S \(no credit"):
+    with pytest.raises(
+        RouteCycleError, match=r"cycle of 4 queues: .*PE \(1,0\) in W color 0 -> PE \(1,1\) in N"
+    ):
         simulate(mesh, SPEC, routes, prog.build(), memory(4), max_cycles=100_000)
+    with pytest.raises(DeadlockError, match=r"PE \(1,0\) in-port W color 0 wants S \(no credit"):
+        simulate(
+            mesh, SPEC, routes, prog.build(), memory(4), max_cycles=100_000, check_routes=False
+        )
 
 
 def test_routes_through_dead_links_are_rejected():
