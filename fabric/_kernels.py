@@ -533,12 +533,7 @@ def _destination(r, tr):
 
 @kernel(inline="always")
 def _router_cycle(r, t, read, write, fab, st, prog, tr, want):
-    """One cycle of router ``r`` and its PE; returns the number of events.
-
-    In traffic mode an idle router costs two loads: its wake-up cycle and its link flags.
-    """
-    if fab.traffic and st.wake[r] > t and not st.link_any[read, r]:
-        return 0
+    """One cycle of router ``r`` and its PE; returns the number of events."""
     events = 0
     if st.occupancy[r] or st.link_any[read, r]:
         events += _ingest(r, read, fab, st)
@@ -576,12 +571,19 @@ def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
 
 @kernel(inline="always")
 def _row(y, t, fab, st, prog, tr, want):
+    """One cycle of a row of routers. In traffic mode an idle router costs two loads: its
+    wake-up cycle and its eight link flags (dead routers never wake and get no flags)."""
     events = 0
     read = (t - fab.latency) % fab.slots
     write = t % fab.slots
+    wake, flags = st.wake, st.link_any[read]
     for r in range(y * fab.width, (y + 1) * fab.width):
-        if fab.alive[r]:
-            events += _router_cycle(r, t, read, write, fab, st, prog, tr, want)
+        if fab.traffic:
+            if wake[r] > t and flags[r] == 0:
+                continue
+        elif not fab.alive[r]:
+            continue
+        events += _router_cycle(r, t, read, write, fab, st, prog, tr, want)
     return events
 
 

@@ -130,6 +130,7 @@ def run_traffic(
     fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), True, mode, updown)
     st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
     tr = traffic_arrays(cfg, mesh)
+    st.wake[~mesh.alive.reshape(-1)] = NEVER  # holes never wake
     start = time.perf_counter()
     run_chunks(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
     wall = time.perf_counter() - start
