@@ -11,10 +11,9 @@ import argparse
 import time
 
 import numba
-import numpy as np
 
 from fabric.mesh import Mesh
-from fabric.reroute import check_connected, column_multicast, plan_routes, row_multicast, warm_up
+from fabric.reroute import check_connected, multicast_requests, plan_routes, warm_up
 from wafer.atomic import write_json
 from wafer.defects import generate
 from wafer.errors import ConnectivityError
@@ -22,21 +21,6 @@ from wafer.presets import preset
 from wafer.repair import repair
 
 DENSITIES_PER_CM2 = (0.1, 1.0, 10.0)
-ROW_COLOR, COLUMN_COLOR = 0, 1
-
-
-def multicast_requests(mesh):
-    """One row multicast per row and one column multicast per column with two working PEs."""
-    requests = []
-    for y in range(mesh.height):
-        working = np.flatnonzero(mesh.alive[y])
-        if working.size > 1:
-            requests.append(row_multicast(mesh, ROW_COLOR, int(y * mesh.width + working[0])))
-    for x in range(mesh.width):
-        working = np.flatnonzero(mesh.alive[:, x])
-        if working.size > 1:
-            requests.append(column_multicast(mesh, COLUMN_COLOR, int(working[0] * mesh.width + x)))
-    return requests
 
 
 def run_case(spec, density, seed):

@@ -124,6 +124,13 @@ def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth):
 
 
 @kernel(inline="always")
+def _inject(r, c, data, meta, fab, st):
+    """The PE puts one wavelet into its router's ramp queue of color ``c``."""
+    _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, RAMP, c, data, meta, fab.depth)
+    st.occupancy[r] += 1
+
+
+@kernel(inline="always")
 def _dequeue(q_head, q_count, r, p, c, depth):
     q_head[r, p, c] = _wrap(q_head[r, p, c] + 1, depth)
     q_count[r, p, c] -= 1
@@ -304,19 +311,7 @@ def _task_step(r, task, fab, st, prog):
         if st.q_count[r, RAMP, c] >= fab.depth:
             st.pe_stalls[r] += 1
             return 0
-        _enqueue(
-            st.q_data,
-            st.q_meta,
-            st.q_head,
-            st.q_count,
-            r,
-            RAMP,
-            c,
-            mem[op[C_A] + k],
-            pack_meta(c, 1, 1, -1, 0),
-            fab.depth,
-        )
-        st.occupancy[r] += 1
+        _inject(r, c, mem[op[C_A] + k], pack_meta(c, 1, 1, -1, 0), fab, st)
     elif code in (OP_RECV, OP_RECV_ADD, OP_FMACS):
         if st.rx_count[r, c] == 0:
             st.pe_stalls[r] += 1
@@ -419,21 +414,9 @@ def _traffic_step(r, t, fab, st, tr):
         f = tr.packet_flits - tr.left[r]
         tail = 1 if tr.left[r] == 1 else 0
         meta = pack_meta(0, 1 if f == 0 else 0, tail, tr.dst[r], tr.created[r])
-        _enqueue(
-            st.q_data,
-            st.q_meta,
-            st.q_head,
-            st.q_count,
-            r,
-            RAMP,
-            0,
-            np.float32(tr.injected[r] if f > 0 else t),
-            meta,
-            fab.depth,
-        )
+        _inject(r, 0, np.float32(tr.injected[r] if f > 0 else t), meta, fab, st)
         if f == 0:
             tr.injected[r] = t
-        st.occupancy[r] += 1
         st.busy[r] += 1
         tr.left[r] -= 1
         events += 1

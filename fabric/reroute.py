@@ -430,3 +430,21 @@ def warm_up() -> None:
     mesh = Mesh(3, 3, alive, np.zeros((3, 3, NUM_DIRS), bool))
     islands(mesh)
     plan_routes(mesh, [RouteRequest(0, 3, (5,)), row_multicast(mesh, 1, 0)])
+
+
+ROW_COLOR, COLUMN_COLOR = 0, 1  # the colors of multicast_requests
+
+
+def multicast_requests(mesh: Mesh) -> list[RouteRequest]:
+    """One row multicast per row and one column multicast per column with two working PEs,
+    each from the first working PE of its row (color 0) or column (color 1)."""
+    requests = []
+    for y in range(mesh.height):
+        working = np.flatnonzero(mesh.alive[y])
+        if working.size > 1:
+            requests.append(row_multicast(mesh, ROW_COLOR, int(y * mesh.width + working[0])))
+    for x in range(mesh.width):
+        working = np.flatnonzero(mesh.alive[:, x])
+        if working.size > 1:
+            requests.append(column_multicast(mesh, COLUMN_COLOR, int(working[0] * mesh.width + x)))
+    return requests

@@ -51,7 +51,7 @@ import numpy as np
 import wafer
 from fabric.mesh import Mesh
 from fabric.plot import _pyplot
-from fabric.reroute import RouteRequest, column_multicast, islands, plan_routes, row_multicast
+from fabric.reroute import islands, multicast_requests, plan_routes
 from fabric.traffic import ROUTINGS, TrafficConfig, run_traffic
 from wafer.atomic import atomic_path
 from wafer.defects import DefectMap, generate
@@ -82,7 +82,6 @@ UNIFORM_BOUND_NUMERATOR = 4.0  # uniform traffic on a k x k mesh saturates by 4/
 # [DT04] W. J. Dally and B. Towles, "Principles and Practices of Interconnection Networks",
 # Morgan Kaufmann 2004, ch. 3: under uniform traffic each bisection channel of a k x k mesh
 # carries k * rate / 4 flits per cycle, so one flit per channel per cycle caps rate at 4 / k.
-ROW_COLOR, COLUMN_COLOR = 0, 1
 MARKERS = ("o", "s", "^", "v", "D")  # one per repair strategy in plots
 
 T_CRITICAL_95 = (  # two-sided 95 % (0.975 quantile) of Student's t for df = 1..30 [NIST]
@@ -322,21 +321,6 @@ ProgressCallback = Callable[[StudyProgress], None]
 
 
 # --- measurements ------------------------------------------------------------------------
-
-
-def multicast_requests(mesh: Mesh) -> list[RouteRequest]:
-    """One row multicast per row and one column multicast per column with two working PEs,
-    each from the first working PE of its row (color 0) or column (color 1)."""
-    requests = []
-    for y in range(mesh.height):
-        working = np.flatnonzero(mesh.alive[y])
-        if working.size > 1:
-            requests.append(row_multicast(mesh, ROW_COLOR, int(y * mesh.width + working[0])))
-    for x in range(mesh.width):
-        working = np.flatnonzero(mesh.alive[:, x])
-        if working.size > 1:
-            requests.append(column_multicast(mesh, COLUMN_COLOR, int(working[0] * mesh.width + x)))
-    return requests
 
 
 def main_island(mesh: Mesh) -> tuple[Mesh, int]:
