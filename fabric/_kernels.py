@@ -146,7 +146,6 @@ def _ingest(r, read, fab, st):
     if not flags:
         return 0
     events = 0
-    colors = st.credits.shape[2]
     for p in range(4):
         if (flags >> np.uint64(8 * p)) & np.uint64(0xFF):
             meta = st.in_meta[read, r, p]
@@ -155,12 +154,19 @@ def _ingest(r, read, fab, st):
             _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta, fab.depth)
             st.occupancy[r] += 1
             events += 1
-        if (flags >> np.uint64(8 * p + 32)) & np.uint64(0xFF):
-            for c in range(colors):
-                st.credits[r, p, c] += st.credit_ret[read, r, p, c]
-                st.credit_ret[read, r, p, c] = 0
+    _absorb_credits(r, read, flags, st)
     st.link_any[read, r] = 0
     return events
+
+
+@kernel(inline="always")
+def _absorb_credits(r, read, flags, st):
+    """Add the credits returned on each out-port whose flag (bytes 4-7) is set."""
+    for p in range(4):
+        if (flags >> np.uint64(8 * p + 32)) & np.uint64(0xFF):
+            for c in range(st.credits.shape[2]):
+                st.credits[r, p, c] += st.credit_ret[read, r, p, c]
+                st.credit_ret[read, r, p, c] = 0
 
 
 @kernel(inline="always")
