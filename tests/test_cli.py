@@ -11,7 +11,8 @@ import pytest
 
 from wafer.cli import main
 from wafer.commands import ProgressLine
-from wafer.study import StudyProgress, StudyResult
+from wafer.study import StudyProgress
+from wafer.study_result import StudyResult
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

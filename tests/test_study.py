@@ -14,19 +14,16 @@ from wafer.defects import generate
 from wafer.errors import ConfigError
 from wafer.geometry import NUM_DIRS, E, S, W, mirror_links
 from wafer.presets import preset
-from wafer.study import (
+from wafer.stats import T_CRITICAL_95, mean_ci, t_critical_95
+from wafer.study import run_study
+from wafer.study_config import StudyConfig
+from wafer.study_result import ROW_COLUMNS, StudyResult
+from wafer.study_routes import route_stretch
+from wafer.study_traffic import (
     FAULT_ROUTING,
-    ROW_COLUMNS,
-    T_CRITICAL_95,
     TRAFFIC_STATUS,
-    StudyConfig,
-    StudyResult,
     Window,
     centred_window,
-    mean_ci,
-    route_stretch,
-    run_study,
-    t_critical_95,
     window_faults,
     window_mesh,
 )

@@ -181,7 +181,8 @@ def _defects_text(r: dict[str, Any]) -> str:
 
 def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
     """``defects --study``: the study's aggregates and config; --out and --plot save it."""
-    from wafer.study import StudyConfig, run_study
+    from wafer.study import run_study
+    from wafer.study_config import StudyConfig
 
     for name in _NOT_IN_STUDY:
         if getattr(args, name) is not None:
