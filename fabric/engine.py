@@ -6,7 +6,6 @@ mode (``fabric.traffic``) drives the same kernel with destination-routed packets
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 
@@ -31,8 +30,6 @@ from fabric.trace import TraceRecorder
 from wafer.errors import ConfigError, DeadlockError
 from wafer.presets import preset
 from wafer.spec import WaferSpec
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -192,7 +189,8 @@ def _result(mesh: Mesh, st: EngineState, cycles: int, wall: float) -> SimResult:
 
 
 def warm_up() -> None:
-    """Compile every kernel on a 2x2 mesh, so timings exclude JIT compilation."""
+    """Compile (or load from cache) every kernel, serial and parallel, on tiny meshes, so
+    benchmarks can time JIT compilation apart."""
     from fabric.traffic import TrafficConfig, run_traffic
 
     spec = preset("tiny")
@@ -203,4 +201,6 @@ def warm_up() -> None:
     builder.send(0, 0, 0, 0, 1)
     builder.recv(1, 0, 0, 0, 1)
     simulate(mesh, spec, routes, builder.build(), np.zeros((2, 4), np.float32), max_cycles=100)
-    run_traffic(TrafficConfig(width=2, height=2, rate=0.1, cycles=50, warmup=10), spec)
+    threads = min(2, numba.config.NUMBA_NUM_THREADS)
+    cfg = TrafficConfig(width=2, height=2, rate=0.1, cycles=50, warmup=10, threads=threads)
+    run_traffic(cfg, spec)
