@@ -17,6 +17,17 @@ _DY = tuple(int(v) for v in DY)
 BFS_GAVE_UP = -2
 
 
+@njit(cache=True, inline="always")
+def _working_neighbour(dead_pe, dead_link, x, y, d):
+    """The PE across the working wire from (x, y) in direction ``d``: -1 if the wire is dead,
+    leaves the grid, or leads to a dead PE."""
+    height, width = dead_pe.shape
+    nx, ny = x + _DX[d], y + _DY[d]
+    if dead_link[y, x, d] or nx < 0 or ny < 0 or nx >= width or ny >= height:
+        return -1
+    return -1 if dead_pe[ny, nx] else ny * width + nx
+
+
 @njit(cache=True)
 def skip_dead_rows(bad: np.ndarray, height: int, max_skips: int) -> np.ndarray:
     """Map ``height`` logical rows onto physical rows, skipping bad ones while skips last.
@@ -103,17 +114,13 @@ def _expand_level(
     Returns the path length if the search met ``other`` (else -1) and the new tail.
     """
     width = dead_pe.shape[1]
-    height = dead_pe.shape[0]
     new_tail = tail
     for k in range(head, tail):
         u = queue[k]
         y, x = u // width, u % width
         for d in range(NUM_DIRS):
-            nx, ny = x + _DX[d], y + _DY[d]
-            if dead_link[y, x, d] or nx < 0 or ny < 0 or nx >= width or ny >= height:
-                continue
-            v = ny * width + nx
-            if dead_pe[ny, nx] or dist[v] >= 0:
+            v = _working_neighbour(dead_pe, dead_link, x, y, d)
+            if v < 0 or dist[v] >= 0:
                 continue
             if other[v] >= 0:
                 return dist[u] + 1 + other[v], new_tail
@@ -200,18 +207,15 @@ def _flood(
     dead_pe: np.ndarray, dead_link: np.ndarray, labels: np.ndarray, queue: np.ndarray, label: int
 ) -> int:
     """Give ``label`` to everything reachable from ``queue[0]``; returns the count reached."""
-    width, height = dead_pe.shape[1], dead_pe.shape[0]
+    width = dead_pe.shape[1]
     head, tail = 0, 1
     while head < tail:
         u = queue[head]
         head += 1
         y, x = u // width, u % width
         for d in range(NUM_DIRS):
-            nx, ny = x + _DX[d], y + _DY[d]
-            if dead_link[y, x, d] or nx < 0 or ny < 0 or nx >= width or ny >= height:
-                continue
-            v = ny * width + nx
-            if not dead_pe[ny, nx] and labels[v] < 0:
+            v = _working_neighbour(dead_pe, dead_link, x, y, d)
+            if v >= 0 and labels[v] < 0:
                 labels[v] = label
                 queue[tail] = v
                 tail += 1
