@@ -46,10 +46,10 @@ RAMP = 4
 NUM_PORTS = 5
 OPPOSITE = (2, 3, 0, 1)
 
-OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA = range(7)
+OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA, OP_WAIT, OP_MATMUL = range(9)
 # columns of the op table
-C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE = range(9)
-NUM_OP_COLUMNS = 9
+C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE, C_PERIOD = range(10)
+NUM_OP_COLUMNS = 10
 FP32, FP16 = 0, 1
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
@@ -313,7 +313,10 @@ def _task_step(r, task, fab, st, prog):
     op = prog.ops[pc]
     code, c, k = op[C_CODE], op[C_COLOR], st.progress[r, task]
     mem = st.mem[r]
-    if code == OP_SEND:
+    if code == OP_WAIT:  # until task C_A has finished its first C_B ops
+        if st.pc[r, op[C_A]] - prog.task_start[r, op[C_A]] < op[C_B]:
+            return 0
+    elif code == OP_SEND:
         if st.q_count[r, RAMP, c] >= fab.depth:
             st.pe_stalls[r] += 1
             return 0
@@ -324,6 +327,8 @@ def _task_step(r, task, fab, st, prog):
             return 0
         value, _meta = _rx_pop(r, c, fab, st)
         _consume(op, k, value, mem)
+    elif code == OP_MATMUL:
+        _matmul_column(op, k, mem)
     else:
         _local_op(op, prog.scalars[pc], mem)
     st.wait[r, task] = op[C_COST] - 1
@@ -344,11 +349,12 @@ def _consume(op, k, value, mem):
         _consume_fp16(op, k, value, mem)
     elif code == OP_RECV_ADD:
         mem[dst + k] += value
-    else:  # OP_FMACS: acc[0:m] += mat[k*m : k*m+m] * value
-        m = op[C_M]
-        base = op[C_A] + k * m
+    else:  # OP_FMACS: acc[b*m : b*m+m] += mat[row*m : row*m+m] * value
+        m, period = op[C_M], op[C_PERIOD]
+        block, row = k // period, k % period
+        base, acc = op[C_A] + row * m, dst + block * m
         for i in range(m):
-            mem[dst + i] += mem[base + i] * value
+            mem[acc + i] += mem[base + i] * value
 
 
 @kernel(inline="always")
@@ -361,14 +367,36 @@ def _consume_fp16(op, k, value, mem):
             e = 2 * k + j
             set_half(mem, dst, e, get_half(mem, dst, e) + word_half(value, j))
         return
-    m = op[C_M]
+    m, period = op[C_M], op[C_PERIOD]
     for j in range(2):
-        row = 2 * k + j
-        if row >= op[C_B]:  # the pad half of an odd-length stream
+        v = 2 * k + j
+        if v >= op[C_B]:  # the pad half of an odd-length stream
             break
         scalar = word_half(value, j)
+        acc, row = dst + (v // period) * m, v % period
         for i in range(m):
-            mem[dst + i] += get_half(mem, op[C_A], row * m + i) * scalar
+            mem[acc + i] += get_half(mem, op[C_A], row * m + i) * scalar
+
+
+@kernel(inline="always")
+def _matmul_column(op, j, mem):
+    """Column ``j`` of ``C += A @ B``, all column-major: ``C[:, j] += A (m, k) @ B[:, j]``.
+
+    ``C`` (fp32, m x n) at C_DST, ``A`` (m x k) at C_A, ``B`` (k x n) at C_B; k = C_PERIOD.
+    fp16 stores ``A`` and ``B`` as halves and accumulates in fp32.
+    """
+    m, kk, c = op[C_M], op[C_PERIOD], op[C_DST] + j * op[C_M]
+    half = op[C_DTYPE] == FP16
+    for p in range(kk):
+        if half:
+            b = get_half(mem, op[C_B], j * kk + p)
+            for i in range(m):
+                mem[c + i] += get_half(mem, op[C_A], p * m + i) * b
+        else:
+            b = mem[op[C_B] + j * kk + p]
+            a = op[C_A] + p * m
+            for i in range(m):
+                mem[c + i] += mem[a + i] * b
 
 
 @kernel(inline="always")

@@ -22,6 +22,7 @@ from wafer.spec import PESpec
 
 WORD_BYTES = 4
 DTYPES = {"fp32": (K.FP32, 4), "fp16": (K.FP16, 2)}  # code, bytes per value
+VECTOR_OPS = (K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL)
 
 
 def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dtype: str) -> int:
@@ -63,9 +64,18 @@ def unpack_fp16(packed: np.ndarray, n: int) -> np.ndarray:
 class ProgramBuilder:
     """Collects operations per (PE, task); :meth:`build` checks them and packs the arrays."""
 
-    def __init__(self, pes: int, pe_spec: PESpec, colors: int, tasks: int = 1) -> None:
+    def __init__(
+        self,
+        pes: int,
+        pe_spec: PESpec,
+        colors: int,
+        tasks: int = 1,
+        sram_words: np.ndarray | None = None,
+    ) -> None:
+        """``sram_words`` (P,) overrides the per-PE budget (edge ports have no SRAM limit)."""
         self.pes, self.pe_spec, self.colors, self.tasks = pes, pe_spec, colors, tasks
-        self.words = pe_spec.sram_bytes // WORD_BYTES
+        budget = pe_spec.sram_bytes // WORD_BYTES
+        self.words = np.full(pes, budget, np.int64) if sram_words is None else sram_words
         self._ops: dict[tuple[int, int], list[tuple[list[int], float]]] = defaultdict(list)
 
     def send(self, pe: int, task: int, color: int, src: int, n: int, dtype="fp32") -> None:
@@ -85,18 +95,59 @@ class ProgramBuilder:
         self._add(pe, task, dtype, op, 0.0, [(dst, w)])
 
     def fmacs(
-        self, pe: int, task: int, color: int, acc: int, mat: int, m: int, n: int, dtype="fp32"
+        self,
+        pe: int,
+        task: int,
+        color: int,
+        acc: int,
+        mat: int,
+        m: int,
+        n: int,
+        dtype="fp32",
+        blocks: int = 1,
     ) -> None:
-        """For each of ``n`` streamed scalars ``s_j``: ``acc[0:m] += mat[j*m:(j+1)*m] * s_j``.
+        """Stream ``n * blocks`` scalars; scalar ``s`` of block ``b`` and row ``j`` does
+        ``acc[b*m:(b+1)*m] += mat[j*m:(j+1)*m] * s`` (``blocks`` columns of ``acc = mat @ S``).
 
         ``acc`` is fp32; ``mat`` and the stream are ``dtype`` (fp16: two scalars a wavelet).
         """
         size = value_bytes(dtype)
-        per_wavelet = WORD_BYTES // size
-        macs = m * per_wavelet
+        macs = m * (WORD_BYTES // size)
         cost = vector_cycles(self.pe_spec, macs, macs * (size + 4), macs * 4, dtype)
-        op = [K.OP_FMACS, color, acc, mat, n, words(n, dtype), m, cost]
-        self._add(pe, task, dtype, op, 0.0, [(acc, m), (mat, words(m * n, dtype))])
+        total = n * blocks
+        op = [K.OP_FMACS, color, acc, mat, total, words(total, dtype), m, cost]
+        ranges = [(acc, m * blocks), (mat, words(m * n, dtype))]
+        self._add(pe, task, dtype, op, 0.0, ranges, period=n)
+
+    def matmul(
+        self, pe: int, task: int, c: int, a: int, b: int, m: int, k: int, n: int, dtype="fp32"
+    ) -> None:
+        """``C (m x n, fp32) += A (m x k) @ B (k x n)``, all column-major in SRAM, computed
+        one column of ``C`` (``k`` vector FMACs of length ``m``) per step."""
+        size = value_bytes(dtype)
+        macs = m * k
+        cost = vector_cycles(self.pe_spec, macs, macs * (size + 4), macs * 4, dtype)
+        op = [K.OP_MATMUL, 0, c, a, b, n, m, cost]
+        ranges = [(c, m * n), (a, words(m * k, dtype)), (b, words(k * n, dtype))]
+        self._add(pe, task, dtype, op, 0.0, ranges, period=k)
+
+    def wait(self, pe: int, task: int, other: int, ops_done: int) -> None:
+        """Block ``task`` until task ``other`` has finished its first ``ops_done`` ops (how a
+        task waits for another to fill or free a buffer)."""
+        if not 0 <= other < self.tasks or other == task:
+            raise ConfigError(
+                f"wait on task={other}: must be another task in [0, {self.tasks - 1}]"
+            )
+        if not 0 <= ops_done <= self.ops_in(pe, other):
+            raise ConfigError(
+                f"PE {pe}: wait for {ops_done} ops of task {other}, "
+                f"which has {self.ops_in(pe, other)} so far"
+            )
+        self._add(pe, task, "fp32", [K.OP_WAIT, 0, 0, other, ops_done, 1, 0, 1], 0.0, [])
+
+    def ops_in(self, pe: int, task: int) -> int:
+        """Operations added so far to ``task`` of ``pe``."""
+        return len(self._ops.get((pe, task), ()))
 
     def vadd(self, pe: int, task: int, dst: int, a: int, b: int, m: int, dtype="fp32") -> None:
         """``dst[0:m] = a[0:m] + b[0:m]``."""
@@ -119,22 +170,22 @@ class ProgramBuilder:
         ranges = [(dst, w), (a, w), (b, w)]
         self._add(pe, task, dtype, [code, 0, dst, a, b, 1, m, cost], scalar, ranges)
 
-    def _add(self, pe, task, dtype, op, scalar, ranges) -> None:
+    def _add(self, pe, task, dtype, op, scalar, ranges, period=1) -> None:
         if not 0 <= pe < self.pes:
             raise ConfigError(f"pe={pe} is out of range [0, {self.pes - 1}]")
         if not 0 <= task < self.tasks:
             raise ConfigError(f"task={task} is out of range [0, {self.tasks - 1}]")
         if not 0 <= op[K.C_COLOR] < self.colors:
             raise ConfigError(f"color={op[K.C_COLOR]} is out of range [0, {self.colors - 1}]")
-        if op[K.C_N] < 1 or op[K.C_CODE] >= K.OP_FMACS and op[K.C_M] < 1:
+        if op[K.C_N] < 1 or op[K.C_CODE] in VECTOR_OPS and op[K.C_M] < 1:
             raise ConfigError(f"PE {pe}: vector length must be >= 1")
         for start, length in ranges:
-            if start < 0 or start + length > self.words:
+            if start < 0 or start + length > self.words[pe]:
                 raise ConfigError(
                     f"PE {pe}: SRAM range needs {(start + length) * WORD_BYTES} bytes, "
-                    f"available {self.words * WORD_BYTES} (pe.sram_bytes)"
+                    f"available {self.words[pe] * WORD_BYTES} (pe.sram_bytes)"
                 )
-        self._ops[(pe, task)].append(([*op, DTYPES[dtype][0]], scalar))
+        self._ops[(pe, task)].append(([*op, DTYPES[dtype][0], period], scalar))
 
     def build(self) -> ProgramArrays:
         """Pack the ops in (PE, task) order into the kernel's op table."""

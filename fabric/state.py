@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fabric import _kernels as K
+
 LATENCY_BINS = 4096  # packet-latency histogram: exact below this many cycles
 
 
@@ -70,7 +72,7 @@ class EngineState(NamedTuple):
 
 
 class ProgramArrays(NamedTuple):
-    ops: np.ndarray  # int64 (K, 9): see _kernels.C_* columns
+    ops: np.ndarray  # int64 (K, 10): see _kernels.C_* columns
     scalars: np.ndarray  # float32 (K,)
     task_start: np.ndarray  # int64 (P, T)
     task_end: np.ndarray  # int64 (P, T)
@@ -139,7 +141,7 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
 
 def empty_program(pes: int) -> ProgramArrays:
     return ProgramArrays(
-        ops=np.zeros((1, 9), np.int64),
+        ops=np.zeros((1, K.NUM_OP_COLUMNS), np.int64),
         scalars=np.zeros(1, np.float32),
         task_start=np.zeros((pes, 1), np.int64),
         task_end=np.zeros((pes, 1), np.int64),

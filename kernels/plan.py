@@ -1,0 +1,92 @@
+"""A kernel run under construction: routes, PE programs and SRAM images on a KernelGrid.
+
+Kernels allocate SRAM per PE through :meth:`KernelPlan.alloc`, which enforces the PE budget
+before anything runs (the error names the PE, what needs the space, the bytes needed and the
+bytes available). Edge ports have no budget: they stand for MemoryX or the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabric.engine import SimResult, simulate
+from fabric.program import WORD_BYTES, ProgramBuilder, pack_fp16, unpack_fp16
+from kernels.grid import KernelGrid
+from kernels.wiring import Wiring
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+PORT_SRAM_WORDS = 2**40  # edge ports are not limited by a PE's SRAM
+
+
+class KernelPlan:
+    """Routes (:attr:`wiring`), programs (:attr:`prog`) and SRAM contents being built."""
+
+    def __init__(self, grid: KernelGrid, spec: WaferSpec, tasks: int = 1) -> None:
+        mesh = grid.mesh
+        self.grid, self.spec = grid, spec
+        self.wiring = Wiring(mesh, spec.router.colors)
+        self.budget = np.full(mesh.pes, spec.pe.sram_bytes // WORD_BYTES, np.int64)
+        ports = [p for p in range(mesh.pes) if grid.is_port(p)]
+        self.budget[ports] = PORT_SRAM_WORDS
+        self.prog = ProgramBuilder(mesh.pes, spec.pe, spec.router.colors, tasks, self.budget)
+        self.used = np.zeros(mesh.pes, np.int64)
+        self._images: list[tuple[int, int, np.ndarray]] = []
+
+    def alloc(self, pe: int, n_words: int, what: str) -> int:
+        """Reserve ``n_words`` of ``pe``'s SRAM for ``what``; returns the first word."""
+        addr = int(self.used[pe])
+        self.used[pe] += n_words
+        if self.used[pe] > self.budget[pe]:
+            x, y = self.grid.xy(pe)
+            raise ConfigError(
+                f"SRAM: PE ({x},{y}) needs {self.used[pe] * WORD_BYTES} bytes "
+                f"(last: {what}, {n_words * WORD_BYTES} bytes), available "
+                f"{self.budget[pe] * WORD_BYTES} (pe.sram_bytes): use a larger grid, "
+                "a smaller problem or fp16"
+            )
+        return addr
+
+    def load(self, pe: int, addr: int, data: np.ndarray) -> None:
+        """Initial SRAM contents: float32 words at ``addr``."""
+        self._images.append((pe, addr, np.asarray(data, np.float32)))
+
+    def sram_peak_bytes(self) -> int:
+        """The most SRAM any wafer PE (not a port) uses."""
+        wafer = self.budget < PORT_SRAM_WORDS
+        return int(self.used[wafer].max(initial=0)) * WORD_BYTES
+
+    def run(self, max_cycles: int, threads: int = 1) -> SimResult:
+        memory = np.zeros((self.grid.mesh.pes, max(1, int(self.used.max()))), np.float32)
+        for pe, addr, data in self._images:
+            memory[pe, addr : addr + len(data)] = data
+        return simulate(
+            self.grid.mesh,
+            self.spec,
+            self.wiring.routes,
+            self.prog.build(),
+            memory,
+            max_cycles=max_cycles,
+            threads=threads,
+        )
+
+
+def encode(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Values (any shape, flattened in C order) -> SRAM words of ``dtype``."""
+    flat = np.asarray(values, np.float32).reshape(-1)
+    return pack_fp16(flat) if dtype == "fp16" else flat
+
+
+def decode(data: np.ndarray, n: int, dtype: str) -> np.ndarray:
+    """The first ``n`` values stored as ``dtype`` in SRAM words ``data``."""
+    return unpack_fp16(data, n) if dtype == "fp16" else np.asarray(data[:n], np.float32)
+
+
+def split(total: int, parts: int, name: str) -> np.ndarray:
+    """Offsets (parts + 1,) of ``total`` split into ``parts`` ragged tiles (sizes differ by
+    at most one, larger first); every tile must be non-empty."""
+    if total < parts:
+        raise ConfigError(f"{name}={total} must be >= {parts} (one or more per PE)")
+    sizes = np.full(parts, total // parts, np.int64)
+    sizes[: total % parts] += 1
+    return np.concatenate([[0], np.cumsum(sizes)])

@@ -1,0 +1,97 @@
+"""What a kernel run reports: the fields of ``wafersim kernel --json``, from a finished run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fabric.engine import SimResult
+from kernels.plan import KernelPlan
+from wafer.spec import WaferSpec
+
+MAX_CYCLES_FACTOR = 4  # engine budget: this many times the analytic estimate ...
+MAX_CYCLES_SLACK = 10_000  # ... plus this many cycles
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    """One kernel run; ``output`` is the result matrix/vector as numpy assembled it back."""
+
+    kernel: str
+    algo: str
+    dtype: str
+    shape: dict[str, int]
+    grid: tuple[int, int]
+    cycles: int
+    seconds: float
+    flops: int
+    utilization: float
+    analytic_cycles: int
+    max_abs_error: float
+    link_utilization_max: float
+    colors_used: int
+    sram_peak_bytes: int
+    sim_wall_s: float
+    output: np.ndarray = field(repr=False)
+
+    def summary(self) -> dict:
+        """JSON-ready fields (everything but ``output``)."""
+        out = {k: v for k, v in self.__dict__.items() if k != "output"}
+        out["grid"] = list(self.grid)
+        return out
+
+
+def max_cycles_for(analytic: int) -> int:
+    """The engine's cycle budget for a kernel whose analytic estimate is ``analytic``."""
+    return MAX_CYCLES_FACTOR * int(analytic) + MAX_CYCLES_SLACK
+
+
+def peak_flops_per_cycle(spec: WaferSpec, dtype: str) -> int:
+    """FLOPs one PE can do per cycle (a multiply-add is two)."""
+    rate = spec.pe.fp16_fmac_per_cycle if dtype == "fp16" else spec.pe.fp32_fmac_per_cycle
+    return 2 * rate
+
+
+def kernel_result(
+    *,
+    kernel: str,
+    algo: str,
+    dtype: str,
+    shape: dict[str, int],
+    plan: KernelPlan,
+    sim: SimResult,
+    flops: int,
+    analytic: int,
+    output: np.ndarray,
+    expected: np.ndarray,
+) -> KernelResult:
+    """Collect the report of a finished run (utilization over the grid's PEs)."""
+    grid = plan.grid
+    pes = grid.rows * grid.cols
+    cycles = max(1, sim.cycles)
+    peak = pes * peak_flops_per_cycle(plan.spec, dtype) * cycles
+    wafer_links = sim.link_flits[1:, 1:, :4]  # ports excluded
+    return KernelResult(
+        kernel=kernel,
+        algo=algo,
+        dtype=dtype,
+        shape=shape,
+        grid=(grid.rows, grid.cols),
+        cycles=sim.cycles,
+        seconds=sim.cycles / plan.spec.clock_hz,
+        flops=int(flops),
+        utilization=flops / peak,
+        analytic_cycles=int(analytic),
+        max_abs_error=float(np.max(np.abs(output - expected), initial=0.0)),
+        link_utilization_max=float(wafer_links.max(initial=0) / cycles),
+        colors_used=len(plan.wiring.colors_used),
+        sram_peak_bytes=plan.sram_peak_bytes(),
+        sim_wall_s=sim.sim_wall_s,
+        output=output,
+    )
+
+
+def p2p_cycles(spec: WaferSpec, hops: int, n_words: int) -> int:
+    """One stream of ``n_words`` over ``hops``: op startup, injection, flight, the words."""
+    return spec.pe.op_startup_cycles + 1 + hops * spec.link.hop_latency_cycles + n_words
