@@ -53,6 +53,8 @@ NUM_OP_COLUMNS = 10
 FP32, FP16 = 0, 1
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
+COUNTDOWN, PROGRESS = 1, 2  # what a task did in a cycle (0: blocked)
+EVENTS, MOVES, MIN_WAIT = 0, 1, 2  # columns of the per-row cycle summary
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
 NEVER = 2**62  # a cycle that never comes
@@ -128,6 +130,7 @@ def _inject(r, c, data, meta, fab, st):
     """The PE puts one wavelet into its router's ramp queue of color ``c``."""
     _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, RAMP, c, data, meta, fab.depth)
     st.occupancy[r] += 1
+    st.stuck[r] = 0
 
 
 @kernel(inline="always")
@@ -145,6 +148,7 @@ def _ingest(r, read, fab, st):
     flags = st.link_any[read, r]
     if not flags:
         return 0
+    st.stuck[r] = 0
     events = 0
     for p in range(4):
         if (flags >> np.uint64(8 * p)) & np.uint64(0xFF):
@@ -252,6 +256,25 @@ def _route(r, write, fab, st, want):
 
 
 @kernel(inline="always")
+def _route_unless_stuck(r, write, fab, st, want):
+    """``_route``, or, when the last one moved nothing and nothing that it reads changed
+    since (no wavelet or credit came in, the PE neither sent nor received), the same
+    outcome without the work: the same stalls again."""
+    if st.stuck[r]:
+        for o in range(NUM_PORTS):
+            st.stalls[r, o] += st.stuck_stalls[r, o]
+        return 0
+    for o in range(NUM_PORTS):
+        st.stuck_stalls[r, o] = st.stalls[r, o]
+    moved = _route(r, write, fab, st, want)
+    if moved == 0:
+        st.stuck[r] = 1
+        for o in range(NUM_PORTS):
+            st.stuck_stalls[r, o] = st.stalls[r, o] - st.stuck_stalls[r, o]
+    return moved
+
+
+@kernel(inline="always")
 def _grant(r, o, p, c, write, fab, st):
     """Move the head of queue (p, c) out through port ``o``."""
     h = st.q_head[r, p, c]
@@ -297,16 +320,18 @@ def _rx_pop(r, c, fab, st):
     data, meta = st.rx_data[r, c, h], st.rx_meta[r, c, h]
     st.rx_head[r, c] = _wrap(h + 1, fab.depth)
     st.rx_count[r, c] -= 1
+    st.stuck[r] = 0
     return data, meta
 
 
 @kernel(inline="always")
 def _task_step(r, task, fab, st, prog):
-    """Step 3 for one task: advance its current op by one cycle. Returns 1 on progress."""
+    """Step 3 for one task: advance its current op by one cycle. Returns ``COUNTDOWN`` for
+    a cycle of an op's cost, ``PROGRESS`` when the op moved on, 0 when it is blocked."""
     if st.wait[r, task] > 0:
         st.wait[r, task] -= 1
         st.busy[r] += 1
-        return 1
+        return COUNTDOWN
     pc = st.pc[r, task]
     if pc >= prog.task_end[r, task]:
         return 0
@@ -336,7 +361,7 @@ def _task_step(r, task, fab, st, prog):
     st.progress[r, task] = k + 1
     if k + 1 >= op[C_N]:
         _next_op(r, task, fab, st, prog)
-    return 1
+    return PROGRESS
 
 
 @kernel(inline="always")
@@ -550,47 +575,55 @@ def _destination(r, tr):
 
 @kernel(inline="always")
 def _router_cycle(r, t, read, write, fab, st, prog, tr, want):
-    """One cycle of router ``r`` and its PE; returns the number of events."""
-    events = 0
+    """One cycle of router ``r`` and its PE; returns ``(events, moves, min_wait)``: every
+    change, the changes other than op-cost countdowns, and the least cost left to a task
+    that counted down (0 if one will act next cycle)."""
+    moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
-        events += _ingest(r, read, fab, st)
+        moves += _ingest(r, read, fab, st)
         if st.occupancy[r]:
-            events += _route(r, write, fab, st, want)
+            moves += _route_unless_stuck(r, write, fab, st, want)
     if fab.traffic:
         if tr.left[r] or tr.next_arrival[r] <= t or st.rx_count[r, 0]:
-            events += _traffic_step(r, t, fab, st, tr)
+            moves += _traffic_step(r, t, fab, st, tr)
         busy = st.occupancy[r] or tr.left[r] or st.rx_count[r, 0]
         arrival = tr.next_arrival[r]
         st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
-    else:
-        for task in range(prog.task_end.shape[1]):
-            events += _task_step(r, task, fab, st, prog)
-    return events
+        return moves, moves, NEVER
+    events, min_wait = moves, NEVER
+    for task in range(prog.task_end.shape[1]):
+        step = _task_step(r, task, fab, st, prog)
+        events += step > 0
+        moves += step == PROGRESS
+        if step == COUNTDOWN:
+            min_wait = min(min_wait, st.wait[r, task])
+    return events, moves, min_wait
 
 
 @kernel(parallel=True)
 def _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows):
     for y in prange(fab.height):
-        row_events[y] = _row_call(y, t, fab, st, prog, tr, want_rows[y])
+        _row_call(y, t, fab, st, prog, tr, want_rows[y], row_events[y])
 
 
 @kernel()
-def _row_call(y, t, fab, st, prog, tr, want):
+def _row_call(y, t, fab, st, prog, tr, want, out):
     """``_row`` as a real call: Numba's parfor pass must not see the inlined body."""
-    return _row(y, t, fab, st, prog, tr, want)
+    _row(y, t, fab, st, prog, tr, want, out)
 
 
 @kernel()
 def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
     for y in range(fab.height):
-        row_events[y] = _row(y, t, fab, st, prog, tr, want_rows[y])
+        _row(y, t, fab, st, prog, tr, want_rows[y], row_events[y])
 
 
 @kernel(inline="always")
-def _row(y, t, fab, st, prog, tr, want):
-    """One cycle of a row of routers. In traffic mode an idle router costs two loads: its
-    wake-up cycle and its eight link flags (dead routers never wake and get no flags)."""
-    events = 0
+def _row(y, t, fab, st, prog, tr, want, out):
+    """One cycle of a row of routers; ``out`` gets its (events, moves, min_wait). In traffic
+    mode an idle router costs two loads: its wake-up cycle and its eight link flags (dead
+    routers never wake and get no flags)."""
+    events, moves, min_wait = 0, 0, NEVER
     read = (t - fab.latency) % fab.slots
     write = t % fab.slots
     wake, flags = st.wake, st.link_any[read]
@@ -600,8 +633,11 @@ def _row(y, t, fab, st, prog, tr, want):
                 continue
         elif not fab.alive[r]:
             continue
-        events += _router_cycle(r, t, read, write, fab, st, prog, tr, want)
-    return events
+        e, m, w = _router_cycle(r, t, read, write, fab, st, prog, tr, want)
+        events += e
+        moves += m
+        min_wait = min(min_wait, w)
+    out[EVENTS], out[MOVES], out[MIN_WAIT] = events, moves, min_wait
 
 
 @kernel()
@@ -619,24 +655,75 @@ def _pending_work(fab, st, prog, tr):
 
 
 @kernel()
-def run_cycles(t0, max_cycles, parallel, fab, st, prog, tr, row_events, want_rows):
+def run_cycles(t0, max_cycles, parallel, fab, st, prog, tr, row_events, want_rows, snap):
     """Advance from cycle ``t0`` until done, ``max_cycles`` or a deadlock.
 
     Returns ``(status, cycle)``: with ``STATUS_DONE`` the number of cycles the program took
     (its last event was in cycle ``cycle - 1``); with ``STATUS_DEADLOCK`` the first cycle in
     which nothing could move any more; with ``STATUS_MAX_CYCLES`` the limit.
+
+    Cycles in which nothing moves but op costs count down (PEs computing while the fabric
+    waits) are skipped in one step, with the same final state (see ``_fast_forward``).
     """
-    last_event = t0 - 1
-    for t in range(t0, max_cycles):
-        if parallel:
-            _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows)
-        else:
-            _cycle_serial(t, fab, st, prog, tr, row_events, want_rows)
-        if row_events.sum() > 0:
+    last_event, last_move = t0 - 1, t0 - 1
+    t = t0
+    while t < max_cycles:
+        _cycle(t, parallel, fab, st, prog, tr, row_events, want_rows)
+        if _column_max(row_events, EVENTS) > 0:
             last_event = t
+            if _column_max(row_events, MOVES) > 0:
+                last_move = t
+            elif t - last_move >= fab.latency:  # links drained: only op costs count down
+                scratch = (row_events, want_rows, snap)
+                t = _fast_forward(t, max_cycles, parallel, fab, st, prog, tr, *scratch)
+                last_event = t
         elif not _pending_work(fab, st, prog, tr):
             if not fab.traffic:
                 return STATUS_DONE, last_event + 1
         elif t - last_event > fab.latency + 1:
             return STATUS_DEADLOCK, last_event + 1
+        t += 1
     return STATUS_MAX_CYCLES, max_cycles
+
+
+@kernel(inline="always")
+def _column_max(a, col):
+    best = 0
+    for y in range(a.shape[0]):
+        best = max(best, a[y, col])
+    return best
+
+
+@kernel()
+def _cycle(t, parallel, fab, st, prog, tr, row_events, want_rows):
+    if parallel:
+        _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows)
+    else:
+        _cycle_serial(t, fab, st, prog, tr, row_events, want_rows)
+
+
+@kernel()
+def _fast_forward(t, max_cycles, parallel, fab, st, prog, tr, row_events, want_rows, snap):
+    """After a cycle ``t`` in which only op costs counted down (nothing queued can move and
+    no wire carries anything), every cycle until the first cost runs out is the same: run
+    one of them to learn what it adds to the counters, then apply the rest at once.
+    ``snap`` (P, 2 + NUM_PORTS) is scratch for the counters. Returns the last cycle done."""
+    skip = NEVER
+    for y in range(row_events.shape[0]):
+        skip = min(skip, row_events[y, MIN_WAIT] - 1)
+    if skip < 1 or t + 1 + skip >= max_cycles:
+        return t
+    for r in range(st.busy.shape[0]):
+        snap[r, 0], snap[r, 1] = st.busy[r], st.pe_stalls[r]
+        for o in range(NUM_PORTS):
+            snap[r, 2 + o] = st.stalls[r, o]
+    _cycle(t + 1, parallel, fab, st, prog, tr, row_events, want_rows)
+    for r in range(st.busy.shape[0]):
+        st.busy[r] += (st.busy[r] - snap[r, 0]) * skip
+        st.pe_stalls[r] += (st.pe_stalls[r] - snap[r, 1]) * skip
+        for o in range(NUM_PORTS):
+            st.stalls[r, o] += (st.stalls[r, o] - snap[r, 2 + o]) * skip
+        for task in range(st.wait.shape[1]):
+            if st.wait[r, task] > 0:
+                st.wait[r, task] -= skip
+    return t + 1 + skip

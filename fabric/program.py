@@ -36,6 +36,13 @@ def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dty
     )
 
 
+def fmacs_cycles(pe: PESpec, m: int, dtype: str) -> int:
+    """Cycles of one streamed wavelet of ``fmacs`` into an ``m``-long fp32 accumulator."""
+    size = value_bytes(dtype)
+    macs = m * (WORD_BYTES // size)
+    return vector_cycles(pe, macs, macs * (size + 4), macs * 4, dtype)
+
+
 def value_bytes(dtype: str) -> int:
     """Bytes per value of ``dtype``; an unknown dtype is an error naming the valid ones."""
     if dtype not in DTYPES:
@@ -111,9 +118,7 @@ class ProgramBuilder:
 
         ``acc`` is fp32; ``mat`` and the stream are ``dtype`` (fp16: two scalars a wavelet).
         """
-        size = value_bytes(dtype)
-        macs = m * (WORD_BYTES // size)
-        cost = vector_cycles(self.pe_spec, macs, macs * (size + 4), macs * 4, dtype)
+        cost = fmacs_cycles(self.pe_spec, m, dtype)
         total = n * blocks
         op = [K.OP_FMACS, color, acc, mat, total, words(total, dtype), m, cost]
         ranges = [(acc, m * blocks), (mat, words(m * n, dtype))]

@@ -69,6 +69,8 @@ class EngineState(NamedTuple):
     pc: np.ndarray  # int64 (P, T): index into the op table
     progress: np.ndarray  # int64 (P, T): elements done in the current op
     wait: np.ndarray  # int64 (P, T): cycles left before the next element
+    stuck: np.ndarray  # uint8 (P,): the last route moved nothing and nothing changed since
+    stuck_stalls: np.ndarray  # int64 (P, 5): the stalls that futile route added per port
 
 
 class ProgramArrays(NamedTuple):
@@ -124,6 +126,8 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
         credit_ret=np.zeros((slots, pes, 4, colors), np.int32),
         occupancy=np.zeros(pes, np.int32),
         wake=np.zeros(pes, np.int64),
+        stuck=np.zeros(pes, np.uint8),
+        stuck_stalls=np.zeros((pes, 5), np.int64),
         rx_data=np.zeros((pes, colors, depth), np.float32),
         rx_meta=np.zeros((pes, colors, depth), np.int64),
         rx_head=np.zeros((pes, colors), np.int32),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabric.program import value_bytes, vector_cycles, words
+from fabric.program import fmacs_cycles, words
 from kernels.grid import KernelGrid
 from kernels.lines import reduce_colors, reduce_cycles, reduce_line
 from kernels.plan import KernelPlan, decode, encode, split
@@ -85,7 +85,6 @@ def gemv_cycles(m: int, n: int, p: int, q: int, spec: WaferSpec, algo: str, dtyp
     """Analytic cycles: the ``x`` stream down a column, paced by the slower of the link and
     the FMACs, then the row reduction of ``ceil(m/p)`` fp32 words."""
     mi, nj = -(-m // p), -(-n // q)
-    per_wavelet = 4 // value_bytes(dtype)
-    fmac = vector_cycles(spec.pe, mi * per_wavelet, 0, 0, dtype)
+    fmac = fmacs_cycles(spec.pe, mi, dtype)
     stream = p2p_cycles(spec, p, 0) + words(nj, dtype) * max(1, fmac)
     return stream + reduce_cycles(algo, q, 0, mi, spec)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabric import _kernels as K
 from fabric.engine import SimResult, simulate
 from fabric.program import WORD_BYTES, ProgramBuilder, pack_fp16, unpack_fp16
+from fabric.routes import ColorRoutes
+from fabric.state import ProgramArrays
 from kernels.grid import KernelGrid
 from kernels.wiring import Wiring
 from wafer.errors import ConfigError
@@ -60,15 +63,29 @@ class KernelPlan:
         memory = np.zeros((self.grid.mesh.pes, max(1, int(self.used.max()))), np.float32)
         for pe, addr, data in self._images:
             memory[pe, addr : addr + len(data)] = data
+        routes, program = self._compact_colors()
         return simulate(
             self.grid.mesh,
             self.spec,
-            self.wiring.routes,
-            self.prog.build(),
+            routes,
+            program,
             memory,
             max_cycles=max_cycles,
             threads=threads,
         )
+
+    def _compact_colors(self) -> tuple[ColorRoutes, ProgramArrays]:
+        """Renumber the colors in use to ``0..u-1``: the engine's per-color loops and arrays
+        then scale with what the kernel uses, not with the router's 24 colors."""
+        used = sorted(self.wiring.colors_used) or [0]
+        renumber = np.zeros(self.wiring.routes.colors, np.int64)
+        renumber[used] = np.arange(len(used))
+        routes = ColorRoutes(self.grid.mesh, len(used))
+        routes.table = self.wiring.routes.table[:, :, used].copy()
+        program = self.prog.build()
+        ops = program.ops.copy()
+        ops[:, K.C_COLOR] = renumber[ops[:, K.C_COLOR]]
+        return routes, program._replace(ops=ops)
 
 
 def encode(values: np.ndarray, dtype: str) -> np.ndarray:
