@@ -53,8 +53,8 @@ NUM_OP_COLUMNS = 10
 FP32, FP16 = 0, 1
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
-COUNTDOWN, PROGRESS = 1, 2  # what a task did in a cycle (0: blocked)
-EVENTS, MOVES, MIN_WAIT = 0, 1, 2  # columns of the per-row cycle summary
+IDLE, COUNTDOWN, PROGRESS, STALL = 0, 1, 2, 3  # what a task did in a cycle
+EVENTS, MOVES, UNTIL, NEXT_WAKE = 0, 1, 2, 3  # columns of the per-row cycle summary
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
 NEVER = 2**62  # a cycle that never comes
@@ -327,29 +327,30 @@ def _rx_pop(r, c, fab, st):
 @kernel(inline="always")
 def _task_step(r, task, fab, st, prog):
     """Step 3 for one task: advance its current op by one cycle. Returns ``COUNTDOWN`` for
-    a cycle of an op's cost, ``PROGRESS`` when the op moved on, 0 when it is blocked."""
+    a cycle of an op's cost, ``PROGRESS`` when the op moved on, ``STALL`` when it waits on a
+    queue (counted as a stall), ``IDLE`` when it waits for another task or is done."""
     if st.wait[r, task] > 0:
         st.wait[r, task] -= 1
         st.busy[r] += 1
         return COUNTDOWN
     pc = st.pc[r, task]
     if pc >= prog.task_end[r, task]:
-        return 0
+        return IDLE
     op = prog.ops[pc]
     code, c, k = op[C_CODE], op[C_COLOR], st.progress[r, task]
     mem = st.mem[r]
     if code == OP_WAIT:  # until task C_A has finished its first C_B ops
         if st.pc[r, op[C_A]] - prog.task_start[r, op[C_A]] < op[C_B]:
-            return 0
+            return IDLE
     elif code == OP_SEND:
         if st.q_count[r, RAMP, c] >= fab.depth:
             st.pe_stalls[r] += 1
-            return 0
+            return STALL
         _inject(r, c, mem[op[C_A] + k], pack_meta(c, 1, 1, -1, 0), fab, st)
     elif code in (OP_RECV, OP_RECV_ADD, OP_FMACS):
         if st.rx_count[r, c] == 0:
             st.pe_stalls[r] += 1
-            return 0
+            return STALL
         value, _meta = _rx_pop(r, c, fab, st)
         _consume(op, k, value, mem)
     elif code == OP_MATMUL:
@@ -575,9 +576,9 @@ def _destination(r, tr):
 
 @kernel(inline="always")
 def _router_cycle(r, t, read, write, fab, st, prog, tr, want):
-    """One cycle of router ``r`` and its PE; returns ``(events, moves, min_wait)``: every
-    change, the changes other than op-cost countdowns, and the least cost left to a task
-    that counted down (0 if one will act next cycle)."""
+    """One cycle of router ``r`` and its PE; returns ``(events, moves, until)``: every
+    change, the changes other than op-cost countdowns, and the last cycle of an op cost now
+    running (``t`` if none)."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
         moves += _ingest(r, read, fab, st)
@@ -589,15 +590,48 @@ def _router_cycle(r, t, read, write, fab, st, prog, tr, want):
         busy = st.occupancy[r] or tr.left[r] or st.rx_count[r, 0]
         arrival = tr.next_arrival[r]
         st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
-        return moves, moves, NEVER
-    events, min_wait = moves, NEVER
+        return moves, moves, t
+    return _pe_cycle(r, t, moves, fab, st, prog)
+
+
+@kernel(inline="always")
+def _pe_cycle(r, t, moves, fab, st, prog):
+    """Step 3 in program mode, then what the router's skipped cycles will repeat: until
+    the next wake-up (the first cycle an op cost runs out, or a wavelet or credit comes in)
+    each such cycle adds the same busy and stall counts and counts every op cost down."""
+    events, next_step, until = moves, NEVER, t
+    counting, stalled = 0, 0
     for task in range(prog.task_end.shape[1]):
         step = _task_step(r, task, fab, st, prog)
-        events += step > 0
+        events += step in (COUNTDOWN, PROGRESS)
         moves += step == PROGRESS
-        if step == COUNTDOWN:
-            min_wait = min(min_wait, st.wait[r, task])
-    return events, moves, min_wait
+        stalled += step == STALL
+        wait = st.wait[r, task]
+        if wait > 0:
+            counting += 1
+            until = max(until, t + wait)
+        if wait > 0 or step == COUNTDOWN:
+            next_step = min(next_step, t + 1 + wait)
+    st.rate_busy[r], st.rate_stall[r], st.seen[r] = counting, stalled, t
+    st.wake[r] = t + 1 if moves else next_step
+    return events, moves, until
+
+
+@kernel(inline="always")
+def _catch_up(r, t, st):
+    """Apply the cycles router ``r`` skipped before cycle ``t`` (see ``_pe_cycle``)."""
+    gap = t - 1 - st.seen[r]
+    if gap <= 0:
+        return
+    st.busy[r] += st.rate_busy[r] * gap
+    st.pe_stalls[r] += st.rate_stall[r] * gap
+    if st.stuck[r] and st.occupancy[r]:
+        for o in range(NUM_PORTS):
+            st.stalls[r, o] += st.stuck_stalls[r, o] * gap
+    for task in range(st.wait.shape[1]):
+        if st.wait[r, task] > 0:
+            st.wait[r, task] -= gap
+    st.seen[r] = t - 1
 
 
 @kernel(parallel=True)
@@ -620,78 +654,105 @@ def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
 
 @kernel(inline="always")
 def _row(y, t, fab, st, prog, tr, want, out):
-    """One cycle of a row of routers; ``out`` gets its (events, moves, min_wait). In traffic
-    mode an idle router costs two loads: its wake-up cycle and its eight link flags (dead
-    routers never wake and get no flags)."""
-    events, moves, min_wait = 0, 0, NEVER
+    """One cycle of a row of routers; ``out`` gets (events, moves, until, next wake-up).
+
+    A router sleeps until its wake-up cycle unless a wavelet or credit comes in: in traffic
+    mode it then costs two loads, its wake-up cycle and its eight link flags; in program
+    mode its skipped cycles are applied when it wakes (``_catch_up``). Dead routers never
+    wake and get no flags."""
+    events, moves, until, next_wake = 0, 0, t, NEVER
     read = (t - fab.latency) % fab.slots
     write = t % fab.slots
     wake, flags = st.wake, st.link_any[read]
     for r in range(y * fab.width, (y + 1) * fab.width):
-        if fab.traffic:
-            if wake[r] > t and flags[r] == 0:
-                continue
-        elif not fab.alive[r]:
+        if not fab.traffic and not fab.alive[r]:
             continue
-        e, m, w = _router_cycle(r, t, read, write, fab, st, prog, tr, want)
+        if wake[r] > t and flags[r] == 0:
+            next_wake = min(next_wake, wake[r])
+            continue
+        if not fab.traffic:
+            _catch_up(r, t, st)
+        e, m, u = _router_cycle(r, t, read, write, fab, st, prog, tr, want)
         events += e
         moves += m
-        min_wait = min(min_wait, w)
-    out[EVENTS], out[MOVES], out[MIN_WAIT] = events, moves, min_wait
+        until = max(until, u)
+        next_wake = min(next_wake, wake[r])
+    out[EVENTS], out[MOVES], out[UNTIL], out[NEXT_WAKE] = events, moves, until, next_wake
 
 
 @kernel()
 def _pending_work(fab, st, prog, tr):
-    """Wavelets queued or on a wire, flits still to inject, or tasks not finished."""
+    """Wavelets queued or on a wire, flits still to inject, or tasks not finished (an op
+    cost still counting down included)."""
     if st.occupancy.sum() or st.rx_count.sum() or st.link_flags[:, :, :4].any():
         return True
     if fab.traffic:
         return tr.left.sum() > 0
     for r in range(st.pc.shape[0]):
         for task in range(st.pc.shape[1]):
-            if st.pc[r, task] < prog.task_end[r, task]:
+            if st.pc[r, task] < prog.task_end[r, task] or st.wait[r, task] > 0:
                 return True
     return False
 
 
 @kernel()
-def run_cycles(t0, max_cycles, parallel, fab, st, prog, tr, row_events, want_rows, snap):
+def run_cycles(t0, max_cycles, parallel, fab, st, prog, tr, row_events, want_rows):
     """Advance from cycle ``t0`` until done, ``max_cycles`` or a deadlock.
 
     Returns ``(status, cycle)``: with ``STATUS_DONE`` the number of cycles the program took
     (its last event was in cycle ``cycle - 1``); with ``STATUS_DEADLOCK`` the first cycle in
     which nothing could move any more; with ``STATUS_MAX_CYCLES`` the limit.
 
-    Cycles in which nothing moves but op costs count down (PEs computing while the fabric
-    waits) are skipped in one step, with the same final state (see ``_fast_forward``).
+    When nothing moves and no wire carries anything, the run jumps to the next router
+    wake-up (PEs computing while the fabric waits cost nothing per cycle).
     """
     last_event, last_move = t0 - 1, t0 - 1
     t = t0
     while t < max_cycles:
         _cycle(t, parallel, fab, st, prog, tr, row_events, want_rows)
         if _column_max(row_events, EVENTS) > 0:
-            last_event = t
+            last_event = max(last_event, _column_max(row_events, UNTIL))
             if _column_max(row_events, MOVES) > 0:
                 last_move = t
-            elif t - last_move >= fab.latency:  # links drained: only op costs count down
-                scratch = (row_events, want_rows, snap)
-                t = _fast_forward(t, max_cycles, parallel, fab, st, prog, tr, *scratch)
-                last_event = t
-        elif not _pending_work(fab, st, prog, tr):
+        wake = _column_min(row_events, NEXT_WAKE)
+        if t - last_move >= fab.latency and not fab.traffic and wake < NEVER:
+            t = min(max(t, wake - 1), max_cycles - 1)
+        if last_event < t and not _pending_work(fab, st, prog, tr):
             if not fab.traffic:
+                _settle(t, fab, st)
                 return STATUS_DONE, last_event + 1
         elif t - last_event > fab.latency + 1:
+            _settle(t, fab, st)
             return STATUS_DEADLOCK, last_event + 1
         t += 1
+    _settle(max_cycles - 1, fab, st)
     return STATUS_MAX_CYCLES, max_cycles
 
 
 @kernel(inline="always")
 def _column_max(a, col):
-    best = 0
+    best = a[0, col]
     for y in range(a.shape[0]):
         best = max(best, a[y, col])
     return best
+
+
+@kernel(inline="always")
+def _column_min(a, col):
+    best = a[0, col]
+    for y in range(a.shape[0]):
+        best = min(best, a[y, col])
+    return best
+
+
+@kernel()
+def _settle(t, fab, st):
+    """Program mode: bring every sleeping router's counters and op costs up to cycle ``t``."""
+    if fab.traffic:
+        return
+    for r in range(st.seen.shape[0]):
+        if fab.alive[r]:
+            _catch_up(r, t + 1, st)
 
 
 @kernel()
@@ -700,30 +761,3 @@ def _cycle(t, parallel, fab, st, prog, tr, row_events, want_rows):
         _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows)
     else:
         _cycle_serial(t, fab, st, prog, tr, row_events, want_rows)
-
-
-@kernel()
-def _fast_forward(t, max_cycles, parallel, fab, st, prog, tr, row_events, want_rows, snap):
-    """After a cycle ``t`` in which only op costs counted down (nothing queued can move and
-    no wire carries anything), every cycle until the first cost runs out is the same: run
-    one of them to learn what it adds to the counters, then apply the rest at once.
-    ``snap`` (P, 2 + NUM_PORTS) is scratch for the counters. Returns the last cycle done."""
-    skip = NEVER
-    for y in range(row_events.shape[0]):
-        skip = min(skip, row_events[y, MIN_WAIT] - 1)
-    if skip < 1 or t + 1 + skip >= max_cycles:
-        return t
-    for r in range(st.busy.shape[0]):
-        snap[r, 0], snap[r, 1] = st.busy[r], st.pe_stalls[r]
-        for o in range(NUM_PORTS):
-            snap[r, 2 + o] = st.stalls[r, o]
-    _cycle(t + 1, parallel, fab, st, prog, tr, row_events, want_rows)
-    for r in range(st.busy.shape[0]):
-        st.busy[r] += (st.busy[r] - snap[r, 0]) * skip
-        st.pe_stalls[r] += (st.pe_stalls[r] - snap[r, 1]) * skip
-        for o in range(NUM_PORTS):
-            st.stalls[r, o] += (st.stalls[r, o] - snap[r, 2 + o]) * skip
-        for task in range(st.wait.shape[1]):
-            if st.wait[r, task] > 0:
-                st.wait[r, task] -= skip
-    return t + 1 + skip

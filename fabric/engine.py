@@ -107,11 +107,9 @@ def run_kernel(
     parallel: bool,
 ) -> tuple[int, int]:
     """Advance cycles ``[t0, t1)``; returns the kernel's (status, cycle)."""
-    row_events = np.zeros((fab.height, 3), np.int64)
+    row_events = np.zeros((fab.height, 4), np.int64)
     want_rows = np.zeros((fab.height, 2, 5 * st.credits.shape[2]), np.int64)
-    snap = np.zeros((st.busy.shape[0], 2 + K.NUM_PORTS), np.int64)
-    args = (fab, st, prog, tr, row_events, want_rows, snap)
-    status, cycle = K.run_cycles(t0, t1, parallel, *args)
+    status, cycle = K.run_cycles(t0, t1, parallel, fab, st, prog, tr, row_events, want_rows)
     return int(status), int(cycle)
 
 

@@ -1,290 +1,403 @@
-"""Collectives along one row or column of a mesh (a *line* of PEs), run on the cycle engine.
+"""Collectives over a row, a column or the whole of a kernel grid, run on the cycle engine.
 
-``broadcast``, ``reduce`` (sum into the root) and ``allreduce`` (every PE ends with the sum)
-each build static color routes and PE programs for one algorithm of :data:`ALGOS`, run them
-with :func:`fabric.engine.simulate` and return a :class:`CollectiveResult`.
+``collective(op, algo, n_words, grid, spec)`` builds one of :data:`OPS` with one of
+:data:`ALGOS` over one of :data:`SCOPES` from the line building blocks of
+:mod:`kernels.lines`, runs it and returns a :class:`~kernels.result.KernelResult`:
 
-Memory layout per PE: the input vector at SRAM word 0, the result at :data:`RESULT_WORD`.
-The result region starts as a copy of the input (placed there with the input, not by the
-program), so a reduction accumulates into it with ``recv_add`` and leaves the input intact.
+* ``broadcast``: every PE ends with the root's ``n_words``;
+* ``scatter``: the root's ``n_words`` are split into one ragged piece per PE (in row-major
+  order of the scope), every PE ends with its piece; ``gather`` is the reverse;
+* ``reduce``: the root ends with the fp32 sum of every PE's ``n_words``; ``allreduce``: every
+  PE does (a reduce, then a broadcast of the sum).
 
-Algorithms (``n`` words, ``s = pe.op_startup_cycles``, ``L = link.hop_latency_cycles``):
+A scope is one or two *levels* of lines: ``row`` is row 0 of the grid, ``column`` column 0,
+``grid`` every row at once, then the root's column (broadcast and scatter run the levels in
+reverse). The root is logical PE ``(0, 0)``; an allreduce roots at the middle PE for
+``chain`` and ``ktree``, which halves their distance, and at ``(0, 0)`` for ``tree``, whose
+binomial rounds reach as far from an end with half the colors and no two-sided root.
 
-* ``chain``: store-and-forward along the line, vector by vector. Broadcast: the root sends
-  once on a color its router fans out to both neighbours; each PE receives, then forwards
-  outward. Reduce: each PE ``recv_add``s its outer neighbour's partial sum, then sends it
-  inward; the root adds the left side, then the right side. Colors alternate with the
-  distance to the root (and differ per side for reduce) so neighbouring links never share
-  a receive queue.
-* ``tree``: broadcast is one send on a color whose route is a multicast path to every PE
-  (each router forwards and delivers). Reduce is a binomial tree on each side of the root:
-  in round ``k`` the PE at index ``i`` (distance from the root, ``i % 2^(k+1) == 2^k``)
-  sends its partial sum ``2^k`` hops inward; one color per (round, side).
-* ``allreduce`` is ``reduce`` to the middle PE followed by ``broadcast`` from it, with
-  the same algorithm and disjoint colors.
+Algorithms along each line (:mod:`kernels.lines`): ``chain`` (store-and-forward between
+neighbours), ``tree`` (binomial rounds; a broadcast is one multicast over the whole scope)
+and ``ktree`` (groups of about ``sqrt(len)`` PEs at once, then their leaders). Each level
+takes its own colors, so streams of different levels never share a queue.
 
-:func:`analytic_cycles` estimates each (op, algo) from the point-to-point rule: one stream
-of ``n`` words over ``h`` hops takes ``p2p(h) = s + 1 + h*L + n`` cycles. See its docstring.
+Data come from ``np.random.default_rng(seed)``; ``dtype="fp16"`` packs two values a word for
+the data movements (a reduction adds fp32 words, so it takes ``fp32`` only).
+:func:`collective_cycles` is the analytic estimate: the sum of its levels' line estimates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
+from fabric.program import WORD_BYTES, value_bytes
+from kernels.grid import KernelGrid
+from kernels.lines import (
+    REDUCE_ALGOS,
+    broadcast_colors,
+    broadcast_cycles,
+    broadcast_line,
+    gather_cycles,
+    gather_line,
+    line_spans,
+    multicast,
+    reduce_colors,
+    reduce_cycles,
+    reduce_line,
+    scatter_line,
+)
+from kernels.plan import KernelPlan, decode, encode, split
+from kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
 from wafer.errors import ConfigError
-from wafer.presets import preset
 from wafer.spec import WaferSpec
 
-RESULT_WORD = 2048  # SRAM word where every PE's result vector starts
-MAX_WORDS = RESULT_WORD  # inputs at [0, n) must not overlap results at [RESULT_WORD, +n)
-MAX_CYCLES_FACTOR = 4  # engine budget: this many times the analytic estimate ...
-MAX_CYCLES_SLACK = 1000  # ... plus this many cycles
+ALGOS = REDUCE_ALGOS
+REDUCING = ("reduce", "allreduce")  # ops that add fp32 words
 
 
 @dataclass(frozen=True)
-class CollectiveResult:
-    """What a collective left behind: ``values`` (len(line), n_words) float32 at RESULT_WORD."""
+class _Level:
+    """Lines (mesh PE ids) that run at once, all rooted at position ``root``."""
 
-    op: str
-    algo: str
-    line: tuple[int, ...]
+    lines: list[list[int]]
     root: int
-    cycles: int
-    values: np.ndarray  # float32 (len(line), n_words): each PE's result region
-    inputs: np.ndarray  # float32 (len(line), n_words): each PE's input vector
-    colors_used: int
 
 
-@dataclass
-class _Plan:
-    """Routes and programs under construction for one line; records the colors it uses."""
+class _Built(NamedTuple):
+    """What an op left to read back: ``(pe, addr, n_words)`` regions, the numpy answer
+    (the regions' values concatenated, reshaped like it) and the additions it does."""
 
-    mesh: Mesh
-    spec: WaferSpec
-    line: list[int]
-    n_words: int
-    routes: ColorRoutes = field(init=False)
-    prog: ProgramBuilder = field(init=False)
-    colors: set[int] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        count = self.spec.router.colors
-        self.routes = ColorRoutes(self.mesh, count)
-        self.prog = ProgramBuilder(self.mesh.pes, self.spec.pe, count)
-
-    def color(self, c: int) -> int:
-        if c >= self.spec.router.colors:
-            raise ConfigError(
-                f"collective needs color {c}, router.colors={self.spec.router.colors}"
-            )
-        self.colors.add(c)
-        return c
-
-    def stream(self, color: int, src: int, dst: int, add: bool) -> None:
-        """Route ``color`` from line position ``src`` to ``dst``; send there, receive here."""
-        step = 1 if dst > src else -1
-        pes = [self.line[i] for i in range(src, dst + step, step)]
-        self.routes.add_path(self.color(color), pes)
-        self.prog.send(pes[0], 0, color, RESULT_WORD, self.n_words)
-        receive = self.prog.recv_add if add else self.prog.recv
-        receive(pes[-1], 0, color, RESULT_WORD, self.n_words)
+    reads: list[tuple[int, int, int]]
+    expected: np.ndarray
+    flops: int
 
 
-# ---- phases: each adds routes and ops from color ``base`` on and returns the next free color
-
-
-def _chain_broadcast(plan: _Plan, root: int, base: int) -> int:
-    n = len(plan.line)
-    plan.color(base)
-    for side in (-1, 1):  # the root's one send fans out to both neighbours
-        if 0 <= root + side < n:
-            plan.routes.add_path(base, [plan.line[root], plan.line[root + side]])
-            plan.prog.recv(plan.line[root + side], 0, base, RESULT_WORD, plan.n_words)
-    plan.prog.send(plan.line[root], 0, base, RESULT_WORD, plan.n_words)
-    for side in (-1, 1):
-        pos = root + 2 * side
-        while 0 <= pos < n:
-            plan.stream(base + (abs(pos - root) - 1) % 2, pos - side, pos, add=False)
-            pos += side
-    return base + (2 if n > 2 else 1)
-
-
-def _chain_reduce(plan: _Plan, root: int, base: int) -> int:
-    n = len(plan.line)
-    for k, side in enumerate((-1, 1)):
-        pos = 0 if side < 0 else n - 1
-        while pos != root:
-            color = base + 2 * k + (abs(pos - root) - 1) % 2
-            plan.stream(color, pos, pos - side, add=True)
-            pos -= side
-    return base + 4
-
-
-def _tree_broadcast(plan: _Plan, root: int, base: int) -> int:
-    plan.color(base)
-    for pos in range(len(plan.line)):
-        if pos != root:
-            step = 1 if pos > root else -1
-            path = [plan.line[i] for i in range(root, pos + step, step)]
-            plan.routes.add_path(base, path)
-            plan.prog.recv(plan.line[pos], 0, base, RESULT_WORD, plan.n_words)
-    plan.prog.send(plan.line[root], 0, base, RESULT_WORD, plan.n_words)
-    return base + 1
-
-
-def _tree_reduce(plan: _Plan, root: int, base: int) -> int:
-    sides = [list(range(root, -1, -1)), list(range(root, len(plan.line)))]
-    rounds = _rounds(max(len(s) for s in sides))
-    for k in range(rounds):
-        stride = 1 << k
-        for j, side in enumerate(sides):
-            for i in range(stride, len(side), 2 * stride):
-                plan.stream(base + 2 * k + j, side[i], side[i - stride], add=True)
-    return base + 2 * rounds
-
-
-def _rounds(size: int) -> int:
-    """Binomial-tree rounds to reduce ``size`` PEs: ceil(log2(size))."""
-    return max(0, (size - 1).bit_length())
-
-
-BROADCASTS: dict[str, Callable[[_Plan, int, int], int]] = {
-    "chain": _chain_broadcast,
-    "tree": _tree_broadcast,
-}
-REDUCES: dict[str, Callable[[_Plan, int, int], int]] = {
-    "chain": _chain_reduce,
-    "tree": _tree_reduce,
-}
-ALGOS = tuple(BROADCASTS)
-
-
-# ---- public collectives
-
-
-def broadcast(line, root, n_words, algo="chain", *, mesh=None, spec=None, inputs=None):
-    """Every PE of ``line`` ends with ``root``'s vector; see the module docstring."""
-    return _run("broadcast", line, root, n_words, algo, mesh, spec, inputs)
-
-
-def reduce(line, root, n_words, algo="chain", *, mesh=None, spec=None, inputs=None):
-    """``root`` ends with the sum of every PE's vector."""
-    return _run("reduce", line, root, n_words, algo, mesh, spec, inputs)
-
-
-def allreduce(line, n_words, algo="chain", *, mesh=None, spec=None, inputs=None):
-    """Every PE ends with the sum: reduce to the middle PE, then broadcast from it."""
-    root = line[(len(line) - 1) // 2] if len(line) else None
-    return _run("allreduce", line, root, n_words, algo, mesh, spec, inputs)
-
-
-def _run(op, line, root, n_words, algo, mesh, spec, inputs) -> CollectiveResult:
-    spec = spec or preset("tiny")
-    line = list(line)
-    mesh = mesh or Mesh.full(max(line, default=0) + 1, 1)
-    _validate(mesh, line, root, n_words, algo)
-    inputs = _inputs(inputs, len(line), n_words)
-    plan = _Plan(mesh, spec, line, n_words)
-    pos = line.index(root)
-    if op in ("reduce", "allreduce"):
-        base = REDUCES[algo](plan, pos, 0)
-    if op in ("broadcast", "allreduce"):
-        BROADCASTS[algo](plan, pos, base if op == "allreduce" else 0)
-    estimate = analytic_cycles(op, algo, len(line), pos, n_words, spec)
-    budget = MAX_CYCLES_FACTOR * estimate + MAX_CYCLES_SLACK
-    memory = _memory(mesh.pes, line, inputs)
-    sim = simulate(mesh, spec, plan.routes, plan.prog.build(), memory, max_cycles=budget)
-    values = sim.mem[line, RESULT_WORD : RESULT_WORD + n_words].copy()
-    return CollectiveResult(
-        op, algo, tuple(line), root, sim.cycles, values, inputs, len(plan.colors)
+def collective(
+    op: str,
+    algo: str,
+    n_words: int,
+    grid: KernelGrid,
+    spec: WaferSpec,
+    dtype: str = "fp32",
+    scope: str = "grid",
+    seed: int = 0,
+) -> KernelResult:
+    """Run ``op`` (:data:`OPS`) with ``algo`` (:data:`ALGOS`) over ``scope`` (:data:`SCOPES`)
+    of ``grid``; ``n_words`` is each PE's vector (broadcast, reduce, allreduce) or the whole
+    vector split over the PEs (scatter, gather)."""
+    _check(op, algo, scope, n_words, dtype, grid.rows, grid.cols)
+    levels = _levels(scope, grid, _root_at(op, algo, grid.rows, grid.cols))
+    plan = KernelPlan(grid, spec)
+    palette = _Palette(plan)
+    built = OPS[op].build(plan, levels, n_words, algo, dtype, palette, seed)
+    analytic = collective_cycles(op, algo, n_words, grid.rows, grid.cols, spec, dtype, scope)
+    sim = plan.run(max_cycles_for(analytic))
+    per_word = WORD_BYTES // value_bytes(dtype)
+    output = np.concatenate(
+        [decode(sim.mem[pe, a : a + n], n * per_word, dtype) for pe, a, n in built.reads]
+    )
+    rows, cols = _scope_shape(scope, grid.rows, grid.cols)
+    return kernel_result(
+        kernel=op,
+        algo=algo,
+        dtype=dtype,
+        shape={"n_words": n_words, "rows": rows, "cols": cols},
+        plan=plan,
+        sim=sim,
+        flops=built.flops,
+        analytic=analytic,
+        output=output.reshape(built.expected.shape),
+        expected=built.expected,
     )
 
 
-def _memory(pes: int, line: list[int], inputs: np.ndarray) -> np.ndarray:
-    """SRAM image: inputs at word 0 and, as the result's starting value, at RESULT_WORD."""
-    n = inputs.shape[1]
-    memory = np.zeros((pes, RESULT_WORD + n), np.float32)
-    memory[line, :n] = inputs
-    memory[line, RESULT_WORD:] = inputs
-    return memory
+def collective_cycles(
+    op: str,
+    algo: str,
+    n_words: int,
+    rows: int,
+    cols: int,
+    spec: WaferSpec,
+    dtype: str = "fp32",
+    scope: str = "grid",
+) -> int:
+    """Analytic cycles of :func:`collective` on a defect-free ``rows x cols`` grid: the sum
+    of its levels' line estimates (:mod:`kernels.lines`), the levels running one after the
+    other; a tree broadcast is one multicast, ``p2p`` over the farthest PE's hops."""
+    _check(op, algo, scope, n_words, dtype, rows, cols)
+    at = _root_at(op, algo, rows, cols)
+    dims = {"row": [(cols, at[1])], "column": [(rows, at[0])]}
+    dims["grid"] = dims["row"] + dims["column"]
+    lines = [(n, root) for n, root in dims[scope] if n > 1]
+    return OPS[op].cycles(algo, lines, n_words, spec)
 
 
-def _inputs(inputs, length: int, n_words: int) -> np.ndarray:
-    if inputs is None:
-        rng = np.random.default_rng(0)
-        return rng.standard_normal((length, n_words)).astype(np.float32)
-    inputs = np.asarray(inputs, np.float32)
-    if inputs.shape != (length, n_words):
-        raise ConfigError(f"inputs shape {inputs.shape} must be (len(line), n_words)")
-    return inputs
+# ---- validation, scopes and roots
 
 
-def _validate(mesh: Mesh, line: list[int], root, n_words, algo) -> None:
-    if algo not in BROADCASTS:
-        raise ConfigError(f"algo={algo!r} is not one of: {', '.join(ALGOS)}")
-    if not isinstance(n_words, int) or not 1 <= n_words <= MAX_WORDS:
-        raise ConfigError(f"n_words={n_words!r} is out of range [1, {MAX_WORDS}]")
-    if len(line) < 2 or len(set(line)) != len(line):
-        raise ConfigError(f"line={line} must list at least 2 distinct PEs")
-    if any(not 0 <= pe < mesh.pes for pe in line):
-        raise ConfigError(f"line={line}: PE ids must be in range [0, {mesh.pes - 1}]")
-    if root not in line:
-        raise ConfigError(f"root={root!r} is not in line={line}")
-    _check_straight(mesh.width, line)
+def _check(op, algo, scope, n_words, dtype, rows, cols) -> None:
+    for name, value, valid in (("op", op, OPS), ("algo", algo, ALGOS), ("scope", scope, SCOPES)):
+        if value not in valid:
+            raise ConfigError(f"{name}={value!r} is not one of: {', '.join(valid)}")
+    if not isinstance(n_words, int) or n_words < 1:
+        raise ConfigError(f"n_words={n_words!r} must be an integer >= 1")
+    if value_bytes(dtype) != WORD_BYTES and op in REDUCING:
+        raise ConfigError(f"dtype={dtype!r}: {op} adds fp32 words, so dtype must be 'fp32'")
+    shape = _scope_shape(scope, rows, cols)
+    if shape[0] * shape[1] < 2:
+        raise ConfigError(
+            f"scope={scope!r} of a {rows}x{cols} grid has {shape[0] * shape[1]} PE: "
+            "a collective needs at least 2"
+        )
 
 
-def _check_straight(width: int, line: list[int]) -> None:
-    """The line must walk one row or one column, one neighbour per step, in one direction."""
-    steps = {b - a for a, b in zip(line, line[1:], strict=False)}
-    rows = {pe // width for pe in line}
-    if not (steps in ({1}, {-1}) and len(rows) == 1) and steps not in ({width}, {-width}):
-        raise ConfigError(f"line={line} is not a straight row or column of neighbours")
+def _scope_shape(scope: str, rows: int, cols: int) -> tuple[int, int]:
+    return {"row": (1, cols), "column": (rows, 1), "grid": (rows, cols)}[scope]
 
 
-# ---- analytic estimate
+def _root_at(op: str, algo: str, rows: int, cols: int) -> tuple[int, int]:
+    """Logical (row, column) of the root; see the module docstring."""
+    if op == "allreduce" and algo != "tree":
+        return (rows - 1) // 2, (cols - 1) // 2
+    return 0, 0
 
 
-def analytic_cycles(op, algo, length, root_pos, n_words, spec=None) -> int:
-    """Cycle estimate from the point-to-point rule ``p2p(h) = s + 1 + h*L + n``.
+def _row_scope(grid: KernelGrid, at: tuple[int, int]) -> list[_Level]:
+    return [_Level([_ids(grid.pe[0])], at[1])]
 
-    With ``a`` and ``b`` the hops from the root to the two ends (``D = max(a, b)``):
 
-    * chain broadcast: ``D * p2p(1)`` (each hop is a full store-and-forward stream);
-    * tree broadcast: ``p2p(D)`` (one multicast stream);
-    * chain reduce: ``D * p2p(1)`` with one side; with both, the root adds the left side
-      (done at ``a * p2p(1)``) then the right: ``max(b * p2p(1), a * p2p(1) + s + n + x)``
-      where ``x = min(n, Q)`` (``Q = router.queue_depth_wavelets``) if ``b >= a``, else 0
-      (fitted to the engine: a right side that arrives as the left ends costs ``x`` more);
-    * tree reduce: ``sum_k p2p(2^k)`` over the rounds of the longer side, plus ``s + n + min(n, Q)``
-      per round in which both sides send to the root (rough: it ignores that a round's
-      sender may be ready late or early; see the tests for where it is off);
-    * allreduce: reduce + broadcast, rooted at the middle PE.
-    """
-    spec = spec or preset("tiny")
-    s, lat, n = spec.pe.op_startup_cycles, spec.link.hop_latency_cycles, n_words
-    if op == "allreduce":
-        mid = (length - 1) // 2
-        return sum(analytic_cycles(o, algo, length, mid, n, spec) for o in ("reduce", "broadcast"))
-    a, b = root_pos, length - 1 - root_pos
-    p2p = lambda h: s + 1 + h * lat + n  # noqa: E731
-    queue = spec.router.queue_depth_wavelets
-    both = s + n + min(n, queue)
-    if algo == "chain" and op == "reduce" and a and b:
-        left = a * p2p(1)  # the root adds the left side first
-        return max(b * p2p(1), left + both - (0 if b >= a else min(n, queue)))
-    if algo == "chain":
-        return max(a, b) * p2p(1)
-    if op == "broadcast":
-        return p2p(max(a, b))
-    total = 0
-    for k in range(_rounds(max(a, b) + 1)):
-        stride = 1 << k
-        total += p2p(stride) + (both if a >= stride and b >= stride else 0)
+def _column_scope(grid: KernelGrid, at: tuple[int, int]) -> list[_Level]:
+    return [_Level([_ids(grid.pe[:, 0])], at[0])]
+
+
+def _grid_scope(grid: KernelGrid, at: tuple[int, int]) -> list[_Level]:
+    rows = _Level([_ids(row) for row in grid.pe], at[1])
+    return [rows, _Level([_ids(grid.pe[:, at[1]])], at[0])]
+
+
+SCOPES: dict[str, Callable[[KernelGrid, tuple[int, int]], list[_Level]]] = {
+    "row": _row_scope,
+    "column": _column_scope,
+    "grid": _grid_scope,
+}
+
+
+def _levels(scope: str, grid: KernelGrid, at: tuple[int, int]) -> list[_Level]:
+    """The scope's levels, bottom first, without levels of one-PE lines."""
+    return [level for level in SCOPES[scope](grid, at) if len(level.lines[0]) > 1]
+
+
+def _ids(pes: np.ndarray) -> list[int]:
+    return [int(p) for p in pes]
+
+
+def _members(levels: list[_Level]) -> list[int]:
+    """Every PE of the scope, in row-major order (the bottom level covers them all)."""
+    return [pe for line in levels[0].lines for pe in line]
+
+
+def _root_pe(levels: list[_Level]) -> int:
+    return levels[-1].lines[0][levels[-1].root]
+
+
+class _Palette:
+    """Hands out the kernel colors in order; running out is an error naming the limit."""
+
+    def __init__(self, plan: KernelPlan) -> None:
+        self.colors, self.used = list(plan.wiring.palette), 0
+        self.router_colors = plan.spec.router.colors
+
+    def take(self, count: int) -> list[int]:
+        if self.used + count > len(self.colors):
+            raise ConfigError(
+                f"collective needs more than {len(self.colors)} colors: router.colors="
+                f"{self.router_colors} leaves colors 0..{len(self.colors) - 1} for kernels; "
+                "raise router.colors or pick an algo or scope that needs fewer"
+            )
+        self.used += count
+        return self.colors[self.used - count : self.used]
+
+
+def _vectors(plan: KernelPlan, pes: list[int], n_words: int, what: str) -> dict[int, int]:
+    return {pe: plan.alloc(pe, n_words, what) for pe in pes}
+
+
+def _random(seed: int, shape, dtype: str) -> np.ndarray:
+    """Random values for ``shape`` words of ``dtype``, as stored (fp16: rounded)."""
+    *lead, n_words = shape
+    count = n_words * (WORD_BYTES // value_bytes(dtype))
+    values = np.random.default_rng(seed).standard_normal((*lead, count)).astype(np.float32)
+    return decode(encode(values, dtype), values.size, dtype).reshape(values.shape)
+
+
+# ---- the ops: each places its data, adds its streams and says what to read back
+
+
+def _broadcast(plan, levels, n_words, algo, dtype, palette, seed) -> _Built:
+    pes, root = _members(levels), _root_pe(levels)
+    vector = _random(seed, (n_words,), dtype)
+    addrs = _vectors(plan, pes, n_words, "broadcast vector")
+    plan.load(root, addrs[root], encode(vector, dtype))
+    _broadcast_levels(plan, levels, addrs, n_words, algo, palette)
+    return _Built([(pe, addrs[pe], n_words) for pe in pes], np.tile(vector, (len(pes), 1)), 0)
+
+
+def _reduce(plan, levels, n_words, algo, dtype, palette, seed) -> _Built:
+    pes, root = _members(levels), _root_pe(levels)
+    addrs, inputs = _reduce_levels(plan, levels, n_words, algo, palette, seed)
+    total = inputs.astype(np.float64).sum(axis=0)
+    return _Built([(root, addrs[root], n_words)], total, n_words * (len(pes) - 1))
+
+
+def _allreduce(plan, levels, n_words, algo, dtype, palette, seed) -> _Built:
+    pes = _members(levels)
+    addrs, inputs = _reduce_levels(plan, levels, n_words, algo, palette, seed)
+    _broadcast_levels(plan, levels, addrs, n_words, algo, palette)
+    total = np.tile(inputs.astype(np.float64).sum(axis=0), (len(pes), 1))
+    return _Built([(pe, addrs[pe], n_words) for pe in pes], total, n_words * (len(pes) - 1))
+
+
+def _scatter(plan, levels, n_words, algo, dtype, palette, seed) -> _Built:
+    pes, root = _members(levels), _root_pe(levels)
+    offsets = split(n_words, len(pes), "n_words")
+    vector = _random(seed, (n_words,), dtype)
+    bases = _piece_buffers(plan, levels, offsets, algo)
+    plan.load(root, bases[root], encode(vector, dtype))
+    _move_levels(plan, levels, offsets, bases, algo, palette, scatter_line, True)
+    sizes = np.diff(offsets)
+    reads = [(pe, bases[pe] + int(offsets[t]), int(sizes[t])) for t, pe in enumerate(pes)]
+    return _Built(reads, vector, 0)
+
+
+def _gather(plan, levels, n_words, algo, dtype, palette, seed) -> _Built:
+    pes, root = _members(levels), _root_pe(levels)
+    offsets = split(n_words, len(pes), "n_words")
+    vector = _random(seed, (n_words,), dtype)
+    words = encode(vector, dtype)
+    bases = _piece_buffers(plan, levels, offsets, algo)
+    for t, pe in enumerate(pes):
+        plan.load(pe, bases[pe] + int(offsets[t]), words[offsets[t] : offsets[t + 1]])
+    _move_levels(plan, levels, offsets, bases, algo, palette, gather_line, False)
+    return _Built([(root, bases[root], n_words)], vector, 0)
+
+
+# ---- levels: each runs its lines at once on colors of its own
+
+
+def _reduce_levels(plan, levels, n_words, algo, palette, seed):
+    """Place random fp32 inputs and reduce them level by level into the root: returns the
+    vectors' addresses and the inputs (PEs, n_words)."""
+    pes = _members(levels)
+    inputs = _random(seed, (len(pes), n_words), "fp32")
+    addrs = _vectors(plan, pes, n_words, "reduce vector")
+    for pe, vector in zip(pes, inputs, strict=True):
+        plan.load(pe, addrs[pe], vector)
+    for depth, level in enumerate(levels):
+        colors = palette.take(reduce_colors(algo, len(level.lines[0]), level.root))
+        for k, line in enumerate(level.lines):
+            where = [addrs[pe] for pe in line]
+            reduce_line(plan, line, level.root, where, n_words, algo, colors, ("reduce", depth, k))
+    return addrs, inputs
+
+
+def _broadcast_levels(plan, levels, addrs, n_words, algo, palette) -> None:
+    """Copy the root's vector at ``addrs`` to every PE: top level first, or (tree) one
+    multicast to the whole scope, nearest PEs first so its paths are shortest."""
+    root = _root_pe(levels)
+    if algo == "tree":
+        others = _nearest_first(plan.grid.mesh.width, root, _members(levels))
+        color = palette.take(1)[0]
+        multicast(plan, root, others, addrs, addrs[root], n_words, color, "broadcast")
+        return
+    for depth, level in reversed(list(enumerate(levels))):
+        colors = palette.take(broadcast_colors(algo, len(level.lines[0]), level.root))
+        for k, line in enumerate(level.lines):
+            where = [addrs[pe] for pe in line]
+            owner = ("broadcast", depth, k)
+            broadcast_line(plan, line, level.root, where, n_words, algo, colors, owner)
+
+
+def _nearest_first(width: int, root: int, pes: list[int]) -> list[int]:
+    """``pes`` but the root, by mesh distance from it."""
+    hops = lambda pe: abs(pe % width - root % width) + abs(pe // width - root // width)  # noqa: E731
+    return sorted((pe for pe in pes if pe != root), key=hops)
+
+
+def _move_levels(plan, levels, offsets, bases, algo, palette, line_op, top_first) -> None:
+    """Gather (levels bottom first) or scatter (``top_first``) the pieces at ``offsets``."""
+    steps = list(enumerate(zip(levels, _level_offsets(levels, offsets), strict=True)))
+    for depth, (level, line_offsets) in steps[::-1] if top_first else steps:
+        colors = palette.take(reduce_colors(algo, len(level.lines[0]), level.root))
+        for k, (line, ofs) in enumerate(zip(level.lines, line_offsets, strict=True)):
+            where = [bases[pe] for pe in line]
+            line_op(plan, line, level.root, where, ofs, algo, colors, (line_op.__name__, depth, k))
+
+
+def _level_offsets(levels, offsets) -> list[list[list[int]]]:
+    """Per level and line: the word offsets (len(line)+1,) of what each position holds of
+    the whole: single pieces on the bottom lines, the bottom lines' blocks on the top one."""
+    starts = np.cumsum([0] + [len(line) for line in levels[0].lines])
+    bottom = [
+        [int(w) for w in offsets[a : b + 1]] for a, b in zip(starts, starts[1:], strict=False)
+    ]
+    return [bottom] + [[[int(offsets[s]) for s in starts]] for _top in levels[1:]]
+
+
+def _piece_buffers(plan, levels, offsets, algo) -> dict[int, int]:
+    """Allocate every PE's span (:func:`~kernels.lines.line_spans`) of words, top level
+    first, so a line root's bottom span (its line's block) falls inside its top one; returns
+    each PE's base: word ``w`` of the whole lives at ``base + w``."""
+    bases = {}
+    pairs = zip(levels, _level_offsets(levels, offsets), strict=True)
+    for level, line_offsets in reversed(list(pairs)):
+        spans = line_spans(algo, len(level.lines[0]), level.root)
+        for line, ofs in zip(level.lines, line_offsets, strict=True):
+            for pe, (lo, hi) in zip(line, spans, strict=True):
+                if pe not in bases:
+                    bases[pe] = plan.alloc(pe, ofs[hi] - ofs[lo], "pieces") - ofs[lo]
+    return bases
+
+
+# ---- analytic estimates: ``lines`` lists each level's (length, root), bottom first
+
+
+def _broadcast_cycles(algo, lines, n_words, spec) -> int:
+    if algo == "tree":
+        return p2p_cycles(spec, sum(max(root, n - 1 - root) for n, root in lines), n_words)
+    return sum(broadcast_cycles(algo, n, root, n_words, spec) for n, root in lines)
+
+
+def _reduce_cycles(algo, lines, n_words, spec) -> int:
+    return sum(reduce_cycles(algo, n, root, n_words, spec) for n, root in lines)
+
+
+def _allreduce_cycles(algo, lines, n_words, spec) -> int:
+    reduce = _reduce_cycles(algo, lines, n_words, spec)
+    return reduce + _broadcast_cycles(algo, lines, n_words, spec)
+
+
+def _gather_cycles(algo, lines, n_words, spec) -> int:
+    """Pieces of ``n / PEs`` words; a top line's pieces are the bottom lines' blocks."""
+    piece, total = n_words / np.prod([n for n, _ in lines]), 0
+    for n, root in lines:
+        total += gather_cycles(algo, n, root, piece, spec)
+        piece *= n
     return total
+
+
+class _Op(NamedTuple):
+    build: Callable[..., _Built]
+    cycles: Callable[..., int]
+
+
+OPS: dict[str, _Op] = {
+    "broadcast": _Op(_broadcast, _broadcast_cycles),
+    "scatter": _Op(_scatter, _gather_cycles),
+    "gather": _Op(_gather, _gather_cycles),
+    "reduce": _Op(_reduce, _reduce_cycles),
+    "allreduce": _Op(_allreduce, _allreduce_cycles),
+}

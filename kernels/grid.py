@@ -6,6 +6,9 @@ MemoryX (or the host) streams data in. Ports are routers without a PE budget; ea
 only to its wafer neighbour (the wires between ports are dead), so no route detours through
 them. Mesh coordinates: ports at ``x = 0`` or ``y = 0``, wafer PE ``(x, y)`` at ``(x+1, y+1)``.
 
+A port beside a dead wafer PE reaches nothing, so a row or column whose own port is blocked
+is fed from the nearest working one (its stream detours on a spare color).
+
 Placement skips holes column by column: logical row ``i`` of column ``j`` is the ``i``-th
 working PE of that column (the ``column_shift`` rule of :mod:`wafer.repair`, applied to the
 kernel's patch), so holes get no work and routes between logical neighbours detour around
@@ -39,12 +42,18 @@ class KernelGrid:
         return self.pe.shape[1]
 
     def west_port(self, i: int) -> int:
-        """The port router beside logical row ``i``'s first PE."""
-        return int(self.pe[i, 0]) - 1
+        """The port feeding logical row ``i``: beside its first PE's wafer row, or the
+        nearest one whose single wire works (a port beside a dead PE reaches nothing)."""
+        width = self.mesh.width
+        wired = self.mesh.link_ok()[::width, E]
+        ys = [r for r in range(1, self.mesh.height) if wired[r]]
+        return _nearest(ys, int(self.pe[i, 0]) // width, "west") * width
 
     def north_port(self, j: int) -> int:
-        """The port router above logical column ``j``."""
-        return int(self.pe[0, j]) % self.mesh.width
+        """The port above logical column ``j``, or the nearest one whose wire works."""
+        wired = self.mesh.link_ok()[: self.mesh.width, S]
+        xs = [c for c in range(1, self.mesh.width) if wired[c]]
+        return _nearest(xs, int(self.pe[0, j]) % self.mesh.width, "north")
 
     def is_port(self, mesh_pe: int) -> bool:
         return mesh_pe % self.mesh.width == 0 or mesh_pe < self.mesh.width
@@ -52,6 +61,12 @@ class KernelGrid:
     def xy(self, mesh_pe: int) -> tuple[int, int]:
         """Wafer-patch coordinates of a mesh PE (ports at -1)."""
         return mesh_pe % self.mesh.width - 1, mesh_pe // self.mesh.width - 1
+
+
+def _nearest(candidates: list[int], at: int, edge: str) -> int:
+    if not candidates:
+        raise ConfigError(f"every PE on the {edge} edge of the patch is dead: no port reaches it")
+    return min(candidates, key=lambda c: (abs(c - at), c))
 
 
 def kernel_grid(

@@ -16,6 +16,12 @@ Reduction algorithms (``d`` = distance from the root along a side of the line):
 * ``ktree``: two levels: the side is cut into groups of ``ceil(sqrt(len))`` PEs that chain-
   reduce to their innermost PE at once, then those leaders chain-reduce to the root over
   ``g``-hop streams. Four colors per side.
+
+Broadcasts (:func:`broadcast_line`) use multicast routes: ``chain`` forwards store-and-
+forward from neighbour to neighbour (two colors), ``tree`` is one multicast to every PE,
+``ktree`` one multicast to the group leaders, then one per group. Gathers and scatters
+(:func:`gather_line`, :func:`scatter_line`) move ragged pieces along the reduction streams
+above, each carrying every piece its sender holds (scatter: reversed in time and direction).
 """
 
 from __future__ import annotations
@@ -49,21 +55,26 @@ def reduce_line(
     owner: Hashable,
     task: int = 0,
 ) -> None:
-    """Sum the fp32 vectors at ``addrs[i]`` of every ``line[i]`` into the root's copy."""
+    """Sum the fp32 vectors at ``addrs[i]`` of every ``line[i]`` into the root's copy.
+
+    The side toward position 0 takes the first colors, the other side the last ones: with
+    ``2 * reduce_colors(algo, len(line), 0)`` colors a side keeps its colors whatever the
+    root, so calls with different roots never mix two flows in one receive queue.
+    """
     if algo not in REDUCE_ALGOS:
         raise ConfigError(f"reduce={algo!r} is not one of: {', '.join(REDUCE_ALGOS)}")
     need = reduce_colors(algo, len(line), root)
     if len(colors) < need:
         raise ConfigError(f"{algo} reduce over {len(line)} PEs needs {need} colors")
-    sides = [s for s in (range(root, -1, -1), range(root, len(line))) if len(s) > 1]
-    per_side = need // max(1, len(sides))
+    per_side = reduce_colors(algo, len(line), 0) or 1
+    palettes = (colors[:per_side], colors[len(colors) - per_side :])
     streams = []
-    for k, side in enumerate(sides):
-        palette = colors[k * per_side : (k + 1) * per_side]
-        streams += _SIDE_STREAMS[algo](list(side), palette)
+    for side, palette in zip((range(root, -1, -1), range(root, len(line))), palettes, strict=True):
+        if len(side) > 1:
+            streams += _SIDE_STREAMS[algo](list(side), palette)
     # program order: each PE first receives everything it adds, in round order, then sends
     for _round, src, dst, color in sorted(streams, key=lambda s: s[0]):
-        _stream(plan, line, addrs, n_words, color, src, dst, (owner, color), task)
+        _stream(plan, line, addrs, n_words, color, src, dst, (owner, color, src, dst), task)
 
 
 def _stream(plan, line, addrs, n_words, color, src, dst, owner, task) -> None:
@@ -123,18 +134,214 @@ def multicast(
 
 
 def reduce_cycles(algo: str, length: int, root: int, n_words: int, spec) -> int:
-    """Analytic cycles of :func:`reduce_line`: store-and-forward streams, ``p2p(h)`` each
-    (the longer side sets the pace; a root with two sides adds the second one's words)."""
+    """Analytic cycles of :func:`reduce_line`: store-and-forward streams, ``p2p(h)`` each.
+
+    The longer side sets the pace. A root with two sides adds them one after the other
+    (the shorter side's last stream first), so the second costs ``s + n`` more unless the
+    longer side is still on its way; a tree root does that in every round both sides have.
+    """
+    sides = sorted(d + 1 for d in (root, length - 1 - root) if d > 0)
+    if not sides:
+        return 0
+    extra = spec.pe.op_startup_cycles + n_words
+    cost = [_side_cycles(algo, size, n_words, spec) for size in sides]
+    if len(sides) == 1:
+        return cost[0]
+    if algo == "tree":
+        return cost[1] + extra * _rounds(sides[0])
+    return max(cost[1], cost[0] + extra)
+
+
+def _side_cycles(algo: str, size: int, n_words: int, spec) -> int:
+    hop = lambda h: p2p_cycles(spec, h, n_words)  # noqa: E731
+    if algo == "chain":
+        return (size - 1) * hop(1)
+    if algo == "tree":
+        return sum(hop(1 << k) for k in range(_rounds(size)))
+    group = math.isqrt(size - 1) + 1
+    return (min(group, size) - 1) * hop(1) + (-(-size // group) - 1) * hop(group)
+
+
+# ---- broadcasts, gathers and scatters along a line
+
+
+def broadcast_colors(algo: str, length: int, root: int) -> int:
+    """Colors :func:`broadcast_line` needs for a line of ``length`` PEs rooted at ``root``."""
+    return len({color for _src, _dsts, color in _broadcasts(algo, length, root, (0, 1))})
+
+
+def broadcast_line(
+    plan: KernelPlan,
+    line: Sequence[int],
+    root: int,
+    addrs: Sequence[int],
+    n_words: int,
+    algo: str,
+    colors: Sequence[int],
+    owner: Hashable,
+    task: int = 0,
+) -> None:
+    """Copy the ``n_words`` at ``addrs[root]`` of the root to ``addrs[i]`` of every
+    ``line[i]``: multicasts in program order, each PE receiving before it forwards."""
+    need = broadcast_colors(algo, len(line), root)
+    if len(colors) < need:
+        raise ConfigError(f"{algo} broadcast over {len(line)} PEs needs {need} colors")
+    for src, dsts, color in _broadcasts(algo, len(line), root, colors):
+        where = {line[d]: addrs[d] for d in dsts}
+        pes = [line[d] for d in dsts]
+        stream = (owner, src, color)  # its own owner: a detour never merges two multicasts
+        multicast(plan, line[src], pes, where, addrs[src], n_words, color, stream, task)
+
+
+def _broadcasts(algo, length, root, colors) -> list[tuple[int, list[int], int]]:
+    """Multicasts ``(src, dsts, color)`` of a broadcast, in program order."""
+    if algo not in REDUCE_ALGOS:
+        raise ConfigError(f"broadcast={algo!r} is not one of: {', '.join(REDUCE_ALGOS)}")
+    sides = [list(s) for s in (range(root, -1, -1), range(root, length)) if len(s) > 1]
+    return _SIDE_BROADCASTS[algo](root, sides, colors) if sides else []
+
+
+def _chain_broadcast(root, sides, colors) -> list[tuple]:
+    """The root sends once to both neighbours; the PE at distance ``d`` then forwards to
+    ``d + 1`` on color ``d mod 2`` (store-and-forward)."""
+    casts = [(root, [side[1] for side in sides], colors[0])]
+    for d in range(1, max(len(side) for side in sides) - 1):
+        casts += [(side[d], [side[d + 1]], colors[d % 2]) for side in sides if d + 1 < len(side)]
+    return casts
+
+
+def _tree_broadcast(root, sides, colors) -> list[tuple]:
+    """One multicast from the root to every other PE."""
+    return [(root, [pe for side in sides for pe in side[1:]], colors[0])]
+
+
+def _ktree_broadcast(root, sides, colors) -> list[tuple]:
+    """The root multicasts to the group leaders (every ``g``-th PE of a side, ``g`` as in the
+    ktree reduce), then every leader multicasts to the rest of its group, all at once."""
+    groups = [(side, math.isqrt(len(side) - 1) + 1) for side in sides]
+    leaders = [pe for side, g in groups for pe in side[g::g]]
+    casts = [(root, leaders, colors[0])] if leaders else []
+    low = colors[1] if leaders else colors[0]
+    casts.append((root, [pe for side, g in groups for pe in side[1:g]], low))
+    for side, g in groups:
+        casts += [(side[s], side[s + 1 : s + g], low) for s in range(g, len(side) - 1, g)]
+    return casts
+
+
+_SIDE_BROADCASTS = {"chain": _chain_broadcast, "tree": _tree_broadcast, "ktree": _ktree_broadcast}
+
+
+def line_spans(algo: str, length: int, root: int) -> list[tuple[int, int]]:
+    """The pieces ``lo..hi-1`` (line positions) that ``line[i]`` holds at most during a gather
+    or scatter: its buffer must cover their words."""
+    return _moves(algo, length, root, range(reduce_colors(algo, length, root)))[1]
+
+
+def gather_line(
+    plan: KernelPlan,
+    line: Sequence[int],
+    root: int,
+    bases: Sequence[int],
+    offsets: Sequence[int],
+    algo: str,
+    colors: Sequence[int],
+    owner: Hashable,
+    task: int = 0,
+) -> None:
+    """Collect piece ``i`` (words ``offsets[i]:offsets[i+1]`` of the whole) of every
+    ``line[i]`` into the root. Word ``w`` lives at ``bases[i] + w`` on ``line[i]``, which
+    holds the words of its :func:`line_spans` there. The streams are those of
+    :func:`reduce_line`, each carrying everything its sender holds."""
+    moves, _spans = _moves(algo, len(line), root, colors)
+    for src, dst, color, lo, hi in moves:
+        _move(plan, line, bases, offsets, (src, dst, lo, hi), color, owner, task)
+
+
+def scatter_line(
+    plan: KernelPlan,
+    line: Sequence[int],
+    root: int,
+    bases: Sequence[int],
+    offsets: Sequence[int],
+    algo: str,
+    colors: Sequence[int],
+    owner: Hashable,
+    task: int = 0,
+) -> None:
+    """The reverse of :func:`gather_line`: the root's pieces go out, ``line[i]`` ends with
+    piece ``i`` at ``bases[i] + offsets[i]`` (streams reversed in order and direction)."""
+    moves, _spans = _moves(algo, len(line), root, colors)
+    for src, dst, color, lo, hi in reversed(moves):
+        _move(plan, line, bases, offsets, (dst, src, lo, hi), color, owner, task)
+
+
+def _move(plan, line, bases, offsets, move, color, owner, task) -> None:
+    """Send pieces ``lo..hi-1`` from position ``src`` to position ``dst``."""
+    src, dst, lo, hi = move
+    n_words = offsets[hi] - offsets[lo]
+    color = plan.wiring.connect(color, line[src], [line[dst]], (owner, src, dst))
+    plan.prog.recv(line[dst], task, color, bases[dst] + offsets[lo], n_words)
+    plan.prog.send(line[src], task, color, bases[src] + offsets[lo], n_words)
+
+
+def _moves(algo, length, root, colors) -> tuple[list[tuple], list[tuple[int, int]]]:
+    """Gather streams ``(src, dst, color, lo, hi)`` in program order (``src`` sends all it
+    holds: pieces ``lo..hi-1``) and each position's final span ``(lo, hi)``."""
+    if algo not in REDUCE_ALGOS:
+        raise ConfigError(f"gather={algo!r} is not one of: {', '.join(REDUCE_ALGOS)}")
+    need = reduce_colors(algo, length, root)
+    if len(colors) < need:
+        raise ConfigError(f"{algo} gather over {length} PEs needs {need} colors")
+    sides = [list(s) for s in (range(root, -1, -1), range(root, length)) if len(s) > 1]
+    per_side = need // max(1, len(sides))
+    streams = []
+    for k, side in enumerate(sides):
+        streams += _SIDE_STREAMS[algo](side, colors[k * per_side : (k + 1) * per_side])
+    spans, moves = [(i, i + 1) for i in range(length)], []
+    for _round, src, dst, color in sorted(streams, key=lambda s: s[0]):
+        lo, hi = spans[src]
+        moves.append((src, dst, color, lo, hi))
+        spans[dst] = (min(spans[dst][0], lo), max(spans[dst][1], hi))
+    return moves, spans
+
+
+def broadcast_cycles(algo: str, length: int, root: int, n_words: int, spec) -> int:
+    """Analytic cycles of :func:`broadcast_line`, ``far`` hops to the farthest PE: chain
+    ``far * p2p(1)``, tree ``p2p(far)``; ktree: the slowest group, ``p2p`` to its leader
+    (for the root's own group: the root's first send, ``s + n``) plus ``p2p`` across it."""
+    far = max(root, length - 1 - root)
+    hop = lambda h: p2p_cycles(spec, h, n_words)  # noqa: E731
+    if algo == "chain":
+        return far * hop(1)
+    if algo == "tree" or far == 0:
+        return hop(far)
+    g = math.isqrt(far) + 1
+    first = spec.pe.op_startup_cycles + n_words if far >= g else 0
+    worst = first + hop(min(g - 1, far))
+    for lead in range(g, far + 1, g):
+        worst = max(worst, hop(lead) + (hop(min(g - 1, far - lead)) if lead < far else 0))
+    return worst
+
+
+def gather_cycles(algo: str, length: int, root: int, piece_words: float, spec) -> int:
+    """Analytic cycles of :func:`gather_line` (and :func:`scatter_line`) with pieces of
+    ``piece_words`` on average: the streams into the root along the longer side, in sequence, each
+    ``p2p(h)`` with the words of the pieces it carries; a root with two sides then moves the
+    other side's words too. Streams carry ``j`` pieces each: chain ``j = 1..far`` over one
+    hop; tree ``j = 2^k`` (round ``k``) over ``2^k`` hops; ktree ``j = 1..g-1`` in a group,
+    then the leaders' blocks of ``j * g`` over ``g`` hops."""
     sides = [d for d in (root, length - 1 - root) if d > 0]
     if not sides:
         return 0
-    hop = lambda h: p2p_cycles(spec, h, n_words)  # noqa: E731
-    longest = max(sides) + 1
+    far = max(sides)
+    hop = lambda h, j: p2p_cycles(spec, h, 0) + j * piece_words  # noqa: E731
     if algo == "chain":
-        cost = (longest - 1) * hop(1)
+        cost = sum(hop(1, j) for j in range(1, far + 1))
     elif algo == "tree":
-        cost = sum(hop(1 << k) for k in range(_rounds(longest)))
+        cost = sum(hop(1 << k, min(1 << k, far + 1 - (1 << k))) for k in range(_rounds(far + 1)))
     else:
-        group = math.isqrt(longest - 1) + 1
-        cost = (min(group, longest) - 1) * hop(1) + (-(-longest // group) - 1) * hop(group)
-    return cost + (n_words + spec.pe.op_startup_cycles if len(sides) == 2 else 0)
+        g = math.isqrt(far) + 1
+        cost = sum(hop(1, j) for j in range(1, min(g, far + 1)))
+        cost += sum(hop(g, far + 1 - t) for t in range(g, far + 1, g))
+    other = min(sides) * piece_words + spec.pe.op_startup_cycles
+    return round(cost + (other if len(sides) == 2 else 0))

@@ -119,6 +119,47 @@ class Wiring:
                 queue.append(b)
         return None
 
+    def turnaround_tree(self, color: int, port: int, line: Sequence[int], owner: Hashable) -> int:
+        """Routes on which any PE of ``line`` can multicast to the whole line, itself included,
+        with one entry point, so successive streams from different roots never interleave;
+        returns the color used.
+
+        Downward: :meth:`connect`'s tree from the edge ``port`` to every PE of the line.
+        Upward, added here: every router sends what its PE or its children send toward its
+        parent (no delivery), and the port, which has a single wire, sends it back down. A
+        root may send once it has received the previous stream whole: that stream has then
+        left every upward queue, and the downward half is first-in first-out.
+        """
+        color = self.connect(color, port, list(line), owner)
+        table = self.routes.table
+        parent, children = {}, {port: []}  # router -> port toward its parent / its children
+        stack = [(port, RAMP)]
+        while stack:
+            x, entry = stack.pop()
+            for out in range(NUM_DIRS):
+                if table[x, entry, color] >> out & 1:
+                    y = int(self._nbr[x, out])
+                    parent[y], children[y] = (out + 2) % NUM_DIRS, []
+                    children[x].append(out)
+                    stack.append((y, parent[y]))
+        members = set(line)
+        for x, up in parent.items():
+            for below in children[x] + ([RAMP] if x in members else []):
+                self._forward(x, below, color, owner, up)
+        (turn,) = children[port]
+        self._forward(port, turn, color, owner, turn)
+        return color
+
+    def _forward(self, pe: int, port: int, color: int, owner: Hashable, out: int) -> None:
+        """Take channel ``(pe, port, color)`` for ``owner``; forward what enters it to ``out``."""
+        held = self.owner.setdefault((pe, port, color), owner)
+        if held != owner:
+            raise ConfigError(
+                f"broadcast tree {owner} needs color {color} at PE {_xy(pe, self.mesh.width)}, "
+                f"which {held} holds: too many holes close together; use more spare rows"
+            )
+        self.routes.add(pe, port, color, (out,))
+
     def _free(self, pe: int, port: int, color: int, owner: Hashable) -> bool:
         return self.owner.get((pe, port, color), owner) == owner
 

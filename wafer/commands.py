@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from wafer import __version__
 from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
+from wafer.kernel_command import add_kernel_arguments, kernel_text, run_kernel_command
 from wafer.presets import PRESETS, preset
 from wafer.spec import WaferSpec
 
@@ -381,9 +382,15 @@ COMMANDS: dict[str, Command] = {
         "generate a defect map and repair it, or (--study) sweep densities and repairs",
     ),
     "traffic": (add_traffic_arguments, run_traffic_command, "synthetic traffic on the fabric"),
+    "kernel": (
+        add_kernel_arguments,
+        run_kernel_command,
+        "run a kernel (GEMM, GEMV, collective) on the cycle engine",
+    ),
 }
 TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {
     "presets": _presets_text,
     "defects": _defects_text,
     "traffic": _traffic_text,
+    "kernel": kernel_text,
 }

@@ -1,0 +1,215 @@
+"""GEMM ``C = A @ B`` by Cannon's algorithm (L. E. Cannon, PhD thesis, Montana State, 1969)
+on a square P x P grid, with the ring orders of WaferLLM's MeshGEMM (He et al., "WaferLLM:
+Large Language Model Inference at Wafer Scale", OSDI 2025).
+
+Cannon runs on *logical* positions: logical PE ``(r, c)`` owns ``C[M_r, N_c]`` (fp32) and, at
+step ``s``, holds ``A[M_r, K_l]`` and ``B[K_l, N_c]`` with ``l = (r + c + s) mod P``. The
+initial skew (``s = 0``) is done at load time: each PE's first blocks are placed there
+directly, not shifted in. Each step multiplies the two blocks (``matmul``), then shifts ``A``
+one logical position left along its row and ``B`` one up along its column; P steps, P - 1
+shifts. Ragged splits make the blocks that pass a PE differ in size; every shift sends the
+size of the block it carries.
+
+Logical positions map to grid positions by the ring order, the same for rows and columns:
+
+* ``naive``: ``0, 1, ..., P-1``: every shift is one hop except the wrap-around, P - 1 hops.
+* ``interleaved``: ``0, 2, 4, ..., then the odd positions descending``: every shift is at
+  most two hops, and the P shifts of a row use each directed link of the row once.
+
+Each stream (one PE to its ring predecessor) gets its own route and owner; streams of one
+row share no channel, so one color serves them all: :data:`A_COLORS` and :data:`B_COLORS`
+alternate between neighbouring rows (columns), so a detour around a hole through the next
+line's routers keeps off that line's color. Successive shifts of a stream follow one path,
+so they cannot interleave.
+
+Tasks per PE: 0 multiplies, 1 sends and 2 receives ``A``, 3 sends and 4 receives ``B``, so a
+shift's sends and receives proceed at once (a PE that sent before receiving would deadlock
+once the queues fill). Blocks are double-buffered: step ``s`` computes on and sends buffer
+``s mod 2`` while buffer ``(s + 1) mod 2`` receives the next block; ``wait`` orders it.
+
+The analytic model (:func:`cannon_cycles`) is a pipeline: each step costs the slower of its
+multiply (two waits and the ``matmul``) and its receive (two waits, a startup, the ``A`` and
+``B`` blocks' words, which share the PE's ramp), plus the longest hops of the ring (the
+naive ring's wrap-around, about P, once per dimension). Within 4 % of the engine on 8 x 8 to
+64 x 64 grids at m = k = n = 256 and 512; worse (up to ~40 %) only for tiles of one or two
+rows, where op startups dominate.
+
+Because the PEs run as a dataflow, not in lockstep, the naive ring's long hop delays each
+block's chain once rather than every step: with double buffers the two rings differ by a
+few hundred cycles at most (compute-bound tiles hide it entirely; 1 x 1 tiles on 64 x 64 run
+~20 % slower on the naive ring). The interleaved ring's gain on real hardware comes from
+per-step synchronisation and link contention that this model does not have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fabric.program import words
+from kernels.gemm_common import (
+    check_operands,
+    gather_c,
+    gemm_result,
+    matmul_cycles,
+    wait_cycles,
+)
+from kernels.grid import KernelGrid
+from kernels.plan import KernelPlan, encode, split
+from kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+RINGS = ("naive", "interleaved")
+# by the parity of the grid row (A) or column (B): a detour around a hole through the next
+# line's routers avoids that line's color
+A_COLORS, B_COLORS = (0, 2), (1, 3)
+MUL_TASK = 0
+SEND_TASK = (1, 3)  # per side: 0 for A, 1 for B
+RECV_TASK = (2, 4)
+
+
+def ring_order(p: int, ring: str) -> list[int]:
+    """Grid positions in ring order: position ``order[i]`` holds logical index ``i``."""
+    if ring not in RINGS:
+        raise ConfigError(f"ring={ring!r} is not one of: {', '.join(RINGS)}")
+    if ring == "naive":
+        return list(range(p))
+    return list(range(0, p, 2)) + [x for x in range(p - 1, 0, -1) if x % 2]
+
+
+@dataclass
+class _Tile:
+    """One logical PE's buffers (``bufs[side][parity]``, side 0 for ``A``, 1 for ``B``), its
+    ``C``, its stream colors and the op counts that later steps wait for."""
+
+    c: int
+    bufs: tuple[tuple[int, int], tuple[int, int]]
+    send_color: list[int] = field(default_factory=lambda: [0, 0])
+    recv_color: list[int] = field(default_factory=lambda: [0, 0])
+    mul_done: list[int] = field(default_factory=list)
+    sent: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
+    received: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
+
+
+def cannon(
+    a: np.ndarray,
+    b: np.ndarray,
+    grid: KernelGrid,
+    spec: WaferSpec,
+    dtype: str,
+    ring: str = "interleaved",
+) -> KernelResult:
+    """Run ``C = a @ b`` by Cannon on a square ``grid``; see the module docstring."""
+    a, b = check_operands(a, b, dtype)
+    if grid.rows != grid.cols:
+        raise ConfigError(
+            f"cannon needs a square grid (rows == cols), got {grid.rows} x {grid.cols}: "
+            "use summa or systolic for other shapes"
+        )
+    p, order = grid.rows, ring_order(grid.rows, ring)
+    (m, k), n = a.shape, b.shape[1]
+    cuts = (split(m, p, "m"), split(k, p, "k"), split(n, p, "n"))
+    pes = grid.pe[np.ix_(order, order)]  # logical (r, c) -> mesh PE
+    plan = KernelPlan(grid, spec, tasks=5)
+    tiles = {}
+    for (r, c), pe in np.ndenumerate(pes):
+        tiles[int(pe)] = _place(plan, a, b, cuts, int(pe), r, c, dtype)
+    _connect(plan, pes, order, tiles)
+    for s in range(p):
+        _step(plan, cuts, pes, tiles, s, dtype)
+    analytic = cannon_cycles(m, k, n, p, p, spec, dtype, ring)
+    sim = plan.run(max_cycles_for(analytic))
+    placed = [
+        (int(pe), tiles[int(pe)].c, *cuts[0][r : r + 2], *cuts[2][c : c + 2])
+        for (r, c), pe in np.ndenumerate(pes)
+    ]
+    out = gather_c(sim, placed, m, n)
+    return gemm_result(f"cannon_{ring}", dtype, a, b, plan, sim, analytic, out)
+
+
+def _place(plan, a, b, cuts, pe: int, r: int, c: int, dtype) -> _Tile:
+    """Reserve logical PE ``(r, c)``'s buffers and ``C``; load its skewed first blocks."""
+    (mr, kl, nc), widest = (np.diff(cut) for cut in cuts), int(np.diff(cuts[1]).max())
+    first = (r + c) % len(kl)
+    sizes = (words(int(mr[r]) * widest, dtype), words(widest * int(nc[c]), dtype))
+    bufs = tuple(
+        tuple(plan.alloc(pe, size, f"{name} block buffer {i}") for i in range(2))
+        for name, size in zip("AB", sizes, strict=True)
+    )
+    rows, ks, cols = (slice(cut[i], cut[i + 1]) for cut, i in zip(cuts, (r, first, c), strict=True))
+    plan.load(pe, bufs[0][0], encode(a[rows, ks].T, dtype))
+    plan.load(pe, bufs[1][0], encode(b[ks, cols].T, dtype))
+    c_addr = plan.alloc(pe, int(mr[r] * nc[c]), "fp32 C tile")
+    return _Tile(c_addr, bufs)
+
+
+def _connect(plan, pes: np.ndarray, order: list[int], tiles) -> None:
+    """Route every PE's ``A`` stream to its row predecessor and ``B`` to its column's."""
+    p = pes.shape[0]
+    for (r, c), pe in np.ndenumerate(pes):
+        pe = int(pe)
+        targets = (int(pes[r, (c - 1) % p]), int(pes[(r - 1) % p, c]))
+        colors = (A_COLORS[order[r] % 2], B_COLORS[order[c] % 2])
+        for side, (color, dst) in enumerate(zip(colors, targets, strict=True)):
+            used = plan.wiring.connect(color, pe, [dst], ("cannon", side, r, c))
+            tiles[pe].send_color[side] = used
+            tiles[dst].recv_color[side] = used
+
+
+def _step(plan, cuts, pes: np.ndarray, tiles, s: int, dtype) -> None:
+    """Add step ``s``: each PE's shifts (all but the last step), then its multiply."""
+    p = pes.shape[0]
+    mr, kl, nc = (np.diff(cut) for cut in cuts)
+    for (r, c), pe in np.ndenumerate(pes):
+        pe, tile = int(pe), tiles[int(pe)]
+        now, nxt = int(kl[(r + c + s) % p]), int(kl[(r + c + s + 1) % p])
+        if s < p - 1:
+            _shift(plan, pe, tile, s, 0, int(mr[r]) * now, int(mr[r]) * nxt, dtype)
+            _shift(plan, pe, tile, s, 1, now * int(nc[c]), nxt * int(nc[c]), dtype)
+        if s >= 1:
+            for side in (0, 1):
+                plan.prog.wait(pe, MUL_TASK, RECV_TASK[side], tile.received[side][s - 1])
+        a_buf, b_buf = tile.bufs[0][s % 2], tile.bufs[1][s % 2]
+        plan.prog.matmul(pe, MUL_TASK, tile.c, a_buf, b_buf, int(mr[r]), now, int(nc[c]), dtype)
+        tile.mul_done.append(plan.prog.ops_in(pe, MUL_TASK))
+
+
+def _shift(plan, pe, tile: _Tile, s, side, n_now, n_next, dtype) -> None:
+    """Step ``s``'s shift of one side: send the block of buffer ``s mod 2`` once it has
+    arrived; receive the next block into the other buffer once the multiply and the send of
+    step ``s - 1`` are done with it."""
+    send, recv, prog = SEND_TASK[side], RECV_TASK[side], plan.prog
+    if s >= 1:
+        prog.wait(pe, send, recv, tile.received[side][s - 1])
+    prog.send(pe, send, tile.send_color[side], tile.bufs[side][s % 2], n_now, dtype)
+    tile.sent[side].append(prog.ops_in(pe, send))
+    if s >= 1:
+        prog.wait(pe, recv, MUL_TASK, tile.mul_done[s - 1])
+        prog.wait(pe, recv, send, tile.sent[side][s - 1])
+    prog.recv(pe, recv, tile.recv_color[side], tile.bufs[side][(s + 1) % 2], n_next, dtype)
+    tile.received[side].append(prog.ops_in(pe, recv))
+
+
+def ring_hops(p: int, ring: str) -> list[int]:
+    """Grid hops of each shift of a ring, from logical ``i + 1`` to ``i``."""
+    order = ring_order(p, ring)
+    return [abs(order[(i + 1) % p] - order[i]) for i in range(p)]
+
+
+def cannon_cycles(
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, ring: str
+) -> int:
+    """Analytic cycles; see the module docstring. ``q`` must equal ``p``."""
+    if p != q:
+        raise ConfigError(f"cannon needs a square grid (rows == cols), got {p} x {q}")
+    mi, nj = -(-m // p), -(-n // p)
+    total = p2p_cycles(spec, 0, 0)
+    for kl in (int(w) for w in np.diff(split(k, p, "k"))):
+        mul = 2 * wait_cycles(spec) + matmul_cycles(spec, mi, kl, nj, dtype)
+        blocks = words(mi * kl, dtype) + words(kl * nj, dtype)  # A and B share the ramp
+        recv = 2 * wait_cycles(spec) + spec.pe.op_startup_cycles + blocks if p > 1 else 0
+        total += max(mul, recv)
+    hops = ring_hops(p, ring)
+    return total + (max(hops) + sum(sorted(hops)[-2:]) if p > 1 else 0)

@@ -1,0 +1,238 @@
+"""GEMM ``C = A @ B`` by SUMMA (van de Geijn & Watts, "SUMMA: Scalable Universal Matrix
+Multiplication Algorithm", Concurrency: Practice and Experience 9(4), 1997) on a P x Q grid.
+
+Layout: PE ``(i, j)`` holds ``A[M_i, Ka_j]`` (``k`` split in Q parts), ``B[Kb_i, N_j]`` (``k``
+split in P parts) and accumulates ``C[M_i, N_j]`` in fp32. Non-square grids cut ``k``
+differently for ``A`` and ``B``, so the ``k`` axis is cut at the union of both splits into
+``S <= P + Q - 1`` *steps*; step ``t``'s piece of ``A`` belongs to grid column ``a_col[t]`` and
+its piece of ``B`` to grid row ``b_row[t]``. Each block is stored as its pieces, each column-
+major and word-aligned (fp16), so one piece is one contiguous ``send``.
+
+Step ``t``: the owner of the ``A`` piece multicasts it along its row, the owner of the ``B``
+piece down its column, and every PE runs ``C_ij += A_piece @ B_piece`` (``matmul``).
+
+Broadcast routes (``Wiring.turnaround_tree``): a tree per line shared by all its roots. A
+root's stream climbs the tree to the line's edge port (west for rows, north for columns),
+turns round there and comes back down, delivered to every PE of the line, the root
+included. Per-root trees (one ``wiring.connect`` each) merged on one color are wrong twice
+over: around holes their paths disagree and the union delivers twice; and a multicast head
+leaves a queue once *each* output took it, so a root could inject its stream where the
+previous one still waits for a slow branch, and the two interleave in a receive queue (seen
+on 16 x 16 grids with small tiles). With the port as the one entry point, the downward half
+is first-in first-out, and a root sends only after it has received the last stream of its
+tree whole, which has then left every upward queue. Each line has two trees on two colors,
+for even and odd steps, so step ``t + 1`` climbs while step ``t`` comes down; a root of step
+``t`` waits for step ``t - 2``. Colors (:data:`A_COLORS`, :data:`B_COLORS`) also alternate
+between neighbouring lines, so a detour around a hole into the next line's routers does not
+collide with that line's trees. The cost of the round trip, about ``d + 1`` hops per step
+(``d`` the root's distance from the port), hides under the multiply unless tiles are small.
+
+Tasks per PE: 0 sends ``A`` pieces (roots) and 1 receives them, 2 and 3 the same for ``B``,
+4 multiplies. Received pieces go to double buffers: a receive waits for the multiply two
+steps back before it refills a buffer, and the multiply waits for both pieces of its step.
+
+The analytic model (:func:`summa_cycles`) is a pipeline of steps, each the slower of its
+multiply and its broadcasts (ramp or round trip); within 3 % of the engine on 8 x 8 to 64 x 64
+grids at m = k = n = 256 and 512 (worse, up to ~35 %, only for tiles of one or two rows,
+where op startups and ramp collisions dominate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fabric.program import words
+from kernels.gemm_common import (
+    check_operands,
+    gather_c,
+    gemm_result,
+    matmul_cycles,
+    store,
+    wait_cycles,
+)
+from kernels.grid import KernelGrid
+from kernels.plan import KernelPlan, split
+from kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from wafer.spec import WaferSpec
+
+# broadcast trees: [line parity][step parity]; neighbouring lines differ, so a detour around
+# a hole through the next line's routers does not collide with that line's own trees
+A_COLORS = ((0, 1), (4, 5))  # rows
+B_COLORS = ((2, 3), (6, 7))  # columns
+SEND_TASK, RECV_TASK, MUL_TASK = (0, 2), (1, 3), 4  # per side: 0 for A, 1 for B
+
+
+# ---- SUMMA ----
+
+
+@dataclass(frozen=True)
+class SummaSteps:
+    """The cuts of a SUMMA run: ``m`` over rows, ``n`` over columns, ``k`` into steps."""
+
+    rows: np.ndarray  # (P + 1,) offsets into m
+    cols: np.ndarray  # (Q + 1,) offsets into n
+    k: np.ndarray  # (S + 1,) step offsets into k
+    a_col: np.ndarray  # (S,) grid column owning step t's A piece
+    b_row: np.ndarray  # (S,) grid row owning step t's B piece
+
+    @property
+    def count(self) -> int:
+        return len(self.k) - 1
+
+
+def summa_steps(m: int, k: int, n: int, p: int, q: int) -> SummaSteps:
+    """Cut ``k`` at the union of its Q-way (for ``A``) and P-way (for ``B``) splits."""
+    ka, kb = split(k, q, "k"), split(k, p, "k")
+    cuts = np.union1d(ka, kb)
+    starts = cuts[:-1]
+    return SummaSteps(
+        rows=split(m, p, "m"),
+        cols=split(n, q, "n"),
+        k=cuts,
+        a_col=np.searchsorted(ka, starts, "right") - 1,
+        b_row=np.searchsorted(kb, starts, "right") - 1,
+    )
+
+
+@dataclass
+class _Tile:
+    """Where one PE keeps its pieces, buffers and ``C``; index ``side`` is 0 for ``A``, 1 for
+    ``B``. ``mul_done[t]`` and ``received[side][t]``: op counts through step ``t``."""
+
+    c: int
+    pieces: tuple[dict[int, int], dict[int, int]]
+    bufs: tuple[tuple[int, int], tuple[int, int]]
+    mul_done: list[int] = field(default_factory=list)
+    received: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
+
+
+def summa(
+    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str
+) -> KernelResult:
+    """Run ``C = a @ b`` by SUMMA on ``grid`` (any P x Q); see the module docstring."""
+    a, b = check_operands(a, b, dtype)
+    (m, k), n = a.shape, b.shape[1]
+    steps = summa_steps(m, k, n, grid.rows, grid.cols)
+    plan = KernelPlan(grid, spec, tasks=5)
+    tiles = {}
+    for (i, j), pe in np.ndenumerate(grid.pe):
+        tiles[int(pe)] = _place(plan, a, b, steps, i, j, dtype)
+    lines = (
+        [_line(plan, grid.west_port(i), row, A_COLORS[i % 2], ("summa A", i))
+         for i, row in enumerate(grid.pe)],
+        [_line(plan, grid.north_port(j), col, B_COLORS[j % 2], ("summa B", j))
+         for j, col in enumerate(grid.pe.T)],
+    )  # fmt: skip
+    for t in range(steps.count):
+        _step(plan, steps, tiles, lines, t, dtype)
+    analytic = summa_cycles(m, k, n, grid.rows, grid.cols, spec, dtype)
+    sim = plan.run(max_cycles_for(analytic))
+    placed = [
+        (int(pe), tiles[int(pe)].c, *steps.rows[i : i + 2], *steps.cols[j : j + 2])
+        for (i, j), pe in np.ndenumerate(grid.pe)
+    ]
+    c = gather_c(sim, placed, m, n)
+    return gemm_result("summa", dtype, a, b, plan, sim, analytic, c)
+
+
+def _place(plan, a, b, steps: SummaSteps, i: int, j: int, dtype) -> _Tile:
+    """Load PE ``(i, j)``'s pieces of ``A`` and ``B``; reserve its buffers and ``C``."""
+    pe = int(plan.grid.pe[i, j])
+    (r0, r1), (c0, c1) = steps.rows[i : i + 2], steps.cols[j : j + 2]
+    spans = list(enumerate(zip(steps.k, steps.k[1:], strict=False)))
+    a_pieces = {
+        t: store(plan, pe, a[r0:r1, k0:k1], dtype, "A piece")
+        for t, (k0, k1) in spans
+        if steps.a_col[t] == j
+    }
+    b_pieces = {
+        t: store(plan, pe, b[k0:k1, c0:c1], dtype, "B piece")
+        for t, (k0, k1) in spans
+        if steps.b_row[t] == i
+    }
+    widest = int(np.diff(steps.k).max())
+    sizes = (
+        words((r1 - r0) * widest, dtype) if plan.grid.cols > 1 else 0,
+        words(widest * (c1 - c0), dtype) if plan.grid.rows > 1 else 0,
+    )
+    bufs = tuple(
+        tuple(plan.alloc(pe, size, f"{name} piece buffer {n}") for n in range(2))
+        for name, size in zip("AB", sizes, strict=True)
+    )
+    c = plan.alloc(pe, (r1 - r0) * (c1 - c0), "fp32 C tile")
+    return _Tile(c, (a_pieces, b_pieces), bufs)
+
+
+def _line(plan, port: int, line: np.ndarray, colors, owner) -> tuple[list[int], tuple]:
+    """A line's PEs and the colors of its two broadcast trees (even and odd steps)."""
+    line = [int(pe) for pe in line]
+    if len(line) == 1:  # nothing to broadcast
+        return line, colors
+    return line, tuple(plan.wiring.turnaround_tree(c, port, line, (owner, c)) for c in colors)
+
+
+def _step(plan, steps: SummaSteps, tiles, lines, t: int, dtype) -> None:
+    """Add step ``t``: the row and column broadcasts of its pieces, then every multiply."""
+    kk = int(steps.k[t + 1] - steps.k[t])
+    mi, nj = np.diff(steps.rows), np.diff(steps.cols)
+    src = ({}, {})  # per side, pe -> (piece address, receive ops to wait for or 0)
+    for i, (line, colors) in enumerate(lines[0]):
+        root, color = line[steps.a_col[t]], colors[t % 2]
+        src[0].update(_broadcast(plan, tiles, line, root, color, t, 0, mi[i] * kk, dtype))
+    for j, (line, colors) in enumerate(lines[1]):
+        root, color = line[steps.b_row[t]], colors[t % 2]
+        src[1].update(_broadcast(plan, tiles, line, root, color, t, 1, kk * nj[j], dtype))
+    for (i, j), pe in np.ndenumerate(plan.grid.pe):
+        (a_addr, a_ops), (b_addr, b_ops) = src[0][int(pe)], src[1][int(pe)]
+        for task, ops in ((RECV_TASK[0], a_ops), (RECV_TASK[1], b_ops)):
+            if ops:
+                plan.prog.wait(int(pe), MUL_TASK, task, ops)
+        tile = tiles[int(pe)]
+        plan.prog.matmul(int(pe), MUL_TASK, tile.c, a_addr, b_addr, mi[i], kk, nj[j], dtype)
+        tile.mul_done.append(plan.prog.ops_in(int(pe), MUL_TASK))
+
+
+def _broadcast(plan, tiles, line, root, color, t, side, n_values, dtype) -> dict:
+    """Step ``t`` on one line: the root sends its piece once it has received the last step's
+    on the same tree (``t - 2``); every PE receives it into a buffer once the multiply two
+    steps back is done with it. Returns, per PE, the piece's address and the receive ops to
+    wait for (0: none)."""
+    piece, prog, n_values = tiles[root].pieces[side][t], plan.prog, int(n_values)
+    if len(line) == 1:
+        return {root: (piece, 0)}
+    send, recv = SEND_TASK[side], RECV_TASK[side]
+    if t >= 2:
+        prog.wait(root, send, recv, tiles[root].received[side][t - 2])
+    prog.send(root, send, color, piece, n_values, dtype)
+    out = {}
+    for pe in line:
+        tile = tiles[pe]
+        if t >= 2:
+            prog.wait(pe, recv, MUL_TASK, tile.mul_done[t - 2])
+        prog.recv(pe, recv, color, tile.bufs[side][t % 2], n_values, dtype)
+        tile.received[side].append(prog.ops_in(pe, recv))
+        out[pe] = (tile.bufs[side][t % 2], tile.received[side][t])
+    return out
+
+
+def summa_cycles(m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str) -> int:
+    """Analytic cycles: per step the slower of its multiply (two waits, the ``matmul``) and
+    its broadcasts, plus what does not overlap: the first broadcast or the last multiply.
+
+    A broadcast step is the slower of the ramp (both pieces of a step enter each PE through
+    it) and half the chain through a tree: step ``t + 2`` leaves its root once step ``t`` has
+    gone from its root up to the port and back down to it (two trees alternate)."""
+    steps = summa_steps(m, k, n, p, q)
+    mi, nj = -(-m // p), -(-n // q)
+    start, comms, muls = spec.pe.op_startup_cycles, [], []
+    for t, kk in enumerate(int(w) for w in np.diff(steps.k)):
+        later = min(t + 2, steps.count - 1)
+        sizes = (words(mi * kk, dtype) if q > 1 else 0, words(kk * nj, dtype) if p > 1 else 0)
+        hops = (steps.a_col[t] + steps.a_col[later], steps.b_row[t] + steps.b_row[later])
+        chains = [p2p_cycles(spec, int(h) + 2, w) for h, w in zip(hops, sizes, strict=True) if w]
+        ramp = wait_cycles(spec) + start + sum(sizes)
+        comms.append(max(wait_cycles(spec) + max(chains) // 2, ramp) if chains else 0)
+        muls.append(2 * wait_cycles(spec) + matmul_cycles(spec, mi, kk, nj, dtype))
+    return sum(map(max, comms, muls)) + min(2 * comms[0], muls[-1])

@@ -1,0 +1,181 @@
+"""Weight-streaming GEMM ``C = A @ B``: activations ``A`` resident, weights ``B`` streamed in
+from MemoryX at the wafer edge (Cerebras weight streaming: Hall et al., "Harnessing the power
+of wafer-scale for AI", Cerebras white paper 2021; Lie, Hot Chips 34, 2022).
+
+Layout on a P x Q grid: ``k`` is split over rows (``K_i``), ``m`` over columns (``M_j``).
+PE ``(i, j)`` holds ``A[M_j, K_i]`` column-major. ``B`` is cut into column *chunks*; the west
+port of row ``i`` streams ``B[K_i, chunk]`` column by column and the row multicasts it, so
+every PE of the row multiplies it into an fp32 partial ``C[M_j, chunk]`` as it passes
+(``fmacs``). The partials of column ``j`` are then summed over the rows (``reduce``):
+
+* ``chain``: two-color checkerboard chains toward the chunk's owner row ``c mod P`` (colors
+  fixed per direction, so any root is safe). The result ends distributed: PE ``(i, j)``
+  holds ``C[M_j, chunks c = i mod P]``, the layout of the next layer's activations.
+* ``tree``: binomial trees toward row 0, which then holds all of ``C[M_j, :]`` (so ``m/Q * n``
+  fp32 words must fit in one PE's SRAM; a rotating root would let the flows of successive
+  chunks interleave in one receive queue).
+
+Two tasks per PE overlap streaming and reduction: task 0 zeroes a partial buffer and
+``fmacs`` the chunk into it; task 1 waits for that, then reduces the chunk. Two buffers per
+PE alternate, so chunk ``c + 1`` computes while chunk ``c`` is reduced; task 0 waits for task 1
+to free a buffer before reusing it. The owner row accumulates straight into its ``C``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabric.program import fmacs_cycles, vector_cycles, words
+from kernels.grid import KernelGrid
+from kernels.lines import reduce_colors, reduce_cycles, reduce_line
+from kernels.plan import KernelPlan, decode, encode, split
+from kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+W_COLOR = 0  # the weight multicast along each row
+REDUCES = ("chain", "tree")
+MAX_CHUNK_COLS = 32  # chunk width cap: partial buffers stay small, the pipeline fills fast
+
+
+def chunk_offsets(n: int, rows: int) -> np.ndarray:
+    """Column chunks of ``B``: a multiple of ``rows`` of them (each row owns some) unless
+    ``n`` is smaller, none wider than :data:`MAX_CHUNK_COLS`."""
+    per_row = -(-n // (rows * MAX_CHUNK_COLS))
+    return split(n, min(n, rows * per_row), "n")
+
+
+def weight_stream(
+    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str, reduce="chain"
+) -> KernelResult:
+    """Run ``C = a @ b`` with ``b`` streamed from the west ports; see the module docstring."""
+    if reduce not in REDUCES:
+        raise ConfigError(f"reduce={reduce!r} is not one of: {', '.join(REDUCES)}")
+    m, k = a.shape
+    n = b.shape[1]
+    ms, ks, chunks = split(m, grid.cols, "m"), split(k, grid.rows, "k"), chunk_offsets(n, grid.rows)
+    plan = KernelPlan(grid, spec, tasks=2)
+    layout = _Layout(plan, ms, ks, chunks, reduce, dtype)
+    layout.load(a, b)
+    for c in range(len(chunks) - 1):
+        layout.chunk(c)
+    analytic = weight_stream_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, reduce)
+    sim = plan.run(max_cycles_for(analytic))
+    return kernel_result(
+        kernel="gemm",
+        algo="weight_stream",
+        dtype=dtype,
+        shape={"m": m, "k": k, "n": n},
+        plan=plan,
+        sim=sim,
+        flops=2 * m * k * n,
+        analytic=analytic,
+        output=layout.gather(sim.mem),
+        expected=a.astype(np.float64) @ b.astype(np.float64),
+    )
+
+
+class _Layout:
+    """SRAM addresses and the per-chunk program of one weight-streaming run."""
+
+    def __init__(self, plan: KernelPlan, ms, ks, chunks, reduce: str, dtype: str) -> None:
+        self.plan, self.ms, self.ks, self.chunks = plan, ms, ks, chunks
+        self.reduce, self.dtype = reduce, dtype
+        rows = plan.grid.rows
+        self.colors = list(range(1, 1 + 2 * reduce_colors(reduce, rows, 0)))
+        self.owner = [c % rows if reduce == "chain" else 0 for c in range(len(chunks) - 1)]
+        self.freed: dict[tuple[int, int], int] = {}  # (pe, chunk) -> task-1 ops when freed
+
+    def load(self, a: np.ndarray, b: np.ndarray) -> None:
+        plan, grid, dt = self.plan, self.plan.grid, self.dtype
+        self.mat, self.acc, self.out, self.port_addr = {}, {}, {}, {}
+        for i in range(grid.rows):
+            ki = slice(self.ks[i], self.ks[i + 1])
+            port = grid.west_port(i)
+            for c in range(len(self.chunks) - 1):
+                data = encode(b[ki, self.chunks[c] : self.chunks[c + 1]].T, dt)
+                self.port_addr[port, c] = plan.alloc(port, len(data), "weights")
+                plan.load(port, self.port_addr[port, c], data)
+            for j in range(grid.cols):
+                pe, tile = int(grid.pe[i, j]), a[self.ms[j] : self.ms[j + 1], ki]
+                self.mat[pe] = plan.alloc(pe, words(tile.size, dt), f"A tile {tile.shape}")
+                plan.load(pe, self.mat[pe], encode(tile.T, dt))
+                self._alloc_outputs(pe, i, tile.shape[0])
+
+    def _alloc_outputs(self, pe: int, i: int, mj: int) -> None:
+        widths = np.diff(self.chunks)
+        owned = [c for c, o in enumerate(self.owner) if o == i]
+        base = self.plan.alloc(pe, mj * int(widths[owned].sum()), "C (fp32)")
+        for c in owned:
+            self.out[pe, c] = base
+            base += mj * int(widths[c])
+        size = mj * int(widths.max())
+        self.acc[pe] = [self.plan.alloc(pe, size, "fp32 partial buffer") for _ in range(2)]
+
+    def chunk(self, c: int) -> None:
+        """Stream chunk ``c`` along every row, compute it, reduce it down every column."""
+        plan, grid, dt = self.plan, self.plan.grid, self.dtype
+        width = int(self.chunks[c + 1] - self.chunks[c])
+        for i in range(grid.rows):
+            ki = int(self.ks[i + 1] - self.ks[i])
+            port, row = grid.west_port(i), [int(p) for p in grid.pe[i]]
+            color = plan.wiring.connect(W_COLOR, port, row, ("weights", i))
+            plan.prog.send(port, 0, color, self.port_addr[port, c], ki * width, dt)
+            for j, pe in enumerate(row):
+                self._compute(pe, i, c, color, int(self.ms[j + 1] - self.ms[j]), ki, width)
+        for j in range(grid.cols):
+            column = [int(p) for p in grid.pe[:, j]]
+            mj = int(self.ms[j + 1] - self.ms[j])
+            addrs = [self._target(pe, i, c) for i, pe in enumerate(column)]
+            for pe in column:
+                plan.prog.wait(pe, 1, 0, plan.prog.ops_in(pe, 0))
+            reduce_line(
+                plan, column, self.owner[c], addrs, mj * width, self.reduce, self.colors,
+                ("partials", j), task=1,
+            )  # fmt: skip
+            for pe in column:
+                self.freed[pe, c] = plan.prog.ops_in(pe, 1)
+
+    def _target(self, pe: int, i: int, c: int) -> int:
+        return self.out[pe, c] if self.owner[c] == i else self.acc[pe][c % 2]
+
+    def _compute(self, pe, i, c, color, mj, ki, width) -> None:
+        prog, target = self.plan.prog, self._target(pe, i, c)
+        if self.owner[c] != i:
+            if c >= 2 and (pe, c - 2) in self.freed:
+                prog.wait(pe, 0, 1, self.freed[pe, c - 2])
+            prog.vscale(pe, 0, target, target, 0.0, mj * width)
+        prog.fmacs(pe, 0, color, target, self.mat[pe], mj, ki, self.dtype, blocks=width)
+
+    def gather(self, mem: np.ndarray) -> np.ndarray:
+        """Assemble ``C`` from the owners' SRAM."""
+        grid = self.plan.grid
+        c_out = np.zeros((self.ms[-1], self.chunks[-1]), np.float32)
+        for c, i in enumerate(self.owner):
+            cols = slice(self.chunks[c], self.chunks[c + 1])
+            for j in range(grid.cols):
+                pe, mj = int(grid.pe[i, j]), int(self.ms[j + 1] - self.ms[j])
+                size = mj * (cols.stop - cols.start)
+                block = decode(mem[pe, self.out[pe, c] : self.out[pe, c] + size], size, "fp32")
+                c_out[self.ms[j] : self.ms[j + 1], cols] = block.reshape(-1, mj).T
+        return c_out
+
+
+def weight_stream_cycles(
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, reduce="chain"
+) -> int:
+    """Analytic cycles: the first wavelet reaches the far end of a row (``p2p(q)`` without
+    words), then the chunks stream back to back, each paced by the slower of the link (one
+    wavelet a cycle) and the PE's FMACs, with op startups, the zeroing of a partial buffer
+    and the wait for it between chunks (none of that with one row: it computes in place);
+    then the wait for the last chunk and its reduction down a column."""
+    chunks = chunk_offsets(n, p)
+    count, width = len(chunks) - 1, int(np.diff(chunks).max())
+    mj, ki = -(-m // q), -(-k // p)
+    s = spec.pe.op_startup_cycles
+    stream = words(ki * width, dtype) * max(1, fmacs_cycles(spec.pe, mj, dtype))
+    zero = vector_cycles(spec.pe, 0, mj * width * 4, mj * width * 4, "fp32")
+    between = s if p == 1 else 3 * s + zero + 1
+    last_root = (count - 1) % p if reduce == "chain" else 0
+    tail = 0 if p == 1 else 1 + reduce_cycles(reduce, p, last_root, mj * width, spec)
+    return p2p_cycles(spec, q, 0) + count * stream + (count - 1) * between + tail

@@ -1,0 +1,123 @@
+"""Every kernel by name: run one on the cycle engine, or get its analytic cycle count.
+
+``KERNELS[kernel][algo]`` is a :class:`Algorithm`: ``run(inputs, grid, spec, dtype, **opts)``
+on the engine and ``cycles(shape, rows, cols, spec, dtype, **opts)`` analytically. Inputs are
+drawn from the seed (standard normal float32), so a run is reproducible from its arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels import collectives, gemm_cannon, gemm_summa, gemm_systolic, gemv
+from kernels.gemm_weight_stream import weight_stream, weight_stream_cycles
+from kernels.grid import KernelGrid
+from kernels.result import KernelResult
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    run: Callable[..., KernelResult]
+    cycles: Callable[..., int]
+
+
+def _gemm(fn, cycles_fn, **fixed) -> Algorithm:
+    def run(shape, grid, spec, dtype, seed, **opts):
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((shape["m"], shape["k"])).astype(np.float32)
+        b = rng.standard_normal((shape["k"], shape["n"])).astype(np.float32)
+        return fn(a, b, grid, spec, dtype, **fixed, **opts)
+
+    def cycles(shape, rows, cols, spec, dtype, **opts):
+        return cycles_fn(
+            shape["m"], shape["k"], shape["n"], rows, cols, spec, dtype, **fixed, **opts
+        )
+
+    return Algorithm(run, cycles)
+
+
+def _gemv(algo: str) -> Algorithm:
+    def run(shape, grid, spec, dtype, seed):
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((shape["m"], shape["n"])).astype(np.float32)
+        x = rng.standard_normal(shape["n"]).astype(np.float32)
+        return gemv.gemv(a, x, grid, spec, algo, dtype)
+
+    def cycles(shape, rows, cols, spec, dtype):
+        return gemv.gemv_cycles(shape["m"], shape["n"], rows, cols, spec, algo, dtype)
+
+    return Algorithm(run, cycles)
+
+
+def _collective(op: str, algo: str) -> Algorithm:
+    def run(shape, grid, spec, dtype, seed, scope="grid"):
+        return collectives.collective(op, algo, shape["n"], grid, spec, dtype, scope, seed)
+
+    def cycles(shape, rows, cols, spec, dtype, scope="grid"):
+        return collectives.collective_cycles(op, algo, shape["n"], rows, cols, spec, dtype, scope)
+
+    return Algorithm(run, cycles)
+
+
+KERNELS: dict[str, dict[str, Algorithm]] = {
+    "gemm": {
+        "weight_stream": _gemm(weight_stream, weight_stream_cycles),
+        "summa": _gemm(gemm_summa.summa, gemm_summa.summa_cycles),
+        "cannon_naive": _gemm(gemm_cannon.cannon, gemm_cannon.cannon_cycles, ring="naive"),
+        "cannon_interleaved": _gemm(
+            gemm_cannon.cannon, gemm_cannon.cannon_cycles, ring="interleaved"
+        ),
+        "systolic": _gemm(gemm_systolic.systolic, gemm_systolic.systolic_cycles),
+    },
+    "gemv": {algo: _gemv(algo) for algo in ("chain", "tree", "ktree")},
+    **{
+        op: {algo: _collective(op, algo) for algo in ("chain", "tree", "ktree")}
+        for op in ("broadcast", "scatter", "gather", "reduce", "allreduce")
+    },
+}
+SHAPE_KEYS = {"gemm": ("m", "k", "n"), "gemv": ("m", "n")}  # collectives: ("n",)
+
+
+def algorithm(kernel: str, algo: str) -> Algorithm:
+    """The registered algorithm; an unknown name is an error listing the valid ones."""
+    if kernel not in KERNELS:
+        raise ConfigError(f"kernel={kernel!r} is not one of: {', '.join(KERNELS)}")
+    if algo not in KERNELS[kernel]:
+        raise ConfigError(
+            f"algo={algo!r} is not one of the {kernel} algorithms: {', '.join(KERNELS[kernel])}"
+        )
+    return KERNELS[kernel][algo]
+
+
+def shape_of(kernel: str, m: int, k: int, n: int) -> dict[str, int]:
+    """The dimensions ``kernel`` uses, checked to be positive."""
+    given = {"m": m, "k": k, "n": n}
+    shape = {key: given[key] for key in SHAPE_KEYS.get(kernel, ("n",))}
+    for key, value in shape.items():
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{key}={value!r} must be an integer >= 1")
+    return shape
+
+
+def run_kernel(
+    kernel: str,
+    algo: str,
+    shape: dict[str, int],
+    grid: KernelGrid,
+    spec: WaferSpec,
+    dtype: str = "fp32",
+    seed: int = 0,
+    **options,
+) -> KernelResult:
+    """Run one kernel on the cycle engine with inputs drawn from ``seed``."""
+    return algorithm(kernel, algo).run(shape, grid, spec, dtype, seed, **options)
+
+
+def analytic_cycles(kernel, algo, shape, rows, cols, spec, dtype="fp32", **options) -> int:
+    """The kernel's analytic cycle estimate (no engine run)."""
+    return algorithm(kernel, algo).cycles(shape, rows, cols, spec, dtype, **options)

@@ -1,0 +1,230 @@
+"""GEMM on the mesh: SUMMA, Cannon (naive and interleaved rings) and output-stationary
+systolic, run as PE programs on the cycle engine and checked against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.gemm_cannon import cannon, cannon_cycles, ring_hops, ring_order
+from kernels.gemm_summa import summa, summa_cycles
+from kernels.gemm_systolic import systolic, systolic_cycles
+from kernels.grid import kernel_grid
+from wafer.errors import ConfigError
+from wafer.presets import preset
+
+SPEC = preset("tiny")  # WSE-2 PEs: 1 fp32 / 4 fp16 FMAC per cycle, 48 KB SRAM, 24 colors
+ALGOS = ("summa", "systolic", "cannon-naive", "cannon-interleaved")
+SQUARE_ONLY = ("cannon-naive", "cannon-interleaved")
+# error bound relative to sum_k |a_ik b_kj|: fp32 accumulates in fp32; fp16 only rounds the
+# inputs (the reference uses the same rounded inputs) and accumulates in fp32 too
+RTOL = {"fp32": 1e-5, "fp16": 1e-5}
+ANALYTIC_TOLERANCE = 0.15
+
+
+def run(algo: str, a, b, grid, dtype: str = "fp32"):
+    """Run one of :data:`ALGOS`."""
+    if algo == "summa":
+        return summa(a, b, grid, SPEC, dtype)
+    if algo == "systolic":
+        return systolic(a, b, grid, SPEC, dtype)
+    return cannon(a, b, grid, SPEC, dtype, ring=algo.split("-")[1])
+
+
+def analytic(algo: str, m: int, k: int, n: int, p: int, q: int, dtype: str) -> int:
+    """The analytic estimate matching :func:`run`."""
+    if algo == "summa":
+        return summa_cycles(m, k, n, p, q, SPEC, dtype)
+    if algo == "systolic":
+        return systolic_cycles(m, k, n, p, q, SPEC, dtype)
+    return cannon_cycles(m, k, n, p, q, SPEC, dtype, algo.split("-")[1])
+
+
+def operands(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    return a, b
+
+
+def assert_product(result, a, b, dtype: str) -> None:
+    """``result.output`` is ``a @ b`` of the dtype-rounded inputs, within RTOL of the scale."""
+    if dtype == "fp16":
+        a, b = a.astype(np.float16), b.astype(np.float16)
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    bound = RTOL[dtype] * (np.abs(a) @ np.abs(b)) + 1e-6
+    assert np.all(np.abs(result.output - a @ b) <= bound)
+
+
+@st.composite
+def holes(draw, p: int, q: int):
+    """A ``(p + 1) x q`` dead-PE mask (one spare row): at most one hole per column, none in
+    neighbouring columns (denser holes can leave no free route; that is a ConfigError)."""
+    dead = np.zeros((p + 1, q), bool)
+    if q == 1:  # a one-column patch has no way around a hole
+        return dead
+    for j, row in enumerate(draw(st.lists(st.none() | st.integers(0, p), min_size=q, max_size=q))):
+        if row is not None and not dead[:, max(0, j - 1)].any():
+            dead[row, j] = True
+    return dead
+
+
+@st.composite
+def cases(draw):
+    """(algo, p, q, dead, m, k, n, dtype, seed): any grid up to 4 x 4 (square for Cannon) on a
+    patch with or without holes; every dimension at least the grid's, often not a multiple."""
+    algo = draw(st.sampled_from(ALGOS))
+    p = draw(st.integers(1, 4))
+    q = p if algo in SQUARE_ONLY else draw(st.integers(1, 4))
+    dead = draw(holes(p, q)) if draw(st.booleans()) else np.zeros((p, q), bool)
+    m = draw(st.integers(p, 3 * p + 2))
+    k = draw(st.integers(max(p, q), 3 * max(p, q) + 2))
+    n = draw(st.integers(q, 3 * q + 2))
+    dtype, seed = draw(st.sampled_from(("fp32", "fp16"))), draw(st.integers(0, 99))
+    return algo, p, q, dead, m, k, n, dtype, seed
+
+
+@settings(max_examples=30, deadline=None)
+@given(cases())
+def test_matches_numpy(case):
+    """Every algorithm equals numpy on any grid, with ragged tiles and holes, fp32 and fp16."""
+    algo, p, q, dead, m, k, n, dtype, seed = case
+    a, b = operands(m, k, n, seed)
+    assert_product(run(algo, a, b, kernel_grid(p, q, dead), dtype), a, b, dtype)
+
+
+# a 4 x 4 kernel on a 5-row patch: column 1 skips a hole in row 2, column 3 one in row 0 (its
+# north port is cut off, so a neighbouring port feeds it)
+HOLES = np.zeros((5, 4), bool)
+HOLES[2, 1] = HOLES[0, 3] = True
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_holes_match_numpy(algo, dtype):
+    """With holes (one spare row), routes detour and the result still equals numpy."""
+    a, b = operands(11, 9, 10, 3)
+    assert_product(run(algo, a, b, kernel_grid(4, 4, HOLES), dtype), a, b, dtype)
+
+
+def test_summa_successive_broadcasts_never_mix():
+    """SUMMA with tiny tiles (broadcast-bound) on 16 x 16 still equals numpy: a step's stream
+    never interleaves with the previous one in a receive queue."""
+    a, b = operands(41, 42, 48, 7)
+    assert_product(summa(a, b, kernel_grid(16, 16), SPEC, "fp32"), a, b, "fp32")
+
+
+# Cycle-exact runs on a 2 x 2 grid, m = k = n = 2, fp32: every tile is 1 x 1 and every op but
+# a wait does one step of one cycle. Engine rules (fabric/_kernels.py) the tables use:
+#  * a task's first op acts in cycle 2 (op startup 2); an op whose last step is in cycle t
+#    lets the next op of its task act in cycle t + 3 (cost 1, startup 2);
+#  * a wavelet sent in cycle t can be received h hops away in cycle t + 1 + h;
+#  * a PE's ramp takes one wavelet per cycle, round-robin over candidates port * 24 + color
+#    after the last one served (from N: 0 * 24 + color, E 24, S 48, W 72 + color);
+#  * tasks step in index order: a wait sees an op that a lower-numbered task finishes in the
+#    same cycle, one of a higher-numbered task in the next cycle.
+EXACT_CYCLES = {
+    # systolic: the west port of row i sends A[i, 0], A[i, 1], the north port of column j
+    # B[0, j], B[1, j] in cycles 2 and 3 (A color 0, B color 1); task 0 receives A, task 1
+    # waits for it and fmacs B (one chunk):
+    #   PE     ramp (cycle:wavelet)      A in  fmacs   last
+    #   (0,0)  4:B0 5:A0 6:B1 7:A1         7   10, 11   11
+    #   (0,1)  4:B0 5:A0 6:B1 7:A1         7   10, 11   11
+    #   (1,0)  4:A0 5:B0 6:A1 7:B1         6    9, 10   10
+    #   (1,1)  5:B0 6:A0 7:B1 8:A1         8   11, 12   12  -> 13 cycles
+    "systolic": 13,
+    # cannon (both rings are 0, 1 for P = 2): the skewed blocks are loaded; in cycle 2 task 0
+    # multiplies step 0 and tasks 1 and 3 send A left and B up (1 hop, arriving in cycle 4):
+    #   PE     A from  B from  ramp      task 0: wait A, wait B, multiply   last
+    #   (0,0)  E (24)  S (49)  4:A 5:B   5, 8, 11                           11
+    #   (0,1)  W (72)  S (49)  4:B 5:A   6 (A is task 2's, seen late), 9, 12  12
+    #   (1,0)  E (24)  N (1)   4:B 5:A   6, 9, 12                           12
+    #   (1,1)  W (72)  N (1)   4:B 5:A   6, 9, 12                           12  -> 13 cycles
+    "cannon-naive": 13,
+    "cannon-interleaved": 13,
+    # summa: two steps; step t's roots are column t (A) and row t (B). Each line has two
+    # trees (A colors 0, 1 and B colors 2, 3, by step), so all four roots send in cycle 2. A
+    # stream climbs to its port and comes back: 2 hops to its root, 3 to the other PE (on
+    # the way up, a step-1 stream follows the step-0 one over a shared wire a cycle later).
+    # A receive op of step 1 acts 3 cycles after step 0's; a piece waits in the queue.
+    #   PE     ramp (cycle:wavelet)    A in   B in   task 4: wait A, wait B, mul   last
+    #   (0,0)  5:B0 6:B1 7:A0 8:A1     7, 10  5, 8   7, 10, 13 | 16, 19, 22      22
+    #   (0,1)  5:B0 6:B1 7:A0 8:A1     7, 10  5, 8   7, 10, 13 | 16, 19, 22      22
+    #   (1,0)  5:A0 6:A1 7:B0 8:B1     5, 8   7, 10  5, 8, 11 | 14, 17, 20       20
+    #   (1,1)  6:B0 7:B1 8:A0 9:A1     8, 11  6, 9   8, 11, 14 | 17, 20, 23      23  -> 24
+    "summa": 24,
+}
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_cycles_on_2x2_match_hand_derivation(algo):
+    """A 2 x 2 run of 1 x 1 tiles takes the cycles derived by hand in EXACT_CYCLES."""
+    a, b = operands(2, 2, 2, 0)
+    assert run(algo, a, b, kernel_grid(2, 2)).cycles == EXACT_CYCLES[algo]
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize(
+    ("m", "grid", "dtype"), [(64, 8, "fp32"), (64, 8, "fp16"), (48, 6, "fp32")]
+)
+def test_analytic_within_tolerance(algo, m, grid, dtype):
+    """The analytic estimate is within 15 % of the engine on compute-bound square runs."""
+    a, b = operands(m, m, m, 1)
+    result = run(algo, a, b, kernel_grid(grid, grid), dtype)
+    assert result.analytic_cycles == analytic(algo, m, m, m, grid, grid, dtype)
+    assert abs(result.analytic_cycles / result.cycles - 1) <= ANALYTIC_TOLERANCE
+
+
+def test_interleaved_ring_hops_at_most_two():
+    """The interleaved ring visits every position once and no shift is longer than two hops;
+    the naive ring's wrap-around is P - 1 hops."""
+    for p in range(1, 12):
+        assert sorted(ring_order(p, "interleaved")) == list(range(p))
+        assert max(ring_hops(p, "interleaved")) <= 2
+        assert max(ring_hops(p, "naive")) == p - 1
+
+
+def test_interleaved_ring_beats_naive_when_broadcast_bound():
+    """With 1 x 1 tiles on 16 x 16 the shifts dominate and the two-hop ring is faster."""
+    a, b = operands(16, 16, 16, 2)
+    grid = kernel_grid(16, 16)
+    naive, interleaved = (
+        cannon(a, b, grid, SPEC, "fp32", ring) for ring in ("naive", "interleaved")
+    )
+    assert interleaved.cycles < naive.cycles
+
+
+def test_cannon_needs_square_grid():
+    """Cannon on a non-square grid is a ConfigError that says so."""
+    a, b = operands(6, 6, 6, 0)
+    with pytest.raises(ConfigError, match=r"square grid .* 2 x 3"):
+        cannon(a, b, kernel_grid(2, 3), SPEC, "fp32")
+
+
+def test_unknown_ring_is_rejected():
+    """An unknown ring name is a ConfigError listing the valid ones."""
+    a, b = operands(4, 4, 4, 0)
+    with pytest.raises(ConfigError, match="naive, interleaved"):
+        cannon(a, b, kernel_grid(2, 2), SPEC, "fp32", ring="spiral")
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_tile_too_big_for_sram(algo):
+    """Tiles that do not fit a PE's 48 KB are a ConfigError naming the SRAM need."""
+    a, b = operands(256, 256, 256, 0)
+    with pytest.raises(ConfigError, match=r"SRAM: PE \(\d+,\d+\) needs \d+ bytes"):
+        run(algo, a, b, kernel_grid(2, 2))
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_bad_operands(algo):
+    """Mismatched inner dimensions, an unknown dtype and too few rows are ConfigErrors."""
+    a, b = operands(4, 4, 4, 0)
+    with pytest.raises(ConfigError, match=r"m x k and k x n"):
+        run(algo, a, b[:3], kernel_grid(2, 2))
+    with pytest.raises(ConfigError, match="fp32, fp16"):
+        run(algo, a, b, kernel_grid(2, 2), "bf16")
+    with pytest.raises(ConfigError, match="m=1 must be >= 2"):
+        run(algo, a[:1], b, kernel_grid(2, 2))

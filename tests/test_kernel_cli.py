@@ -1,0 +1,63 @@
+"""``wafersim kernel``: the documented JSON fields, defects, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wafer.cli import main
+
+FIELDS = {
+    "cycles", "seconds", "flops", "utilization", "analytic_cycles", "max_abs_error",
+    "link_utilization_max", "colors_used", "sram_peak_bytes", "sim_wall_s",
+}  # fmt: skip
+
+
+def run_json(capsys, argv):
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gemm", "--algo", "weight_stream", "--m", "16", "--k", "12", "--n", "20", "--grid", "3x4"],
+        ["gemv", "--algo", "ktree", "--m", "24", "--n", "30", "--grid", "2x5", "--dtype", "fp16"],
+        ["allreduce", "--algo", "chain", "--n", "16", "--grid", "3x3"],
+    ],
+)
+def test_kernel_json_has_the_documented_fields(capsys, argv):
+    """Every run reports the issue's fields, with the result checked against numpy."""
+    result = run_json(capsys, ["kernel", *argv])
+    assert result.keys() >= FIELDS
+    assert result["cycles"] > 0
+    assert 0 < result["utilization"] <= 1
+    assert result["max_abs_error"] < 0.05
+
+
+def test_kernel_with_defects_is_deterministic(capsys):
+    """A random defect patch is drawn from the seed: same seed, same holes and cycles."""
+    argv = ["kernel", "gemv", "--algo", "chain", "--m", "32", "--n", "32", "--grid", "4x4",
+            "--defect-density-per-cm2", "300", "--spare-rows", "2", "--seed", "3"]  # fmt: skip
+    first, second = run_json(capsys, argv), run_json(capsys, argv)
+    assert first["holes"] > 0
+    assert (first["cycles"], first["holes"]) == (second["cycles"], second["holes"])
+    assert first["max_abs_error"] < 1e-4
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["gemm", "--algo", "nope"], "algo='nope' is not one of the gemm algorithms"),
+        (["gemm", "--algo", "summa", "--grid", "4by4"], "must look like WxH"),
+        (["gemv", "--algo", "chain", "--m", "0"], "m=0 must be an integer >= 1"),
+        (["gemv", "--algo", "chain", "--m", "400", "--n", "400", "--grid", "1x1"], "SRAM"),
+    ],
+)
+def test_kernel_bad_input_is_one_line(capsys, argv, message):
+    """Bad input exits 2 with one line naming the field."""
+    assert main(["kernel", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
