@@ -21,6 +21,7 @@ from kernels.grid import kernel_grid
 from kernels.registry import KERNELS, analytic_cycles, run_kernel
 from kernels.result import peak_flops_per_cycle
 from wafer.atomic import atomic_path, write_json
+from wafer.errors import ConfigError
 from wafer.presets import preset
 
 WAFER = (750, 994)  # wse2 logical grid [presets]
@@ -47,7 +48,11 @@ def engine_rows(args, spec):
     for kernel, algo in cases():
         for side in args.engine_sides:
             s = shape(kernel, args.size)
-            r = run_kernel(kernel, algo, s, kernel_grid(side, side), spec, args.dtype)
+            try:
+                r = run_kernel(kernel, algo, s, kernel_grid(side, side), spec, args.dtype)
+            except ConfigError as error:  # a tile that does not fit the PE's SRAM
+                print(f"{kernel:6} {algo:18} {side:>3}x{side:<3} does not fit: {error}")
+                continue
             err = (r.analytic_cycles - r.cycles) / r.cycles
             rows.append({**r.summary(), "tier": "engine", "analytic_error": err})
             print(f"{kernel:6} {algo:18} {side:>3}x{side:<3} {r.cycles:9d} "
