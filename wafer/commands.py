@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from wafer import __version__
+from wafer.compile_command import add_compile_arguments, compile_text, run_compile_command
 from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
 from wafer.kernel_command import add_kernel_arguments, kernel_text, run_kernel_command
@@ -387,10 +388,16 @@ COMMANDS: dict[str, Command] = {
         run_kernel_command,
         "run a kernel (GEMM, GEMV, collective) on the cycle engine",
     ),
+    "compile": (
+        add_compile_arguments,
+        run_compile_command,
+        "compile a model into a per-layer placement plan",
+    ),
 }
 TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {
     "presets": _presets_text,
     "defects": _defects_text,
     "traffic": _traffic_text,
     "kernel": kernel_text,
+    "compile": compile_text,
 }

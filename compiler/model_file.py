@@ -1,0 +1,161 @@
+"""Model files (YAML or TOML) -> :class:`~compiler.graph.LayerGraph`.
+
+A model file names its sizes once under ``dims`` and lists ops under ``graph``; a field may be
+an integer or an expression over the dims (``3*d_model``, ``d_model/heads``). An op takes the
+previous op's output unless ``from`` names one or more earlier ops (``input`` is the model's
+input, ``block_input`` the input of the current repeated block). ``{repeat: N, name: B,
+block: [...]}`` expands ``block`` N times as ``B.0.*``, ``B.1.*``, ...; names inside a block
+refer to that instance. See ``examples/models/`` for the zoo.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler.graph import LayerGraph, build_op
+from wafer.config_io import load_mapping
+from wafer.errors import ConfigError
+
+TOP_REQUIRED = ("name", "graph")
+TOP_OPTIONAL = ("dims", "input_features", "context", "published_params", "source", "notes")
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A parsed model file: its graph, its text's SHA-256 and the published size."""
+
+    graph: LayerGraph
+    sha256: str
+    published_params: str | None
+    source: str | None
+
+
+def load_model(path: str | Path) -> ModelFile:
+    """Read and expand a model file; every error names the file and the field."""
+    path = Path(path)
+    data = load_mapping(path)
+    unknown = set(data) - set(TOP_REQUIRED) - set(TOP_OPTIONAL)
+    missing = [key for key in TOP_REQUIRED if key not in data]
+    if unknown or missing:
+        raise ConfigError(
+            f"{path}: unknown key(s) {sorted(unknown)}, missing {missing}; allowed: "
+            f"{', '.join(TOP_REQUIRED + TOP_OPTIONAL)}"
+        )
+    dims = {key: _dim(key, value) for key, value in (data.get("dims") or {}).items()}
+    builder = _Builder(dims, data.get("input_features"))
+    builder.ops(data["graph"], {}, "")
+    context = evaluate(data.get("context", 1), dims, "context")
+    graph = LayerGraph(
+        str(data["name"]), tuple(builder.layers), data.get("input_features") or 0, context
+    )
+    published = data.get("published_params")
+    return ModelFile(
+        graph,
+        hashlib.sha256(path.read_bytes()).hexdigest(),
+        None if published is None else str(published),
+        data.get("source"),
+    )
+
+
+def _dim(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"dims.{key}={value!r} must be an integer >= 1")
+    return value
+
+
+def evaluate(value: Any, dims: dict[str, int], field: str) -> int | bool:
+    """An integer, a boolean, or an integer expression over ``dims`` (+, -, *, exact /)."""
+    if isinstance(value, bool | int):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{field}={value!r} must be an integer or an expression over dims")
+    try:
+        return _eval(ast.parse(value, mode="eval").body, dims, field)
+    except SyntaxError:
+        raise ConfigError(f"{field}={value!r} is not an expression over dims") from None
+
+
+def _eval(node: ast.AST, dims: dict[str, int], field: str) -> int:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in dims:
+            raise ConfigError(f"{field}: unknown dim {node.id!r}; dims: {', '.join(dims)}")
+        return dims[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        top, bottom = _eval(node.left, dims, field), _eval(node.right, dims, field)
+        if bottom == 0 or top % bottom:
+            raise ConfigError(f"{field}: {top} / {bottom} is not an exact integer division")
+        return top // bottom
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _eval(node.left, dims, field), _eval(node.right, dims, field)
+        return _BINOPS[type(node.op)](left, right)
+    raise ConfigError(f"{field}: only integers, dims and + - * / are allowed")
+
+
+class _Builder:
+    """Expands ops and repeated blocks into layers, resolving ``from`` names by scope."""
+
+    def __init__(self, dims: dict[str, int], input_features: int | None) -> None:
+        self.dims, self.layers = dims, []
+        self.widths: dict[str, int] = {}
+        self.last: str | None = None
+        if input_features is not None:
+            self.widths["input"] = _dim("input_features", input_features)
+            self.last = "input"
+
+    def ops(self, entries: Any, scope: dict[str, str], prefix: str) -> None:
+        if not isinstance(entries, list) or not entries:
+            raise ConfigError(f"graph{' of ' + prefix if prefix else ''} must be a list of ops")
+        for entry in entries:
+            if not isinstance(entry, dict):
+                raise ConfigError(f"graph entry {entry!r} must be a table")
+            if "repeat" in entry:
+                self.repeat(entry, scope, prefix)
+            else:
+                self.op(dict(entry), scope, prefix)
+
+    def repeat(self, entry: dict[str, Any], scope: dict[str, str], prefix: str) -> None:
+        extra = set(entry) - {"repeat", "name", "block"}
+        if extra or "name" not in entry or "block" not in entry:
+            raise ConfigError(
+                f"repeat entry needs exactly repeat, name, block; got {sorted(entry)}"
+            )
+        count = evaluate(entry["repeat"], self.dims, f"{entry['name']}.repeat")
+        if isinstance(count, bool) or count < 1:
+            raise ConfigError(f"{entry['name']}.repeat={count!r} must be an integer >= 1")
+        for i in range(count):
+            local = {**scope, "block_input": self.last}
+            self.ops(entry["block"], local, f"{prefix}{entry['name']}.{i}.")
+
+    def op(self, entry: dict[str, Any], scope: dict[str, str], prefix: str) -> None:
+        if "op" not in entry or "name" not in entry:
+            raise ConfigError(f"graph entry {entry} needs an op and a name")
+        op, local = entry.pop("op"), entry.pop("name")
+        name = prefix + str(local)
+        sources = self.sources(entry.pop("from", None), scope, name)
+        fields = {key: evaluate(value, self.dims, f"{name}.{key}") for key, value in entry.items()}
+        widths = [self.widths[s] for s in sources]
+        new = build_op(op, name, fields, widths)
+        new[0] = dataclasses.replace(new[0], inputs=tuple(sources), in_features=sum(widths))
+        self.layers.extend(new)
+        scope[local] = new[-1].name
+        self.widths[new[-1].name] = new[-1].features
+        self.last = new[-1].name
+
+    def sources(self, given: Any, scope: dict[str, str], name: str) -> list[str]:
+        if given is None:
+            return [] if self.last is None else [self.last]
+        names = [given] if isinstance(given, str) else given
+        resolved = [scope.get(n, n) for n in names]
+        for source, asked in zip(resolved, names, strict=True):
+            if source not in self.widths:
+                raise ConfigError(f"layer {name!r}: from={asked!r} names no earlier op")
+        return resolved

@@ -1,0 +1,201 @@
+"""Place one layer's pass on the working grid: search GEMM strategies and tilings by the
+analytic costs of ``kernels.registry``, within each PE's SRAM budget.
+
+Candidates, in a fixed order (so the search is deterministic): every strategy, both
+orientations of the kernel grid on the wafer (operands entering at the west edge, or turned a
+quarter so they enter at the north edge), and grid sides that are powers of two or the whole
+working side. Independent GEMMs (attention's, one per sequence and head) run as replicas on
+disjoint sub-grids, in waves. The cheapest candidate wins; ties go to fewer PEs.
+
+Each placement names its bottleneck, the largest of: ``compute`` (FMACs at the PE's rate),
+``SRAM`` (the bytes those FMACs read and write), ``fabric`` (what the kernel's estimate adds
+on top: transfers, reductions, op startups) and ``edge bandwidth`` (bytes through MemoryX at
+``spec.edge_bytes_per_cycle``, a lower bound on the layer's cycles).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.passes import Gemm, Vector
+from compiler.strategies import Strategy, grid_sizes
+from fabric.program import words
+from kernels.lines import reduce_cycles
+from kernels.registry import analytic_cycles
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+ACCUMULATOR_BYTES = 4  # fp32 partial sums and outputs
+
+
+@dataclass(frozen=True)
+class Target:
+    """The working grid a layer may use (``rows x cols`` PEs free of holes)."""
+
+    rows: int
+    cols: int
+    spec: WaferSpec
+    dtype: str
+
+
+def place_gemm(layer: str, work: Gemm, target: Target, strategies: dict[str, Strategy]):
+    """The best placement of ``work``; ConfigError if no candidate fits in SRAM.
+
+    Candidates are tried from the lowest lower bound (compute, SRAM traffic, edge) up, and
+    the search stops once no candidate left can beat the best (cycles, then PEs)."""
+    fitting, smallest = [], math.inf
+    for name, strategy in strategies.items():
+        for turned, rows, cols in _grids(work, target, strategy):
+            need = strategy.sram_bytes(work.m, work.k, work.n, rows, cols, target.spec,
+                                       target.dtype)  # fmt: skip
+            if need > target.spec.pe.sram_bytes:
+                smallest = min(smallest, need)
+                continue
+            shape = _Shape(name, strategy, turned, rows, cols, need, len(fitting))
+            fitting.append((_lower_bound(work, target, shape), shape))
+    if not fitting:
+        raise _too_big(layer, smallest, target.spec.pe.sram_bytes)
+    best = None
+    for (bound, pes, _), shape in sorted(fitting, key=lambda item: item[0]):
+        if best is not None and (bound, pes) >= (best["cycles"], best["pes"]):
+            break
+        found = _gemm_placement(work, target, shape)
+        if best is None or (found["cycles"], found["pes"]) < (best["cycles"], best["pes"]):
+            best = found
+    return best
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """One candidate: a strategy on ``rows x cols`` PEs, maybe turned, needing ``need`` B."""
+
+    name: str
+    strategy: Strategy
+    turned: bool
+    rows: int
+    cols: int
+    need: int
+    index: int
+
+    def replicas(self, work: Gemm, target: Target) -> int:
+        sides = (target.cols, target.rows) if self.turned else (target.rows, target.cols)
+        return min(work.count, (sides[0] // self.rows) * (sides[1] // self.cols))
+
+
+def _lower_bound(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, int]:
+    """(cycles no placement of this shape can beat, PEs used, enumeration order)."""
+    pes = shape.rows * shape.cols * shape.replicas(work, target)
+    costs = _local_costs(work, target, pes)
+    edge = math.ceil(work.edge_bytes / target.spec.edge_bytes_per_cycle)
+    return max(edge, *costs.values()), pes, shape.index
+
+
+def _local_costs(work: Gemm, target: Target, pes: int) -> dict[str, int]:
+    macs = -(-work.m * work.k * work.n * work.count // pes)
+    size = 2 if target.dtype == "fp16" else 4
+    reads = macs * (size + ACCUMULATOR_BYTES)
+    return _bounds(target.spec, macs, reads, macs * ACCUMULATOR_BYTES, target.dtype)
+
+
+def _grids(work: Gemm, target: Target, strategy: Strategy):
+    """(turned, rows, cols) candidates the strategy can cut the GEMM over."""
+    sides = [(False, target.rows, target.cols)]
+    if target.rows != target.cols:
+        sides.append((True, target.cols, target.rows))
+    for turned, rows_max, cols_max in sides:
+        for rows in grid_sizes(rows_max):
+            for cols in grid_sizes(cols_max):
+                if strategy.usable(work.m, work.k, work.n, rows, cols):
+                    yield turned, rows, cols
+
+
+def _too_big(layer: str, needed: float, available: int) -> ConfigError:
+    detail = "no grid can cut it" if math.isinf(needed) else f"needs {int(needed)} bytes"
+    return ConfigError(
+        f"layer {layer!r} does not fit: {detail} of SRAM per PE, available {available} "
+        "(pe.sram_bytes); use a smaller --batch or split the batch into micro-batches"
+    )
+
+
+@functools.lru_cache(maxsize=65536)
+def _kernel_cycles(algo: str, options: tuple, m, k, n, rows, cols, spec, dtype) -> int:
+    shape = {"m": m, "k": k, "n": n}
+    return analytic_cycles("gemm", algo, shape, rows, cols, spec, dtype, **dict(options))
+
+
+def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]:
+    spec, strategy, rows, cols = target.spec, shape.strategy, shape.rows, shape.cols
+    replicas = shape.replicas(work, target)
+    waves = -(-work.count // replicas)
+    options = tuple(sorted(strategy.options.items()))
+    kernel = waves * _kernel_cycles(strategy.algo, options, work.m, work.k, work.n, rows, cols,
+                                    spec, target.dtype)  # fmt: skip
+    costs = _local_costs(work, target, rows * cols * replicas)
+    costs["fabric"] = max(0, kernel - max(costs["compute"], costs["SRAM"]))
+    costs["edge bandwidth"] = math.ceil(work.edge_bytes / spec.edge_bytes_per_cycle)
+    return {
+        "algorithm": strategy.algo,
+        "strategy": shape.name,
+        "options": dict(strategy.options),
+        "grid": [rows, cols],
+        "orientation": "north edge" if shape.turned else "west edge",
+        "mapping": strategy.mapping,
+        "gemm": {"m": work.m, "k": work.k, "n": work.n, "count": work.count},
+        "replicas": replicas,
+        "waves": waves,
+        "pes": rows * cols * replicas,
+        "sram_bytes_per_pe": shape.need,
+        "kernel_cycles": kernel,
+        **_verdict(kernel, costs),
+    }
+
+
+def _bounds(spec: WaferSpec, macs: int, read: int, write: int, dtype: str) -> dict[str, int]:
+    """Cycles of the FMACs alone, and of their SRAM traffic alone, on one PE."""
+    rate = spec.pe.fp16_fmac_per_cycle if dtype == "fp16" else spec.pe.fp32_fmac_per_cycle
+    sram = max(-(-read // spec.pe.sram_read_bytes_per_cycle),
+               -(-write // spec.pe.sram_write_bytes_per_cycle))  # fmt: skip
+    return {"compute": -(-macs // rate), "SRAM": sram}
+
+
+def _verdict(kernel: int, costs: dict[str, int]) -> dict[str, Any]:
+    bottleneck = max(costs, key=lambda key: costs[key])  # first of equals: dict order
+    return {
+        "cycles": max(kernel, costs["edge bandwidth"]),
+        "bound_cycles": {key.replace(" ", "_"): value for key, value in costs.items()},
+        "bottleneck": bottleneck,
+    }
+
+
+def place_vector(layer: str, work: Vector, target: Target) -> dict[str, Any]:
+    """Element-wise work spread over the whole working grid (tokens over columns, features
+    over rows), with a per-token tree reduction down the columns where the op needs one."""
+    spec, size = target.spec, 2 if target.dtype == "fp16" else 4
+    rows, cols = min(target.rows, work.features), min(target.cols, work.tokens)
+    values = -(-work.tokens // cols) * -(-work.features // rows)
+    need = 2 * values * size  # input and output resident
+    if need > spec.pe.sram_bytes:
+        raise _too_big(layer, need, spec.pe.sram_bytes)
+    ops = values * work.ops_per_value
+    costs = _bounds(spec, ops, ops * size, ops * size, target.dtype)
+    costs["compute"] += spec.pe.op_startup_cycles * work.ops_per_value
+    tokens_per_col = -(-work.tokens // cols)
+    fabric = 0
+    if work.per_token_reduce and rows > 1:
+        fabric = 2 * reduce_cycles("tree", rows, 0, words(tokens_per_col, "fp32"), spec)
+    costs["fabric"] = fabric
+    costs["edge bandwidth"] = math.ceil(work.edge_bytes / spec.edge_bytes_per_cycle)
+    kernel = max(costs["compute"], costs["SRAM"]) + fabric
+    return {
+        "algorithm": "reduce_vector" if work.per_token_reduce else "vector",
+        "grid": [rows, cols],
+        "mapping": {"tokens": "grid columns", "features": "grid rows"},
+        "shape": {"tokens": work.tokens, "features": work.features},
+        "pes": rows * cols,
+        "sram_bytes_per_pe": need,
+        "kernel_cycles": kernel,
+        **_verdict(kernel, costs),
+    }

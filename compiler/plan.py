@@ -1,0 +1,184 @@
+"""Model file + wafer spec (+ holes) -> the plan: per layer and pass, the chosen algorithm,
+tiling, SRAM use per PE, estimated cycles and bottleneck. Saved as JSON and reused while a
+content hash of every input (model file bytes, resolved spec, defect summary, compiler
+version, options) is unchanged.
+
+Weight streaming maps each layer, one at a time, onto the whole working grid. With holes, the
+working grid is the logical grid less every row that holds one (a conservative first cut: no
+work lands on a hole, at the price of whole rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.graph import Layer
+from compiler.model_file import ModelFile, load_model
+from compiler.passes import Gemm, layer_passes
+from compiler.placement import Target, place_gemm, place_vector
+from compiler.strategies import strategies
+from fabric.program import value_bytes
+from wafer import __version__
+from wafer.atomic import write_json
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+COMPILER_VERSION = "1"  # bump whenever a plan for the same inputs would change
+PASSES = ("forward", "backward_data", "backward_weight")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What to compile for: ``batch`` sequences of ``seq`` tokens (default: the model's
+    context) in ``dtype``, searching ``strategies`` (default: all)."""
+
+    batch: int = 1
+    seq: int | None = None
+    dtype: str = "fp16"
+    strategies: tuple[str, ...] | None = None
+
+    def resolved(self, context: int) -> CompileOptions:
+        """Checked options with ``seq`` filled in."""
+        value_bytes(self.dtype)  # an unknown dtype names the valid ones
+        seq = context if self.seq is None else self.seq
+        for key, value, high in (("batch", self.batch, 10**9), ("seq", seq, context)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ConfigError(f"{key}={value!r} must be an integer in [1, {high}]")
+        strategies(None if self.strategies is None else list(self.strategies))
+        return CompileOptions(self.batch, seq, self.dtype, self.strategies)
+
+
+def working_grid(spec: WaferSpec, holes: np.ndarray | None) -> tuple[int, int, dict]:
+    """Rows and columns of the hole-free grid, and the defect summary that goes in the hash."""
+    shape = (spec.logical_height_pes, spec.logical_width_pes)
+    if holes is None:
+        return *shape, {"holes": 0, "rows_left_out": []}
+    holes = np.asarray(holes, bool)
+    if holes.shape != shape:
+        raise ConfigError(f"hole mask shape {holes.shape} must be the logical grid {shape}")
+    bad = np.flatnonzero(holes.any(axis=1))
+    if len(bad) == shape[0]:
+        raise ConfigError("every row of the logical grid holds a hole: nothing to compile onto")
+    summary = {
+        "holes": int(holes.sum()),
+        "rows_left_out": bad.tolist(),
+        "mask_sha256": hashlib.sha256(np.packbits(holes).tobytes()).hexdigest(),
+    }
+    return shape[0] - len(bad), shape[1], summary
+
+
+def cache_key(model: ModelFile, spec: WaferSpec, defects: dict, options: CompileOptions) -> str:
+    """SHA-256 over everything a plan depends on."""
+    content = {
+        "model_sha256": model.sha256,
+        "spec": spec.to_dict(),
+        "defects": defects,
+        "compiler_version": COMPILER_VERSION,
+        "options": asdict(options),
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def compile_plan(
+    model: ModelFile, spec: WaferSpec, options: CompileOptions, holes: np.ndarray | None = None
+) -> dict[str, Any]:
+    """Place every layer and pass; a layer that fits no candidate raises ConfigError."""
+    options = options.resolved(model.graph.context)
+    rows, cols, defects = working_grid(spec, holes)
+    target = Target(rows, cols, spec, options.dtype)
+    chosen = strategies(None if options.strategies is None else list(options.strategies))
+    memo: dict[Any, dict] = {}
+    layers = []
+    for layer in model.graph.layers:
+        passes = {}
+        for name, work in layer_passes(layer, options.batch, options.seq, options.dtype).items():
+            if work not in memo:
+                gemm = isinstance(work, Gemm)
+                memo[work] = (
+                    place_gemm(layer.name, work, target, chosen) if gemm
+                    else place_vector(layer.name, work, target)
+                )  # fmt: skip
+            passes[name] = memo[work]
+        layers.append(_layer_entry(layer, passes))
+    return {
+        "model": model.graph.name,
+        "params": model.graph.params,
+        "options": asdict(options),
+        "working_grid": [rows, cols],
+        "defects": defects,
+        "spec": spec.to_dict(),
+        "cache_key": cache_key(model, spec, defects, options),
+        "compiler_version": COMPILER_VERSION,
+        "wafersim_version": __version__,
+        "layers": layers,
+        "totals": totals(layers, spec),
+    }
+
+
+def _layer_entry(layer: Layer, passes: dict[str, dict]) -> dict[str, Any]:
+    return {
+        "name": layer.name,
+        "op": layer.op,
+        "inputs": list(layer.inputs),
+        "features": layer.features,
+        "params": layer.params,
+        "passes": passes,
+    }
+
+
+def totals(layers: list[dict], spec: WaferSpec) -> dict[str, Any]:
+    """Cycles per pass and per bottleneck, the step's cycles and seconds, SRAM peak."""
+    per_pass = dict.fromkeys(PASSES, 0)
+    per_bottleneck: dict[str, int] = {}
+    for layer in layers:
+        for name, placed in layer["passes"].items():
+            per_pass[name] += placed["cycles"]
+            kind = placed["bottleneck"]
+            per_bottleneck[kind] = per_bottleneck.get(kind, 0) + placed["cycles"]
+    cycles = sum(per_pass.values())
+    peak = max((p["sram_bytes_per_pe"] for lay in layers for p in lay["passes"].values()),
+               default=0)  # fmt: skip
+    return {
+        "cycles": cycles,
+        "seconds": cycles / spec.clock_hz,
+        "cycles_per_pass": per_pass,
+        "cycles_per_bottleneck": per_bottleneck,
+        "sram_peak_bytes_per_pe": peak,
+        "layers": len(layers),
+    }
+
+
+def plan_path(out_dir: str | Path, model_name: str) -> Path:
+    return Path(out_dir) / f"{model_name}.plan.json"
+
+
+def compile_cached(
+    model_path: str | Path,
+    spec: WaferSpec,
+    options: CompileOptions,
+    out_dir: str | Path | None = None,
+    holes: np.ndarray | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """The plan, and whether it came from ``out_dir``'s saved plan (same cache key)."""
+    model = load_model(model_path)
+    if out_dir is None:
+        return compile_plan(model, spec, options, holes), False
+    path = plan_path(out_dir, model.graph.name)
+    resolved = options.resolved(model.graph.context)
+    key = cache_key(model, spec, working_grid(spec, holes)[2], resolved)
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            saved = {}
+        if saved.get("cache_key") == key:
+            return saved, True
+    plan = compile_plan(model, spec, options, holes)
+    write_json(path, plan)
+    return plan, False

@@ -1,0 +1,93 @@
+"""Model files -> layer graphs: the zoo's parameter counts, shapes, repeats and clear errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from compiler.model_file import load_model
+from wafer.errors import ConfigError
+
+ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
+UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9}
+# published as names rounded to two digits, which a 1 % band cannot hold (see the report)
+ROUNDED_NAMES = {"gpt3-1.3b", "gpt3-2.7b"}
+
+
+def published(text: str) -> tuple[float, float]:
+    """``"1.3B"`` -> (1.3e9, half a unit in its last digit: 0.05e9)."""
+    number, unit = re.fullmatch(r"([0-9.]+)([KMB]?)", text).groups()
+    decimals = len(number.partition(".")[2])
+    return float(number) * UNITS[unit], 0.5 * 10.0**-decimals * UNITS[unit]
+
+
+@pytest.mark.parametrize("path", sorted(ZOO.glob("*.yaml")), ids=lambda p: p.stem)
+def test_zoo_parameter_counts_match_published_totals(path):
+    """Every zoo model's parameters are within 1 % of its published total (two names that
+    are published rounded to two digits: within that rounding)."""
+    model = load_model(path)
+    total, half_unit = published(model.published_params)
+    tolerance = max(0.01 * total, half_unit if path.stem in ROUNDED_NAMES else 0)
+    assert abs(model.graph.params - total) <= tolerance
+
+
+def test_zoo_has_the_requested_models():
+    """The zoo holds the FC digits net, four GPT-2, five GPT-3 and three LLaMA models."""
+    names = {p.stem for p in ZOO.glob("*.yaml")}
+    assert len(names) == 13
+    assert {"fc-digits", "gpt2-xl", "gpt3-175b", "llama-70b"} <= names
+
+
+def test_shapes_propagate_through_the_graph():
+    """Every matmul's input width is its producer's output width; GQA narrows k and v."""
+    graph = load_model(ZOO / "llama-70b.yaml").graph
+    widths = {layer.name: layer.features for layer in graph.layers}
+    for layer in graph.layers:
+        if layer.weights is not None:
+            assert layer.weights[0] == sum(widths[name] for name in layer.inputs)
+    by_name = {layer.name: layer for layer in graph.layers}
+    assert by_name["layers.0.wk"].weights == (8192, 1024)
+    assert by_name["layers.79.w2"].weights == (28672, 8192)
+    assert by_name["output"].weights == (8192, 32000)
+
+
+def test_a_repeated_block_expands_per_layer():
+    """A block with ``repeat: layers`` appears once per layer, each referring to its own."""
+    graph = load_model(ZOO / "gpt2-small.yaml").graph
+    qkv = [layer for layer in graph.layers if layer.name.endswith(".qkv")]
+    assert len(qkv) == 12
+    res = {layer.name: layer for layer in graph.layers}["h.3.res_1"]
+    assert res.inputs == ("h.2.res_2", "h.3.proj.bias")
+
+
+def test_attention_is_its_matmuls():
+    """Attention expands into scores and context matmuls around a softmax."""
+    graph = load_model(ZOO / "gpt2-small.yaml").graph
+    ops = [layer.op for layer in graph.layers if layer.name.startswith("h.0.attn")]
+    assert ops == ["matmul", "softmax", "matmul"]
+
+
+def write(tmp_path, text: str) -> Path:
+    path = tmp_path / "model.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("graph", "message"),
+    [
+        ("- {op: conv, name: c1}", "op='conv' is not one of: embedding"),
+        ("- {op: linear, name: f, in: 32, out: 4}", "in=32 but its input has 64"),
+        ("- {op: linear, name: f, out: 4, stride: 2}", "unknown field(s) stride"),
+        ("- {op: linear, name: f, out: width}", "unknown dim 'width'"),
+        ("- {op: add, name: a, from: [input, nope]}", "from='nope' names no earlier op"),
+        ("- {op: linear, name: f, out: 65/2}", "not an exact integer division"),
+    ],
+)
+def test_bad_model_files_are_clear_errors(tmp_path, graph, message):
+    """A bad op, field, dim or reference is a ConfigError naming it."""
+    path = write(tmp_path, f"name: bad\ninput_features: 64\ngraph:\n  {graph}\n")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_model(path)
