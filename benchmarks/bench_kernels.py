@@ -10,7 +10,7 @@ prints its cycles beside the analytic estimate (the error column is analytic vs 
 The analytic model alone then covers grids up to the wafer (750 x 750 for square-only
 Cannon, 750 x 994 for the rest) at ``--analytic-size``. The PNG plots utilization (achieved
 FLOP/s over the peak of the PEs used) against PEs per algorithm: engine points as markers,
-analytic curves as lines.
+the analytic model at the engine's size dotted, at the large size solid.
 """
 
 import argparse
@@ -62,20 +62,26 @@ def engine_rows(args, spec):
 
 
 def analytic_rows(args, spec):
+    """The analytic model at ``--size`` on the engine sides (tier ``analytic@engine``, to
+    compare with the engine points) and at ``--analytic-size`` up to the wafer."""
     rows = []
     print(f"\nanalytic, size {args.analytic_size}")
+    runs = [("analytic@engine", args.size, side) for side in args.engine_sides]
+    runs += [("analytic", args.analytic_size, side) for side in args.analytic_sides]
     for kernel, algo in cases():
-        for side in args.analytic_sides:
+        for tier, size, side in runs:
             grid = (side, side) if "cannon" in algo or side < WAFER[0] else WAFER
-            s = shape(kernel, args.analytic_size)
+            s = shape(kernel, size)
             cycles = analytic_cycles(kernel, algo, s, *grid, spec, args.dtype)
             peak = grid[0] * grid[1] * peak_flops_per_cycle(spec, args.dtype) * cycles
             util = flops(kernel, s) / peak
             rows.append(
-                {"tier": "analytic", "kernel": kernel, "algo": algo, "grid": list(grid),
+                {"tier": tier, "kernel": kernel, "algo": algo, "grid": list(grid),
                  "analytic_cycles": cycles, "utilization": util}
             )  # fmt: skip
-            print(f"{kernel:6} {algo:18} {grid[0]:>3}x{grid[1]:<3} {cycles:12d} {100 * util:6.2f}%")
+            if tier == "analytic":
+                print(f"{kernel:6} {algo:18} {grid[0]:>3}x{grid[1]:<3} {cycles:12d} "
+                      f"{100 * util:6.2f}%")  # fmt: skip
     return rows
 
 
@@ -89,7 +95,8 @@ def plot(rows, path, args):
     for ax, kernel in zip(axes, ("gemm", "gemv"), strict=True):
         for i, (k, algo) in enumerate(c for c in cases() if c[0] == kernel):
             color = f"C{i}"
-            for tier, style in (("analytic", "-"), ("engine", "o")):
+            styles = (("analytic", "-"), ("analytic@engine", ":"), ("engine", "o"))
+            for tier, style in styles:
                 pts = [
                     r for r in rows if r["tier"] == tier and r["kernel"] == k and r["algo"] == algo
                 ]

@@ -575,30 +575,36 @@ def _destination(r, tr):
 
 
 @kernel(inline="always")
-def _router_cycle(r, t, read, write, fab, st, prog, tr, want):
-    """One cycle of router ``r`` and its PE; returns ``(events, moves, until)``: every
-    change, the changes other than op-cost countdowns, and the last cycle of an op cost now
-    running (``t`` if none)."""
+def _fabric_step(r, read, write, fab, st, want):
+    """Steps 1 and 2 for router ``r``; returns the wavelets it took in and moved."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
         moves += _ingest(r, read, fab, st)
         if st.occupancy[r]:
             moves += _route_unless_stuck(r, write, fab, st, want)
-    if fab.traffic:
-        if tr.left[r] or tr.next_arrival[r] <= t or st.rx_count[r, 0]:
-            moves += _traffic_step(r, t, fab, st, tr)
-        busy = st.occupancy[r] or tr.left[r] or st.rx_count[r, 0]
-        arrival = tr.next_arrival[r]
-        st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
-        return moves, moves, t
-    return _pe_cycle(r, t, moves, fab, st, prog)
+    return moves
 
 
 @kernel(inline="always")
-def _pe_cycle(r, t, moves, fab, st, prog):
-    """Step 3 in program mode, then what the router's skipped cycles will repeat: until
+def _traffic_cycle(r, t, read, write, fab, st, tr, want):
+    """One cycle of router ``r`` and its traffic source and sink; returns its events."""
+    events = _fabric_step(r, read, write, fab, st, want)
+    if tr.left[r] or tr.next_arrival[r] <= t or st.rx_count[r, 0]:
+        events += _traffic_step(r, t, fab, st, tr)
+    busy = st.occupancy[r] or tr.left[r] or st.rx_count[r, 0]
+    arrival = tr.next_arrival[r]
+    st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
+    return events
+
+
+@kernel(inline="always")
+def _program_cycle(r, t, read, write, fab, st, prog, want):
+    """One cycle of router ``r`` and its PE; returns ``(events, moves, until)``: every
+    change, the changes other than op-cost countdowns, and the last cycle of an op cost now
+    running (``t`` if none). Then notes what the router's skipped cycles will repeat: until
     the next wake-up (the first cycle an op cost runs out, or a wavelet or credit comes in)
     each such cycle adds the same busy and stall counts and counts every op cost down."""
+    moves = _fabric_step(r, read, write, fab, st, want)
     events, next_step, until = moves, NEVER, t
     counting, stalled = 0, 0
     for task in range(prog.task_end.shape[1]):
@@ -619,7 +625,7 @@ def _pe_cycle(r, t, moves, fab, st, prog):
 
 @kernel(inline="always")
 def _catch_up(r, t, st):
-    """Apply the cycles router ``r`` skipped before cycle ``t`` (see ``_pe_cycle``)."""
+    """Apply the cycles router ``r`` skipped before cycle ``t`` (see ``_program_cycle``)."""
     gap = t - 1 - st.seen[r]
     if gap <= 0:
         return
@@ -656,23 +662,42 @@ def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
 def _row(y, t, fab, st, prog, tr, want, out):
     """One cycle of a row of routers; ``out`` gets (events, moves, until, next wake-up).
 
-    A router sleeps until its wake-up cycle unless a wavelet or credit comes in: in traffic
-    mode it then costs two loads, its wake-up cycle and its eight link flags; in program
-    mode its skipped cycles are applied when it wakes (``_catch_up``). Dead routers never
-    wake and get no flags."""
-    events, moves, until, next_wake = 0, 0, t, NEVER
+    A router sleeps until its wake-up cycle unless a wavelet or credit comes in (dead
+    routers never wake and get no flags): in traffic mode it then costs two loads, its
+    wake-up cycle and its eight link flags; in program mode its skipped cycles are applied
+    when it wakes (``_catch_up``)."""
     read = (t - fab.latency) % fab.slots
     write = t % fab.slots
+    if fab.traffic:
+        events = _traffic_row(y, t, read, write, fab, st, tr, want)
+        out[EVENTS], out[MOVES], out[UNTIL], out[NEXT_WAKE] = events, events, t, NEVER
+    else:
+        _program_row(y, t, read, write, fab, st, prog, want, out)
+
+
+@kernel(inline="always")
+def _traffic_row(y, t, read, write, fab, st, tr, want):
+    events = 0
     wake, flags = st.wake, st.link_any[read]
     for r in range(y * fab.width, (y + 1) * fab.width):
-        if not fab.traffic and not fab.alive[r]:
+        if wake[r] > t and flags[r] == 0:
             continue
+        events += _traffic_cycle(r, t, read, write, fab, st, tr, want)
+    return events
+
+
+@kernel(inline="always")
+def _program_row(y, t, read, write, fab, st, prog, want, out):
+    events, moves, until, next_wake = 0, 0, t, NEVER
+    wake, flags = st.wake, st.link_any[read]
+    for r in range(y * fab.width, (y + 1) * fab.width):
         if wake[r] > t and flags[r] == 0:
             next_wake = min(next_wake, wake[r])
             continue
-        if not fab.traffic:
-            _catch_up(r, t, st)
-        e, m, u = _router_cycle(r, t, read, write, fab, st, prog, tr, want)
+        if not fab.alive[r]:
+            continue
+        _catch_up(r, t, st)
+        e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want)
         events += e
         moves += m
         until = max(until, u)
