@@ -26,10 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from fabric.program import fmacs_cycles, vector_cycles, words
+from kernels.gemm_common import check_operands, gemm_result
 from kernels.grid import KernelGrid
 from kernels.lines import reduce_colors, reduce_cycles, reduce_line
 from kernels.plan import KernelPlan, decode, encode, split
-from kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
+from kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
@@ -51,6 +52,7 @@ def weight_stream(
     """Run ``C = a @ b`` with ``b`` streamed from the west ports; see the module docstring."""
     if reduce not in REDUCES:
         raise ConfigError(f"reduce={reduce!r} is not one of: {', '.join(REDUCES)}")
+    a, b = check_operands(a, b, dtype)
     m, k = a.shape
     n = b.shape[1]
     ms, ks, chunks = split(m, grid.cols, "m"), split(k, grid.rows, "k"), chunk_offsets(n, grid.rows)
@@ -61,18 +63,7 @@ def weight_stream(
         layout.chunk(c)
     analytic = weight_stream_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, reduce)
     sim = plan.run(max_cycles_for(analytic))
-    return kernel_result(
-        kernel="gemm",
-        algo="weight_stream",
-        dtype=dtype,
-        shape={"m": m, "k": k, "n": n},
-        plan=plan,
-        sim=sim,
-        flops=2 * m * k * n,
-        analytic=analytic,
-        output=layout.gather(sim.mem),
-        expected=a.astype(np.float64) @ b.astype(np.float64),
-    )
+    return gemm_result("weight_stream", dtype, a, b, plan, sim, analytic, layout.gather(sim.mem))
 
 
 class _Layout:
