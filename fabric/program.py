@@ -82,7 +82,7 @@ class ProgramBuilder:
         """``sram_words`` (P,) overrides the per-PE budget (edge ports have no SRAM limit)."""
         self.pes, self.pe_spec, self.colors, self.tasks = pes, pe_spec, colors, tasks
         budget = pe_spec.sram_bytes // WORD_BYTES
-        self.words = np.full(pes, budget, np.int64) if sram_words is None else sram_words
+        self.words = [budget] * pes if sram_words is None else [int(w) for w in sram_words]
         self._ops: dict[tuple[int, int], list[tuple[list[int], float]]] = defaultdict(list)
 
     def send(self, pe: int, task: int, color: int, src: int, n: int, dtype="fp32") -> None:

@@ -17,6 +17,7 @@ dead routers and wires (:mod:`kernels.wiring`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,15 +46,18 @@ class KernelGrid:
         """The port feeding logical row ``i``: beside its first PE's wafer row, or the
         nearest one whose single wire works (a port beside a dead PE reaches nothing)."""
         width = self.mesh.width
-        wired = self.mesh.link_ok()[::width, E]
-        ys = [r for r in range(1, self.mesh.height) if wired[r]]
+        ys = [r for r in range(1, self.mesh.height) if self._wired[r * width, E]]
         return _nearest(ys, int(self.pe[i, 0]) // width, "west") * width
 
     def north_port(self, j: int) -> int:
         """The port above logical column ``j``, or the nearest one whose wire works."""
-        wired = self.mesh.link_ok()[: self.mesh.width, S]
-        xs = [c for c in range(1, self.mesh.width) if wired[c]]
+        xs = [c for c in range(1, self.mesh.width) if self._wired[c, S]]
         return _nearest(xs, int(self.pe[0, j]) % self.mesh.width, "north")
+
+    @functools.cached_property
+    def _wired(self) -> np.ndarray:
+        """The mesh's working wires (``Mesh.link_ok``), computed once."""
+        return self.mesh.link_ok()
 
     def is_port(self, mesh_pe: int) -> bool:
         return mesh_pe % self.mesh.width == 0 or mesh_pe < self.mesh.width
