@@ -99,6 +99,7 @@ class Op:
     scalar: float = 0.0
     cycles: int = 1  # cycles per element
     fp16: bool = False  # values stored as fp16, two per word and per wavelet
+    period: int = 1  # fmacs: values per accumulator block; matmul: k
 
 
 class ReferenceProgram:
@@ -121,13 +122,25 @@ class ReferenceProgram:
     def recv_add(self, pe, task, color, dst, n, dtype="fp32"):
         self._stream(pe, task, Op("recv_add", color, dst=dst), n, dtype)
 
-    def fmacs(self, pe, task, color, acc, mat, m, n, dtype="fp32"):
-        """acc is fp32; per wavelet, each of its values times a matrix row of m values."""
+    def fmacs(self, pe, task, color, acc, mat, m, n, dtype="fp32", blocks=1):
+        """acc is fp32; value v of the stream times matrix row ``v % n`` of m values, into
+        accumulator block ``v // n``."""
         size = VALUE_BYTES[dtype]
         macs = m * (WORD_BYTES // size)  # every mac reads a matrix value and acc, writes acc
         cycles = self._cycles(dtype, macs, macs * (size + WORD_BYTES), macs * WORD_BYTES)
-        op = Op("fmacs", color, dst=acc, a=mat, m=m, cycles=cycles)
-        self._stream(pe, task, op, n, dtype)
+        op = Op("fmacs", color, dst=acc, a=mat, m=m, cycles=cycles, period=n)
+        self._stream(pe, task, op, n * blocks, dtype)
+
+    def matmul(self, pe, task, c, a, b, m, k, n, dtype="fp32"):
+        """C (fp32, m x n) += A (m x k) @ B (k x n), column-major; one column a step."""
+        size = VALUE_BYTES[dtype]
+        cycles = self._cycles(dtype, m * k, m * k * (size + WORD_BYTES), m * k * WORD_BYTES)
+        op = Op("matmul", dst=c, a=a, b=b, m=m, period=k, elements=n, cycles=cycles)
+        self.ops[pe, task].append(replace(op, fp16=dtype == "fp16"))
+
+    def wait(self, pe, task, other, ops_done):
+        """Blocks until task ``other`` has finished ``ops_done`` ops (not counted a stall)."""
+        self.ops[pe, task].append(Op("wait", a=other, b=ops_done))
 
     def vadd(self, pe, task, dst, a, b, m, dtype="fp32"):
         self._local(pe, task, Op("vadd", dst=dst, a=a, b=b, m=m), 2, dtype)
@@ -445,7 +458,10 @@ class ReferenceFabric:
             return True
         if task.op is None:
             return False
-        if not self._element(router, task.op, task.done):
+        if task.op.kind == "wait":
+            if self.tasks[router.pe][task.op.a].index < task.op.b:
+                return False
+        elif not self._element(router, task.op, task.done):
             self.pe_stalls[router.pe] += 1
             return False
         self.busy[router.pe] += 1
@@ -465,6 +481,8 @@ class ReferenceFabric:
             if not received:
                 return False
             _consume(mem, op, k, received.popleft().value)
+        elif op.kind == "matmul":
+            _matmul_column(mem, op, k)
         else:
             _compute(mem, op)
         return True
@@ -579,9 +597,10 @@ def _consume(mem: np.ndarray, op: Op, k: int, value: np.float32) -> None:
         mem[op.dst + k] = value  # a whole word: one fp32 or two fp16 values
     elif not op.fp16 and op.kind == "recv_add":
         mem[op.dst + k] += value
-    elif not op.fp16:  # fmacs: acc[0:m] += mat[k*m : (k+1)*m] * value
+    elif not op.fp16:  # fmacs: acc block k // period += mat row k % period * value
+        acc, row = op.dst + (k // op.period) * op.m, op.a + (k % op.period) * op.m
         for i in range(op.m):
-            mem[op.dst + i] += mem[op.a + k * op.m + i] * value
+            mem[acc + i] += mem[row + i] * value
     else:
         halves = mem.view(np.float16)  # value i of the vector at word w: halves[2w + i]
         pair = np.array([value], np.float32).view(np.float16)
@@ -590,10 +609,25 @@ def _consume(mem: np.ndarray, op: Op, k: int, value: np.float32) -> None:
             if op.kind == "recv_add":
                 at = 2 * op.dst + e
                 halves[at] = np.float16(np.float32(halves[at]) + np.float32(pair[j]))
-            elif e < op.values:  # fmacs, an fp32 acc: acc[0:m] += mat row e * value e
-                row = 2 * op.a + e * op.m
+            elif e < op.values:  # fmacs, fp32 acc block e // period += mat row e % period * e
+                row = 2 * op.a + (e % op.period) * op.m
+                acc = op.dst + (e // op.period) * op.m
                 for i in range(op.m):
-                    mem[op.dst + i] += np.float32(halves[row + i]) * np.float32(pair[j])
+                    mem[acc + i] += np.float32(halves[row + i]) * np.float32(pair[j])
+
+
+def _matmul_column(mem: np.ndarray, op: Op, j: int) -> None:
+    """Column ``j`` of ``C += A @ B``: k vector multiply-adds of length m, in order."""
+    halves = mem.view(np.float16)
+    for p in range(op.period):
+        if op.fp16:
+            b = np.float32(halves[2 * op.b + j * op.period + p])
+            column = [np.float32(halves[2 * op.a + p * op.m + i]) for i in range(op.m)]
+        else:
+            b = mem[op.b + j * op.period + p]
+            column = [mem[op.a + p * op.m + i] for i in range(op.m)]
+        for i in range(op.m):
+            mem[op.dst + j * op.m + i] += column[i] * b
 
 
 def _compute(mem: np.ndarray, op: Op) -> None:

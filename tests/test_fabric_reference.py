@@ -318,6 +318,23 @@ def test_local_ops_and_concurrent_tasks():
     np.testing.assert_array_equal(run.mem[0, 40], mem[0, 8] * np.float32(2.5))
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_wait_matmul_and_blocked_fmacs_across_tasks(dtype):
+    """A task waits for another's ops; matmul costs k FMACs of length m per column; fmacs
+    over blocks accumulates column by column: engine and reference agree cycle by cycle."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    calls = [
+        ("send", 0, 0, 0, 0, 6, dtype),
+        ("fmacs", 1, 0, 0, 40, 0, 2, 3, dtype, 2),  # 6 values: 2 blocks of 3 rows
+        ("wait", 1, 1, 0, 1),
+        ("matmul", 1, 1, 60, 8, 16, 3, 2, 4, dtype),
+        ("vadd", 1, 0, 80, 40, 60, 4),
+    ]
+    run = lockstep(mesh, spec_with(), routes, calls, random_memory(2, 5, dtype), tasks=2)
+    assert run.cycles > 0
+
+
 #   receiver  values  m  cycles
 FP16_STREAMS = [
     ("recv", 7, 1, 8),  # ceil(7/2) = 4 wavelets: s + 1 + L + 4
@@ -561,7 +578,9 @@ def receiver_calls(data, pe: int, color: int, wavelets: int, dtype: str) -> list
     dst, acc, mat = 16 + 16 * color, 48 + 4 * color, 64 + 32 * color
     calls = []
     for kind, lo, values, m in ops:
-        if kind == "fmacs":
+        if kind == "fmacs" and values % 2 == 0 and data.draw(st.booleans()):  # two blocks
+            calls.append(("fmacs", pe, color, color, acc, mat, m, values // 2, dtype, 2))
+        elif kind == "fmacs":
             calls.append(("fmacs", pe, color, color, acc, mat, m, values, dtype))
         else:
             calls.append((kind, pe, color, color, dst + lo, values, dtype))
