@@ -18,6 +18,7 @@ from wafer.errors import ConfigError
 from wafer.kernel_command import add_kernel_arguments, kernel_text, run_kernel_command
 from wafer.presets import PRESETS, preset
 from wafer.spec import WaferSpec
+from wafer.sweep_command import add_sweep_arguments, run_sweep_command, sweep_text
 
 
 def add_spec_options(parser: argparse.ArgumentParser) -> None:
@@ -393,6 +394,11 @@ COMMANDS: dict[str, Command] = {
         run_compile_command,
         "compile a model into a per-layer placement plan",
     ),
+    "sweep": (
+        add_sweep_arguments,
+        run_sweep_command,
+        "run a parameter sweep of defects/traffic/kernel into one HDF5 table (resumable)",
+    ),
 }
 TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {
     "presets": _presets_text,
@@ -400,4 +406,5 @@ TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {
     "traffic": _traffic_text,
     "kernel": kernel_text,
     "compile": compile_text,
+    "sweep": sweep_text,
 }

@@ -1,0 +1,258 @@
+"""``wafersim sweep``: sweep files, the results table, resume, retries and the Dask executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from wafer import commands
+from wafer.cli import main
+from wafer.errors import ConfigError
+from wafer.sweep import run_sweep
+from wafer.sweep_config import load_sweep
+from wafer.sweep_results import read_records, read_table
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = """\
+job: defects
+base: {preset: small}
+axes:
+  defect_density_per_cm2: [1.0, 5.0]
+  repair: [row, column_shift]
+  seed: [0, 1]
+metrics: [working_pes, unrepaired_pes, dead_pes]
+"""
+METRICS = ("working_pes", "unrepaired_pes", "dead_pes")
+
+
+def _write(tmp_path: Path, text: str, name: str = "sweep.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    return _write(tmp_path, SMALL)
+
+
+def test_grid_expands_to_the_cartesian_product_in_order(small):
+    """A grid sweep has one point per combination, the last axis varying fastest."""
+    sweep = load_sweep(small)
+    assert len(sweep.points) == 8
+    assert [p.config["seed"] for p in sweep.points[:2]] == [0, 1]
+    assert sweep.points[2].config["repair"] == "column_shift"
+    assert sweep.points[4].argv[:5] == (
+        "defects",
+        "--preset",
+        "small",
+        "--defect-density-per-cm2",
+        "5.0",
+    )
+
+
+def test_serial_run_matches_the_job_run_alone(small, tmp_path):
+    """Each row's metrics equal what ``wafersim defects --json`` gives for that point."""
+    summary = run_sweep(load_sweep(small), tmp_path / "r.h5", serial=True)
+    assert (summary.ok, summary.failed, summary.ran) == (8, 0, 8)
+    table = read_table(tmp_path / "r.h5")
+    assert list(table["point"]) == list(range(8))
+    args = ["defects", "--preset", "small", "--defect-density-per-cm2", "5.0"]
+    alone = commands.run_defects(_parse([*args, "--repair", "row", "--seed", "1"]))
+    assert table["working_pes"][5] == alone["working_pes"]
+    assert table["seed"][5] == 1
+    assert json.loads(table["config"][5])["repair"] == "row"
+    assert set(table["wafersim_version"]) == {"0.1.0"}
+
+
+def _parse(argv):
+    from wafer.cli import build_parser
+
+    return build_parser().parse_args(argv)
+
+
+def test_local_cluster_gives_the_same_table_as_serial(small, tmp_path):
+    """Two Dask workers produce the same metrics per point index as a serial run."""
+    pytest.importorskip("distributed")
+    sweep = load_sweep(small)
+    run_sweep(sweep, tmp_path / "serial.h5", serial=True)
+    summary = run_sweep(sweep, tmp_path / "dask.h5", workers=2)
+    assert summary.executor.startswith("dask LocalCluster(2")
+    serial, dask = read_table(tmp_path / "serial.h5"), read_table(tmp_path / "dask.h5")
+    for name in ("point", "seed", "config", "status", *METRICS):
+        assert list(serial[name]) == list(dask[name]), name
+
+
+_KILLABLE = """
+import sys, time
+import wafer.sweep as sweep
+from wafer.sweep_config import load_sweep
+run = sweep.run_point
+def slow(*args):
+    time.sleep(0.3)
+    return run(*args)
+sweep.run_point = slow
+sweep.run_sweep(load_sweep(sys.argv[1]), sys.argv[2], serial=True)
+"""
+
+
+def test_killed_sweep_resumes_and_ends_with_every_point_once(small, tmp_path):
+    """SIGKILL mid-sweep keeps the finished rows; re-running runs only the rest."""
+    out = tmp_path / "r.h5"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, str(small), str(out)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _rows_at_least(out, 3):
+            time.sleep(0.05)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done_before = len(read_records(out))
+    assert 3 <= done_before < 8
+    summary = run_sweep(load_sweep(small), out, serial=True)
+    assert (summary.skipped, summary.ran) == (done_before, 8 - done_before)
+    points = [r.point for r in read_records(out)]
+    assert sorted(points) == list(range(8))
+    assert {r.status for r in read_records(out)} == {"ok"}
+
+
+def _rows_at_least(path: Path, n: int) -> bool:
+    try:
+        return len(read_records(path)) >= n
+    except (OSError, KeyError):
+        return False
+
+
+FAILING = """\
+job: defects
+base: {preset: small, defect_density_per_cm2: 2.0}
+sampling: list
+axes:
+  pe.sram_bytes: [65536, -4, 49152]
+  seed: [0, 1, 2]
+metrics: [working_pes]
+"""
+
+
+def test_failing_point_is_recorded_retried_once_and_the_others_finish(tmp_path):
+    """A point that raises is a failed row with its error; one re-run retries it, no more."""
+    sweep = load_sweep(_write(tmp_path, FAILING))
+    out = tmp_path / "r.h5"
+    first = run_sweep(sweep, out, serial=True)
+    assert (first.ok, first.failed) == (2, 1)
+    bad = next(r for r in read_records(out) if r.point == 1)
+    assert bad.status == "failed"
+    assert bad.attempts == 1
+    assert "attempt 1: ConfigError" in bad.error
+    assert "sram_bytes=-4" in bad.error
+    second = run_sweep(sweep, out, serial=True)
+    assert (second.ran, second.skipped, second.failed) == (1, 2, 1)
+    bad = next(r for r in read_records(out) if r.point == 1)
+    assert bad.attempts == 2
+    assert "attempt 1:" in bad.error
+    assert "attempt 2:" in bad.error
+    assert run_sweep(sweep, out, serial=True).ran == 0
+    assert len(read_records(out)) == 3
+
+
+def test_missing_metric_fails_the_point_naming_the_result_keys(tmp_path):
+    """A metric the job does not return is a failed point whose error lists the keys."""
+    text = SMALL.replace("dead_pes]", "no_such_key]")
+    out = tmp_path / "r.h5"
+    summary = run_sweep(load_sweep(_write(tmp_path, text)), out, serial=True)
+    assert summary.failed == 8
+    assert "'no_such_key'" in read_records(out)[0].error
+    assert "working_pes" in read_records(out)[0].error
+
+
+def test_changed_sweep_file_is_an_error_naming_the_change(small, tmp_path):
+    """Resuming with an edited sweep file is refused, naming the table that changed."""
+    out = tmp_path / "r.h5"
+    run_sweep(load_sweep(small), out, serial=True)
+    small.write_text(SMALL.replace("[0, 1]", "[0, 1, 2]"))
+    with pytest.raises(ConfigError, match=r"changed since .*changed: axes\)"):
+        run_sweep(load_sweep(small), out, serial=True)
+
+
+def test_random_sampling_is_seeded_and_within_bounds(tmp_path):
+    """Random sampling draws ``samples`` points, the same ones for the same sample_seed."""
+    text = """\
+    job: defects
+    base: {preset: small}
+    sampling: random
+    samples: 5
+    sample_seed: 7
+    axes:
+      defect_density_per_cm2: {loguniform: [0.5, 8.0]}
+      repair: [row, column_shift]
+      seed: {integers: [0, 100]}
+    metrics: [working_pes]
+    """
+    first = load_sweep(_write(tmp_path, text, "a.yaml")).points
+    again = load_sweep(_write(tmp_path, text, "b.yaml")).points
+    assert [p.config for p in first] == [p.config for p in again]
+    assert len(first) == 5
+    assert all(0.5 <= p.config["defect_density_per_cm2"] <= 8.0 for p in first)
+
+
+BAD = {
+    "unknown top-level key": ("job: defects\naxes: {seed: [1]}\nmetrics: [a]\nsteps: 3\n", "steps"),
+    "unknown job": ("job: train\naxes: {seed: [1]}\nmetrics: [a]\n", "job='train'"),
+    "no axes": ("job: defects\nmetrics: [a]\n", "axes=None"),
+    "unknown axis key": ("job: defects\naxes: {sram: [1]}\nmetrics: [a]\n", "axes.sram"),
+    "axis not a list": ("job: defects\naxes: {seed: 3}\nmetrics: [a]\n", "axes.seed=3"),
+    "zipped lengths differ": (
+        "job: defects\nsampling: list\naxes: {seed: [1, 2], repair: [row]}\nmetrics: [a]\n",
+        "one length",
+    ),
+    "random without samples": (
+        "job: defects\nsampling: random\naxes: {seed: [1]}\nmetrics: [a]\n",
+        "samples=None",
+    ),
+    "no metrics": ("job: defects\naxes: {seed: [1]}\nmetrics: []\n", "metrics=[]"),
+    "file-writing option": ("job: defects\naxes: {out: [a.h5]}\nmetrics: [a]\n", "axes.out"),
+    "invalid choice": ("job: defects\naxes: {repair: [glue]}\nmetrics: [a]\n", "'glue'"),
+    "key in base and axes": (
+        "job: defects\nbase: {seed: 1}\naxes: {seed: [1]}\nmetrics: [a]\n",
+        "both base and axes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_sweep_file_is_a_one_line_config_error(tmp_path, case):
+    """Each malformed sweep file raises one ConfigError line naming the file and the field."""
+    text, expected = BAD[case]
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(str(path))
+    assert expected in message
+
+
+def test_example_sweep_file_is_valid():
+    """The ready defect-tolerance sweep in examples/sweeps loads: 5 x 3 x 4 points."""
+    sweep = load_sweep(REPO / "examples" / "sweeps" / "defect_tolerance.yaml")
+    assert len(sweep.points) == 60
+    assert "unrepaired_pes" in sweep.metrics
+
+
+def test_cli_prints_progress_to_stderr_and_a_summary(small, tmp_path, capsys):
+    """``wafersim sweep --serial`` reports progress on stderr and the summary on stdout."""
+    out = tmp_path / "r.h5"
+    assert main(["sweep", str(small), "--serial", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "sweep: 8/8 points done, 0 failed" in captured.err
+    assert "8 points, 8 ok, 0 failed" in captured.out
+    assert main(["sweep", str(small), "pe.sram_bytes=1", "--serial", "--out", str(out)]) == 2
+    assert "no key=value overrides" in capsys.readouterr().err

@@ -1,0 +1,247 @@
+"""Run a sweep: every point of a sweep file through its job, on Dask or serially.
+
+``run_sweep`` skips the points the results file already holds as ``ok``, retries a failed
+point once (``MAX_ATTEMPTS``), writes each batch of finished points as it arrives, and reports
+progress through a callback. A point that raises is recorded as failed; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wafer import __version__
+from wafer.errors import ConfigError
+from wafer.sweep_config import SweepConfig, SweepPoint, parse_point_args
+from wafer.sweep_results import PointRecord, open_results, write_records
+
+MAX_ATTEMPTS = 2  # the first run and one retry
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    """Where a running sweep stands, for a progress callback."""
+
+    done: int
+    failed: int
+    total: int
+    elapsed_s: float
+    eta_s: float | None
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What ``run_sweep`` did: counts over the whole table and this run's throughput."""
+
+    out: str
+    executor: str
+    total: int
+    ok: int
+    failed: int
+    skipped: int
+    ran: int
+    wall_s: float
+    points_per_s: float | None
+
+
+Progress = Callable[[SweepProgress], None]
+
+
+def run_point(job: str, point: SweepPoint, metrics: tuple[str, ...], attempt: int) -> PointRecord:
+    """Run one point (on a worker or in-process); never raises: a failure is a record."""
+    from wafer import commands
+
+    start = time.perf_counter()
+    seed, values, error = -1, {}, ""
+    try:
+        args = parse_point_args(point.argv)
+        seed = args.seed
+        result = commands.COMMANDS[job][1](args)
+        values = {name: _metric(result, name) for name in metrics}
+    except Exception as exc:  # any failure of a point is data, not a crash
+        error = f"attempt {attempt}: {type(exc).__name__}: {exc}"
+    return PointRecord(
+        point=point.index,
+        config=point.config_json(),
+        seed=seed,
+        wafersim_version=__version__,
+        status="failed" if error else "ok",
+        error=error,
+        attempts=attempt,
+        wall_s=time.perf_counter() - start,
+        metrics=values,
+    )
+
+
+def _metric(result: dict[str, Any], name: str) -> float:
+    """``result[name]`` as a float; a dotted name looks into nested tables."""
+    value: Any = result
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            keys = ", ".join(sorted(k for k, v in result.items() if _is_scalar(v)))
+            raise ConfigError(f"metric {name!r} is not in the job's result; scalar keys: {keys}")
+        value = value[part]
+    if not _is_scalar(value):
+        raise ConfigError(f"metric {name!r} is {value!r}, not a number")
+    return float("nan") if value is None else float(value)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float)
+
+
+def run_sweep(
+    sweep: SweepConfig,
+    out: str | Path,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    serial: bool = False,
+    progress: Progress | None = None,
+) -> SweepSummary:
+    """Run the points ``out`` lacks; on Dask unless ``serial`` (or Dask is not installed)."""
+    start = time.perf_counter()
+    previous = open_results(out, sweep)
+    todo = [p for p in sweep.points if _needs_run(previous.get(p.index))]
+    executor, runner = _executor(scheduler, workers, serial)
+    tally = _Tally(sweep, previous, len(todo), start, progress)
+    jobs = [(p, previous[p.index].attempts + 1 if p.index in previous else 1) for p in todo]
+    if jobs:
+        for batch in runner(sweep, jobs):
+            write_records(out, [_merge(previous.get(r.point), r) for r in batch])
+            tally.add(batch)
+    wall_s = time.perf_counter() - start
+    return SweepSummary(
+        out=str(out),
+        executor=executor,
+        total=len(sweep.points),
+        ok=tally.ok,
+        failed=tally.failed,
+        skipped=len(sweep.points) - len(todo),
+        ran=len(todo),
+        wall_s=wall_s,
+        points_per_s=len(todo) / wall_s if todo else None,
+    )
+
+
+def _needs_run(record: PointRecord | None) -> bool:
+    return record is None or (record.status != "ok" and record.attempts < MAX_ATTEMPTS)
+
+
+def _merge(old: PointRecord | None, new: PointRecord) -> PointRecord:
+    """A retry keeps the earlier attempt's error beside its own (or alone, if it succeeded)."""
+    if old is None or not old.error:
+        return new
+    error = f"{old.error} | {new.error}" if new.error else old.error
+    return PointRecord(**{**new.__dict__, "error": error})
+
+
+class _Tally:
+    """Counts over the whole table, updated per batch, reported to the progress callback."""
+
+    def __init__(self, sweep: SweepConfig, previous: dict, todo: int, start: float, progress):
+        skipped = [r for r in previous.values() if not _needs_run(r)]
+        self.total, self.todo, self.ran = len(sweep.points), todo, 0
+        self.ok = sum(r.status == "ok" for r in skipped)
+        self.failed = len(skipped) - self.ok
+        self.start, self.progress = start, progress
+        self._report()
+
+    def add(self, batch: list[PointRecord]) -> None:
+        self.ran += len(batch)
+        self.ok += sum(r.status == "ok" for r in batch)
+        self.failed += sum(r.status != "ok" for r in batch)
+        self._report()
+
+    def _report(self) -> None:
+        if self.progress is None:
+            return
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / self.ran * (self.todo - self.ran) if self.ran else None
+        done = self.ok + self.failed
+        self.progress(SweepProgress(done, self.failed, self.total, elapsed, eta))
+
+
+Runner = Callable[[SweepConfig, list[tuple[SweepPoint, int]]], Iterable[list[PointRecord]]]
+
+
+def _executor(scheduler: str | None, workers: int | None, serial: bool) -> tuple[str, Runner]:
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers={workers} must be >= 1")
+    if serial:
+        if scheduler or workers:
+            raise ConfigError("--serial runs in-process: drop --scheduler and --workers")
+        return "serial", _run_serial
+    if not _have_dask():
+        if scheduler or workers:
+            raise ConfigError("--scheduler/--workers need Dask: pip install 'wafersim[sweep]'")
+        log.warning("Dask is not installed; running the sweep serially")
+        return "serial (Dask not installed)", _run_serial
+    if scheduler and workers:
+        raise ConfigError("--workers sizes the embedded cluster; drop it with --scheduler")
+    n = workers or os.cpu_count() or 1
+    name = f"dask {scheduler}" if scheduler else f"dask LocalCluster({n} workers)"
+    return name, lambda sweep, jobs: _run_dask(sweep, jobs, scheduler, n)
+
+
+def _have_dask() -> bool:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _run_serial(sweep: SweepConfig, jobs: list[tuple[SweepPoint, int]]) -> Iterator[list]:
+    for point, attempt in jobs:
+        yield [run_point(sweep.job, point, sweep.metrics, attempt)]
+
+
+def _run_dask(sweep: SweepConfig, jobs: list, scheduler: str | None, n: int) -> Iterator[list]:
+    from distributed import Client, LocalCluster, as_completed
+
+    if scheduler:
+        client, cluster = Client(scheduler), None
+    else:
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+        )
+        client = Client(cluster)
+    try:
+        futures = {
+            client.submit(run_point, sweep.job, p, sweep.metrics, a, pure=False): (p, a)
+            for p, a in jobs
+        }
+        for batch in as_completed(futures).batches():
+            yield [_future_record(sweep, f, *futures[f]) for f in batch]
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _future_record(sweep: SweepConfig, future: Any, point: SweepPoint, attempt: int):
+    """The future's record; a lost worker (killed, out of memory) becomes a failed point."""
+    try:
+        return future.result()
+    except Exception as exc:  # the worker, not the point, failed
+        return PointRecord(
+            point=point.index,
+            config=point.config_json(),
+            seed=-1,
+            wafersim_version=__version__,
+            status="failed",
+            error=f"attempt {attempt}: worker lost: {type(exc).__name__}: {exc}",
+            attempts=attempt,
+            wall_s=float("nan"),
+        )

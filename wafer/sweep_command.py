@@ -1,0 +1,89 @@
+"""``wafersim sweep SWEEP.yaml``: run a parameter sweep into one HDF5 results table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from typing import Any, TextIO
+
+from wafer.errors import ConfigError
+from wafer.sweep import SweepProgress
+
+
+def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sweep_file", metavar="SWEEP", help="sweep file (.yaml/.toml)")
+    parser.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://...)")
+    parser.add_argument("--workers", type=int, help="workers of the embedded Dask cluster")
+    parser.add_argument("--serial", action="store_true", help="run the points in-process")
+    parser.add_argument(
+        "--out", default="sweep_results.h5", help="results table (.h5); re-running resumes it"
+    )
+
+
+def run_sweep_command(args: argparse.Namespace) -> dict[str, Any]:
+    from wafer.sweep import run_sweep
+    from wafer.sweep_config import load_sweep
+
+    if args.overrides:
+        raise ConfigError(
+            f"sweep takes no key=value overrides ({args.overrides[0]!r}); "
+            "put them under base: in the sweep file"
+        )
+    if args.seed != 0:
+        raise ConfigError(f"sweep takes no --seed ({args.seed}); vary or set seed in the file")
+    sweep = load_sweep(args.sweep_file)
+    progress = SweepProgressLine(sys.stderr)
+    try:
+        summary = run_sweep(
+            sweep,
+            args.out,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            serial=args.serial,
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    return {**asdict(summary), "sweep": sweep.path, "sweep_sha256": sweep.sha256}
+
+
+class SweepProgressLine:
+    """One progress line on ``stream``: rewritten in place on a terminal, otherwise written
+    again at each tenth of the points."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.tenths_shown = -1
+        self.open_line = False
+
+    def __call__(self, p: SweepProgress) -> None:
+        left = "?" if p.eta_s is None else f"{p.eta_s:.0f}"
+        line = (
+            f"sweep: {p.done}/{p.total} points done, {p.failed} failed, "
+            f"{p.elapsed_s:.1f} s elapsed, ~{left} s left"
+        )
+        tenths = p.done * 10 // max(p.total, 1)
+        if self.tty:
+            self.stream.write("\r" + line)
+            self.open_line = True
+        elif tenths > self.tenths_shown:
+            self.tenths_shown = tenths
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.open_line:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.open_line = False
+
+
+def sweep_text(r: dict[str, Any]) -> str:
+    rate = "" if r["points_per_s"] is None else f", {r['points_per_s']:.2f} points/s"
+    return (
+        f"{r['sweep']}: {r['total']} points, {r['ok']} ok, {r['failed']} failed "
+        f"({r['ran']} run now, {r['skipped']} already done) on {r['executor']}; "
+        f"{r['wall_s']:.1f} s{rate} -> {r['out']}"
+    )

@@ -1,0 +1,296 @@
+"""Sweep files: a base job, the axes to vary and the metrics to keep, expanded into points.
+
+A sweep file (YAML or TOML) holds::
+
+    job: defects                 # defects | traffic | kernel
+    base: {preset: wse2}         # options (by dest name) and key=value spec overrides
+    sampling: grid               # grid (cartesian) | list (zipped) | random
+    axes: {defect_density_per_cm2: [0.05, 0.1], repair: [row, column_shift], seed: [0, 1]}
+    metrics: [working_pes, unrepaired_pes]
+
+A key that is an option of the job (``defect_density_per_cm2`` or ``--defect-density-per-cm2``)
+becomes that option; any other key is a spec override (``pe.sram_bytes: 65536``). ``base`` may
+also hold ``args``, raw positional arguments (the kernel name for ``kernel``). With ``random``
+sampling, ``samples`` points are drawn with ``sample_seed``; an axis is then a list to choose
+from or ``{uniform: [lo, hi]}``, ``{loguniform: [lo, hi]}`` or ``{integers: [lo, hi]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import hashlib
+import io
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wafer.config_io import flatten, load_mapping
+from wafer.errors import ConfigError
+
+JOBS = ("defects", "traffic", "kernel")
+SAMPLINGS = ("grid", "list", "random")
+DISTRIBUTIONS = ("uniform", "loguniform", "integers")
+TOP_KEYS = ("job", "base", "sampling", "axes", "samples", "sample_seed", "metrics")
+# Options that make a point write a file: parallel points would overwrite each other's.
+FILE_OPTIONS = ("out", "plot", "trace")
+RAW_ARGS_KEY = "args"
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One run of the job: its index, its resolved config and the argv that runs it."""
+
+    index: int
+    config: dict[str, Any]
+    argv: tuple[str, ...]
+
+    def config_json(self) -> str:
+        return json.dumps(self.config, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A validated sweep file; ``points`` is the expanded list of runs."""
+
+    path: str
+    sha256: str
+    job: str
+    base: dict[str, Any]
+    sampling: str
+    axes: dict[str, Any]
+    samples: int | None
+    sample_seed: int
+    metrics: tuple[str, ...]
+    points: tuple[SweepPoint, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's content as read (what the hash stands for), JSON-ready."""
+        return {
+            "job": self.job,
+            "base": self.base,
+            "sampling": self.sampling,
+            "axes": self.axes,
+            "samples": self.samples,
+            "sample_seed": self.sample_seed,
+            "metrics": list(self.metrics),
+        }
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    """Read, validate and expand a sweep file; every problem is a one-line ConfigError."""
+    path = Path(path)
+    data = load_mapping(path)
+    try:
+        return _build(path, data)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
+    unknown = sorted(set(data) - set(TOP_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}; allowed: {', '.join(TOP_KEYS)}")
+    job = _choice("job", data.get("job"), JOBS)
+    sampling = _choice("sampling", data.get("sampling", "grid"), SAMPLINGS)
+    base = _mapping("base", data.get("base", {}))
+    axes = _mapping("axes", data.get("axes"))
+    if not axes:
+        raise ConfigError("axes={} must name at least one key to vary")
+    samples = _samples(sampling, data.get("samples"))
+    sample_seed = _int("sample_seed", data.get("sample_seed", 0), minimum=0)
+    metrics = _metrics(data.get("metrics"))
+    options = job_options(job)
+    _check_keys(base, axes, options)
+    values = _axis_values(sampling, axes, samples, sample_seed)
+    points = tuple(_point(i, job, base, v, options) for i, v in enumerate(values))
+    return SweepConfig(
+        path=str(path),
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        job=job,
+        base=base,
+        sampling=sampling,
+        axes=axes,
+        samples=samples,
+        sample_seed=sample_seed,
+        metrics=metrics,
+        points=points,
+    )
+
+
+def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{field}={value!r} is not allowed; allowed: {', '.join(allowed)}")
+    return value
+
+
+def _mapping(field: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{field}={value!r} must be a table of key: value")
+    return dict(value)
+
+
+def _int(field: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{field}={value!r} must be an integer >= {minimum}")
+    return value
+
+
+def _samples(sampling: str, value: Any) -> int | None:
+    if sampling == "random":
+        return _int("samples", value, minimum=1)
+    if value is not None:
+        raise ConfigError(f"samples={value!r} is only allowed with sampling: random")
+    return None
+
+
+def _metrics(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"metrics={value!r} must be a non-empty list of result keys")
+    for name in value:
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ConfigError(f"metrics entry {name!r} must be a result key (text, no '/')")
+    if len(set(value)) != len(value):
+        raise ConfigError(f"metrics={value!r} names a key twice")
+    return tuple(value)
+
+
+def job_options(job: str) -> dict[str, argparse.Action]:
+    """The job's command-line options by dest name (``--seed`` included)."""
+    from wafer import commands
+
+    parser = argparse.ArgumentParser(add_help=False)
+    commands.COMMANDS[job][0](parser)
+    parser.add_argument("--seed", type=int)
+    return {a.dest: a for a in parser._actions if a.option_strings}
+
+
+def _option_name(key: str) -> str:
+    return key.removeprefix("--").replace("-", "_")
+
+
+def _spec_keys() -> set[str]:
+    from wafer.presets import preset
+
+    return set(flatten(preset("tiny").to_dict()))
+
+
+def _check_keys(base: dict, axes: dict, options: dict[str, argparse.Action]) -> None:
+    spec_keys = _spec_keys()
+    for field, table in (("base", base), ("axes", axes)):
+        for key in table:
+            name = _option_name(str(key))
+            if field == "base" and key == RAW_ARGS_KEY:
+                continue
+            if name in FILE_OPTIONS:
+                raise ConfigError(f"{field}.{key}: points cannot write files; drop this option")
+            if name not in options and key not in spec_keys:
+                allowed = ", ".join(sorted(options) + sorted(spec_keys))
+                raise ConfigError(
+                    f"{field}.{key} is neither an option of the job nor a spec key; "
+                    f"allowed: {allowed}"
+                )
+    both = sorted(set(map(_option_name, base)) & set(map(_option_name, axes)))
+    if both:
+        raise ConfigError(f"{both[0]!r} is in both base and axes; keep it in one")
+
+
+def _axis_values(sampling: str, axes: dict, samples: int | None, seed: int) -> list[dict]:
+    if sampling == "random":
+        return _random_values(axes, samples, seed)
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"axes.{key}={values!r} must be a non-empty list of values")
+    keys = list(axes)
+    if sampling == "grid":
+        return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*axes.values())]
+    lengths = {key: len(values) for key, values in axes.items()}
+    if len(set(lengths.values())) > 1:
+        raise ConfigError(f"sampling: list zips the axes, so they need one length; got {lengths}")
+    return [dict(zip(keys, combo, strict=True)) for combo in zip(*axes.values(), strict=True)]
+
+
+def _random_values(axes: dict, samples: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    draws = {key: _draw(key, spec, samples, rng) for key, spec in axes.items()}
+    return [{key: draws[key][i] for key in axes} for i in range(samples)]
+
+
+def _draw(key: str, spec: Any, samples: int, rng: np.random.Generator) -> list[Any]:
+    if isinstance(spec, list) and spec:
+        return [spec[i] for i in rng.integers(0, len(spec), size=samples)]
+    if not (isinstance(spec, dict) and len(spec) == 1 and next(iter(spec)) in DISTRIBUTIONS):
+        raise ConfigError(
+            f"axes.{key}={spec!r} must be a list or one of {{{', '.join(DISTRIBUTIONS)}: [lo, hi]}}"
+        )
+    kind, bounds = next(iter(spec.items()))
+    ok = isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) for b in bounds)
+    if not ok or bounds[0] > bounds[1] or (kind == "loguniform" and bounds[0] <= 0):
+        raise ConfigError(f"axes.{key}.{kind}={bounds!r} must be [lo, hi] with lo <= hi")
+    lo, hi = bounds
+    if kind == "integers":
+        return [int(v) for v in rng.integers(lo, hi + 1, size=samples)]
+    if kind == "loguniform":
+        return [float(v) for v in np.exp(rng.uniform(np.log(lo), np.log(hi), size=samples))]
+    return [float(v) for v in rng.uniform(lo, hi, size=samples)]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _point(index: int, job: str, base: dict, values: dict, options: dict) -> SweepPoint:
+    config = {"job": job, **base, **values}
+    argv = point_argv(job, {**base, **values}, options)
+    parse_point_args(argv)  # an unparsable point is the sweep file's error, found up front
+    return SweepPoint(index, config, argv)
+
+
+def point_argv(job: str, table: dict[str, Any], options: dict) -> tuple[str, ...]:
+    """``[job, options..., "--", args..., key=value...]``, as a user would type it."""
+    argv, positional, overrides = [job], [], []
+    for key, value in table.items():
+        name = _option_name(str(key))
+        if key == RAW_ARGS_KEY:
+            positional += [str(v) for v in (value if isinstance(value, list) else [value])]
+        elif name in options:
+            argv += _option_argv(options[name], value)
+        else:
+            overrides.append(f"{key}={value}")
+    return (*argv, "--", *positional, *overrides)
+
+
+def _option_argv(action: argparse.Action, value: Any) -> list[str]:
+    flag = action.option_strings[-1]
+    if action.nargs == 0:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{flag} is a switch; its value must be true or false, got {value!r}")
+        return [flag] if value else []
+    if isinstance(value, list):
+        if action.nargs not in ("+", "*"):
+            raise ConfigError(f"{flag} takes one value, got the list {value!r}")
+        return [flag, *map(str, value)]
+    return [flag, str(value)]
+
+
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    from wafer.cli import build_parser
+
+    return build_parser()
+
+
+def parse_point_args(argv: tuple[str, ...]) -> argparse.Namespace:
+    """Parse a point's argv with the CLI's own parser; a usage error is a ConfigError."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return _parser().parse_args(list(argv))
+    except SystemExit:
+        message = captured.getvalue().strip().splitlines() or ["cannot parse"]
+        raise ConfigError(f"point {' '.join(argv)!r}: {message[-1]}") from None

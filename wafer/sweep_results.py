@@ -1,0 +1,149 @@
+"""The sweep results file: one HDF5 table, one row per point, appended as points finish.
+
+Layout: group ``points`` with resizable columns ``point`` (int64), ``config`` (JSON text),
+``seed`` (int64), ``wafersim_version``, ``status`` (``ok``/``failed``), ``error`` (text),
+``attempts`` (int64), ``wall_s`` (float64) and ``metrics/<name>`` (float64, NaN when failed).
+The file's attributes hold the sweep file's SHA-256 and content, so a changed sweep file is
+caught. Each batch is written to a copy that is renamed over the file, so a crash at any
+moment leaves the previous complete file: only the points in flight are lost.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from wafer.atomic import atomic_path
+from wafer.errors import ConfigError
+from wafer.sweep_config import SweepConfig
+
+FORMAT = "wafersim-sweep/1"
+TEXT_COLUMNS = ("config", "wafersim_version", "status", "error")
+INT_COLUMNS = ("point", "seed", "attempts")
+FLOAT_COLUMNS = ("wall_s",)
+_STR = h5py.string_dtype()
+
+
+@dataclass(frozen=True)
+class PointRecord:
+    """What one attempt at one point produced: a row of the table."""
+
+    point: int
+    config: str
+    seed: int
+    wafersim_version: str
+    status: str
+    error: str
+    attempts: int
+    wall_s: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def open_results(path: str | Path, sweep: SweepConfig) -> dict[int, PointRecord]:
+    """Create the file for ``sweep``, or check an existing one matches it; return its rows."""
+    path = Path(path)
+    if not path.exists():
+        _create(path, sweep)
+        return {}
+    with h5py.File(path, "r") as f:
+        _check_matches(path, f.attrs, sweep)
+    return {record.point: record for record in read_records(path)}
+
+
+def _create(path: Path, sweep: SweepConfig) -> None:
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["sweep_sha256"] = sweep.sha256
+        f.attrs["sweep"] = json.dumps(sweep.to_dict(), sort_keys=True)
+        f.attrs["sweep_path"] = sweep.path
+        f.attrs["points_total"] = len(sweep.points)
+        group = f.create_group("points")
+        for name in TEXT_COLUMNS:
+            group.create_dataset(name, (0,), dtype=_STR, maxshape=(None,), chunks=(256,))
+        for name in INT_COLUMNS:
+            group.create_dataset(name, (0,), dtype=np.int64, maxshape=(None,), chunks=(256,))
+        for name in (*FLOAT_COLUMNS, *(f"metrics/{m}" for m in sweep.metrics)):
+            group.create_dataset(name, (0,), dtype=np.float64, maxshape=(None,), chunks=(256,))
+
+
+def _check_matches(path: Path, attrs: Any, sweep: SweepConfig) -> None:
+    if attrs.get("format") != FORMAT:
+        raise ConfigError(f"{path} is not a wafersim sweep results file (format {FORMAT})")
+    if attrs["sweep_sha256"] == sweep.sha256:
+        return
+    stored = json.loads(attrs["sweep"])
+    now = sweep.to_dict()
+    changed = [key for key in now if stored.get(key) != now[key]] or ["text only"]
+    raise ConfigError(
+        f"sweep file {sweep.path} changed since {path} was started "
+        f"(sha256 {attrs['sweep_sha256'][:12]} then, {sweep.sha256[:12]} now; "
+        f"changed: {', '.join(changed)}); restore it or write to a new --out"
+    )
+
+
+def read_records(path: str | Path) -> list[PointRecord]:
+    """Every row of the table, in file order."""
+    with h5py.File(path, "r") as f:
+        group = f["points"]
+        columns = {name: group[name].asstr()[:] for name in TEXT_COLUMNS}
+        columns |= {name: group[name][:] for name in (*INT_COLUMNS, *FLOAT_COLUMNS)}
+        metrics = {name: data[:] for name, data in group["metrics"].items()}
+    return [
+        PointRecord(
+            **{name: _scalar(values[row]) for name, values in columns.items()},
+            metrics={name: float(values[row]) for name, values in metrics.items()},
+        )
+        for row in range(len(columns["point"]))
+    ]
+
+
+def read_table(path: str | Path) -> dict[str, np.ndarray]:
+    """The table as columns (``metrics/<name>`` flattened to ``<name>``), sorted by point."""
+    records = sorted(read_records(path), key=lambda r: r.point)
+    table = {
+        name: np.array([getattr(r, name) for r in records])
+        for name in (*INT_COLUMNS, *TEXT_COLUMNS, *FLOAT_COLUMNS)
+    }
+    names = records[0].metrics if records else {}
+    table |= {name: np.array([r.metrics[name] for r in records]) for name in names}
+    return table
+
+
+def _scalar(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def write_records(path: str | Path, records: list[PointRecord]) -> None:
+    """Add (or, for a retried point, replace) rows; atomically, via a copy of the file."""
+    if not records:
+        return
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        shutil.copyfile(path, tmp)
+        with h5py.File(tmp, "r+") as f:
+            _write_rows(f["points"], records)
+
+
+def _write_rows(group: h5py.Group, records: list[PointRecord]) -> None:
+    rows = {int(point): row for row, point in enumerate(group["point"][:])}
+    size = len(rows)
+    for record in records:
+        if record.point not in rows:
+            rows[record.point] = size
+            size += 1
+    names = [*TEXT_COLUMNS, *INT_COLUMNS, *FLOAT_COLUMNS]
+    metric_names = list(group["metrics"])
+    for name in (*names, *(f"metrics/{m}" for m in metric_names)):
+        group[name].resize((size,))
+    for record in records:
+        row = rows[record.point]
+        for name in names:
+            group[name][row] = getattr(record, name)
+        for name in metric_names:
+            group[f"metrics/{name}"][row] = record.metrics.get(name, np.nan)
