@@ -24,7 +24,7 @@ from wafer.atomic import atomic_path, write_json
 from wafer.errors import ConfigError
 from wafer.presets import preset
 
-WAFER = (750, 994)  # wse2 logical grid [presets]
+WAFER = (994, 750)  # wse2 logical grid, rows x columns (750 wide, 994 high) [presets]
 
 
 def cases():
@@ -70,7 +70,7 @@ def analytic_rows(args, spec):
     runs += [("analytic", args.analytic_size, side) for side in args.analytic_sides]
     for kernel, algo in cases():
         for tier, size, side in runs:
-            grid = (side, side) if "cannon" in algo or side < WAFER[0] else WAFER
+            grid = (side, side) if "cannon" in algo or side < min(WAFER) else WAFER
             s = shape(kernel, size)
             cycles = analytic_cycles(kernel, algo, s, *grid, spec, args.dtype)
             peak = grid[0] * grid[1] * peak_flops_per_cycle(spec, args.dtype) * cycles
