@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wafer.cli import main
-from wafer.commands import ProgressLine
+from wafer.progress_line import ProgressLine
 from wafer.study import StudyProgress
 from wafer.study_result import StudyResult
 

@@ -9,7 +9,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any
 
 from wafer import __version__
 from wafer.compile_command import add_compile_arguments, compile_text, run_compile_command
@@ -17,6 +17,7 @@ from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
 from wafer.kernel_command import add_kernel_arguments, kernel_text, run_kernel_command
 from wafer.presets import PRESETS, preset
+from wafer.progress_line import ProgressLine
 from wafer.spec import WaferSpec
 from wafer.sweep_command import add_sweep_arguments, run_sweep_command, sweep_text
 
@@ -228,36 +229,6 @@ def _study_fields(args: argparse.Namespace) -> dict[str, Any]:
     if args.window_pes is not None:
         fields["window_pes"] = args.window_pes
     return fields
-
-
-class ProgressLine:
-    """Study progress on ``stream``: one line rewritten in place on a terminal, otherwise
-    a line per tenth of the points."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.tenths_shown = 0
-        self.open_line = False  # a terminal line written with \r and not yet ended
-
-    def __call__(self, progress: Any) -> None:
-        done, total, elapsed = progress
-        left = elapsed / done * (total - done)
-        line = f"study: {done}/{total} points, {elapsed:.1f} s elapsed, ~{left:.0f} s left"
-        if self.tty:
-            self.stream.write("\r" + line)
-            self.open_line = True
-        elif done * 10 // total > self.tenths_shown or done == total:
-            self.tenths_shown = done * 10 // total
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        """End the terminal line, so what follows (a result, an error) starts on its own."""
-        if self.open_line:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.open_line = False
 
 
 def _study_text(r: dict[str, Any]) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict
-from typing import Any, TextIO
+from typing import Any
 
 from wafer.errors import ConfigError
+from wafer.progress_line import ProgressLine
 from wafer.sweep import SweepProgress
 
 
@@ -48,15 +49,8 @@ def run_sweep_command(args: argparse.Namespace) -> dict[str, Any]:
     return {**asdict(summary), "sweep": sweep.path, "sweep_sha256": sweep.sha256}
 
 
-class SweepProgressLine:
-    """One progress line on ``stream``: rewritten in place on a terminal, otherwise written
-    again at each tenth of the points."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.tenths_shown = -1
-        self.open_line = False
+class SweepProgressLine(ProgressLine):
+    """The study's progress line, with the sweep's failures and time left."""
 
     def __call__(self, p: SweepProgress) -> None:
         left = "?" if p.eta_s is None else f"{p.eta_s:.0f}"
@@ -64,20 +58,7 @@ class SweepProgressLine:
             f"sweep: {p.done}/{p.total} points done, {p.failed} failed, "
             f"{p.elapsed_s:.1f} s elapsed, ~{left} s left"
         )
-        tenths = p.done * 10 // max(p.total, 1)
-        if self.tty:
-            self.stream.write("\r" + line)
-            self.open_line = True
-        elif tenths > self.tenths_shown:
-            self.tenths_shown = tenths
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.open_line:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.open_line = False
+        self.show(line, p.done, p.total)
 
 
 def sweep_text(r: dict[str, Any]) -> str:
