@@ -1,11 +1,16 @@
 """Place one layer's pass on the working grid: search GEMM strategies and tilings by the
 analytic costs of ``kernels.registry``, within each PE's SRAM budget.
 
+The cheapest candidate wins: fewest cycles (kernel or edge, whichever bounds the layer), then
+the fastest kernel (when the edge bounds the layer, a faster kernel leaves the stream time to
+prefetch the next layer's weights, as weight streaming uses the whole wafer for each layer),
+then fewest PEs.
+
 Candidates, in a fixed order (so the search is deterministic): every strategy, both
 orientations of the kernel grid on the wafer (operands entering at the west edge, or turned a
 quarter so they enter at the north edge), and grid sides that are powers of two or the whole
 working side. Independent GEMMs (attention's, one per sequence and head) run as replicas on
-disjoint sub-grids, in waves. The cheapest candidate wins; ties go to fewer PEs.
+disjoint sub-grids, in waves.
 
 Each placement names its bottleneck, the largest of: ``compute`` (FMACs at the PE's rate),
 ``SRAM`` (the bytes those FMACs read and write), ``fabric`` (what the kernel's estimate adds
@@ -58,13 +63,14 @@ def place_gemm(layer: str, work: Gemm, target: Target, strategies: dict[str, Str
             fitting.append((_lower_bound(work, target, shape), shape))
     if not fitting:
         raise _too_big(layer, smallest, target.spec.pe.sram_bytes)
-    best = None
-    for (bound, pes, _), shape in sorted(fitting, key=lambda item: item[0]):
-        if best is not None and (bound, pes) >= (best["cycles"], best["pes"]):
+    best, best_key = None, None
+    for bound, shape in sorted(fitting, key=lambda item: item[0]):
+        if best_key is not None and bound[:3] >= best_key:
             break
         found = _gemm_placement(work, target, shape)
-        if best is None or (found["cycles"], found["pes"]) < (best["cycles"], best["pes"]):
-            best = found
+        key = (found["cycles"], found["kernel_cycles"], found["pes"])
+        if best_key is None or key < best_key:
+            best, best_key = found, key
     return best
 
 
@@ -85,12 +91,14 @@ class _Shape:
         return min(work.count, (sides[0] // self.rows) * (sides[1] // self.cols))
 
 
-def _lower_bound(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, int]:
-    """(cycles no placement of this shape can beat, PEs used, enumeration order)."""
+def _lower_bound(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, int, int]:
+    """(cycles and kernel cycles no placement of this shape can beat, PEs used, enumeration
+    order)."""
     pes = shape.rows * shape.cols * shape.replicas(work, target)
     costs = _local_costs(work, target, pes)
     edge = math.ceil(work.edge_bytes / target.spec.edge_bytes_per_cycle)
-    return max(edge, *costs.values()), pes, shape.index
+    kernel = max(costs.values())
+    return max(edge, kernel), kernel, pes, shape.index
 
 
 def _local_costs(work: Gemm, target: Target, pes: int) -> dict[str, int]:
@@ -149,6 +157,7 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]
         "pes": rows * cols * replicas,
         "sram_bytes_per_pe": shape.need,
         "kernel_cycles": kernel,
+        "edge_bytes": work.edge_bytes,
         **_verdict(kernel, costs),
     }
 
@@ -197,5 +206,6 @@ def place_vector(layer: str, work: Vector, target: Target) -> dict[str, Any]:
         "pes": rows * cols,
         "sram_bytes_per_pe": need,
         "kernel_cycles": kernel,
+        "edge_bytes": work.edge_bytes,
         **_verdict(kernel, costs),
     }

@@ -29,7 +29,7 @@ from wafer.atomic import write_json
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
-COMPILER_VERSION = "1"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "2"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
 
 

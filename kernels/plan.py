@@ -7,6 +7,8 @@ bytes available). Edge ports have no budget: they stand for MemoryX or the host.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import numpy as np
 
 from fabric import _kernels as K
@@ -20,6 +22,7 @@ from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 PORT_SRAM_WORDS = 2**40  # edge ports are not limited by a PE's SRAM
+RECORDER: ContextVar = ContextVar("kernel_plan_recorder", default=None)
 
 
 class KernelPlan:
@@ -60,10 +63,15 @@ class KernelPlan:
         return int(self.used[wafer].max(initial=0)) * WORD_BYTES
 
     def run(self, max_cycles: int, threads: int = 1) -> SimResult:
+        """Simulate the kernel; under :func:`kernels.replay.recording` it is recorded for
+        later runs with other operands instead (see there)."""
         memory = np.zeros((self.grid.mesh.pes, max(1, int(self.used.max()))), np.float32)
         for pe, addr, data in self._images:
             memory[pe, addr : addr + len(data)] = data
         routes, program = self._compact_colors()
+        recorder = RECORDER.get()
+        if recorder is not None:
+            return recorder(self, routes, program, memory, max_cycles)
         return simulate(
             self.grid.mesh,
             self.spec,

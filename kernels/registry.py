@@ -22,23 +22,30 @@ from wafer.spec import WaferSpec
 
 @dataclass(frozen=True)
 class Algorithm:
+    """``run`` draws its inputs from a seed; a GEMM's ``apply(a, b, grid, spec, dtype,
+    **opts)`` multiplies the operands given (a training run's activations and weights)."""
+
     run: Callable[..., KernelResult]
     cycles: Callable[..., int]
+    apply: Callable[..., KernelResult] | None = None
 
 
 def _gemm(fn, cycles_fn, **fixed) -> Algorithm:
+    def apply(a, b, grid, spec, dtype, **opts):
+        return fn(a, b, grid, spec, dtype, **fixed, **opts)
+
     def run(shape, grid, spec, dtype, seed, **opts):
         rng = np.random.default_rng(seed)
         a = rng.standard_normal((shape["m"], shape["k"])).astype(np.float32)
         b = rng.standard_normal((shape["k"], shape["n"])).astype(np.float32)
-        return fn(a, b, grid, spec, dtype, **fixed, **opts)
+        return apply(a, b, grid, spec, dtype, **opts)
 
     def cycles(shape, rows, cols, spec, dtype, **opts):
         return cycles_fn(
             shape["m"], shape["k"], shape["n"], rows, cols, spec, dtype, **fixed, **opts
         )
 
-    return Algorithm(run, cycles)
+    return Algorithm(run, cycles, apply)
 
 
 def _gemv(algo: str) -> Algorithm:

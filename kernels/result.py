@@ -34,10 +34,11 @@ class KernelResult:
     sram_peak_bytes: int
     sim_wall_s: float
     output: np.ndarray = field(repr=False)
+    pe_busy_cycles: np.ndarray = field(repr=False)  # int64 (rows, cols) of the wafer patch
 
     def summary(self) -> dict:
-        """JSON-ready fields (everything but ``output``)."""
-        out = {k: v for k, v in self.__dict__.items() if k != "output"}
+        """JSON-ready fields (everything but the arrays)."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("output", "pe_busy_cycles")}
         out["grid"] = list(self.grid)
         return out
 
@@ -89,6 +90,7 @@ def kernel_result(
         sram_peak_bytes=plan.sram_peak_bytes(),
         sim_wall_s=sim.sim_wall_s,
         output=output,
+        pe_busy_cycles=sim.pe_busy_cycles[1:, 1:],  # the port frame left out
     )
 
 

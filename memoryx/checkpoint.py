@@ -4,7 +4,8 @@ Layout: group ``weights`` (one float32 dataset per tensor), group ``state/<slot>
 float32 dataset per tensor that has that optimizer slot), and attributes ``format``,
 ``format_version``, ``step``, ``seed`` (-1: none), ``init_std``, ``dtype``, ``optimizer``
 (JSON, ``""``: none), ``rng_state`` (JSON of a numpy bit generator's state, ``""``: none) and
-``wafersim_version``.
+``wafersim_version`` and ``meta`` (JSON of what the caller keeps with the weights, such as
+a run's config hash and loss history; ``""``: none).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Checkpoint(NamedTuple):
     optimizer: Optimizer | None
     rng_state: dict[str, Any] | None  # np.random.Generator.bit_generator.state, if saved
     wafersim_version: str
+    meta: dict[str, Any] | None = None  # the caller's JSON-ready extras, if saved
 
 
 def save_checkpoint(
@@ -42,9 +44,11 @@ def save_checkpoint(
     step: int,
     optimizer: Optimizer | None = None,
     rng: np.random.Generator | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> None:
-    """Write ``store`` (weights and optimizer state), ``step``, the optimizer's settings and
-    ``rng``'s state to HDF5 at ``path``; a crash midway leaves any earlier file intact."""
+    """Write ``store`` (weights and optimizer state), ``step``, the optimizer's settings,
+    ``rng``'s state and ``meta`` (JSON-ready) to HDF5 at ``path``; a crash midway leaves any
+    earlier file intact."""
     if not isinstance(step, int | np.integer) or isinstance(step, bool) or step < 0:
         raise ConfigError(f"step is {step!r}; allowed: an integer >= 0")
     weights = {name: store.get(name) for name in store.names}  # timing-only raises here
@@ -58,6 +62,7 @@ def save_checkpoint(
         "optimizer": "" if optimizer is None else json.dumps(optimizer.to_dict(), sort_keys=True),
         "rng_state": "" if rng is None else json.dumps(rng.bit_generator.state),
         "wafersim_version": wafer.__version__,
+        "meta": "" if meta is None else json.dumps(meta, sort_keys=True),
     }
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs.update(attrs)
@@ -110,12 +115,14 @@ def _read_checkpoint(f: h5py.File) -> Checkpoint:
     )
     optimizer = str(f.attrs["optimizer"])
     rng_state = str(f.attrs["rng_state"])
+    meta = str(f.attrs.get("meta", ""))
     return Checkpoint(
         store=store,
         step=int(f.attrs["step"]),
         optimizer=optimizer_from_dict(json.loads(optimizer)) if optimizer else None,
         rng_state=json.loads(rng_state) if rng_state else None,
         wafersim_version=str(f.attrs["wafersim_version"]),
+        meta=json.loads(meta) if meta else None,
     )
 
 

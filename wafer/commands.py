@@ -18,6 +18,7 @@ from wafer.errors import ConfigError
 from wafer.kernel_command import add_kernel_arguments, kernel_text, run_kernel_command
 from wafer.presets import PRESETS, preset
 from wafer.progress_line import ProgressLine
+from wafer.run_command import add_run_arguments, run_run_command, run_text
 from wafer.spec import WaferSpec
 from wafer.sweep_command import add_sweep_arguments, run_sweep_command, sweep_text
 
@@ -365,6 +366,11 @@ COMMANDS: dict[str, Command] = {
         run_compile_command,
         "compile a model into a per-layer placement plan",
     ),
+    "run": (
+        add_run_arguments,
+        run_run_command,
+        "train (or time) a model on simulated wafers with MemoryX weight streaming",
+    ),
     "sweep": (
         add_sweep_arguments,
         run_sweep_command,
@@ -377,5 +383,6 @@ TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {
     "traffic": _traffic_text,
     "kernel": kernel_text,
     "compile": compile_text,
+    "run": run_text,
     "sweep": sweep_text,
 }

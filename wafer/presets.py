@@ -11,7 +11,8 @@ Sources:
              routable colors per router, 32-bit wavelets.
   [HC33]     S. Lie, "Multi-Million Core, Multi-Wafer AI Cluster", Hot Chips 33 (2021).
              WSE-2: 850,000 cores on 46,225 mm^2 (7 nm); CS-2 system I/O 1.2 Tb/s over
-             12 x 100 GbE.
+             12 x 100 GbE. SwarmX: a tree of broadcast/reduce nodes between MemoryX and
+             up to 192 CS-2s; weights broadcast down, gradients reduced on the way up.
   [Lau21]    G. Lauterbach, "The Path to Successful Wafer-Scale Integration: The Cerebras
              Story", IEEE Micro 41(6), 2021. About 1 % of cores are redundant spares.
   [HC24]     S. Lie, "Wafer-Scale AI: GPU Impossible Performance", Hot Chips 2024. WSE-3:
@@ -52,6 +53,9 @@ CS2_IO = IOSpec(
     edge_ports=12,  # [HC33] 12 x 100 GbE
     edge_port_bits_per_s=100e9,  # [HC33] 12 x 100 Gb/s = 1.2 Tb/s system I/O
     edge_latency_cycles=1000,  # assumption: MemoryX round trip of ~1.2 us at 850 MHz
+    swarmx_fanout=4,  # assumption: SwarmX node fan-out is not published
+    swarmx_link_bits_per_s=1.2e12,  # [HC33] one link carries a CS-2's 1.2 Tb/s system I/O
+    swarmx_level_latency_cycles=850,  # assumption: ~1 us per SwarmX level at 850 MHz
 )
 WSE2_CLOCK_HZ = 0.85e9  # [Jacq22]
 WSE_MAX_CLOCK_HZ = 1.1e9  # [Rocki20]

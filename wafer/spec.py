@@ -54,11 +54,19 @@ class RouterSpec:
 
 @dataclass(frozen=True)
 class IOSpec:
-    """The wafer edge, where MemoryX streams weights in and gradients out."""
+    """The wafer edge, where MemoryX streams weights in and gradients out, and SwarmX.
+
+    SwarmX is the tree of broadcast/reduce nodes between MemoryX and the wafers of a
+    data-parallel cluster: each node has ``swarmx_fanout`` children, its links carry
+    ``swarmx_link_bits_per_s`` each way, and each level adds ``swarmx_level_latency_cycles``.
+    """
 
     edge_ports: int = knob(1, 4096)
     edge_port_bits_per_s: float = knob(1.0)
     edge_latency_cycles: int = knob(0, 10**7)
+    swarmx_fanout: int = knob(2, 64)
+    swarmx_link_bits_per_s: float = knob(1.0)
+    swarmx_level_latency_cycles: int = knob(0, 10**7)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,119 @@
+"""Run one GEMM shape many times with new operands, building its routes and programs once.
+
+A training run multiplies the same shapes every step; only the numbers change. Building a
+kernel's routes and PE programs in Python costs more than simulating it, so
+:class:`GemmReplay` records a kernel once and replays it on the engine with other operands.
+
+How the recording learns where the operands go, without the kernels' help: it runs the
+kernel's own Python with *coded* fp32 operands (element ``i`` of ``A`` is ``i + 1``, of ``B``
+is ``-(i + 1)``, exact in float32 below 2**24) and stops at :meth:`KernelPlan.run`. The SRAM
+image then names, word by word, the operand element it holds (0: nothing). The kernel's
+gather step is run on a coded SRAM (word ``w`` holds ``w + 1``), so the output it assembles
+names, element by element, the SRAM word it came from. A replay scatters the real operands
+into a fresh image, simulates, and gathers the output with those indices: the same engine run
+the kernel would make, bit for bit (tests compare them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabric.engine import SimResult, simulate
+from kernels import plan as kernel_plan
+from kernels.grid import KernelGrid
+from kernels.result import KernelResult, kernel_result
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+EXACT_FP32 = 2**24  # integers up to here are exact in float32
+
+
+@dataclass(frozen=True)
+class _Recording:
+    plan: kernel_plan.KernelPlan
+    routes: object
+    program: object
+    max_cycles: int
+    words: tuple[int, int]  # SRAM image shape (PEs, words)
+    a_slots: np.ndarray  # flat SRAM positions holding A elements ...
+    a_index: np.ndarray  # ... and which (flat index into A)
+    b_slots: np.ndarray
+    b_index: np.ndarray
+    out_slots: np.ndarray  # flat SRAM position of each output element (C order)
+    analytic: int
+
+
+class GemmReplay:
+    """``apply(a, b, grid, spec, dtype, **opts)`` of a registered GEMM, recorded per shape."""
+
+    def __init__(self, algo: str, apply, grid: KernelGrid, spec: WaferSpec, options: dict):
+        self.algo, self.apply, self.grid, self.spec = algo, apply, grid, spec
+        self.options = options
+        self._recordings: dict[tuple[int, int, int], _Recording] = {}
+        self._routes_checked: set[tuple[int, int, int]] = set()
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> KernelResult:
+        """``a @ b`` (fp32) on the engine, as the kernel would compute it."""
+        a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+        key = (*a.shape, b.shape[1])
+        if key not in self._recordings:
+            self._recordings[key] = self._record(*key)
+        check = key not in self._routes_checked  # proved deadlock-free once per recording
+        self._routes_checked.add(key)
+        return self._replay(self._recordings[key], a, b, check)
+
+    def _record(self, m: int, k: int, n: int) -> _Recording:
+        if max(m * k, k * n) >= EXACT_FP32:
+            raise ConfigError(f"GEMM {m}x{k}x{n} is too large to replay (operands >= 2**24)")
+        coded_a = (np.arange(m * k, dtype=np.float64) + 1).astype(np.float32).reshape(m, k)
+        coded_b = (-(np.arange(k * n, dtype=np.float64) + 1)).astype(np.float32).reshape(k, n)
+        seen: list = []
+
+        def record(plan, routes, program, memory, max_cycles):
+            seen.append((plan, routes, program, memory, max_cycles))
+            return _coded_result(plan, memory)
+
+        token = kernel_plan.RECORDER.set(record)
+        try:
+            result = self.apply(coded_a, coded_b, self.grid, self.spec, "fp32", **self.options)
+        finally:
+            kernel_plan.RECORDER.reset(token)
+        plan, routes, program, memory, max_cycles = seen[0]
+        flat = memory.reshape(-1)
+        a_slots, b_slots = np.flatnonzero(flat > 0), np.flatnonzero(flat < 0)
+        out_slots = result.output.reshape(-1).astype(np.int64) - 1
+        return _Recording(
+            plan, routes, program, max_cycles, memory.shape,
+            a_slots, flat[a_slots].astype(np.int64) - 1,
+            b_slots, (-flat[b_slots]).astype(np.int64) - 1,
+            out_slots, result.analytic_cycles,
+        )  # fmt: skip
+
+    def _replay(self, rec: _Recording, a: np.ndarray, b: np.ndarray, check: bool) -> KernelResult:
+        memory = np.zeros(rec.words, np.float32)
+        flat = memory.reshape(-1)
+        flat[rec.a_slots] = a.reshape(-1)[rec.a_index]
+        flat[rec.b_slots] = b.reshape(-1)[rec.b_index]
+        sim = simulate(rec.plan.grid.mesh, self.spec, rec.routes, rec.program, memory,
+                       max_cycles=rec.max_cycles, check_routes=check)  # fmt: skip
+        output = sim.mem.reshape(-1)[rec.out_slots].reshape(a.shape[0], b.shape[1])
+        return kernel_result(
+            kernel="gemm", algo=self.algo, dtype="fp32",
+            shape={"m": a.shape[0], "k": a.shape[1], "n": b.shape[1]},
+            plan=rec.plan, sim=sim, flops=2 * a.shape[0] * a.shape[1] * b.shape[1],
+            analytic=rec.analytic, output=output,
+            expected=a.astype(np.float64) @ b.astype(np.float64),
+        )  # fmt: skip
+
+
+def _coded_result(plan, memory: np.ndarray) -> SimResult:
+    """A stand-in for a simulation whose SRAM word ``w`` (flat) holds ``w + 1``."""
+    if memory.size >= EXACT_FP32:
+        raise ConfigError("kernel SRAM image is too large to replay (>= 2**24 words)")
+    mem = (np.arange(memory.size, dtype=np.float64) + 1).astype(np.float32).reshape(memory.shape)
+    shape = (plan.grid.mesh.height, plan.grid.mesh.width)
+    zeros = np.zeros(shape, np.int64)
+    return SimResult(0, mem, np.zeros((*shape, 5), np.int64), np.zeros((*shape, 5), np.int64),
+                     zeros, zeros, 0, 0.0)  # fmt: skip

@@ -1,0 +1,407 @@
+"""Training data for ``wafersim run``: data sets, seeded batches and the host input pipeline.
+
+Data sets (the run config's ``data`` section; ``name`` picks one, the other keys are its own):
+
+* ``digits`` (``test_fraction``, default 0.2): the 8x8 handwritten digits that ship inside
+  scikit-learn (the optional extra ``wafersim[data]``; no download). 64 features scaled to
+  [0, 1], 10 classes. The train/test split is stratified: each class's samples are shuffled and
+  ``round(test_fraction * count)`` of them go to the test set.
+* ``mnist`` (``path``): the four IDX files of MNIST in a folder, each plain or gzipped
+  (``.gz``); a plain file wins over its ``.gz`` twin. Images are flattened and scaled to [0, 1].
+* ``synthetic_tokens`` (``vocab``, ``seq``, ``samples``): uniform random token ids for language
+  models. Here ``x_train`` holds int64 token ids of shape (samples, seq) (not float32 features)
+  and ``y_train`` the next-token ids of the same shape: one row of ``seq + 1`` ids is drawn
+  per sample, ``x`` is its first ``seq`` ids and ``y`` its last ``seq``. The test set is empty.
+
+Seeds: the split and the synthetic tokens are drawn from streams of the run seed tagged with
+:data:`SPLIT_STREAM` and :data:`TOKENS_STREAM`; epoch ``e``'s batch order comes from
+``SeedSequence([seed, e])``. A bare ``SeedSequence(seed)`` is not used because it equals
+``SeedSequence([seed, 0])`` (trailing zero words do not change the entropy pool), so it would
+replay epoch 0's stream.
+
+Batches: every epoch is a permutation of ``range(n)`` drawn from (seed, epoch) alone, cut into
+consecutive batches; the incomplete tail of an epoch is dropped (``n // batch`` steps per epoch).
+:func:`batch_indices` is a pure function of its arguments, so a resumed run sees the same
+batches.
+
+Input pipeline: ``workers`` host workers each read ``bytes_per_s_per_worker`` and decode at
+most ``samples_per_s_per_worker``; their supply is compared with the wafer's demand.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import math
+import os
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wafer.errors import ConfigError
+
+FEATURE_DTYPE = np.float32
+LABEL_DTYPE = np.int64
+SPLIT_STREAM = (0xDA7A, 1)  # spawn key of the train/test split stream
+TOKENS_STREAM = (0xDA7A, 2)  # spawn key of the synthetic token stream
+
+DIGITS_MAX_PIXEL = 16.0  # sklearn's digits hold pixel counts 0..16
+DIGITS_CLASSES = 10
+DIGITS_BYTES_PER_SAMPLE = 64  # 8x8 pixels, one byte each
+TEST_FRACTION_MAX = 0.9
+
+MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+IDX_IMAGES_MAGIC = 0x00000803  # unsigned bytes, 3 dimensions
+IDX_LABELS_MAGIC = 0x00000801  # unsigned bytes, 1 dimension
+MNIST_CLASSES = 10
+MNIST_MAX_PIXEL = 255.0
+
+VOCAB_RANGE = (2, 10**7)
+SEQ_RANGE = (1, 10**6)
+MAX_MATERIALISED_SAMPLES = 65536  # token samples held in host memory at most
+MAX_MATERIALISED_TOKENS = 2**27  # samples * seq at most: 1 GiB of int64 ids
+UINT16_VOCAB = 2**16  # vocabularies up to this size store ids as uint16, larger as uint32
+
+# Input pipeline defaults. ASSUMPTIONS, not measurements: a modest host with 8 loader workers,
+# each reading about 1 GB/s (one NVMe drive or a 10 GbE share) and decoding about 1e5 small
+# samples per second (pre-tokenised or tiny images; real augmentation is far slower).
+DEFAULT_WORKERS = 8
+DEFAULT_BYTES_PER_S_PER_WORKER = 1e9
+DEFAULT_SAMPLES_PER_S_PER_WORKER = 1e5
+WORKERS_RANGE = (1, 1024)
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A loaded data set; its arrays are read-only.
+
+    ``x_*`` are float32 features (N, features), or int64 token ids (N, seq) for token data;
+    ``y_*`` are int64 labels (N,), or int64 next-token ids (N, seq). ``classes`` is the number
+    of classes or the vocabulary size; ``bytes_per_sample`` is one sample's raw host storage.
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    classes: int
+    bytes_per_sample: int
+
+
+def load_dataset(config: dict[str, Any], seed: int) -> Dataset:
+    """The data set described by the run config's ``data`` section, drawn with ``seed``."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"data must be a table of keys, got {config!r}")
+    name = config.get("name")
+    if not isinstance(name, str) or name not in DATASETS:
+        raise ConfigError(f"data.name is {name!r}; allowed: {sorted(DATASETS)}")
+    seed = _check_int("seed", seed, 0, math.inf)
+    loader, defaults = DATASETS[name]
+    params = _with_defaults(name, config, defaults)
+    return loader(params, seed)
+
+
+def steps_per_epoch(n: int, batch: int) -> int:
+    """Optimizer steps per epoch of ``n`` samples: ``n // batch`` (the tail is dropped)."""
+    n = _check_int("n", n, 1, math.inf)
+    return n // _check_int("batch", batch, 1, n)
+
+
+def batch_indices(n: int, batch: int, step: int, seed: int) -> np.ndarray:
+    """The int64 sample indices of 0-based optimizer ``step``, a slice of its epoch's order."""
+    per_epoch = steps_per_epoch(n, batch)
+    step = _check_int("step", step, 0, math.inf)
+    seed = _check_int("seed", seed, 0, math.inf)
+    epoch, k = divmod(step, per_epoch)
+    return _epoch_permutation(n, seed, epoch)[k * batch : (k + 1) * batch].copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
+    """The read-only permutation of range(n) for ``epoch``, from (seed, epoch) alone."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, epoch]))
+    order = rng.permutation(n).astype(np.int64)
+    order.setflags(write=False)
+    return order
+
+
+@dataclass(frozen=True)
+class InputPipeline:
+    """Host workers that read and decode samples for the wafer."""
+
+    workers: int = DEFAULT_WORKERS
+    bytes_per_s_per_worker: float = DEFAULT_BYTES_PER_S_PER_WORKER
+    samples_per_s_per_worker: float = DEFAULT_SAMPLES_PER_S_PER_WORKER
+
+    def __post_init__(self) -> None:
+        _check_int("input.workers", self.workers, *WORKERS_RANGE)
+        _check_positive("input.bytes_per_s_per_worker", self.bytes_per_s_per_worker)
+        _check_positive("input.samples_per_s_per_worker", self.samples_per_s_per_worker)
+
+    def samples_per_s(self, bytes_per_sample: int) -> float:
+        """Samples per second all workers supply: each is bound by reading or by decoding."""
+        size = _check_int("bytes_per_sample", bytes_per_sample, 1, math.inf)
+        per_worker = min(self.bytes_per_s_per_worker / size, self.samples_per_s_per_worker)
+        return self.workers * per_worker
+
+
+def input_pipeline(config: dict[str, Any] | None) -> InputPipeline:
+    """The pipeline described by the run config's ``input`` section (None: all defaults)."""
+    if config is None:
+        return InputPipeline()
+    if not isinstance(config, dict):
+        raise ConfigError(f"input must be a table of keys, got {config!r}")
+    allowed = sorted(InputPipeline.__dataclass_fields__)
+    _check_unknown("input", config, allowed)
+    return InputPipeline(**config)
+
+
+def input_bound(
+    pipeline: InputPipeline, bytes_per_sample: int, wafer_samples_per_s: float
+) -> dict[str, Any]:
+    """Whether the host keeps up with the wafer's ``wafer_samples_per_s``, and how much it stalls.
+
+    ``input_stall_fraction`` is ``max(0, 1 - supply / demand)``: the share of time the wafer
+    would wait for input if the pipeline and the wafer overlap perfectly otherwise.
+    """
+    demand = _check_positive("wafer_samples_per_s", wafer_samples_per_s)
+    supply = pipeline.samples_per_s(bytes_per_sample)
+    return {
+        "input_samples_per_s": float(supply),
+        "suspected_input_bottleneck": bool(supply < demand),
+        "input_stall_fraction": float(max(0.0, 1.0 - supply / demand)),
+    }
+
+
+# --- digits ----------------------------------------------------------------------------------
+
+
+def _load_digits(params: dict[str, Any], seed: int) -> Dataset:
+    """sklearn's 8x8 digits, scaled to [0, 1] and split by class from ``seed``."""
+    fraction = _check_fraction("data.test_fraction", params["test_fraction"])
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise ConfigError(
+            "data.name 'digits' needs scikit-learn; install it with: pip install 'wafersim[data]'"
+        ) from None
+    bunch = load_digits()
+    x = (bunch.data / DIGITS_MAX_PIXEL).astype(FEATURE_DTYPE)
+    y = np.asarray(bunch.target, dtype=LABEL_DTYPE)
+    train, test = _stratified_split(y, fraction, seed)
+    return _dataset(
+        "digits", (x[train], y[train], x[test], y[test]), DIGITS_CLASSES, DIGITS_BYTES_PER_SAMPLE
+    )
+
+
+def _stratified_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shuffled train and test indices with ``round(fraction * count)`` of each class in test."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=SPLIT_STREAM))
+    train, test = [], []
+    for label in np.unique(y):
+        members = rng.permutation(np.flatnonzero(y == label))
+        cut = round(fraction * len(members))
+        test.append(members[:cut])
+        train.append(members[cut:])
+    return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))
+
+
+def _check_fraction(field: str, value: object) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0.0 < value <= TEST_FRACTION_MAX:
+        raise ConfigError(f"{field} is {value!r}; allowed: a number in (0, {TEST_FRACTION_MAX}]")
+    return float(value)
+
+
+# --- MNIST (IDX files) -----------------------------------------------------------------------
+
+
+def _load_mnist(params: dict[str, Any], seed: int) -> Dataset:
+    """The four MNIST IDX files in folder ``path``, flattened and scaled to [0, 1]."""
+    del seed  # MNIST has a fixed split
+    folder = _check_folder("data.path", params["path"])
+    paths = {key: _find_idx(folder, stem) for key, stem in MNIST_FILES.items()}
+    arrays = {key: read_idx(path) for key, path in paths.items()}
+    _check_mnist(paths, arrays)
+    x_train, x_test = arrays["train_images"], arrays["test_images"]
+    features = x_train.shape[1] * x_train.shape[2]
+    parts = (
+        _scale_images(x_train, features),
+        arrays["train_labels"].astype(LABEL_DTYPE),
+        _scale_images(x_test, features),
+        arrays["test_labels"].astype(LABEL_DTYPE),
+    )
+    return _dataset("mnist", parts, MNIST_CLASSES, features)
+
+
+def _check_mnist(paths: dict[str, Path], arrays: dict[str, np.ndarray]) -> None:
+    """Images are 3-D of one size, labels 1-D digits, one per image; training is not empty."""
+    for key, array in arrays.items():
+        ndim = 3 if key.endswith("images") else 1
+        if array.ndim != ndim:
+            raise ConfigError(f"{paths[key]}: {array.ndim}-D IDX data; allowed: {ndim}-D")
+    for part in ("train", "test"):
+        images, labels = arrays[f"{part}_images"], arrays[f"{part}_labels"]
+        where = paths[f"{part}_labels"]
+        if len(images) != len(labels):
+            raise ConfigError(
+                f"{where}: {len(labels)} labels for {len(images)} images; allowed: one per image"
+            )
+        if labels.size and int(labels.max()) >= MNIST_CLASSES:
+            raise ConfigError(
+                f"{where}: label {int(labels.max())}; allowed: 0..{MNIST_CLASSES - 1}"
+            )
+    train, test = arrays["train_images"], arrays["test_images"]
+    if len(train) == 0:
+        raise ConfigError(f"{paths['train_images']}: holds no images; allowed: at least one")
+    if train.shape[1:] != test.shape[1:]:
+        raise ConfigError(
+            f"{paths['test_images']}: images are {test.shape[1:]}, training images "
+            f"{train.shape[1:]}; allowed: one size"
+        )
+
+
+def _scale_images(images: np.ndarray, features: int) -> np.ndarray:
+    flat = images.reshape(len(images), features).astype(FEATURE_DTYPE)
+    return flat / FEATURE_DTYPE(MNIST_MAX_PIXEL)
+
+
+def _check_folder(field: str, value: object) -> Path:
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise ConfigError(f"{field} is {value!r}; allowed: a folder path")
+    folder = Path(value)
+    if not folder.is_dir():
+        raise ConfigError(f"{field} is {str(value)!r}; allowed: an existing folder")
+    return folder
+
+
+def _find_idx(folder: Path, stem: str) -> Path:
+    """``folder/stem``, or ``folder/stem.gz`` when only the gzipped file exists."""
+    for path in (folder / stem, folder / f"{stem}.gz"):
+        if path.is_file():
+            return path
+    raise ConfigError(f"{folder / stem}: missing (neither it nor {stem}.gz exists)")
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """The uint8 array in IDX file ``path`` (gzipped when its name ends in ``.gz``).
+
+    Only unsigned-byte IDX files are read: magic 0x00000803 (3-D, images) or 0x00000801 (1-D,
+    labels), then one big-endian uint32 per dimension, then exactly the data bytes.
+    """
+    path = Path(path)
+    data = _read_bytes(path)
+    if len(data) < 4:
+        raise ConfigError(f"{path}: {len(data)} bytes, too short for an IDX header")
+    magic = int.from_bytes(data[:4], "big")
+    if magic not in (IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC):
+        raise ConfigError(
+            f"{path}: bad magic number 0x{magic:08x}; allowed: 0x{IDX_IMAGES_MAGIC:08x} "
+            f"(images) or 0x{IDX_LABELS_MAGIC:08x} (labels)"
+        )
+    ndim = magic & 0xFF
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise ConfigError(f"{path}: truncated header ({len(data)} of {header} bytes)")
+    dims = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
+    expected = header + math.prod(dims)
+    if len(data) != expected:
+        raise ConfigError(
+            f"{path}: {len(data)} bytes, but dimensions {dims} need {expected}; "
+            "the file is truncated or has trailing bytes"
+        )
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as handle:
+                return handle.read()
+        return path.read_bytes()
+    except (OSError, EOFError, zlib.error) as error:
+        raise ConfigError(f"{path}: cannot be read ({error})") from None
+
+
+# --- synthetic tokens ------------------------------------------------------------------------
+
+
+def _load_tokens(params: dict[str, Any], seed: int) -> Dataset:
+    """Uniform random token ids from ``seed``; ``y`` is ``x`` shifted left by one token."""
+    vocab = _check_int("data.vocab", params["vocab"], *VOCAB_RANGE)
+    seq = _check_int("data.seq", params["seq"], *SEQ_RANGE)
+    samples = _check_int("data.samples", params["samples"], 1, MAX_MATERIALISED_SAMPLES)
+    if samples * seq > MAX_MATERIALISED_TOKENS:
+        raise ConfigError(
+            f"data.samples * data.seq is {samples} * {seq} = {samples * seq}; allowed: at most "
+            f"{MAX_MATERIALISED_TOKENS} materialised tokens"
+        )
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=TOKENS_STREAM))
+    rows = rng.integers(0, vocab, size=(samples, seq + 1), dtype=np.int64)
+    empty = np.zeros((0, seq), dtype=np.int64)
+    id_bytes = 2 if vocab <= UINT16_VOCAB else 4  # uint16 ids when they fit, else uint32
+    parts = (rows[:, :-1], rows[:, 1:], empty, empty)
+    return _dataset("synthetic_tokens", parts, vocab, seq * id_bytes)
+
+
+# --- shared helpers --------------------------------------------------------------------------
+
+
+def _dataset(name: str, parts: tuple[np.ndarray, ...], classes: int, size: int) -> Dataset:
+    """A Dataset whose four arrays are read-only."""
+    frozen = []
+    for array in parts:
+        view = array.view()
+        view.setflags(write=False)
+        frozen.append(view)
+    return Dataset(name, *frozen, classes=classes, bytes_per_sample=size)
+
+
+def _with_defaults(name: str, config: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The data set's keys with defaults filled in; unknown or missing keys are errors."""
+    allowed = ["name", *sorted(defaults)]
+    _check_unknown("data", config, allowed)
+    params = {**defaults, **{k: v for k, v in config.items() if k != "name"}}
+    missing = sorted(k for k, v in params.items() if v is None)
+    if missing:
+        raise ConfigError(f"data.name {name!r} needs key(s) {missing}; allowed keys: {allowed}")
+    return params
+
+
+def _check_unknown(section: str, config: dict[str, Any], allowed: list[str]) -> None:
+    unknown = sorted(set(config) - set(allowed), key=str)
+    if unknown:
+        raise ConfigError(f"unknown key(s) in {section}: {unknown}; allowed: {allowed}")
+
+
+def _check_int(field: str, value: object, low: float, high: float) -> int:
+    ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
+    if not ok or not low <= value <= high:
+        allowed = f">= {low}" if high == math.inf else f"in [{low}, {high}]"
+        raise ConfigError(f"{field} is {value!r}; allowed: an integer {allowed}")
+    return int(value)
+
+
+def _check_positive(field: str, value: object) -> float:
+    ok = isinstance(value, int | float | np.number) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{field} is {value!r}; allowed: a finite number > 0")
+    return float(value)
+
+
+# name -> (loader, its keys with defaults; None marks a required key)
+DATASETS: dict[str, tuple[Callable[[dict[str, Any], int], Dataset], dict[str, Any]]] = {
+    "digits": (_load_digits, {"test_fraction": 0.2}),
+    "mnist": (_load_mnist, {"path": None}),
+    "synthetic_tokens": (_load_tokens, {"vocab": 50257, "seq": 2048, "samples": 1024}),
+}

@@ -1,0 +1,66 @@
+"""PNG plots of a run: the per-layer timeline (streaming vs compute) and a wafer heatmap.
+
+Importing this module needs matplotlib (the ``plot`` extra); it uses the non-interactive Agg
+backend so runs work without a display.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib as mpl
+
+mpl.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from memoryx import _stream_kernel as K  # noqa: E402
+from memoryx.streaming import StreamResult  # noqa: E402
+from wafer.atomic import atomic_path  # noqa: E402
+
+LANES = ("weights in", "compute", "gradients out")
+
+
+def timeline(stream: StreamResult, path: Path) -> Path:
+    """Bars per segment of the last step: when its weights streamed in, when it computed,
+    and when its gradients left; compute stalls show as gaps in the middle lane."""
+    times = stream.times[-1]
+    origin = times[:, K.COMPUTE_START].min()
+    fig, ax = plt.subplots(figsize=(11, 3.2))
+    for j, seg in enumerate(stream.segments):
+        color = f"C{j % 10}"
+        row = times[j]
+        if seg.in_bytes:
+            ax.barh(2, row[K.IN_END] - row[K.IN_START], left=row[K.IN_START] - origin, color=color)
+        ax.barh(1, row[K.COMPUTE_END] - row[K.COMPUTE_START],
+                left=row[K.COMPUTE_START] - origin, color=color)  # fmt: skip
+        if seg.out_bytes:
+            duration = seg.out_bytes / stream.edge.bytes_per_cycle
+            ax.barh(0, duration, left=row[K.OUT_END] - stream.edge.latency_cycles - duration
+                    - origin, color=color)  # fmt: skip
+    ax.set_yticks([2, 1, 0], LANES)
+    ax.set_xlabel("cycles since the step's first compute")
+    ax.set_title(f"Last step: {len(stream.segments)} layer passes, colors cycle per segment")
+    return _save(fig, path)
+
+
+def heatmap(values: np.ndarray, holes: np.ndarray | None, label: str, path: Path) -> Path:
+    """Per logical PE ``values`` (row 0 at the top, the west edge at the left), holes grey."""
+    data = np.ma.masked_array(np.asarray(values, float), mask=holes if holes is not None else False)
+    fig, ax = plt.subplots(figsize=(6, 5))
+    cmap = plt.get_cmap("viridis").copy()
+    cmap.set_bad("lightgrey")
+    image = ax.imshow(data, cmap=cmap, interpolation="nearest", aspect="auto")
+    fig.colorbar(image, ax=ax, label=label)
+    ax.set_xlabel("x (PE column)")
+    ax.set_ylabel("y (PE row)")
+    ax.set_title("Wafer: work per PE (holes grey)")
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,144 @@
+"""The outputs of ``wafersim run`` in DIR: ``performance.json``, ``trace.h5`` and PNG plots.
+
+Simulated time is the slowest wafer's stream (compute with measured or analytic cycles, weights
+in and gradients out through MemoryX); ``est_samples_per_sec`` is the analytic estimate of the
+plan alone (each layer's cycles as the larger of its kernel and its edge transfer, no overlap).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+import wafer
+from memoryx.data import input_bound, input_pipeline
+from memoryx.run import RunResult
+from memoryx.streaming import no_stall_threshold
+from wafer.atomic import atomic_path, write_json
+
+TRACE_COLUMNS = ("in_start", "in_end", "compute_start", "compute_end", "stall",
+                 "buffer_wait", "update_wait", "out_end")  # fmt: skip
+
+
+def performance(result: RunResult) -> dict[str, Any]:
+    """The summary a researcher compares runs by (units in the key names)."""
+    config, spec = result.config, result.config.spec
+    slowest = max(range(len(result.streams)), key=lambda w: result.streams[w].total_cycles)
+    stream = result.streams[slowest]
+    summary = stream.summary()
+    steps, wafers = config["steps"], len(result.wafers)
+    samples = steps * config["batch"] * wafers
+    seconds = summary["total_cycles"] / spec.clock_hz
+    est_step_s = result.wafers[slowest].plan["totals"]["seconds"]
+    out = {
+        "compile_time_s": result.compile_time_s,
+        "est_samples_per_sec": config["batch"] * wafers / est_step_s,
+        "samples_per_sec": samples / seconds,
+        "total_samples": samples,
+        "total_time_s": seconds,
+        "sim_wall_s": result.sim_wall_s,
+        "stall_fraction": summary["stall_fraction"],
+        "edge_utilization": summary["edge_utilization"],
+        "memoryx_bytes_in": summary["memoryx_bytes_in"],
+        "memoryx_bytes_out": summary["memoryx_bytes_out"],
+        "closed_form_stream_to_compute": no_stall_threshold(stream.segments, stream.edge),
+        "total_cycles": summary["total_cycles"],
+        "stall_cycles": summary["stall_cycles"],
+        "buffer_wait_cycles": summary["buffer_wait_cycles"],
+        "wafers": wafers,
+        "slowest_wafer": slowest,
+        "tier": config["tier"],
+        "layers": stream.per_layer(),
+        **_input(result, samples / seconds),
+        **_training(result),
+        "config": config.raw,
+        "spec": spec.to_dict(),
+        "seed": config["seed"],
+        "wafersim_version": wafer.__version__,
+    }
+    return out
+
+
+def _input(result: RunResult, wafer_samples_per_s: float) -> dict[str, Any]:
+    pipeline = input_pipeline(result.config["input"])
+    per_sample = result.data.bytes_per_sample if result.data is not None else _token_bytes(result)
+    return input_bound(pipeline, per_sample, wafer_samples_per_s)
+
+
+def _token_bytes(result: RunResult) -> int:
+    """Bytes of one timing-only sample: its token ids (2 bytes each, a 50k vocabulary)."""
+    return 2 * result.wafers[0].plan["options"]["seq"]
+
+
+def _training(result: RunResult) -> dict[str, Any]:
+    history = result.history
+    if history is None:
+        return {"losses": [], "test_accuracy": None}
+    final = history.accuracy[-1][1] if history.accuracy else None
+    return {
+        "losses": history.losses,
+        "test_accuracy": final,
+        "test_accuracy_history": [list(a) for a in history.accuracy],
+        "measured_cycles": history.cycles,
+    }
+
+
+def write_outputs(result: RunResult, out_dir: Path) -> dict[str, Any]:
+    """Write performance.json, trace.h5 and the plots; returns the performance summary."""
+    perf = performance(result)
+    write_trace(result, out_dir / "trace.h5")
+    perf["plots"] = write_plots(result, out_dir)
+    write_json(out_dir / "performance.json", perf)
+    return perf
+
+
+def write_trace(result: RunResult, path: Path) -> None:
+    """Per wafer: event times (steps, segments, columns), segment names, busy and holes."""
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["wafersim_version"] = wafer.__version__
+        f.attrs["columns"] = list(TRACE_COLUMNS)
+        if result.history is not None:
+            f.create_dataset("loss", data=np.array(result.history.losses, np.float64))
+            if result.history.busy is not None:
+                f.create_dataset("pe_busy_cycles", data=np.array(result.history.busy, np.int64))
+        for w, (stream, wafer_) in enumerate(zip(result.streams, result.wafers, strict=True)):
+            group = f.create_group(f"wafer_{w}")
+            group.create_dataset("times_cycles", data=stream.times, compression="gzip")
+            names = [f"{s.layer}/{s.pass_name}" for s in stream.segments]
+            group.create_dataset("segments", data=np.array(names, dtype=h5py.string_dtype()))
+            if wafer_.logical is not None:
+                group.create_dataset("holes", data=np.asarray(wafer_.logical.hole))
+
+
+def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
+    """The timeline of the last step and the wafer heatmap as PNGs (needs matplotlib)."""
+    try:
+        from memoryx import plots
+    except ImportError:
+        return "matplotlib is not installed: pip install 'wafersim[plot]' for PNG plots"
+    stream = result.streams[0]
+    written = [str(plots.timeline(stream, out_dir / "timeline.png"))]
+    first = result.wafers[0]
+    measured = result.history is not None and result.history.busy is not None
+    busy = np.array(result.history.busy) if measured else assigned_cycles(first.plan, result)
+    holes = None if first.logical is None else first.logical.hole
+    label = "busy cycles (cycle engine)" if measured else "cycles of work placed (analytic)"
+    written.append(str(plots.heatmap(busy, holes, label, out_dir / "wafer.png")))
+    return written
+
+
+def assigned_cycles(plan: dict[str, Any], result: RunResult) -> np.ndarray:
+    """Per logical PE, the kernel cycles of the layers placed on it in one step (timing-only
+    runs have no measured busy counts): each pass covers the top-left ``rows x cols``."""
+    spec = result.config.spec
+    out = np.zeros((spec.logical_height_pes, spec.logical_width_pes), np.int64)
+    for layer in plan["layers"]:
+        for placed in layer["passes"].values():
+            rows, cols = placed["grid"]
+            if placed.get("orientation") == "north edge":
+                rows, cols = cols, rows
+            out[:rows, :cols] += placed["kernel_cycles"]
+    return out

@@ -1,0 +1,154 @@
+"""``wafersim run``: a model trains (tier ``cycle``) or is timed (tier ``analytic``) on one or
+more simulated wafers in weight-streaming mode, and the run is reported.
+
+The chain: config -> per-wafer defect map and repair -> plan (compiled per wafer, cached in
+DIR) -> functional training on the cycle engine (small models) -> the tile-level MemoryX
+stream of every step with the measured (or, timing-only, the plan's) compute cycles -> the
+report in DIR (:mod:`memoryx.report`). With several wafers the slowest one sets the pace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler.model_file import load_model
+from compiler.plan import CompileOptions, compile_cached
+from memoryx.data import Dataset, load_dataset
+from memoryx.functional import check_functional, weight_shapes
+from memoryx.optimizer import make_optimizer
+from memoryx.run_config import RunConfig
+from memoryx.store import WeightStore
+from memoryx.streaming import (
+    DEFAULT_TILE_BYTES,
+    Edge,
+    StreamResult,
+    prefetch_buffer_bytes,
+    segments,
+    simulate_stream,
+)
+from memoryx.swarmx import effective_edge
+from memoryx.training import History, Trainer, train
+from memoryx.wafer_gemm import WaferGemm
+from wafer.defects import generate
+from wafer.errors import ConfigError
+from wafer.repair import LogicalGrid, repair
+
+Progress = Callable[[str, int, int, str], None]  # (stage, done, total, detail)
+
+
+@dataclass(frozen=True)
+class Wafer:
+    """One wafer of the run: its repaired grid (None: defect-free) and its plan."""
+
+    logical: LogicalGrid | None
+    plan: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :mod:`memoryx.report` writes out."""
+
+    config: RunConfig
+    wafers: list[Wafer]
+    streams: list[StreamResult]
+    history: History | None
+    data: Dataset | None
+    compile_time_s: float
+    sim_wall_s: float
+
+
+def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> RunResult:
+    """Run ``config``, keeping plans and checkpoints in ``out_dir``."""
+    start = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    compile_start = time.perf_counter()
+    wafers = [_wafer(config, w, out_dir) for w in range(_count(config))]
+    compile_time = time.perf_counter() - compile_start
+    history, data = None, None
+    if config["tier"] == "cycle":
+        history, data, matmuls = _train(config, wafers, out_dir, progress)
+    else:
+        matmuls = [None] * len(wafers)
+    streams = [_stream(config, wafer, history, m) for wafer, m in zip(wafers, matmuls, strict=True)]
+    return RunResult(
+        config, wafers, streams, history, data, compile_time, time.perf_counter() - start
+    )
+
+
+def _count(config: RunConfig) -> int:
+    wafers = config["swarmx"].get("wafers", 1)
+    if isinstance(wafers, bool) or not isinstance(wafers, int) or not 1 <= wafers <= 4096:
+        raise ConfigError(f"swarmx.wafers={wafers!r} must be an integer in [1, 4096]")
+    return wafers
+
+
+def _wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
+    logical = _logical_grid(config, index)
+    options = CompileOptions(config["batch"], config["seq"], config["dtype"])
+    holes = None if logical is None else logical.hole
+    plan, _ = compile_cached(config.model_path, config.spec, options, out_dir / "plans", holes)
+    return Wafer(logical, plan)
+
+
+def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
+    """Wafer ``index``'s repaired grid: its defects are drawn from ``seed + index * stride``."""
+    defects = dict(config["wafer"].get("defects") or {})
+    if not defects:
+        return None
+    model = defects.pop("model", "poisson")
+    strategy = defects.pop("repair", "column_shift")
+    stride = config["swarmx"].get("defect_seed_stride", 1)
+    seed = defects.pop("seed", 0) + index * stride
+    return repair(generate(config.spec, model, seed, **defects), strategy)
+
+
+def _train(config: RunConfig, wafers: list[Wafer], out_dir: Path, progress: Progress | None):
+    graph = load_model(config.model_path).graph
+    check_functional(graph)
+    data = load_dataset(config["data"], config["seed"])
+    if config["batch"] * len(wafers) > len(data.y_train):
+        raise ConfigError(
+            f"batch={config['batch']} x {len(wafers)} wafer(s) exceeds the "
+            f"{len(data.y_train)} training samples"
+        )
+    optimizer = make_optimizer(**_optimizer_params(config["optimizer"]))
+    matmuls = [WaferGemm(w.plan, config.spec, w.logical) for w in wafers]
+    fanout = config.spec.io.swarmx_fanout
+    trainer = Trainer(graph, data, optimizer, matmuls, config["batch"], config["seed"], fanout)
+    store = WeightStore.materialised(
+        weight_shapes(graph), config["seed"], init_std=config["init_std"]
+    )
+    every = {"checkpoint": config["checkpoint_every"], "eval": config["eval_every"]}
+
+    def step_progress(done: int, total: int, loss: float) -> None:
+        if progress is not None:
+            progress("train", done, total, f"loss {loss:.4f}")
+
+    _, history = train(
+        trainer, store, config["steps"], out_dir, every, config.digest, step_progress
+    )
+    return history, data, matmuls
+
+
+def _optimizer_params(section: Any) -> dict[str, Any]:
+    if not isinstance(section, dict) or "name" not in section:
+        raise ConfigError(f"optimizer must be a table with a 'name', got {section!r}")
+    return dict(section)
+
+
+def _stream(config: RunConfig, wafer: Wafer, history: History | None, matmul) -> StreamResult:
+    """The MemoryX stream of every step, with this wafer's measured cycles where known."""
+    measured = getattr(matmul, "cycles", None) or {}
+    if not measured and history is not None:
+        measured = {tuple(key.split("/")): c for key, c in history.cycles.items()}
+    spec = config.spec
+    bandwidth, latency = effective_edge(spec, _count(config))
+    section = config["memoryx"]
+    buffer = section.get("prefetch_buffer_bytes") or prefetch_buffer_bytes(wafer.plan, spec)
+    tile = section.get("tile_bytes") or min(DEFAULT_TILE_BYTES, max(1, buffer // 2))
+    edge = Edge(bandwidth, latency, buffer, tile)
+    return simulate_stream(segments(wafer.plan, measured), edge, config["steps"])

@@ -1,0 +1,157 @@
+"""The config of ``wafersim run``: one YAML/TOML table, checked key by key at the door.
+
+Top-level keys (all but ``model`` optional)::
+
+    model: models/fc-digits.yaml      # a model file, relative to the config file
+    wafer: {preset: tiny, overrides: {...}, defects: {model: poisson, seed: 1,
+            repair: column_shift, pe_defect_prob: 0.01}}
+    data: {name: digits}              # see memoryx.data
+    input: {workers: 8}               # the input pipeline model, see memoryx.data
+    batch: 64                         # sequences (or samples) per step and wafer
+    seq: null                         # tokens per sequence (default: the model's context)
+    dtype: fp32
+    optimizer: {name: adamw, lr: 0.001}
+    steps: 100
+    tier: cycle                       # cycle: GEMMs run on the cycle engine; analytic
+    seed: 0                           # weights, data order
+    init_std: 0.02                    # weights start as N(0, init_std**2) (GPT-2's 0.02)
+    checkpoint_every: 50
+    eval_every: 50
+    memoryx: {tile_bytes: 4194304, prefetch_buffer_bytes: null}
+    swarmx: {wafers: 1}
+
+``key=value`` overrides use dotted keys (``optimizer.lr=0.01``, ``wafer.defects.seed=3``).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wafer.config_io import load_mapping
+from wafer.errors import ConfigError
+from wafer.presets import preset
+from wafer.spec import WaferSpec
+
+TIERS = ("cycle", "analytic")
+DEFAULTS: dict[str, Any] = {
+    "wafer": {"preset": "tiny"},
+    "data": {"name": "digits"},
+    "input": {},
+    "batch": 32,
+    "seq": None,
+    "dtype": "fp32",
+    "optimizer": {"name": "adamw"},
+    "steps": 10,
+    "tier": "cycle",
+    "seed": 0,
+    "init_std": 0.02,
+    "checkpoint_every": 0,
+    "eval_every": 0,
+    "memoryx": {},
+    "swarmx": {},
+}
+WAFER_KEYS = ("preset", "overrides", "defects")
+DEFECT_KEYS = ("model", "seed", "repair")  # plus the defect model's own parameters
+MEMORYX_KEYS = ("tile_bytes", "prefetch_buffer_bytes")
+SWARMX_KEYS = ("wafers", "defect_seed_stride")
+INT_RANGES = {
+    "batch": (1, 10**9),
+    "steps": (1, 10**9),
+    "seed": (0, 2**63 - 1),
+    "checkpoint_every": (0, 10**9),
+    "eval_every": (0, 10**9),
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A checked run config: ``raw`` is the resolved table (written into every output)."""
+
+    raw: dict[str, Any]
+    model_path: Path
+    spec: WaferSpec
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the resolved config and the model file: which run a checkpoint is of."""
+        text = json.dumps(self.raw, sort_keys=True) + self.model_path.read_text()
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_run_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Read ``path``, apply dotted ``overrides`` and check every key."""
+    path = Path(path)
+    data = load_mapping(path)
+    for key, value in (overrides or {}).items():
+        _set(data, key, value)
+    return run_config(data, path.parent)
+
+
+def run_config(data: dict[str, Any], base_dir: Path) -> RunConfig:
+    """Check ``data`` (paths relative to ``base_dir``) and fill in the defaults."""
+    unknown = sorted(set(data) - set(DEFAULTS) - {"model"})
+    if unknown:
+        allowed = ", ".join(["model", *DEFAULTS])
+        raise ConfigError(
+            f"unknown key(s) in the run config: {', '.join(unknown)}; allowed: {allowed}"
+        )
+    if "model" not in data:
+        raise ConfigError("the run config needs a 'model' key: the path of a model file")
+    raw = copy.deepcopy(DEFAULTS) | copy.deepcopy(data)
+    model_path = (base_dir / str(raw["model"])).resolve()
+    if not model_path.is_file():
+        raise ConfigError(f"model={raw['model']!r}: no such file {model_path}")
+    raw["model"] = str(model_path)
+    _check_ints(raw)
+    if raw["tier"] not in TIERS:
+        raise ConfigError(f"tier={raw['tier']!r} is not one of: {', '.join(TIERS)}")
+    for section, keys in (("memoryx", MEMORYX_KEYS), ("swarmx", SWARMX_KEYS)):
+        _check_section(section, raw[section], keys)
+    return RunConfig(raw, model_path, wafer_spec(raw["wafer"]))
+
+
+def wafer_spec(wafer: Any) -> WaferSpec:
+    """The spec named by the ``wafer`` section (a preset plus overrides)."""
+    _check_section("wafer", wafer, WAFER_KEYS)
+    spec = preset(str(wafer.get("preset", "tiny")))
+    overrides = wafer.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"wafer.overrides must be a table of spec keys, got {overrides!r}")
+    return spec.replace(overrides) if overrides else spec
+
+
+def _check_section(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a table of keys, got {value!r}")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) in {name}: {', '.join(unknown)}; allowed: {', '.join(allowed)}"
+        )
+
+
+def _check_ints(raw: dict[str, Any]) -> None:
+    for key, (low, high) in INT_RANGES.items():
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"{key}={value!r} must be an integer in [{low}, {high}]")
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``a.b.c`` in nested tables, creating the tables on the way."""
+    *parents, last = dotted.split(".")
+    node = tree
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {dotted!r}: {part!r} is not a table")
+        node = child
+    node[last] = value

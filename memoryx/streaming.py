@@ -1,0 +1,191 @@
+"""Weight streaming between MemoryX and the wafer edge, simulated tile by tile.
+
+A training step is a sequence of *segments*, one per layer and pass of the plan: the forward
+passes in layer order, then per layer in reverse order ``backward_data`` and
+``backward_weight``. A segment streams its weights in through the edge ports (forward and
+backward_data), computes for its cycles (measured on the cycle engine, or the plan's analytic
+estimate) and streams weight gradients out (backward_weight). Bytes and compute are cut into
+tiles of at most ``tile_bytes``; each tile is computed once it has arrived, so the next
+segment's tiles prefetch while the current one computes, as far as the on-wafer prefetch
+buffer allows (a tile's space is freed when its compute ends). Links are full duplex: weights
+in and gradients out each get the whole edge bandwidth. A layer's weights of step ``s + 1``
+stream only after all its gradients of step ``s`` reached MemoryX, where the optimizer
+applies them (a per-layer dependency: finer-grained, per-tile updates would hide more).
+
+Nothing is assumed about stalls: compute waiting for weights (``stall``), streaming waiting
+for buffer space (``buffer_wait``) and for the optimizer (``update_wait``) come out of the
+event times. The closed form "no stall when edge bandwidth >= layer bytes / layer compute
+time" is what :func:`no_stall_threshold` gives, for comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from memoryx import _stream_kernel as K
+from wafer.errors import ConfigError
+
+PASS_ORDER = ("forward", "backward_data", "backward_weight")
+IN_PASSES = ("forward", "backward_data")  # weights stream in; backward_weight streams out
+DEFAULT_TILE_BYTES = 4 * 2**20  # assumption: MemoryX streams in 4 MiB tiles
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One layer's pass as the stream sees it."""
+
+    layer: str
+    pass_name: str
+    in_bytes: int
+    out_bytes: int
+    compute_cycles: int
+    owner: int  # index of the layer whose weights these are, -1 if none
+
+
+@dataclass(frozen=True)
+class Edge:
+    """The wafer's link to MemoryX: bytes per cycle each way, latency, prefetch buffer."""
+
+    bytes_per_cycle: float
+    latency_cycles: int
+    buffer_bytes: int
+    tile_bytes: int = DEFAULT_TILE_BYTES
+
+    def __post_init__(self) -> None:
+        for name, value, low in (
+            ("bytes_per_cycle", self.bytes_per_cycle, 1e-9),
+            ("latency_cycles", self.latency_cycles, 0),
+            ("buffer_bytes", self.buffer_bytes, 1),
+            ("tile_bytes", self.tile_bytes, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < low:
+                raise ConfigError(f"memoryx.{name}={value!r} must be a number >= {low}")
+        if self.tile_bytes > self.buffer_bytes:
+            raise ConfigError(
+                f"memoryx.tile_bytes={self.tile_bytes} must be <= the prefetch buffer "
+                f"({self.buffer_bytes} bytes)"
+            )
+
+
+def segments(plan: dict[str, Any], compute: dict[tuple[str, str], int] | None = None):
+    """The segments of one step of ``plan``; ``compute`` overrides a (layer, pass)'s cycles
+    (with measured ones), else the plan's analytic ``kernel_cycles`` count."""
+    compute = compute or {}
+    layers = plan["layers"]
+    order = [(i, "forward") for i in range(len(layers))]
+    order += [(i, p) for i in reversed(range(len(layers))) for p in PASS_ORDER[1:]]
+    out = []
+    for index, pass_name in order:
+        layer = layers[index]
+        placed = layer["passes"].get(pass_name)
+        if placed is None:
+            continue
+        edge = placed["edge_bytes"]
+        incoming = pass_name in IN_PASSES
+        cycles = compute.get((layer["name"], pass_name), placed["kernel_cycles"])
+        owner = index if edge else -1
+        out.append(
+            Segment(layer["name"], pass_name, edge * incoming, edge * (not incoming), cycles, owner)
+        )
+    return out
+
+
+def prefetch_buffer_bytes(plan: dict[str, Any], spec) -> int:
+    """SRAM of the working grid left over by the largest layer's working set: where the
+    next layer's weight tiles can wait. Activations kept for backward are not subtracted."""
+    rows, cols = plan["working_grid"]
+    used = max(p["sram_bytes_per_pe"] * p["pes"] for lay in plan["layers"]
+               for p in lay["passes"].values())  # fmt: skip
+    return max(1, rows * cols * spec.pe.sram_bytes - used)
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """Event times per step and segment (``times[s, j, column]``) and their sums."""
+
+    segments: list[Segment]
+    times: np.ndarray
+    edge: Edge
+
+    @property
+    def total_cycles(self) -> int:
+        last = self.times[-1]
+        return math.ceil(max(last[:, K.COMPUTE_END].max(), last[:, K.OUT_END].max()))
+
+    def summary(self) -> dict[str, Any]:
+        """Totals over all steps: cycles, stall fraction, edge use, bytes each way."""
+        total = self.total_cycles
+        t = self.times
+        steps = t.shape[0]
+        bytes_in = steps * sum(s.in_bytes for s in self.segments)
+        bytes_out = steps * sum(s.out_bytes for s in self.segments)
+        compute = steps * sum(s.compute_cycles for s in self.segments)
+        capacity = 2 * self.edge.bytes_per_cycle * total
+        return {
+            "total_cycles": total,
+            "compute_cycles": compute,
+            "stall_cycles": round(float(t[:, :, K.STALL].sum())),
+            "stall_fraction": float(t[:, :, K.STALL].sum()) / total if total else 0.0,
+            "buffer_wait_cycles": round(float(t[:, :, K.BUFFER_WAIT].sum())),
+            "memoryx_bytes_in": bytes_in,
+            "memoryx_bytes_out": bytes_out,
+            "edge_utilization": (bytes_in + bytes_out) / capacity if capacity else 0.0,
+        }
+
+    def per_layer(self) -> list[dict[str, Any]]:
+        """Per segment, summed over steps: compute, streaming and stall cycles."""
+        t = self.times.sum(axis=0)
+        steps = self.times.shape[0]
+        bw = self.edge.bytes_per_cycle
+        return [
+            {
+                "layer": seg.layer,
+                "pass": seg.pass_name,
+                "compute_cycles": steps * seg.compute_cycles,
+                "stream_in_cycles": math.ceil(steps * seg.in_bytes / bw),
+                "stream_out_cycles": math.ceil(steps * seg.out_bytes / bw),
+                "stall_cycles": round(float(t[j, K.STALL])),
+                "buffer_wait_cycles": round(float(t[j, K.BUFFER_WAIT])),
+                "in_bytes": steps * seg.in_bytes,
+                "out_bytes": steps * seg.out_bytes,
+            }
+            for j, seg in enumerate(self.segments)
+        ]
+
+
+def simulate_stream(segs: list[Segment], edge: Edge, steps: int) -> StreamResult:
+    """Run the tile-level stream of ``steps`` steps; see the module docstring."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ConfigError(f"steps={steps!r} must be an integer >= 1")
+    if not segs:
+        raise ConfigError("the plan has no layers to stream")
+    in_b = np.array([s.in_bytes for s in segs], np.float64)
+    out_b = np.array([s.out_bytes for s in segs], np.float64)
+    tiles = np.maximum(1, np.ceil(np.maximum(in_b, out_b) / edge.tile_bytes)).astype(np.int64)
+    times = K.stream_steps(
+        in_b,
+        out_b,
+        np.array([s.compute_cycles for s in segs], np.float64),
+        tiles,
+        np.array([s.owner for s in segs], np.int64),
+        steps,
+        float(edge.bytes_per_cycle),
+        float(edge.latency_cycles),
+        float(edge.buffer_bytes),
+    )
+    return StreamResult(segs, times, edge)
+
+
+def no_stall_threshold(segs: list[Segment], edge: Edge) -> float:
+    """The closed form's verdict: the largest ratio of a segment's stream-in time to its
+    compute time (>= 1 means some layer cannot hide its weights behind its compute)."""
+    ratios = [
+        s.in_bytes / edge.bytes_per_cycle / s.compute_cycles
+        for s in segs
+        if s.in_bytes and s.compute_cycles
+    ]
+    return max(ratios, default=0.0)

@@ -1,0 +1,173 @@
+"""The functional training loop: batches, GEMMs (on the cycle engine), SwarmX, MemoryX's
+optimizer, checkpoints and resume.
+
+Each step, wafer ``w`` of ``N`` takes slice ``w`` of the step's ``N * batch`` samples, runs
+forward and backward through its ``matmul`` (one :class:`~memoryx.wafer_gemm.WaferGemm` per
+wafer, each with its own defect map), SwarmX sums the gradients in its tree, and MemoryX
+applies the mean (sum / N, so the learning rate does not depend on N) with the optimizer.
+
+Checkpoints go to ``DIR/checkpoints/step_XXXXXXXX.h5`` every ``checkpoint_every`` steps and
+at the end, each written atomically with the loss history and the config's digest; the two
+newest are kept. A run started on a DIR that holds checkpoints resumes from the newest, and
+ends with the same weights, bit for bit, as a run never stopped (batches are a pure function
+of the step, the engine is deterministic, optimizer state is in the checkpoint).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.graph import LayerGraph
+from memoryx.checkpoint import load_checkpoint, save_checkpoint
+from memoryx.data import Dataset, batch_indices
+from memoryx.functional import Matmul, accuracy, loss_and_grads
+from memoryx.optimizer import Optimizer
+from memoryx.store import WeightStore
+from memoryx.swarmx import reduce_gradients
+from wafer.errors import ConfigError
+
+CHECKPOINT_NAME = re.compile(r"step_(\d{8})\.h5$")
+KEEP_CHECKPOINTS = 2
+
+
+@dataclass
+class History:
+    """What a run has learned so far; saved with every checkpoint."""
+
+    losses: list[float] = field(default_factory=list)  # mean over wafers, per step
+    accuracy: list[tuple[int, float]] = field(default_factory=list)  # (step, test accuracy)
+    cycles: dict[str, int] = field(default_factory=dict)  # "layer/pass" -> measured cycles
+    busy: list[list[int]] | None = None  # busy cycles per logical PE of wafer 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"losses": self.losses, "accuracy": self.accuracy, "cycles": self.cycles,
+                "busy": self.busy}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """Everything a step needs; ``matmuls`` holds one GEMM callback per wafer."""
+
+    graph: LayerGraph
+    data: Dataset
+    optimizer: Optimizer
+    matmuls: list[Matmul]
+    batch: int
+    seed: int
+    fanout: int
+
+    def step(self, store: WeightStore, step: int) -> float:
+        """Run optimizer step ``step`` (0-based) and return the mean loss over wafers."""
+        wafers = len(self.matmuls)
+        index = batch_indices(len(self.data.y_train), self.batch * wafers, step, self.seed)
+        weights = {name: store.get(name) for name in store.names}
+        losses, grads = [], []
+        for w, matmul in enumerate(self.matmuls):
+            part = index[w * self.batch : (w + 1) * self.batch]
+            x, y = self.data.x_train[part], self.data.y_train[part]
+            loss, grad = loss_and_grads(self.graph, weights, x, y, matmul)
+            losses.append(loss)
+            grads.append(grad)
+        total = reduce_gradients(grads, self.fanout)
+        for name in store.names:
+            self.optimizer.apply(store, name, total[name] / np.float32(wafers), step + 1)
+        return float(np.mean(losses))
+
+    def test_accuracy(self, store: WeightStore) -> float:
+        weights = {name: store.get(name) for name in store.names}
+        return accuracy(self.graph, weights, self.data.x_test, self.data.y_test)
+
+
+def train(
+    trainer: Trainer,
+    store: WeightStore,
+    steps: int,
+    out_dir: Path,
+    every: dict[str, int],
+    digest: str,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> tuple[WeightStore, History]:
+    """Train to ``steps`` steps, resuming from ``out_dir``'s newest checkpoint if any.
+
+    ``every`` holds ``checkpoint`` and ``eval`` intervals in steps (0: only at the end)."""
+    store, start, history = resume(out_dir, digest, store)
+    base = np.array(history.busy or 0, np.int64)  # busy cycles before a resume
+    for step in range(start, steps):
+        loss = trainer.step(store, step)
+        history.losses.append(loss)
+        done = step + 1
+        if _due(done, every["eval"], steps) and len(trainer.data.y_test):
+            history.accuracy.append((done, trainer.test_accuracy(store)))
+        if _due(done, every["checkpoint"], steps):
+            _record_engine(trainer, history, base)
+            save(out_dir, store, done, trainer.optimizer, history, digest)
+        if progress is not None:
+            progress(done, steps, loss)
+    _record_engine(trainer, history, base)
+    return store, history
+
+
+def _due(done: int, interval: int, steps: int) -> bool:
+    return done == steps or (interval > 0 and done % interval == 0)
+
+
+def _record_engine(trainer: Trainer, history: History, base: np.ndarray) -> None:
+    """Copy wafer 0's measured cycles and busy counts (if its matmul is the engine)."""
+    first = trainer.matmuls[0]
+    cycles = getattr(first, "cycles", {})
+    history.cycles.update({f"{layer}/{name}": c for (layer, name), c in cycles.items()})
+    busy = getattr(first, "busy", None)
+    if busy is not None:
+        history.busy = (busy + base).tolist()
+
+
+def checkpoint_dir(out_dir: Path) -> Path:
+    return out_dir / "checkpoints"
+
+
+def save(out_dir, store, step, optimizer, history: History, digest: str) -> None:
+    """Write step ``step``'s checkpoint, then drop all but the newest ones."""
+    folder = checkpoint_dir(out_dir)
+    meta = {"config_sha256": digest, **history.to_dict()}
+    save_checkpoint(folder / f"step_{step:08d}.h5", store, step, optimizer, meta=meta)
+    for old in checkpoints(out_dir)[:-KEEP_CHECKPOINTS]:
+        old.unlink()
+
+
+def checkpoints(out_dir: Path) -> list[Path]:
+    """Checkpoint files in ``out_dir``, oldest first."""
+    folder = checkpoint_dir(out_dir)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if CHECKPOINT_NAME.search(p.name))
+
+
+def resume(out_dir: Path, digest: str, store: WeightStore) -> tuple[WeightStore, int, History]:
+    """The newest checkpoint's store, step and history, or ``store`` at step 0.
+
+    A checkpoint that cannot be read, or one of another config, is an error: nothing is
+    overwritten, so the user decides what to keep."""
+    found = checkpoints(out_dir)
+    if not found:
+        return store, 0, History()
+    newest = found[-1]
+    saved = load_checkpoint(newest)  # a corrupt file raises ConfigError naming it
+    meta = saved.meta or {}
+    if meta.get("config_sha256") != digest:
+        raise ConfigError(
+            f"{newest} is a checkpoint of another run config; use a new --out folder "
+            "(or delete the old checkpoints) to start this one"
+        )
+    history = History(
+        losses=list(meta["losses"]),
+        accuracy=[tuple(a) for a in meta["accuracy"]],
+        cycles=dict(meta["cycles"]),
+        busy=meta["busy"],
+    )
+    return saved.store, saved.step, history

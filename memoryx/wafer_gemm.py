@@ -1,0 +1,97 @@
+"""GEMMs of a run on the cycle engine, placed as the plan says, on the wafer's working PEs.
+
+Each (layer, pass) runs the plan's algorithm on its ``rows x cols`` kernel grid, placed on
+the leftmost columns of the logical grid (turned a quarter when the plan enters at the north
+edge), over the repaired wafer's holes and dead links: the kernel's column-shift placement
+skips holes and its routes detour around dead links. The measured cycles and per-PE busy
+cycles are kept per (layer, pass).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernels.grid import KernelGrid, kernel_grid
+from kernels.registry import algorithm
+from kernels.replay import GemmReplay
+from wafer.errors import ConfigError
+from wafer.repair import LogicalGrid
+from wafer.spec import WaferSpec
+
+
+@dataclass
+class WaferGemm:
+    """The ``matmul`` callback of :mod:`memoryx.functional` backed by the cycle engine."""
+
+    plan: dict[str, Any]
+    spec: WaferSpec
+    logical: LogicalGrid | None
+    cycles: dict[tuple[str, str], int] = field(default_factory=dict)
+    busy: np.ndarray | None = None  # int64 (height, width): busy cycles per logical PE
+    _grids: dict[tuple[int, int, bool], KernelGrid] = field(default_factory=dict)
+    _passes: dict[tuple[str, str], dict] = field(default_factory=dict)
+    _kernels: dict[tuple, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.busy = np.zeros((self.spec.logical_height_pes, self.spec.logical_width_pes), np.int64)
+        for layer in self.plan["layers"]:
+            for name, placed in layer["passes"].items():
+                self._passes[(layer["name"], name)] = placed
+
+    def __call__(self, layer: str, pass_name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        placed = self._passes[(layer, pass_name)]
+        if placed["gemm"]["count"] != 1:
+            raise ConfigError(f"{layer} {pass_name}: batched GEMMs do not run functionally")
+        turned = placed["orientation"] == "north edge"
+        result = self._kernel(placed, turned)(a, b)
+        self.cycles[(layer, pass_name)] = result.cycles
+        self._add_busy(result.pe_busy_cycles, turned)
+        return result.output
+
+    def _kernel(self, placed: dict, turned: bool):
+        """The placement's GEMM on its grid: replayed per shape in fp32 (the routes and
+        programs are built once), built afresh in fp16 (packed operands cannot be traced)."""
+        rows, cols = placed["grid"]
+        options = tuple(sorted(placed["options"].items()))
+        key = (placed["algorithm"], rows, cols, turned, options)
+        if key not in self._kernels:
+            apply = algorithm("gemm", placed["algorithm"]).apply
+            grid, dtype = self._grid(rows, cols, turned), self.plan["options"]["dtype"]
+            if dtype == "fp32":
+                self._kernels[key] = GemmReplay(placed["algorithm"], apply, grid, self.spec,
+                                                placed["options"])  # fmt: skip
+            else:
+                self._kernels[key] = functools.partial(
+                    _direct, apply, grid=grid, spec=self.spec, dtype=dtype,
+                    options=placed["options"])  # fmt: skip
+        return self._kernels[key]
+
+    def _grid(self, rows: int, cols: int, turned: bool) -> KernelGrid:
+        key = (rows, cols, turned)
+        if key not in self._grids:
+            dead_pe, dead_link = self._patch(cols, turned)
+            self._grids[key] = kernel_grid(rows, cols, dead_pe, dead_link)
+        return self._grids[key]
+
+    def _patch(self, cols: int, turned: bool):
+        """Hole and dead-link masks of the first ``cols`` columns (rows, if turned)."""
+        if self.logical is None:
+            return None, None
+        hole, link = self.logical.hole, self.logical.dead_link
+        if turned:  # the kernel's rows run along the wafer's x: swap axes and N/E, S/W
+            hole, link = hole.T, link.transpose(1, 0, 2)[..., [3, 2, 1, 0]]
+        return hole[:, :cols], link[:, :cols]
+
+    def _add_busy(self, busy: np.ndarray, turned: bool) -> None:
+        patch = busy.T if turned else busy
+        height = min(patch.shape[0], self.busy.shape[0])
+        width = min(patch.shape[1], self.busy.shape[1])
+        self.busy[:height, :width] += patch[:height, :width]
+
+
+def _direct(apply, a, b, *, grid, spec, dtype, options):
+    return apply(a, b, grid, spec, dtype, **options)

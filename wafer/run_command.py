@@ -1,0 +1,70 @@
+"""``wafersim run CONFIG.yaml [--out DIR] [key=value ...]``: the main job, end to end.
+
+The config names the model, the wafer (preset, overrides, defects), the data, the batch, the
+optimizer, the steps and the tier (see :mod:`memoryx.run_config`); ``key=value`` overrides
+set any config key (``steps=20``, ``optimizer.lr=0.01``). DIR (default ``out/<config name>``)
+receives performance.json, trace.h5, PNG plots, the plans and the checkpoints; running again
+on the same DIR resumes from the newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from wafer.config_io import parse_overrides
+from wafer.errors import ConfigError
+from wafer.progress_line import ProgressLine
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="run config (.yaml/.toml), e.g. examples/fc_digits.yaml")
+    parser.add_argument("--out", help="output folder (default: out/<config name>)")
+
+
+def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
+    from memoryx.report import write_outputs
+    from memoryx.run import run
+    from memoryx.run_config import load_run_config
+
+    if args.seed:
+        raise ConfigError("wafersim run takes its seed from the config: use seed=N")
+    config = load_run_config(args.config, parse_overrides(args.overrides))
+    out = Path(args.out) if args.out else Path("out") / Path(args.config).stem
+    line = ProgressLine(sys.stderr)
+    started = time.perf_counter()
+
+    def progress(stage: str, done: int, total: int, detail: str) -> None:
+        elapsed = time.perf_counter() - started
+        line.show(f"run: {stage} step {done}/{total}, {detail}, {elapsed:.0f} s", done, total)
+
+    try:
+        result = run(config, out, progress)
+    finally:
+        line.close()
+    perf = write_outputs(result, out)
+    return {"out": str(out), **perf}
+
+
+def run_text(r: dict[str, Any]) -> str:
+    """The figures a researcher looks at first; the rest is in performance.json."""
+    lines = [
+        f"run: {r['config']['model']} on {r['spec']['name']} ({r['tier']} tier, "
+        f"{r['wafers']} wafer(s)) -> {r['out']}",
+        f"  simulated time {r['total_time_s']:.4g} s for {r['total_samples']} samples: "
+        f"{r['samples_per_sec']:.4g} samples/s (analytic estimate {r['est_samples_per_sec']:.4g})",
+        f"  stall fraction {r['stall_fraction']:.3f}, "
+        f"edge utilization {r['edge_utilization']:.3f}, "
+        f"MemoryX in {r['memoryx_bytes_in']} B, out {r['memoryx_bytes_out']} B",
+        f"  input pipeline {r['input_samples_per_s']:.4g} samples/s"
+        + (" (suspected input bottleneck)" if r["suspected_input_bottleneck"] else ""),
+        f"  compile {r['compile_time_s']:.2f} s, wall {r['sim_wall_s']:.1f} s",
+    ]
+    if r["losses"]:
+        lines.append(f"  loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}"
+                     + (f", test accuracy {r['test_accuracy']:.4f}"
+                        if r["test_accuracy"] is not None else ""))  # fmt: skip
+    return "\n".join(lines)
