@@ -44,6 +44,15 @@ class Target:
     cols: int
     spec: WaferSpec
     dtype: str
+    turned: tuple[int, int] | None = None  # sides turned a quarter (default: cols, rows)
+
+    def sides(self, turned: bool) -> tuple[int, int]:
+        """(kernel rows, kernel columns) at most. Kernel rows shift past holes within a
+        wafer column (or, turned, a wafer row), so with holes a kernel loses the wafer rows
+        that hold one, or, turned, the wafer columns that do."""
+        if not turned:
+            return self.rows, self.cols
+        return self.turned if self.turned is not None else (self.cols, self.rows)
 
 
 def place_gemm(layer: str, work: Gemm, target: Target, strategies: dict[str, Strategy]):
@@ -87,7 +96,7 @@ class _Shape:
     index: int
 
     def replicas(self, work: Gemm, target: Target) -> int:
-        sides = (target.cols, target.rows) if self.turned else (target.rows, target.cols)
+        sides = target.sides(self.turned)
         return min(work.count, (sides[0] // self.rows) * (sides[1] // self.cols))
 
 
@@ -110,9 +119,9 @@ def _local_costs(work: Gemm, target: Target, pes: int) -> dict[str, int]:
 
 def _grids(work: Gemm, target: Target, strategy: Strategy):
     """(turned, rows, cols) candidates the strategy can cut the GEMM over."""
-    sides = [(False, target.rows, target.cols)]
-    if target.rows != target.cols:
-        sides.append((True, target.cols, target.rows))
+    sides = [(False, *target.sides(False))]
+    if target.sides(True) != target.sides(False):
+        sides.append((True, *target.sides(True)))
     for turned, rows_max, cols_max in sides:
         for rows in grid_sizes(rows_max):
             for cols in grid_sizes(cols_max):

@@ -5,7 +5,8 @@ version, options) is unchanged.
 
 Weight streaming maps each layer, one at a time, onto the whole working grid. With holes, the
 working grid is the logical grid less every row that holds one (a conservative first cut: no
-work lands on a hole, at the price of whole rows).
+work lands on a hole, at the price of whole rows); a kernel turned a quarter loses the columns
+that hold one instead.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class CompileOptions:
 
 
 def working_grid(spec: WaferSpec, holes: np.ndarray | None) -> tuple[int, int, dict]:
-    """Rows and columns of the hole-free grid, and the defect summary that goes in the hash."""
+    """Rows and columns of the hole-free grid, and the defect summary that goes in the hash
+    (with ``cols_with_holes``: a kernel turned a quarter loses those columns instead)."""
     shape = (spec.logical_height_pes, spec.logical_width_pes)
     if holes is None:
         return *shape, {"holes": 0, "rows_left_out": []}
@@ -68,6 +70,7 @@ def working_grid(spec: WaferSpec, holes: np.ndarray | None) -> tuple[int, int, d
     summary = {
         "holes": int(holes.sum()),
         "rows_left_out": bad.tolist(),
+        "cols_with_holes": int(holes.any(axis=0).sum()),
         "mask_sha256": hashlib.sha256(np.packbits(holes).tobytes()).hexdigest(),
     }
     return shape[0] - len(bad), shape[1], summary
@@ -91,7 +94,10 @@ def compile_plan(
     """Place every layer and pass; a layer that fits no candidate raises ConfigError."""
     options = options.resolved(model.graph.context)
     rows, cols, defects = working_grid(spec, holes)
-    target = Target(rows, cols, spec, options.dtype)
+    turned = None
+    if defects["holes"]:
+        turned = (cols - defects["cols_with_holes"], spec.logical_height_pes)
+    target = Target(rows, cols, spec, options.dtype, turned)
     chosen = strategies(None if options.strategies is None else list(options.strategies))
     memo: dict[Any, dict] = {}
     layers = []

@@ -26,21 +26,24 @@ def timeline(stream: StreamResult, path: Path) -> Path:
     and when its gradients left; compute stalls show as gaps in the middle lane."""
     times = stream.times[-1]
     origin = times[:, K.COMPUTE_START].min()
-    fig, ax = plt.subplots(figsize=(11, 3.2))
+    lanes: dict[int, tuple[list, list]] = {2: ([], []), 1: ([], []), 0: ([], [])}
     for j, seg in enumerate(stream.segments):
-        color = f"C{j % 10}"
-        row = times[j]
+        row, color = times[j], f"C{j % 10}"
+        bars = [(1, row[K.COMPUTE_START], row[K.COMPUTE_END])]
         if seg.in_bytes:
-            ax.barh(2, row[K.IN_END] - row[K.IN_START], left=row[K.IN_START] - origin, color=color)
-        ax.barh(1, row[K.COMPUTE_END] - row[K.COMPUTE_START],
-                left=row[K.COMPUTE_START] - origin, color=color)  # fmt: skip
+            bars.append((2, row[K.IN_START], row[K.IN_END] - stream.edge.latency_cycles))
         if seg.out_bytes:
-            duration = seg.out_bytes / stream.edge.bytes_per_cycle
-            ax.barh(0, duration, left=row[K.OUT_END] - stream.edge.latency_cycles - duration
-                    - origin, color=color)  # fmt: skip
+            end = row[K.OUT_END] - stream.edge.latency_cycles
+            bars.append((0, end - seg.out_bytes / stream.edge.bytes_per_cycle, end))
+        for lane, start, stop in bars:
+            lanes[lane][0].append((start - origin, stop - start))
+            lanes[lane][1].append(color)
+    fig, ax = plt.subplots(figsize=(11, 3.2))
+    for lane, (spans, colors) in lanes.items():
+        ax.broken_barh(spans, (lane - 0.4, 0.8), facecolors=colors)
     ax.set_yticks([2, 1, 0], LANES)
     ax.set_xlabel("cycles since the step's first compute")
-    ax.set_title(f"Last step: {len(stream.segments)} layer passes, colors cycle per segment")
+    ax.set_title(f"Last step: {len(stream.segments)} layer passes (one color per segment)")
     return _save(fig, path)
 
 
@@ -48,8 +51,7 @@ def heatmap(values: np.ndarray, holes: np.ndarray | None, label: str, path: Path
     """Per logical PE ``values`` (row 0 at the top, the west edge at the left), holes grey."""
     data = np.ma.masked_array(np.asarray(values, float), mask=holes if holes is not None else False)
     fig, ax = plt.subplots(figsize=(6, 5))
-    cmap = plt.get_cmap("viridis").copy()
-    cmap.set_bad("lightgrey")
+    cmap = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
     image = ax.imshow(data, cmap=cmap, interpolation="nearest", aspect="auto")
     fig.colorbar(image, ax=ax, label=label)
     ax.set_xlabel("x (PE column)")

@@ -65,6 +65,8 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     """Run ``config``, keeping plans and checkpoints in ``out_dir``."""
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
+    if config["tier"] == "cycle":
+        check_functional(load_model(config.model_path).graph)  # before the costly parts
     compile_start = time.perf_counter()
     wafers = [_wafer(config, w, out_dir) for w in range(_count(config))]
     compile_time = time.perf_counter() - compile_start
@@ -108,7 +110,6 @@ def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
 
 def _train(config: RunConfig, wafers: list[Wafer], out_dir: Path, progress: Progress | None):
     graph = load_model(config.model_path).graph
-    check_functional(graph)
     data = load_dataset(config["data"], config["seed"])
     if config["batch"] * len(wafers) > len(data.y_train):
         raise ConfigError(

@@ -44,6 +44,7 @@ class Segment:
     out_bytes: int
     compute_cycles: int
     owner: int  # index of the layer whose weights these are, -1 if none
+    gemm: bool = False  # a matmul (the closed form's "layer"), not vector work
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,15 @@ def segments(plan: dict[str, Any], compute: dict[tuple[str, str], int] | None = 
         cycles = compute.get((layer["name"], pass_name), placed["kernel_cycles"])
         owner = index if edge else -1
         out.append(
-            Segment(layer["name"], pass_name, edge * incoming, edge * (not incoming), cycles, owner)
+            Segment(
+                layer["name"],
+                pass_name,
+                edge * incoming,
+                edge * (not incoming),
+                cycles,
+                owner,
+                "gemm" in placed,
+            )  # fmt: skip
         )
     return out
 
@@ -181,11 +190,12 @@ def simulate_stream(segs: list[Segment], edge: Edge, steps: int) -> StreamResult
 
 
 def no_stall_threshold(segs: list[Segment], edge: Edge) -> float:
-    """The closed form's verdict: the largest ratio of a segment's stream-in time to its
-    compute time (>= 1 means some layer cannot hide its weights behind its compute)."""
+    """The closed form's verdict: the largest ratio, over the matmuls that stream weights,
+    of stream-in time (weight bytes / edge bandwidth) to compute time; above 1 the closed form
+    predicts a stall. Vector work (biases, norms) is left out: its few bytes prefetch."""
     ratios = [
         s.in_bytes / edge.bytes_per_cycle / s.compute_cycles
         for s in segs
-        if s.in_bytes and s.compute_cycles
+        if s.gemm and s.in_bytes and s.compute_cycles
     ]
     return max(ratios, default=0.0)

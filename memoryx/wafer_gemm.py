@@ -82,7 +82,7 @@ class WaferGemm:
         if self.logical is None:
             return None, None
         hole, link = self.logical.hole, self.logical.dead_link
-        if turned:  # the kernel's rows run along the wafer's x: swap axes and N/E, S/W
+        if turned:  # kernel rows run along the wafer's x: swap the axes, N<->W and E<->S
             hole, link = hole.T, link.transpose(1, 0, 2)[..., [3, 2, 1, 0]]
         return hole[:, :cols], link[:, :cols]
 

@@ -2,9 +2,9 @@
 
 The config names the model, the wafer (preset, overrides, defects), the data, the batch, the
 optimizer, the steps and the tier (see :mod:`memoryx.run_config`); ``key=value`` overrides
-set any config key (``steps=20``, ``optimizer.lr=0.01``). DIR (default ``out/<config name>``)
-receives performance.json, trace.h5, PNG plots, the plans and the checkpoints; running again
-on the same DIR resumes from the newest checkpoint.
+set any config key (``steps=20``, ``optimizer.lr=0.01``). DIR (default
+``out/<config name>-<digest>``) receives performance.json, trace.h5, PNG plots, the plans
+and the checkpoints; running again on the same DIR resumes from the newest checkpoint.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from wafer.progress_line import ProgressLine
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="run config (.yaml/.toml), e.g. examples/fc_digits.yaml")
-    parser.add_argument("--out", help="output folder (default: out/<config name>)")
+    parser.add_argument("--out", help="output folder (default: out/<config name>-<digest>)")
 
 
 def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     if args.seed:
         raise ConfigError("wafersim run takes its seed from the config: use seed=N")
     config = load_run_config(args.config, parse_overrides(args.overrides))
-    out = Path(args.out) if args.out else Path("out") / Path(args.config).stem
+    out = Path(args.out) if args.out else default_out(args.config, config.digest)
     line = ProgressLine(sys.stderr)
     started = time.perf_counter()
 
@@ -47,6 +47,12 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         line.close()
     perf = write_outputs(result, out)
     return {"out": str(out), **perf}
+
+
+def default_out(config_path: str, digest: str) -> Path:
+    """``out/<config name>-<12 hex of the config's digest>``: a changed config (an override,
+    a sweep point) gets its own folder, the same config resumes in its old one."""
+    return Path("out") / f"{Path(config_path).stem}-{digest[:12]}"
 
 
 def run_text(r: dict[str, Any]) -> str:

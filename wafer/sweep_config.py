@@ -2,14 +2,15 @@
 
 A sweep file (YAML or TOML) holds::
 
-    job: defects                 # defects | traffic | kernel
+    job: defects                 # defects | traffic | kernel | compile | run
     base: {preset: wse2}         # options (by dest name) and key=value spec overrides
     sampling: grid               # grid (cartesian) | list (zipped) | random
     axes: {defect_density_per_cm2: [0.05, 0.1], repair: [row, column_shift], seed: [0, 1]}
     metrics: [working_pes, unrepaired_pes]
 
 A key that is an option of the job (``defect_density_per_cm2`` or ``--defect-density-per-cm2``)
-becomes that option; any other key is a spec override (``pe.sram_bytes: 65536``). ``base`` may
+becomes that option; any other key is a spec override (``pe.sram_bytes: 65536``), or for
+``run`` a run-config override (``batch: 8``, ``wafer.defects.seed: 3``). ``base`` may
 also hold ``args``, raw positional arguments (the kernel name for ``kernel``). With ``random``
 sampling, ``samples`` points are drawn with ``sample_seed``; an axis is then a list to choose
 from or ``{uniform: [lo, hi]}``, ``{loguniform: [lo, hi]}`` or ``{integers: [lo, hi]}``.
@@ -33,7 +34,8 @@ import numpy as np
 from wafer.config_io import flatten, load_mapping
 from wafer.errors import ConfigError
 
-JOBS = ("defects", "traffic", "kernel")
+JOBS = ("defects", "traffic", "kernel", "compile", "run")
+CONFIG_JOBS = ("run",)  # their key=value overrides set run-config keys, not spec keys
 SAMPLINGS = ("grid", "list", "random")
 DISTRIBUTIONS = ("uniform", "loguniform", "integers")
 TOP_KEYS = ("job", "base", "sampling", "axes", "samples", "sample_seed", "metrics")
@@ -106,7 +108,7 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
     sample_seed = _int("sample_seed", data.get("sample_seed", 0), minimum=0)
     metrics = _metrics(data.get("metrics"))
     options = job_options(job)
-    _check_keys(base, axes, options)
+    _check_keys(job, base, axes, options)
     values = _axis_values(sampling, axes, samples, sample_seed)
     points = tuple(_point(i, job, base, v, options) for i, v in enumerate(values))
     return SweepConfig(
@@ -180,8 +182,15 @@ def _spec_keys() -> set[str]:
     return set(flatten(preset("tiny").to_dict()))
 
 
-def _check_keys(base: dict, axes: dict, options: dict[str, argparse.Action]) -> None:
+def _run_config_keys() -> set[str]:
+    from memoryx.run_config import DEFAULTS
+
+    return {"model", *DEFAULTS}
+
+
+def _check_keys(job: str, base: dict, axes: dict, options: dict[str, argparse.Action]) -> None:
     spec_keys = _spec_keys()
+    config_keys = _run_config_keys() if job in CONFIG_JOBS else set()
     for field, table in (("base", base), ("axes", axes)):
         for key in table:
             name = _option_name(str(key))
@@ -189,7 +198,14 @@ def _check_keys(base: dict, axes: dict, options: dict[str, argparse.Action]) -> 
                 continue
             if name in FILE_OPTIONS:
                 raise ConfigError(f"{field}.{key}: points cannot write files; drop this option")
-            if name not in options and key not in spec_keys:
+            if job in CONFIG_JOBS:
+                if name not in options and str(key).split(".")[0] not in config_keys:
+                    allowed = ", ".join(sorted(options) + sorted(config_keys))
+                    raise ConfigError(
+                        f"{field}.{key} is neither an option of the job nor a run-config key "
+                        f"(dotted keys below them are allowed); allowed: {allowed}"
+                    )
+            elif name not in options and key not in spec_keys:
                 allowed = ", ".join(sorted(options) + sorted(spec_keys))
                 raise ConfigError(
                     f"{field}.{key} is neither an option of the job nor a spec key; "

@@ -1,0 +1,205 @@
+"""``wafersim run``: functional training on the cycle engine against numpy, outputs, resume
+after a kill, checkpoint errors and bad configs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import yaml
+
+from compiler.model_file import load_model
+from memoryx.checkpoint import load_checkpoint
+from memoryx.data import load_dataset
+from memoryx.functional import numpy_matmul, weight_shapes
+from memoryx.optimizer import make_optimizer
+from memoryx.report import write_outputs
+from memoryx.run import run
+from memoryx.run_config import load_run_config
+from memoryx.store import WeightStore
+from memoryx.training import Trainer, checkpoints
+from wafer.cli import main
+from wafer.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = ROOT / "examples" / "models" / "fc-digits.yaml"
+SMALL = {
+    "model": str(MODEL),
+    "wafer": {
+        "preset": "tiny",
+        "defects": {"model": "poisson", "pe_defect_prob": 0.02, "seed": 3, "repair": "none"},
+    },
+    "data": {"name": "digits"},
+    "batch": 16,
+    "dtype": "fp32",
+    "optimizer": {"name": "adamw", "lr": 0.003},
+    "steps": 3,
+    "seed": 5,
+    "init_std": 0.2,
+    "checkpoint_every": 1,
+    "eval_every": 3,
+}
+
+
+def write_config(folder: Path, **changes) -> Path:
+    path = folder / "run.yaml"
+    path.write_text(yaml.safe_dump({**SMALL, **changes}))
+    return path
+
+
+def reference_losses(config: dict, steps: int) -> list[float]:
+    """The same training in numpy: same initial weights, batches and optimizer."""
+    graph = load_model(MODEL).graph
+    data = load_dataset(config["data"], config["seed"])
+    store = WeightStore.materialised(weight_shapes(graph), config["seed"], init_std=0.2)
+    optimizer = make_optimizer(**config["optimizer"])
+    trainer = Trainer(graph, data, optimizer, [numpy_matmul], config["batch"], config["seed"], 4)
+    return [trainer.step(store, step) for step in range(steps)]
+
+
+def test_engine_training_matches_numpy_reference(tmp_path):
+    """The loss curve of a run on the cycle engine equals numpy's to float tolerance."""
+    config = load_run_config(write_config(tmp_path))
+    result = run(config, tmp_path / "out")
+    assert result.wafers[0].logical.unrepaired_pes > 0  # the wafer has holes
+    expected = reference_losses(SMALL, 3)
+    np.testing.assert_allclose(result.history.losses, expected, rtol=1e-5)
+    assert result.history.losses[-1] < result.history.losses[0]
+
+
+def test_outputs_written(tmp_path):
+    """performance.json holds the documented fields; trace.h5 and the PNGs exist."""
+    out = tmp_path / "out"
+    config = load_run_config(write_config(tmp_path, steps=2, eval_every=1))
+    perf = write_outputs(run(config, out), out)
+    saved = json.loads((out / "performance.json").read_text())
+    for key in ("compile_time_s", "est_samples_per_sec", "samples_per_sec", "total_samples",
+                "total_time_s", "sim_wall_s", "stall_fraction", "suspected_input_bottleneck",
+                "edge_utilization", "memoryx_bytes_in", "memoryx_bytes_out", "layers"):  # fmt: skip
+        assert key in saved, key
+    assert saved["total_samples"] == 2 * 16
+    assert 0.0 <= saved["stall_fraction"] <= 1.0
+    assert perf["memoryx_bytes_in"] > 0
+    assert perf["memoryx_bytes_out"] > 0
+    first = saved["layers"][0]
+    assert {"compute_cycles", "stream_in_cycles", "stall_cycles"} <= set(first)
+    assert saved["measured_cycles"]["fc1/forward"] > 0
+    with h5py.File(out / "trace.h5") as f:
+        assert f["loss"].shape == (2,)
+        assert f["wafer_0/times_cycles"].shape[0] == 2
+        assert f["pe_busy_cycles"][()].sum() > 0
+    assert (out / "timeline.png").stat().st_size > 0
+    assert (out / "wafer.png").stat().st_size > 0
+
+
+def test_resume_gives_the_uninterrupted_weights(tmp_path):
+    """A run stopped after a checkpoint and run again ends bit-identical to one run."""
+    whole = load_run_config(write_config(tmp_path, steps=4))
+    run(whole, tmp_path / "whole")
+    short = load_run_config(write_config(tmp_path, steps=4), {"steps": 2})
+    run(short, tmp_path / "parts")  # a different config: its checkpoints are its own
+    part = tmp_path / "parts"
+    for old in checkpoints(part):
+        old.unlink()
+    run(whole, part)  # no checkpoint of this config: starts over ...
+    interrupted = checkpoints(part)[-1]
+    interrupted.unlink()  # ... and drop its newest checkpoint: resume from step 3
+    result = run(whole, part)
+    a = load_checkpoint(checkpoints(tmp_path / "whole")[-1]).store
+    b = load_checkpoint(checkpoints(part)[-1]).store
+    for name in a.names:
+        assert np.array_equal(a.get(name), b.get(name)), name
+    assert len(result.history.losses) == 4
+
+
+def test_killed_run_resumes_bit_identical(tmp_path):
+    """A run killed mid-way (a real subprocess) resumes and ends with the same weights."""
+    path = write_config(tmp_path, steps=6)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "wafer.cli", "run", str(path), "--out", str(tmp_path / "k")]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not checkpoints(tmp_path / "k") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert checkpoints(tmp_path / "k"), "no checkpoint before the deadline"
+    assert main(["run", str(path), "--out", str(tmp_path / "k"), "--json"]) == 0
+    assert main(["run", str(path), "--out", str(tmp_path / "ref"), "--json"]) == 0
+    a = load_checkpoint(checkpoints(tmp_path / "k")[-1])
+    b = load_checkpoint(checkpoints(tmp_path / "ref")[-1])
+    assert a.step == b.step == 6
+    for name in a.store.names:
+        assert np.array_equal(a.store.get(name), b.store.get(name)), name
+
+
+def test_corrupt_checkpoint_is_a_clear_error_and_kept(tmp_path):
+    """A damaged newest checkpoint stops the run with its name; nothing is overwritten."""
+    config = load_run_config(write_config(tmp_path, steps=1))
+    run(config, tmp_path / "out")
+    newest = checkpoints(tmp_path / "out")[-1]
+    newest.write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match=newest.name):
+        run(config, tmp_path / "out")
+    assert newest.read_bytes() == b"not a checkpoint"
+
+
+def test_checkpoint_of_another_config_is_refused(tmp_path):
+    """Checkpoints in DIR from a different config are an error, not silently reused."""
+    run(load_run_config(write_config(tmp_path, steps=1)), tmp_path / "out")
+    other = load_run_config(write_config(tmp_path, steps=1), {"optimizer.lr": 0.01})
+    with pytest.raises(ConfigError, match="another run config"):
+        run(other, tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"colour": 1}, "unknown key"),
+        ({"batch": 0}, r"batch=0 must be an integer in \[1,"),
+        ({"batch": 100_000}, "does not fit: .* SRAM per PE"),
+        ({"tier": "fast"}, "tier='fast' is not one of"),
+        ({"model": "missing.yaml"}, "no such file"),
+        ({"memoryx": {"tile_size": 1}}, "unknown key.*memoryx"),
+        ({"wafer": {"preset": "tiny", "overrides": {"pe.sram_bytes": 10}}}, "sram_bytes"),
+        ({"optimizer": {"name": "adamw", "lr": -1}}, "lr"),
+        ({"model": str(ROOT / "examples/models/gpt2-small.yaml")}, "use tier: analytic"),
+    ],
+)
+def test_bad_configs_are_clear_errors(tmp_path, changes, message):
+    """Unknown keys, impossible sizes and unsupported models name what is wrong."""
+    with pytest.raises(ConfigError, match=message):
+        run(load_run_config(write_config(tmp_path, **changes)), tmp_path / "out")
+
+
+def test_two_wafers_equal_one_wafer_with_twice_the_batch(tmp_path):
+    """SwarmX data parallelism: 2 wafers x batch B trains like 1 wafer x 2B (numpy GEMMs)."""
+    graph = load_model(MODEL).graph
+    data = load_dataset({"name": "digits"}, 0)
+    stores = [WeightStore.materialised(weight_shapes(graph), 0, init_std=0.2) for _ in range(2)]
+    two = Trainer(graph, data, make_optimizer("sgd", lr=0.1), [numpy_matmul] * 2, 8, 0, 4)
+    one = Trainer(graph, data, make_optimizer("sgd", lr=0.1), [numpy_matmul], 16, 0, 4)
+    for step in range(3):
+        assert two.step(stores[0], step) == pytest.approx(one.step(stores[1], step), rel=1e-5)
+    for name in stores[0].names:
+        np.testing.assert_allclose(stores[0].get(name), stores[1].get(name), rtol=1e-5, atol=1e-7)
+
+
+def test_timing_only_run_reports_stalls(tmp_path):
+    """A large model runs timing-only: stalls fall as tokens per batch grow."""
+    fractions = []
+    for batch in (1, 16):
+        path = write_config(tmp_path, model=str(ROOT / "examples/models/gpt2-small.yaml"),
+                            tier="analytic", batch=batch, seq=64, dtype="fp16", steps=1,
+                            wafer={"preset": "wse2"})  # fmt: skip
+        perf = write_outputs(run(load_run_config(path), tmp_path / f"b{batch}"), tmp_path)
+        assert perf["losses"] == []
+        fractions.append(perf["stall_fraction"])
+    assert fractions[1] < fractions[0]
