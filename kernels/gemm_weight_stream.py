@@ -18,14 +18,30 @@ every PE of the row multiplies it into an fp32 partial ``C[M_j, chunk]`` as it p
 Two tasks per PE overlap streaming and reduction: task 0 zeroes a partial buffer and
 ``fmacs`` the chunk into it; task 1 waits for that, then reduces the chunk. Two buffers per
 PE alternate, so chunk ``c + 1`` computes while chunk ``c`` is reduced; task 0 waits for task 1
-to free a buffer before reusing it. The owner row accumulates straight into its ``C``.
+to free a buffer before reusing it. The owner row accumulates straight into its ``C``
+(allocated, never loaded: it starts at zero like all SRAM).
+
+Sparse weights, exactly. A *block* is the ``k_i`` values ``B[K_i, col]`` that row ``i``'s port
+sends for one column. In each chunk the port sends only the blocks holding a nonzero (as
+stored in ``dtype``; back to back, fp16 padded to whole words per run), and each PE of the row
+issues one ``fmacs`` per run of consecutive nonzero columns, into the run's columns of its
+partial (or ``C``). All-zero columns are neither sent nor multiplied: a partial keeps the zero
+of its ``vscale`` zeroing, the owner's ``C`` its initial zero, so the result is bit for bit
+the dense kernel's. A row whose chunk is all zero sends and multiplies nothing, and still
+takes part in the reduction (with its zeroed partial). A ``B`` without an all-zero block gets
+the dense program unchanged. The fabric stream carries values only: the PE programs hold the
+static pattern (which columns each ``fmacs`` covers). MemoryX would store and send one 32-bit
+index per nonzero block with the values; :func:`stream_words` counts both.
 """
 
 from __future__ import annotations
 
+from numbers import Real
+from typing import NamedTuple
+
 import numpy as np
 
-from fabric.program import fmacs_cycles, vector_cycles, words
+from fabric.program import WORD_BYTES, fmacs_cycles, value_bytes, vector_cycles, words
 from kernels.gemm_common import check_operands, gemm_result
 from kernels.grid import KernelGrid
 from kernels.lines import reduce_colors, reduce_cycles, reduce_line
@@ -37,6 +53,18 @@ from wafer.spec import WaferSpec
 W_COLOR = 0  # the weight multicast along each row
 REDUCES = ("chain", "tree")
 MAX_CHUNK_COLS = 32  # chunk width cap: partial buffers stay small, the pipeline fills fast
+INDEX_WORDS_PER_BLOCK = 1  # MemoryX sends one 32-bit column index per nonzero block
+Runs = list[tuple[int, int]]  # (first column within the chunk, columns) of nonzero blocks
+
+
+class StreamWords(NamedTuple):
+    """32-bit words of ``B`` a weight-streaming run moves: ``dense_words`` as the dense kernel
+    streams them, ``sparse_words`` with all-zero blocks left out (what the fabric carries),
+    ``index_words`` the block indices MemoryX would send alongside (not on the fabric)."""
+
+    dense_words: int
+    sparse_words: int
+    index_words: int
 
 
 def chunk_offsets(n: int, rows: int) -> np.ndarray:
@@ -56,12 +84,14 @@ def weight_stream(
     m, k = a.shape
     n = b.shape[1]
     ms, ks, chunks = split(m, grid.cols, "m"), split(k, grid.rows, "k"), chunk_offsets(n, grid.rows)
+    mask = block_mask(b, grid.rows, dtype)
     plan = KernelPlan(grid, spec, tasks=2)
     layout = _Layout(plan, ms, ks, chunks, reduce, dtype)
-    layout.load(a, b)
+    layout.load(a, b, chunk_runs(mask, chunks))
     for c in range(len(chunks) - 1):
         layout.chunk(c)
-    analytic = weight_stream_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, reduce)
+    density = float(mask.mean())
+    analytic = weight_stream_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, reduce, density)
     sim = plan.run(max_cycles_for(analytic))
     return gemm_result("weight_stream", dtype, a, b, plan, sim, analytic, layout.gather(sim.mem))
 
@@ -77,14 +107,18 @@ class _Layout:
         self.owner = [c % rows if reduce == "chain" else 0 for c in range(len(chunks) - 1)]
         self.freed: dict[tuple[int, int], int] = {}  # (pe, chunk) -> task-1 ops when freed
 
-    def load(self, a: np.ndarray, b: np.ndarray) -> None:
+    def load(self, a: np.ndarray, b: np.ndarray, runs: list[list[Runs]]) -> None:
+        """Place ``A``'s tiles and the nonzero blocks of ``B`` (``runs[i][c]``: row ``i``,
+        chunk ``c``) at the ports; allocate ``C`` and the partial buffers."""
         plan, grid, dt = self.plan, self.plan.grid, self.dtype
-        self.mat, self.acc, self.out, self.port_addr = {}, {}, {}, {}
+        self.mat, self.acc, self.out, self.port_addr, self.runs = {}, {}, {}, {}, runs
         for i in range(grid.rows):
             ki = slice(self.ks[i], self.ks[i + 1])
             port = grid.west_port(i)
             for c in range(len(self.chunks) - 1):
-                data = encode(b[ki, self.chunks[c] : self.chunks[c + 1]].T, dt)
+                first = int(self.chunks[c])
+                pieces = [encode(b[ki, first + s : first + s + w].T, dt) for s, w in runs[i][c]]
+                data = np.concatenate([np.zeros(0, np.float32), *pieces])
                 self.port_addr[port, c] = plan.alloc(port, len(data), "weights")
                 plan.load(port, self.port_addr[port, c], data)
             for j in range(grid.cols):
@@ -111,7 +145,10 @@ class _Layout:
             ki = int(self.ks[i + 1] - self.ks[i])
             port, row = grid.west_port(i), [int(p) for p in grid.pe[i]]
             color = plan.wiring.connect(W_COLOR, port, row, ("weights", i))
-            plan.prog.send(port, 0, color, self.port_addr[port, c], ki * width, dt)
+            runs = self.runs[i][c]
+            if runs:  # an all-zero chunk sends nothing; fp16 runs are padded to whole words
+                values = run_words(ki, runs, dt) * (WORD_BYTES // value_bytes(dt))
+                plan.prog.send(port, 0, color, self.port_addr[port, c], values, dt)
             for j, pe in enumerate(row):
                 self._compute(pe, i, c, color, int(self.ms[j + 1] - self.ms[j]), ki, width)
         for j in range(grid.cols):
@@ -136,7 +173,8 @@ class _Layout:
             if c >= 2 and (pe, c - 2) in self.freed:
                 prog.wait(pe, 0, 1, self.freed[pe, c - 2])
             prog.vscale(pe, 0, target, target, 0.0, mj * width)
-        prog.fmacs(pe, 0, color, target, self.mat[pe], mj, ki, self.dtype, blocks=width)
+        for first, cols in self.runs[i][c]:
+            prog.fmacs(pe, 0, color, target + first * mj, self.mat[pe], mj, ki, self.dtype, cols)
 
     def gather(self, mem: np.ndarray) -> np.ndarray:
         """Assemble ``C`` from the owners' SRAM."""
@@ -152,21 +190,84 @@ class _Layout:
         return c_out
 
 
+def block_mask(b: np.ndarray, rows: int, dtype: str) -> np.ndarray:
+    """bool (rows, n): whether block ``B[K_i, col]`` (``k`` split over ``rows`` as the kernel
+    splits it) holds a value that is nonzero once stored as ``dtype``."""
+    stored = np.asarray(b, np.float32)
+    if dtype == "fp16":
+        with np.errstate(over="ignore"):  # overflow to inf is nonzero, as the kernel sends it
+            stored = stored.astype(np.float16)
+    starts = split(stored.shape[0], rows, "k")[:-1]
+    return np.logical_or.reduceat(stored != 0, starts, axis=0)
+
+
+def column_runs(nonzero: np.ndarray) -> Runs:
+    """``(first, length)`` of each run of ``True`` in the 1-D bool array ``nonzero``."""
+    edges = np.diff(np.concatenate([[0], np.asarray(nonzero, np.int8), [0]]))
+    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [(int(s), int(e - s)) for s, e in zip(starts, stops, strict=True)]
+
+
+def chunk_runs(mask: np.ndarray, chunks: np.ndarray) -> list[list[Runs]]:
+    """``runs[i][c]``: the nonzero runs of row ``i`` in chunk ``c``, columns within the chunk."""
+    bounds = list(zip(chunks[:-1], chunks[1:], strict=True))
+    return [[column_runs(row[c0:c1]) for c0, c1 in bounds] for row in mask]
+
+
+def run_words(ki: int, runs: Runs, dtype: str) -> int:
+    """Words streamed for ``runs`` of ``ki``-value blocks (each run packed to whole words)."""
+    return sum(words(ki * cols, dtype) for _, cols in runs)
+
+
+def stream_words(b: np.ndarray, rows: int, dtype: str) -> StreamWords:
+    """Words of ``b`` (k x n) that :func:`weight_stream` on ``rows`` grid rows streams, dense
+    and sparse (see the module docstring), and the index words of the nonzero blocks."""
+    value_bytes(dtype)  # an unknown dtype names the valid ones
+    b = np.asarray(b, np.float32)
+    if b.ndim != 2:
+        raise ConfigError(f"b of shape {b.shape} must be a matrix k x n")
+    if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
+        raise ConfigError(f"rows={rows!r} must be an integer >= 1")
+    mask = block_mask(b, int(rows), dtype)
+    ks, chunks = np.diff(split(b.shape[0], int(rows), "k")), chunk_offsets(b.shape[1], rows)
+    dense = sum(words(int(ki) * int(w), dtype) for ki in ks for w in np.diff(chunks))
+    runs = zip(ks, chunk_runs(mask, chunks), strict=True)
+    sparse = sum(run_words(int(ki), r, dtype) for ki, row in runs for r in row)
+    return StreamWords(dense, sparse, INDEX_WORDS_PER_BLOCK * int(mask.sum()))
+
+
 def weight_stream_cycles(
-    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, reduce="chain"
+    m: int,
+    k: int,
+    n: int,
+    p: int,
+    q: int,
+    spec: WaferSpec,
+    dtype: str,
+    reduce="chain",
+    density: float = 1.0,
 ) -> int:
     """Analytic cycles: the first wavelet reaches the far end of a row (``p2p(q)`` without
     words), then the chunks stream back to back, each paced by the slower of the link (one
     wavelet a cycle) and the PE's FMACs, with op startups, the zeroing of a partial buffer
     and the wait for it between chunks (none of that with one row: it computes in place);
-    then the wait for the last chunk and its reduction down a column."""
+    then the wait for the last chunk and its reduction down a column.
+
+    ``density`` (fraction of nonzero blocks, see the module docstring) scales the streaming
+    and, roughly, adds an op startup per extra run of nonzero columns in a chunk (blocks taken
+    as independent: ``d + (width - 1) d (1 - d)`` runs) or takes off the one of an empty chunk.
+    """
+    if isinstance(density, bool) or not isinstance(density, Real) or not 0 <= density <= 1:
+        raise ConfigError(f"density={density!r} must be a number in [0, 1]")
     chunks = chunk_offsets(n, p)
     count, width = len(chunks) - 1, int(np.diff(chunks).max())
     mj, ki = -(-m // q), -(-k // p)
     s = spec.pe.op_startup_cycles
     stream = words(ki * width, dtype) * max(1, fmacs_cycles(spec.pe, mj, dtype))
+    runs = density + (width - 1) * density * (1 - density)
+    streaming = round(count * (stream * density + s * (runs - 1)))
     zero = vector_cycles(spec.pe, 0, mj * width * 4, mj * width * 4, "fp32")
     between = s if p == 1 else 3 * s + zero + 1
     last_root = (count - 1) % p if reduce == "chain" else 0
     tail = 0 if p == 1 else 1 + reduce_cycles(reduce, p, last_root, mj * width, spec)
-    return p2p_cycles(spec, q, 0) + count * stream + (count - 1) * between + tail
+    return p2p_cycles(spec, q, 0) + streaming + (count - 1) * between + tail

@@ -54,21 +54,27 @@ class GemmReplay:
         self._recordings: dict[tuple[int, int, int], _Recording] = {}
         self._routes_checked: set[tuple[int, int, int]] = set()
 
-    def __call__(self, a: np.ndarray, b: np.ndarray) -> KernelResult:
-        """``a @ b`` (fp32) on the engine, as the kernel would compute it."""
+    def __call__(self, a: np.ndarray, b: np.ndarray, sparse: bool = False) -> KernelResult:
+        """``a @ b`` (fp32) on the engine, as the kernel would compute it. With ``sparse``
+        the recording keeps ``b``'s zeros (a kernel that skips them then builds its sparse
+        program; one recording per zero pattern, so for static patterns such as pruned
+        weights); otherwise the dense program runs, with the same results."""
         a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
-        key = (*a.shape, b.shape[1])
+        pattern = (b != 0) if sparse else None
+        key = (*a.shape, b.shape[1], None if pattern is None else np.packbits(pattern).tobytes())
         if key not in self._recordings:
-            self._recordings[key] = self._record(*key)
+            self._recordings[key] = self._record(*a.shape, b.shape[1], pattern)
         check = key not in self._routes_checked  # proved deadlock-free once per recording
         self._routes_checked.add(key)
         return self._replay(self._recordings[key], a, b, check)
 
-    def _record(self, m: int, k: int, n: int) -> _Recording:
+    def _record(self, m: int, k: int, n: int, pattern: np.ndarray | None) -> _Recording:
         if max(m * k, k * n) >= EXACT_FP32:
             raise ConfigError(f"GEMM {m}x{k}x{n} is too large to replay (operands >= 2**24)")
         coded_a = (np.arange(m * k, dtype=np.float64) + 1).astype(np.float32).reshape(m, k)
         coded_b = (-(np.arange(k * n, dtype=np.float64) + 1)).astype(np.float32).reshape(k, n)
+        if pattern is not None:
+            coded_b = np.where(pattern, coded_b, np.float32(0.0))
         seen: list = []
 
         def record(plan, routes, program, memory, max_cycles):

@@ -17,6 +17,7 @@ import wafer
 from memoryx.data import input_bound, input_pipeline
 from memoryx.run import RunResult
 from memoryx.streaming import no_stall_threshold
+from memoryx.swarmx import scaling, tree_levels
 from wafer.atomic import atomic_path, write_json
 
 TRACE_COLUMNS = ("in_start", "in_end", "compute_start", "compute_end", "stall",
@@ -51,6 +52,8 @@ def performance(result: RunResult) -> dict[str, Any]:
         "wafers": wafers,
         "slowest_wafer": slowest,
         "tier": config["tier"],
+        "swarmx": _swarmx(result, summary["total_cycles"]),
+        "sparsity": _sparsity(result),
         "layers": stream.per_layer(),
         **_input(result, samples / seconds),
         **_training(result),
@@ -60,6 +63,51 @@ def performance(result: RunResult) -> dict[str, Any]:
         "wafersim_version": wafer.__version__,
     }
     return out
+
+
+def _swarmx(result: RunResult, cycles: int) -> dict[str, Any]:
+    """Data-parallel scaling: simulated (the slowest wafer against wafer 0 alone, MemoryX
+    attached directly) and the analytic model of :func:`memoryx.swarmx.scaling`."""
+    wafers, spec = len(result.wafers), result.config.spec
+    alone = result.baseline.total_cycles
+    segs = result.baseline.segments
+    est = scaling(
+        [w.plan["totals"]["cycles"] for w in result.wafers],
+        sum(s.in_bytes for s in segs),
+        sum(s.out_bytes for s in segs),
+        spec,
+    )
+    return {
+        "wafers": wafers,
+        "tree_levels": tree_levels(wafers, spec.io.swarmx_fanout),
+        "single_wafer_time_s": alone / spec.clock_hz,
+        "speedup": wafers * alone / cycles,
+        "scaling_efficiency": alone / cycles,
+        "est_scaling_efficiency": est["efficiency"],
+    }
+
+
+def _sparsity(result: RunResult) -> dict[str, Any] | None:
+    """Bytes and cycles that streaming pruned weights compressed saved over all steps
+    (measured: each sparse pass also ran once with its dense program)."""
+    history = result.history
+    if history is None or not history.dense_cycles:
+        return None
+    steps = result.config["steps"]
+    plan = {(lay["name"], p): placed for lay in result.wafers[0].plan["layers"]
+            for p, placed in lay["passes"].items()}  # fmt: skip
+    saved_bytes = saved_cycles = 0
+    for key, dense in history.dense_cycles.items():
+        layer, pass_name = key.split("/")
+        saved_cycles += steps * (dense - history.cycles[key])
+        saved_bytes += steps * (plan[layer, pass_name]["edge_bytes"] - history.stream_bytes[key])
+    return {
+        "config": result.config["sparsity"],
+        "bytes_saved": saved_bytes,
+        "cycles_saved": saved_cycles,
+        "dense_cycles": history.dense_cycles,
+        "sparse_cycles": {key: history.cycles[key] for key in history.dense_cycles},
+    }
 
 
 def _input(result: RunResult, wafer_samples_per_s: float) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from memoryx.data import Dataset, load_dataset
 from memoryx.functional import check_functional, weight_shapes
 from memoryx.optimizer import make_optimizer
 from memoryx.run_config import RunConfig
+from memoryx.sparsity import apply_masks, prune_masks
 from memoryx.store import WeightStore
 from memoryx.streaming import (
     DEFAULT_TILE_BYTES,
@@ -37,6 +38,7 @@ from wafer.defects import generate
 from wafer.errors import ConfigError
 from wafer.repair import LogicalGrid, repair
 
+SPARSE_STRATEGIES = ("weight_stream_chain", "weight_stream_tree")
 Progress = Callable[[str, int, int, str], None]  # (stage, done, total, detail)
 
 
@@ -55,6 +57,7 @@ class RunResult:
     config: RunConfig
     wafers: list[Wafer]
     streams: list[StreamResult]
+    baseline: StreamResult  # wafer 0 alone, MemoryX attached directly (SwarmX's yardstick)
     history: History | None
     data: Dataset | None
     compile_time_s: float
@@ -75,10 +78,11 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
         history, data, matmuls = _train(config, wafers, out_dir, progress)
     else:
         matmuls = [None] * len(wafers)
-    streams = [_stream(config, wafer, history, m) for wafer, m in zip(wafers, matmuls, strict=True)]
-    return RunResult(
-        config, wafers, streams, history, data, compile_time, time.perf_counter() - start
-    )
+    count = len(wafers)
+    streams = [_stream(config, w, history, m, count) for w, m in zip(wafers, matmuls, strict=True)]
+    baseline = _stream(config, wafers[0], history, matmuls[0], 1) if count > 1 else streams[0]
+    wall = time.perf_counter() - start
+    return RunResult(config, wafers, streams, baseline, history, data, compile_time, wall)
 
 
 def _count(config: RunConfig) -> int:
@@ -90,10 +94,22 @@ def _count(config: RunConfig) -> int:
 
 def _wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
     logical = _logical_grid(config, index)
-    options = CompileOptions(config["batch"], config["seq"], config["dtype"])
+    options = CompileOptions(config["batch"], config["seq"], config["dtype"], _strategies(config))
     holes = None if logical is None else logical.hole
     plan, _ = compile_cached(config.model_path, config.spec, options, out_dir / "plans", holes)
     return Wafer(logical, plan)
+
+
+def _strategies(config: RunConfig) -> tuple[str, ...] | None:
+    """The GEMM strategies to search: sparse runs need weight streaming (it skips zeros)."""
+    names = config["strategies"]
+    if not config["sparsity"]:
+        return None if names is None else tuple(names)
+    if config["tier"] != "cycle":
+        raise ConfigError("sparsity is measured on the cycle engine: it needs tier: cycle")
+    if names is not None and not set(names) <= set(SPARSE_STRATEGIES):
+        raise ConfigError(f"sparsity needs strategies among {', '.join(SPARSE_STRATEGIES)}")
+    return SPARSE_STRATEGIES if names is None else tuple(names)
 
 
 def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
@@ -117,12 +133,13 @@ def _train(config: RunConfig, wafers: list[Wafer], out_dir: Path, progress: Prog
             f"{len(data.y_train)} training samples"
         )
     optimizer = make_optimizer(**_optimizer_params(config["optimizer"]))
-    matmuls = [WaferGemm(w.plan, config.spec, w.logical) for w in wafers]
+    shapes, seed = weight_shapes(graph), config["seed"]
+    store = WeightStore.materialised(shapes, seed, init_std=config["init_std"])
+    masks = prune_masks(store, config["sparsity"])
+    apply_masks(store, masks)
+    matmuls = [WaferGemm(w.plan, config.spec, w.logical, frozenset(masks)) for w in wafers]
     fanout = config.spec.io.swarmx_fanout
-    trainer = Trainer(graph, data, optimizer, matmuls, config["batch"], config["seed"], fanout)
-    store = WeightStore.materialised(
-        weight_shapes(graph), config["seed"], init_std=config["init_std"]
-    )
+    trainer = Trainer(graph, data, optimizer, matmuls, config["batch"], seed, fanout, masks)
     every = {"checkpoint": config["checkpoint_every"], "eval": config["eval_every"]}
 
     def step_progress(done: int, total: int, loss: float) -> None:
@@ -141,15 +158,21 @@ def _optimizer_params(section: Any) -> dict[str, Any]:
     return dict(section)
 
 
-def _stream(config: RunConfig, wafer: Wafer, history: History | None, matmul) -> StreamResult:
-    """The MemoryX stream of every step, with this wafer's measured cycles where known."""
-    measured = getattr(matmul, "cycles", None) or {}
-    if not measured and history is not None:
-        measured = {tuple(key.split("/")): c for key, c in history.cycles.items()}
+def _stream(config: RunConfig, wafer: Wafer, history: History | None, matmul, wafers: int):
+    """The MemoryX stream of every step, with this wafer's measured cycles where known, as
+    one of ``wafers`` wafers behind SwarmX."""
+    measured = getattr(matmul, "cycles", None) or _by_pass(history, "cycles")
+    streamed = getattr(matmul, "stream_bytes", None) or _by_pass(history, "stream_bytes")
     spec = config.spec
-    bandwidth, latency = effective_edge(spec, _count(config))
+    bandwidth, latency = effective_edge(spec, wafers)
     section = config["memoryx"]
     buffer = section.get("prefetch_buffer_bytes") or prefetch_buffer_bytes(wafer.plan, spec)
     tile = section.get("tile_bytes") or min(DEFAULT_TILE_BYTES, max(1, buffer // 2))
     edge = Edge(bandwidth, latency, buffer, tile)
-    return simulate_stream(segments(wafer.plan, measured), edge, config["steps"])
+    return simulate_stream(segments(wafer.plan, measured, streamed), edge, config["steps"])
+
+
+def _by_pass(history: History | None, name: str) -> dict[tuple[str, str], int]:
+    """A ``layer/pass``-keyed record of ``history`` keyed by (layer, pass)."""
+    record = {} if history is None else getattr(history, name)
+    return {tuple(key.split("/")): value for key, value in record.items()}

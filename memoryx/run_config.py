@@ -18,7 +18,9 @@ Top-level keys (all but ``model`` optional)::
     checkpoint_every: 50
     eval_every: 50
     memoryx: {tile_bytes: 4194304, prefetch_buffer_bytes: null}
-    swarmx: {wafers: 1}
+    swarmx: {wafers: 1, defect_seed_stride: 1}   # data-parallel wafers, each its own defects
+    sparsity: {density: 0.25}         # or {threshold: 0.05}: see memoryx.sparsity
+    strategies: null                  # GEMM strategies to search (default: all)
 
 ``key=value`` overrides use dotted keys (``optimizer.lr=0.01``, ``wafer.defects.seed=3``).
 """
@@ -54,6 +56,8 @@ DEFAULTS: dict[str, Any] = {
     "eval_every": 0,
     "memoryx": {},
     "swarmx": {},
+    "sparsity": None,
+    "strategies": None,
 }
 WAFER_KEYS = ("preset", "overrides", "defects")
 DEFECT_KEYS = ("model", "seed", "repair")  # plus the defect model's own parameters
@@ -122,6 +126,12 @@ def wafer_spec(wafer: Any) -> WaferSpec:
     """The spec named by the ``wafer`` section (a preset plus overrides)."""
     _check_section("wafer", wafer, WAFER_KEYS)
     spec = preset(str(wafer.get("preset", "tiny")))
+    defects = wafer.get("defects")
+    if defects is not None and not isinstance(defects, dict):
+        raise ConfigError(
+            f"wafer.defects must be a table (model, seed, repair and the model's parameters) "
+            f"or null, got {defects!r}"
+        )
     overrides = wafer.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise ConfigError(f"wafer.overrides must be a table of spec keys, got {overrides!r}")

@@ -72,10 +72,11 @@ class Edge:
             )
 
 
-def segments(plan: dict[str, Any], compute: dict[tuple[str, str], int] | None = None):
+def segments(plan: dict[str, Any], compute: dict | None = None, streamed: dict | None = None):
     """The segments of one step of ``plan``; ``compute`` overrides a (layer, pass)'s cycles
-    (with measured ones), else the plan's analytic ``kernel_cycles`` count."""
-    compute = compute or {}
+    (with measured ones), else the plan's analytic ``kernel_cycles`` count; ``streamed``
+    overrides the bytes a (layer, pass) streams in (compressed sparse weights)."""
+    compute, streamed = compute or {}, streamed or {}
     layers = plan["layers"]
     order = [(i, "forward") for i in range(len(layers))]
     order += [(i, p) for i in reversed(range(len(layers))) for p in PASS_ORDER[1:]]
@@ -85,7 +86,7 @@ def segments(plan: dict[str, Any], compute: dict[tuple[str, str], int] | None = 
         placed = layer["passes"].get(pass_name)
         if placed is None:
             continue
-        edge = placed["edge_bytes"]
+        edge = streamed.get((layer["name"], pass_name), placed["edge_bytes"])
         incoming = pass_name in IN_PASSES
         cycles = compute.get((layer["name"], pass_name), placed["kernel_cycles"])
         owner = index if edge else -1

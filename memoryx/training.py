@@ -15,6 +15,7 @@ of the step, the engine is deterministic, optimizer state is in the checkpoint).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from memoryx.checkpoint import load_checkpoint, save_checkpoint
 from memoryx.data import Dataset, batch_indices
 from memoryx.functional import Matmul, accuracy, loss_and_grads
 from memoryx.optimizer import Optimizer
+from memoryx.sparsity import apply_masks
 from memoryx.store import WeightStore
 from memoryx.swarmx import reduce_gradients
 from wafer.errors import ConfigError
@@ -44,10 +46,11 @@ class History:
     accuracy: list[tuple[int, float]] = field(default_factory=list)  # (step, test accuracy)
     cycles: dict[str, int] = field(default_factory=dict)  # "layer/pass" -> measured cycles
     busy: list[list[int]] | None = None  # busy cycles per logical PE of wafer 0
+    dense_cycles: dict[str, int] = field(default_factory=dict)  # sparse passes, run dense
+    stream_bytes: dict[str, int] = field(default_factory=dict)  # sparse passes, compressed
 
     def to_dict(self) -> dict[str, Any]:
-        return {"losses": self.losses, "accuracy": self.accuracy, "cycles": self.cycles,
-                "busy": self.busy}  # fmt: skip
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class Trainer:
     batch: int
     seed: int
     fanout: int
+    masks: dict[str, np.ndarray] = field(default_factory=dict)  # pruned weights stay zero
 
     def step(self, store: WeightStore, step: int) -> float:
         """Run optimizer step ``step`` (0-based) and return the mean loss over wafers."""
@@ -77,6 +81,7 @@ class Trainer:
         total = reduce_gradients(grads, self.fanout)
         for name in store.names:
             self.optimizer.apply(store, name, total[name] / np.float32(wafers), step + 1)
+        apply_masks(store, self.masks)
         return float(np.mean(losses))
 
     def test_accuracy(self, store: WeightStore) -> float:
@@ -120,8 +125,9 @@ def _due(done: int, interval: int, steps: int) -> bool:
 def _record_engine(trainer: Trainer, history: History, base: np.ndarray) -> None:
     """Copy wafer 0's measured cycles and busy counts (if its matmul is the engine)."""
     first = trainer.matmuls[0]
-    cycles = getattr(first, "cycles", {})
-    history.cycles.update({f"{layer}/{name}": c for (layer, name), c in cycles.items()})
+    for name in ("cycles", "dense_cycles", "stream_bytes"):
+        measured = getattr(first, name, {})
+        getattr(history, name).update({f"{layer}/{p}": c for (layer, p), c in measured.items()})
     busy = getattr(first, "busy", None)
     if busy is not None:
         history.busy = (busy + base).tolist()
@@ -164,10 +170,7 @@ def resume(out_dir: Path, digest: str, store: WeightStore) -> tuple[WeightStore,
             f"{newest} is a checkpoint of another run config; use a new --out folder "
             "(or delete the old checkpoints) to start this one"
         )
-    history = History(
-        losses=list(meta["losses"]),
-        accuracy=[tuple(a) for a in meta["accuracy"]],
-        cycles=dict(meta["cycles"]),
-        busy=meta["busy"],
-    )
+    fields = {f.name for f in dataclasses.fields(History)}
+    history = History(**{key: value for key, value in meta.items() if key in fields})
+    history.accuracy = [tuple(a) for a in history.accuracy]
     return saved.store, saved.step, history

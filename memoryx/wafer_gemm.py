@@ -5,6 +5,10 @@ the leftmost columns of the logical grid (turned a quarter when the plan enters 
 edge), over the repaired wafer's holes and dead links: the kernel's column-shift placement
 skips holes and its routes detour around dead links. The measured cycles and per-PE busy
 cycles are kept per (layer, pass).
+
+Layers in ``sparse`` (pruned weights) stream only the weight blocks that hold a nonzero and
+skip the others' multiply-adds (see :mod:`kernels.gemm_weight_stream`); their dense cycles
+are measured once beside, so a run can report the cycles and bytes sparsity saved.
 """
 
 from __future__ import annotations
@@ -15,12 +19,16 @@ from typing import Any
 
 import numpy as np
 
+from fabric.program import WORD_BYTES
+from kernels.gemm_weight_stream import stream_words
 from kernels.grid import KernelGrid, kernel_grid
 from kernels.registry import algorithm
 from kernels.replay import GemmReplay
 from wafer.errors import ConfigError
 from wafer.repair import LogicalGrid
 from wafer.spec import WaferSpec
+
+SPARSE_PASSES = ("forward", "backward_data")  # the passes that stream the weights in
 
 
 @dataclass
@@ -30,8 +38,11 @@ class WaferGemm:
     plan: dict[str, Any]
     spec: WaferSpec
     logical: LogicalGrid | None
+    sparse: frozenset[str] = frozenset()  # layers whose pruned weights stream compressed
     cycles: dict[tuple[str, str], int] = field(default_factory=dict)
     busy: np.ndarray | None = None  # int64 (height, width): busy cycles per logical PE
+    dense_cycles: dict[tuple[str, str], int] = field(default_factory=dict)  # sparse passes
+    stream_bytes: dict[tuple[str, str], int] = field(default_factory=dict)  # compressed
     _grids: dict[tuple[int, int, bool], KernelGrid] = field(default_factory=dict)
     _passes: dict[tuple[str, str], dict] = field(default_factory=dict)
     _kernels: dict[tuple, Any] = field(default_factory=dict)
@@ -47,10 +58,25 @@ class WaferGemm:
         if placed["gemm"]["count"] != 1:
             raise ConfigError(f"{layer} {pass_name}: batched GEMMs do not run functionally")
         turned = placed["orientation"] == "north edge"
-        result = self._kernel(placed, turned)(a, b)
+        kernel = self._kernel(placed, turned)
+        if layer in self.sparse and pass_name in SPARSE_PASSES:
+            result = self._sparse(kernel, placed, (layer, pass_name), a, b)
+        else:
+            result = kernel(a, b)
         self.cycles[(layer, pass_name)] = result.cycles
         self._add_busy(result.pe_busy_cycles, turned)
         return result.output
+
+    def _sparse(self, kernel, placed: dict, key: tuple[str, str], a, b):
+        """The zero-skipping program (weight streaming), with the dense program's cycles
+        measured once for comparison and the compressed stream's bytes counted."""
+        if placed["algorithm"] != "weight_stream" or not isinstance(kernel, GemmReplay):
+            raise ConfigError(f"{key[0]} {key[1]}: sparse weights need weight_stream in fp32")
+        if key not in self.dense_cycles:
+            self.dense_cycles[key] = kernel(a, b).cycles
+        words = stream_words(b, placed["grid"][0], "fp32")
+        self.stream_bytes[key] = WORD_BYTES * (words.sparse_words + words.index_words)
+        return kernel(a, b, sparse=True)
 
     def _kernel(self, placed: dict, turned: bool):
         """The placement's GEMM on its grid: replayed per shape in fp32 (the routes and

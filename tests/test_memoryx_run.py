@@ -23,6 +23,7 @@ from memoryx.optimizer import make_optimizer
 from memoryx.report import write_outputs
 from memoryx.run import run
 from memoryx.run_config import load_run_config
+from memoryx.sparsity import apply_masks, prune_masks
 from memoryx.store import WeightStore
 from memoryx.training import Trainer, checkpoints
 from wafer.cli import main
@@ -54,13 +55,17 @@ def write_config(folder: Path, **changes) -> Path:
     return path
 
 
-def reference_losses(config: dict, steps: int) -> list[float]:
-    """The same training in numpy: same initial weights, batches and optimizer."""
+def reference_losses(config: dict, steps: int, sparsity=None) -> list[float]:
+    """The same training in numpy: same initial weights, pruning, batches and optimizer."""
     graph = load_model(MODEL).graph
     data = load_dataset(config["data"], config["seed"])
     store = WeightStore.materialised(weight_shapes(graph), config["seed"], init_std=0.2)
+    masks = prune_masks(store, sparsity)
+    apply_masks(store, masks)
     optimizer = make_optimizer(**config["optimizer"])
-    trainer = Trainer(graph, data, optimizer, [numpy_matmul], config["batch"], config["seed"], 4)
+    trainer = Trainer(
+        graph, data, optimizer, [numpy_matmul], config["batch"], config["seed"], 4, masks
+    )
     return [trainer.step(store, step) for step in range(steps)]
 
 
@@ -72,6 +77,23 @@ def test_engine_training_matches_numpy_reference(tmp_path):
     expected = reference_losses(SMALL, 3)
     np.testing.assert_allclose(result.history.losses, expected, rtol=1e-5)
     assert result.history.losses[-1] < result.history.losses[0]
+
+
+def test_sparse_streaming_is_exact_and_saves(tmp_path):
+    """Pruned weights stream compressed and skip work; losses still equal numpy's."""
+    sparsity = {"density": 0.05}
+    out = tmp_path / "out"
+    config = load_run_config(write_config(tmp_path, sparsity=sparsity, steps=2))
+    result = run(config, out)
+    np.testing.assert_allclose(
+        result.history.losses, reference_losses(SMALL, 2, sparsity), rtol=1e-5
+    )
+    perf = write_outputs(result, out)
+    assert perf["sparsity"]["bytes_saved"] > 0
+    assert perf["sparsity"]["cycles_saved"] > 0
+    store = load_checkpoint(checkpoints(out)[-1]).store
+    kept = np.count_nonzero(store.get("fc2")) / store.numel("fc2")
+    assert kept == pytest.approx(0.05, abs=1e-3)  # pruned weights stayed zero
 
 
 def test_outputs_written(tmp_path):
@@ -171,6 +193,10 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
         ({"wafer": {"preset": "tiny", "overrides": {"pe.sram_bytes": 10}}}, "sram_bytes"),
         ({"optimizer": {"name": "adamw", "lr": -1}}, "lr"),
         ({"model": str(ROOT / "examples/models/gpt2-small.yaml")}, "use tier: analytic"),
+        ({"sparsity": {"density": 2}}, r"sparsity.density=2 must be a number in \(0, 1\]"),
+        ({"sparsity": {"density": 0.5, "threshold": 1}}, "exactly one of"),
+        ({"sparsity": {"density": 0.5}, "strategies": ["summa"]}, "needs strategies among"),
+        ({"wafer": {"preset": "tiny", "defects": 3}}, "wafer.defects must be a table"),
     ],
 )
 def test_bad_configs_are_clear_errors(tmp_path, changes, message):

@@ -1,0 +1,58 @@
+"""Pruned weights: which weights are zero, fixed when the run starts, kept zero by MemoryX.
+
+The run config's ``sparsity`` section prunes every matmul weight tensor by magnitude when
+the weights are initialised: ``{density: 0.25}`` keeps the largest quarter of each tensor,
+``{threshold: 0.05}`` keeps the weights with ``|w| >= 0.05``. The mask stays fixed (static
+sparsity, as in pruned-model training); after each optimizer update MemoryX multiplies the
+weights by it again, so pruned weights stay exactly zero and the cycle engine's
+weight-streaming GEMM can stream them compressed and skip their multiply-adds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memoryx.store import WeightStore
+from wafer.errors import ConfigError
+
+SPARSITY_KEYS = ("density", "threshold")
+
+
+def prune_masks(store: WeightStore, section: dict[str, Any] | None) -> dict[str, np.ndarray]:
+    """Masks (True: kept) of the 2-D tensors of ``store`` per the ``sparsity`` section."""
+    if not section:
+        return {}
+    unknown = sorted(set(section) - set(SPARSITY_KEYS))
+    if unknown or len(section) != 1:
+        raise ConfigError(
+            f"sparsity must hold exactly one of {', '.join(SPARSITY_KEYS)}, got {section!r}"
+        )
+    key, value = next(iter(section.items()))
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if key == "density" and not (ok and 0 < value <= 1):
+        raise ConfigError(f"sparsity.density={value!r} must be a number in (0, 1]")
+    if key == "threshold" and not (ok and value >= 0):
+        raise ConfigError(f"sparsity.threshold={value!r} must be a number >= 0")
+    return {
+        name: _mask(np.abs(store.get(name)), key, float(value))
+        for name in store.names
+        if len(store.shapes[name]) == 2
+    }
+
+
+def _mask(magnitude: np.ndarray, key: str, value: float) -> np.ndarray:
+    if key == "threshold":
+        return magnitude >= value
+    keep = max(1, round(value * magnitude.size))
+    order = np.argsort(-magnitude, axis=None, kind="stable")[:keep]
+    mask = np.zeros(magnitude.size, bool)
+    mask[order] = True
+    return mask.reshape(magnitude.shape)
+
+
+def apply_masks(store: WeightStore, masks: dict[str, np.ndarray]) -> None:
+    """Zero the pruned weights of ``store`` (in place)."""
+    for name, mask in masks.items():
+        store.put(name, np.where(mask, store.get(name), np.float32(0.0)))
