@@ -134,11 +134,13 @@ def _training(result: RunResult) -> dict[str, Any]:
     }
 
 
-def write_outputs(result: RunResult, out_dir: Path) -> dict[str, Any]:
-    """Write performance.json, trace.h5 and the plots; returns the performance summary."""
+def write_outputs(result: RunResult, out_dir: Path, full: bool = True) -> dict[str, Any]:
+    """Write performance.json and, if ``full``, trace.h5 and the plots; returns the
+    performance summary."""
     perf = performance(result)
-    write_trace(result, out_dir / "trace.h5")
-    perf["plots"] = write_plots(result, out_dir)
+    if full:
+        write_trace(result, out_dir / "trace.h5")
+        perf["plots"] = write_plots(result, out_dir)
     write_json(out_dir / "performance.json", perf)
     return perf
 

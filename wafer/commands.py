@@ -16,6 +16,7 @@ from wafer.compile_command import add_compile_arguments, compile_text, run_compi
 from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
 from wafer.kernel_command import add_kernel_arguments, kernel_text, run_kernel_command
+from wafer.plot_command import add_plot_arguments, plot_text, run_plot_command
 from wafer.presets import PRESETS, preset
 from wafer.progress_line import ProgressLine
 from wafer.run_command import add_run_arguments, run_run_command, run_text
@@ -371,6 +372,11 @@ COMMANDS: dict[str, Command] = {
         run_run_command,
         "train (or time) a model on simulated wafers with MemoryX weight streaming",
     ),
+    "plot": (
+        add_plot_arguments,
+        run_plot_command,
+        "plot a sweep's metric against a config key (study plots, PNG)",
+    ),
     "sweep": (
         add_sweep_arguments,
         run_sweep_command,
@@ -384,5 +390,6 @@ TEXT_FORMATTERS: dict[str, Callable[[dict], str]] = {
     "kernel": kernel_text,
     "compile": compile_text,
     "run": run_text,
+    "plot": plot_text,
     "sweep": sweep_text,
 }

@@ -23,6 +23,9 @@ from wafer.progress_line import ProgressLine
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="run config (.yaml/.toml), e.g. examples/fc_digits.yaml")
     parser.add_argument("--out", help="output folder (default: out/<config name>-<digest>)")
+    parser.add_argument(
+        "--summary-only", action="store_true", help="write performance.json only (sweeps)"
+    )
 
 
 def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -45,7 +48,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         result = run(config, out, progress)
     finally:
         line.close()
-    perf = write_outputs(result, out)
+    perf = write_outputs(result, out, full=not args.summary_only)
     return {"out": str(out), **perf}
 
 

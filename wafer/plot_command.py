@@ -1,0 +1,43 @@
+"""``wafersim plot RESULTS.h5 --x KEY --y METRIC [--series KEY ...] [--out PNG]``: a plot.
+
+Reads a ``wafersim sweep`` results table and draws the metric against a config key, one
+line per combination of ``--series`` values, repeated points (seeds) averaged with a 95 % confidence
+band. Prints the plotted numbers as well (JSON with ``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", help="a wafersim sweep results file (.h5)")
+    parser.add_argument("--x", required=True, help="config key on the x axis")
+    parser.add_argument("--y", required=True, help="metric on the y axis")
+    parser.add_argument("--series", nargs="*", default=[], help="config keys: a line per value")
+    parser.add_argument("--logx", action="store_true", help="logarithmic x axis")
+    parser.add_argument("--title", help="plot title (default: the results file name)")
+    parser.add_argument("--out", help="PNG path (default: RESULTS with -Y.png)")
+
+
+def run_plot_command(args: argparse.Namespace) -> dict[str, Any]:
+    from wafer.sweep_plot import curves, plot
+
+    data = curves(args.results, args.x, args.y, args.series)
+    results = Path(args.results)
+    out = Path(args.out) if args.out else results.with_name(f"{results.stem}-{args.y}.png")
+    plot(data, args.x, args.y, args.title or results.name, out, args.logx)
+    return {"out": str(out), "x": args.x, "y": args.y, "series": args.series, "curves": data}
+
+
+def plot_text(r: dict[str, Any]) -> str:
+    lines = [f"plot: {r['y']} vs {r['x']} -> {r['out']}"]
+    for label, c in r["curves"].items():
+        points = ", ".join(
+            f"{x:g}: {m:.4g} ± {b:.2g}"
+            for x, m, b in zip(c["x"], c["mean"], c["ci95"], strict=True)
+        )
+        lines.append(f"  {label or r['y']}: {points}")
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""Plots of a sweep's results table: a metric against one config key, one line per series.
+
+Points that share the x value and the series (the other axes, seeds for example) are
+averaged; the band is the 95 % confidence interval of the mean (Student's t, as published
+defect-yield studies report). An x value written ``PxQ`` (a kernel grid) is plotted as its
+number of PEs. Text for labels comes from the keys themselves, which carry their units.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wafer.atomic import atomic_path
+from wafer.errors import ConfigError
+from wafer.sweep_results import read_records
+
+GRID = re.compile(r"^(\d+)x(\d+)$")
+# two-sided 95 % Student's t quantiles by degrees of freedom (1..30; beyond: normal 1.96)
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+
+
+def curves(path: str | Path, x: str, y: str, series: list[str]) -> dict[str, dict[str, list]]:
+    """Per series label (the values of the ``series`` keys): sorted ``x``, mean ``y``, 95 %
+    half-width and samples per point."""
+    groups: dict[str, dict[float, list[float]]] = {}
+    records = [r for r in read_records(path) if r.status == "ok"]
+    if not records:
+        raise ConfigError(f"{path}: no finished points to plot")
+    for record in records:
+        config = json.loads(record.config)
+        if y not in record.metrics:
+            raise ConfigError(f"--y {y!r} is not a metric of {path}: {', '.join(record.metrics)}")
+        label = ", ".join(f"{key}={_value(config, key)}" for key in series)
+        xs = groups.setdefault(label, {})
+        xs.setdefault(_number(x, _value(config, x)), []).append(record.metrics[y])
+    return {label: _summarise(points) for label, points in sorted(groups.items())}
+
+
+def _value(config: dict[str, Any], key: str) -> Any:
+    if key not in config:
+        raise ConfigError(f"{key!r} is not a key of the sweep's points: {', '.join(config)}")
+    return config[key]
+
+
+def _number(key: str, value: Any) -> float:
+    if isinstance(value, str) and GRID.match(value):
+        rows, cols = GRID.match(value).groups()
+        return float(int(rows) * int(cols))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"--x {key!r} has the non-numeric value {value!r}; pick a numeric key")
+    return float(value)
+
+
+def _summarise(points: dict[float, list[float]]) -> dict[str, list]:
+    xs = sorted(points)
+    means, bands, counts = [], [], []
+    for x in xs:
+        values = np.array([v for v in points[x] if math.isfinite(v)])
+        means.append(float(values.mean()) if len(values) else math.nan)
+        spread = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        t = T95[min(len(values), 31) - 2] if 1 < len(values) <= 31 else 1.96
+        bands.append(t * spread / math.sqrt(len(values)) if len(values) > 1 else 0.0)
+        counts.append(len(values))
+    return {"x": xs, "mean": means, "ci95": bands, "n": counts}
+
+
+def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path, logx: bool):
+    """Write the PNG: one line (and its confidence band) per series."""
+    import matplotlib as mpl
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, c in data.items():
+        mean, band = np.array(c["mean"]), np.array(c["ci95"])
+        ax.plot(c["x"], mean, marker="o", label=label or y)
+        if band.any():
+            ax.fill_between(c["x"], mean - band, mean + band, alpha=0.2)
+    ax.set_xlabel(f"{x} (PEs)" if x == "grid" else x)
+    ax.set_ylabel(y)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
