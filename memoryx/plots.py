@@ -52,7 +52,7 @@ def heatmap(values: np.ndarray, holes: np.ndarray | None, label: str, path: Path
     data = np.ma.masked_array(np.asarray(values, float), mask=holes if holes is not None else False)
     fig, ax = plt.subplots(figsize=(6, 5))
     cmap = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
-    image = ax.imshow(data, cmap=cmap, interpolation="nearest", aspect="auto")
+    image = ax.imshow(data, cmap=cmap, interpolation="nearest", aspect="auto", vmin=0)
     fig.colorbar(image, ax=ax, label=label)
     ax.set_xlabel("x (PE column)")
     ax.set_ylabel("y (PE row)")
