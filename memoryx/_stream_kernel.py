@@ -8,6 +8,7 @@ from numba import njit
 # columns of the per-(step, segment) result
 IN_START, IN_END, COMPUTE_START, COMPUTE_END, STALL, BUFFER_WAIT, UPDATE_WAIT, OUT_END = range(8)
 COLUMNS = 8
+ROUNDING = 1e-12  # relative slack for the running sum of fractional tile bytes
 
 
 @njit(cache=True)
@@ -63,7 +64,7 @@ def stream_steps(in_bytes, out_bytes, compute, tiles, owner, steps, bw, latency,
                 arrive = busy_until
                 if part_in > 0:
                     start = max(link_in, ready)
-                    while occupied + part_in > buffer and head < tail:
+                    while occupied + part_in > buffer * (1 + ROUNDING) and head < tail:
                         start = max(start, held_until[head])
                         occupied -= held_bytes[head]
                         head += 1

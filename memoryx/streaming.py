@@ -63,8 +63,9 @@ class Edge:
             ("buffer_bytes", self.buffer_bytes, 1),
             ("tile_bytes", self.tile_bytes, 1),
         ):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < low:
-                raise ConfigError(f"memoryx.{name}={value!r} must be a number >= {low}")
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (number and math.isfinite(value) and value >= low):
+                raise ConfigError(f"memoryx.{name}={value!r} must be a finite number >= {low}")
         if self.tile_bytes > self.buffer_bytes:
             raise ConfigError(
                 f"memoryx.tile_bytes={self.tile_bytes} must be <= the prefetch buffer "

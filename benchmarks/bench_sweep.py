@@ -1,0 +1,79 @@
+"""Points per second of a 1,000-point defect-tolerance sweep on `wse2`, serial and on Dask
+LocalClusters of 1 and 2 workers.
+
+Run: python benchmarks/bench_sweep.py [--points 1000] [--workers 1 2] [--out out/bench_sweep.json]
+Targets (issue 8): the whole sweep in under 5 minutes on the 2-core development machine, and
+at least 1.8x the points/s from the second worker.
+"""
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from wafer.atomic import write_json
+from wafer.sweep import run_sweep
+from wafer.sweep_config import load_sweep
+
+
+def sweep_file(folder: Path, points: int) -> Path:
+    """Random sampling over density, repair strategy and seed: every point a new map."""
+    path = folder / "bench_sweep.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "job": "defects",
+                "base": {"preset": "wse2", "model": "poisson"},
+                "sampling": "random",
+                "samples": points,
+                "sample_seed": 0,
+                "axes": {
+                    "defect_density_per_cm2": {"loguniform": [0.01, 2.0]},
+                    "repair": ["none", "row", "column_shift"],
+                    "seed": {"integers": [0, 10**6]},
+                },
+                "metrics": ["working_pes", "unrepaired_pes", "unrepaired_links"],
+            }
+        )
+    )
+    return path
+
+
+def run_once(sweep, folder: Path, name: str, **executor) -> dict:
+    out = folder / f"{name}.h5"
+    start = time.perf_counter()
+    summary = run_sweep(sweep, out, **executor)
+    wall = time.perf_counter() - start
+    return {"executor": summary.executor, "ok": summary.ok, "failed": summary.failed,
+            "wall_s": wall, "points_per_s": summary.ran / wall}  # fmt: skip
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=1000)
+    parser.add_argument("--workers", type=int, nargs="*", default=[1, 2])
+    parser.add_argument("--out", default="out/bench_sweep.json")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        sweep = load_sweep(sweep_file(folder, args.points))
+        results = {"cores": os.cpu_count(), "points": args.points}
+        results["serial"] = run_once(sweep, folder, "serial", serial=True)
+        print(f"serial: {results['serial']['points_per_s']:.1f} points/s, "
+              f"{results['serial']['wall_s']:.1f} s")  # fmt: skip
+        for n in args.workers:
+            r = run_once(sweep, folder, f"dask{n}", workers=n)
+            results[f"dask_{n}"] = r
+            print(f"dask, {n} worker(s): {r['points_per_s']:.1f} points/s, {r['wall_s']:.1f} s")
+        if 1 in args.workers and 2 in args.workers:
+            speedup = results["dask_2"]["points_per_s"] / results["dask_1"]["points_per_s"]
+            results["second_worker_speedup"] = speedup
+            print(f"second worker: {speedup:.2f}x (target >= 1.8x)")
+    write_json(args.out, results)
+
+
+if __name__ == "__main__":
+    main()
