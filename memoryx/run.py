@@ -1,5 +1,5 @@
-"""``wafersim run``: a model trains (tier ``cycle``) or is timed (tier ``analytic``) on one or
-more simulated wafers in weight-streaming mode, and the run is reported.
+"""``wafersim run``: a model trains (tier ``cycle``) or is timed (tier ``fast`` or
+``analytic``) on one or more simulated wafers in weight-streaming mode, and it is reported.
 
 The chain: config -> per-wafer defect map and repair -> plan (compiled per wafer, cached in
 DIR) -> functional training on the cycle engine (small models) -> the tile-level MemoryX
@@ -17,6 +17,7 @@ from typing import Any
 
 from compiler.model_file import load_model
 from compiler.plan import CompileOptions, compile_cached
+from kernels.fast_tier import fast_cycles
 from memoryx.data import Dataset, load_dataset
 from memoryx.functional import check_functional, weight_shapes
 from memoryx.optimizer import make_optimizer
@@ -76,6 +77,8 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     history, data = None, None
     if config["tier"] == "cycle":
         history, data, matmuls = _train(config, wafers, out_dir, progress)
+    elif config["tier"] == "fast":
+        matmuls = [FastCycles(w, config.spec, progress) for w in wafers]
     else:
         matmuls = [None] * len(wafers)
     count = len(wafers)
@@ -98,6 +101,39 @@ def _wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
     holes = None if logical is None else logical.hole
     plan, _ = compile_cached(config.model_path, config.spec, options, out_dir / "plans", holes)
     return Wafer(logical, plan)
+
+
+class FastCycles:
+    """A wafer's GEMM cycles by the fast tier (:mod:`kernels.fast_tier`): each distinct
+    placement of the plan is estimated once, with the wafer's share of holes."""
+
+    def __init__(self, wafer: Wafer, spec, progress: Progress | None = None) -> None:
+        logical, plan = wafer.logical, wafer.plan
+        holes = 0.0 if logical is None else logical.unrepaired_pes / spec.logical_pes
+        passes = [(lay["name"], name, placed) for lay in plan["layers"]
+                  for name, placed in lay["passes"].items() if "gemm" in placed]  # fmt: skip
+        memo: dict[tuple, int] = {}
+        self.cycles: dict[tuple[str, str], int] = {}
+        for done, (layer, name, placed) in enumerate(passes, 1):
+            key = _placement_key(placed)
+            if key not in memo:
+                memo[key] = _fast(placed, spec, plan["options"]["dtype"], holes)
+            self.cycles[(layer, name)] = placed["waves"] * memo[key]
+            if progress is not None:
+                progress("fast tier: GEMM pass", done, len(passes), f"{len(memo)} distinct")
+
+
+def _placement_key(placed: dict) -> tuple:
+    g = placed["gemm"]
+    return (placed["algorithm"], g["m"], g["k"], g["n"], *placed["grid"],
+            tuple(sorted(placed["options"].items())))  # fmt: skip
+
+
+def _fast(placed: dict, spec, dtype: str, holes: float) -> int:
+    g, (rows, cols) = placed["gemm"], placed["grid"]
+    shape = {"m": g["m"], "k": g["k"], "n": g["n"]}
+    algo, options = placed["algorithm"], placed["options"]
+    return fast_cycles(algo, shape, rows, cols, spec, dtype, holes, **options).cycles
 
 
 def _strategies(config: RunConfig) -> tuple[str, ...] | None:
@@ -144,7 +180,7 @@ def _train(config: RunConfig, wafers: list[Wafer], out_dir: Path, progress: Prog
 
     def step_progress(done: int, total: int, loss: float) -> None:
         if progress is not None:
-            progress("train", done, total, f"loss {loss:.4f}")
+            progress("train step", done, total, f"loss {loss:.4f}")
 
     _, history = train(
         trainer, store, config["steps"], out_dir, every, config.digest, step_progress

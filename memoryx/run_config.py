@@ -12,7 +12,9 @@ Top-level keys (all but ``model`` optional)::
     dtype: fp32
     optimizer: {name: adamw, lr: 0.001}
     steps: 100
-    tier: cycle                       # cycle: GEMMs run on the cycle engine; analytic
+    tier: cycle                       # cycle: GEMMs run on the cycle engine; fast: GEMM
+                                      # cycles from small engine runs (kernels.fast_tier);
+                                      # analytic: the compiler's estimates
     seed: 0                           # weights, data order
     init_std: 0.02                    # weights start as N(0, init_std**2) (GPT-2's 0.02)
     checkpoint_every: 50
@@ -39,7 +41,7 @@ from wafer.errors import ConfigError
 from wafer.presets import preset
 from wafer.spec import WaferSpec
 
-TIERS = ("cycle", "analytic")
+TIERS = ("cycle", "fast", "analytic")
 DEFAULTS: dict[str, Any] = {
     "wafer": {"preset": "tiny"},
     "data": {"name": "digits"},

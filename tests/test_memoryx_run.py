@@ -187,7 +187,7 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
         ({"colour": 1}, "unknown key"),
         ({"batch": 0}, r"batch=0 must be an integer in \[1,"),
         ({"batch": 100_000}, "does not fit: .* SRAM per PE"),
-        ({"tier": "fast"}, "tier='fast' is not one of"),
+        ({"tier": "quick"}, "tier='quick' is not one of"),
         ({"model": "missing.yaml"}, "no such file"),
         ({"memoryx": {"tile_size": 1}}, "unknown key.*memoryx"),
         ({"wafer": {"preset": "tiny", "overrides": {"pe.sram_bytes": 10}}}, "sram_bytes"),
@@ -229,3 +229,12 @@ def test_timing_only_run_reports_stalls(tmp_path):
         assert perf["losses"] == []
         fractions.append(perf["stall_fraction"])
     assert fractions[1] < fractions[0]
+
+
+def test_fast_tier_run_times_like_the_cycle_tier(tmp_path):
+    """A fast-tier run (no training) times a step within 10 % of the cycle tier's."""
+    totals = {}
+    for tier in ("cycle", "fast"):
+        config = load_run_config(write_config(tmp_path, steps=2, tier=tier))
+        totals[tier] = run(config, tmp_path / tier).streams[0].total_cycles
+    assert totals["fast"] == pytest.approx(totals["cycle"], rel=0.10)

@@ -42,7 +42,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
 
     def progress(stage: str, done: int, total: int, detail: str) -> None:
         elapsed = time.perf_counter() - started
-        line.show(f"run: {stage} step {done}/{total}, {detail}, {elapsed:.0f} s", done, total)
+        line.show(f"run: {stage} {done}/{total}, {detail}, {elapsed:.0f} s", done, total)
 
     try:
         result = run(config, out, progress)

@@ -1,0 +1,148 @@
+"""The fast tier: a GEMM's cycles on a whole-wafer grid from small cycle-engine runs.
+
+A tiled GEMM is regular: every PE holds a tile of the same size and does the same work, in
+a sequence of identical *units* (the columns of weights weight streaming sends, the columns
+of ``A`` the systolic array streams, the ``k`` steps of SUMMA and Cannon). What the analytic model
+of :mod:`kernels.registry` misses (per-unit overheads, pipeline bubbles, detours around
+holes) is therefore an error ``err(u) = a + b * u`` in the number of units ``u``. The fast
+tier measures it: it runs the kernel on the cycle engine on two *reduced* instances (at most
+:data:`REDUCED_SIDE` PEs a side, the same tile per PE, the same share of dead PEs placed at
+random, fewer units), fits ``a`` and ``b`` to the engine-minus-analytic differences, and adds
+``a + b * u_full`` to the analytic cycles of the full grid. The distance terms (hops across
+the full grid) stay analytic; everything per PE and per unit is simulated.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.gemm_systolic import chunk_width
+from kernels.gemm_weight_stream import chunk_offsets
+from kernels.grid import kernel_grid
+from kernels.registry import analytic_cycles, run_kernel
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+REDUCED_SIDE = 16  # largest side of a reduced instance (cheap on the engine)
+GRID_DIMS = {  # the dimensions cut across grid rows and columns
+    "weight_stream": ("k", "m"),
+    "summa": ("m", "n"),
+    "cannon_naive": ("m", "n"),
+    "cannon_interleaved": ("m", "n"),
+    "systolic": ("m", "n"),
+}
+
+
+@dataclass(frozen=True)
+class FastEstimate:
+    """The fast tier's cycles and how they were found."""
+
+    cycles: int
+    analytic_cycles: int
+    units: int  # of the full instance
+    fit: tuple[float, float]  # (a, b): engine - analytic = a + b * units
+    reduced: list[dict]  # the engine runs: grid, shape, units, cycles, analytic
+    wall_s: float
+
+
+def fast_cycles(
+    algo: str,
+    shape: dict[str, int],
+    rows: int,
+    cols: int,
+    spec: WaferSpec,
+    dtype: str = "fp32",
+    hole_fraction: float = 0.0,
+    seed: int = 0,
+    reduced_side: int = REDUCED_SIDE,
+    **options,
+) -> FastEstimate:
+    """Cycles of ``algo`` on ``rows x cols`` PEs (``hole_fraction`` of the patch dead),
+    from engine runs on at most ``reduced_side`` PEs a side."""
+    if algo not in GRID_DIMS:
+        raise ConfigError(f"algo={algo!r} has no fast tier; one of: {', '.join(GRID_DIMS)}")
+    if not 0.0 <= hole_fraction < 0.5:
+        raise ConfigError(f"hole_fraction={hole_fraction!r} must be in [0, 0.5)")
+    start = time.perf_counter()
+    full = analytic_cycles("gemm", algo, shape, rows, cols, spec, dtype, **options)
+    if isinstance(reduced_side, bool) or not isinstance(reduced_side, int) or reduced_side < 2:
+        raise ConfigError(f"reduced_side={reduced_side!r} must be an integer >= 2")
+    sides = (min(rows, reduced_side), min(cols, reduced_side))
+    runs = [
+        _reduced_run(algo, shape, (rows, cols), sides, spec, dtype, hole_fraction, seed, step,
+                     options)
+        for step in (1, 2)
+    ]  # fmt: skip
+    (u1, e1), (u2, e2) = ((r["units"], r["cycles"] - r["analytic"]) for r in runs)
+    b = (e2 - e1) / (u2 - u1) if u2 != u1 else 0.0
+    a = e1 - b * u1
+    units = _units(algo, shape, rows, cols)
+    cycles = max(1, round(full + a + b * units))
+    return FastEstimate(cycles, full, units, (a, b), runs, time.perf_counter() - start)
+
+
+def _reduced_run(algo, shape, full, sides, spec, dtype, hole_fraction, seed, step, options):
+    """Engine run ``step`` (1 or 2) of the fit: a small grid, the same tile per PE."""
+    rows, cols = full
+    p, q = _reduced_sides(algo, *sides, step)
+    small = _reduced_shape(algo, shape, rows, cols, p, q, step, spec)
+    grid = _grid_with_holes(p, q, hole_fraction, seed + step)
+    result = run_kernel("gemm", algo, small, grid, spec, dtype, seed, **options)
+    analytic = analytic_cycles("gemm", algo, small, p, q, spec, dtype, **options)
+    return {"grid": [p, q], "shape": small, "units": _units(algo, small, p, q),
+            "cycles": result.cycles, "analytic": analytic}  # fmt: skip
+
+
+def _reduced_sides(algo: str, p: int, q: int, step: int) -> tuple[int, int]:
+    """SUMMA and Cannon count their units (k steps) by grid side: the two runs differ in
+    side; the streaming kernels keep the side and differ in streamed length."""
+    if algo in ("weight_stream", "systolic"):
+        return p, q
+    half = (max(1, p // 2), max(1, q // 2))
+    return half if step == 1 else (p, q)
+
+
+def _reduced_shape(algo, shape, rows, cols, p, q, step, spec) -> dict[str, int]:
+    """Grid dimensions scaled to keep each PE's tile; the streamed one cut to ``step`` (of
+    two) units per grid row."""
+    across, down = GRID_DIMS[algo]
+    small = dict(shape)
+    small[across] = math.ceil(shape[across] / rows) * p
+    small[down] = math.ceil(shape[down] / cols) * q
+    if algo == "weight_stream":
+        width = int(np.diff(chunk_offsets(shape["n"], rows)).max())
+        small["n"] = min(shape["n"], step * p * width)
+    elif algo == "systolic":
+        kc = chunk_width(shape["k"], math.ceil(shape["m"] / rows), spec)
+        small["k"] = min(shape["k"], 2 * step * kc)
+    else:  # k cut over the grid: keep each PE's share of k
+        small["k"] = math.ceil(shape["k"] / max(rows, cols)) * max(p, q)
+    return small
+
+
+def _units(algo: str, shape: dict[str, int], rows: int, cols: int) -> int:
+    """How many identical units the kernel runs through: columns streamed (weight
+    streaming: of ``B``; systolic: of ``A``), or ``k`` steps (one per PE of a side)."""
+    if algo == "weight_stream":
+        return shape["n"]
+    if algo == "systolic":
+        return shape["k"]
+    return max(rows, cols)
+
+
+def _grid_with_holes(p: int, q: int, fraction: float, seed: int):
+    """A ``p x q`` kernel grid on a patch where ``fraction`` of the PEs are dead (at random,
+    with enough spare rows that every column keeps ``p`` working PEs)."""
+    if fraction == 0.0:
+        return kernel_grid(p, q)
+    rng = np.random.default_rng(seed)
+    spare = max(1, math.ceil(3 * fraction * p))
+    dead = rng.random((p + spare, q)) < fraction
+    for j in range(q):  # keep p working PEs per column
+        extra = np.flatnonzero(dead[:, j])[: max(0, int(dead[:, j].sum()) - spare)]
+        dead[extra, j] = False
+    return kernel_grid(p, q, dead)
