@@ -11,7 +11,9 @@ image then names, word by word, the operand element it holds (0: nothing). The k
 gather step is run on a coded SRAM (word ``w`` holds ``w + 1``), so the output it assembles
 names, element by element, the SRAM word it came from. A replay scatters the real operands
 into a fresh image, simulates, and gathers the output with those indices: the same engine run
-the kernel would make, bit for bit (tests compare them).
+the kernel would make, bit for bit (tests compare them), except that a recording made
+without ``sparse`` runs the dense program whatever zeros ``B`` holds (same output; a kernel
+that skips zero blocks would take fewer cycles).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from fabric.engine import SimResult, simulate
 from kernels import plan as kernel_plan
+from kernels.gemm_common import check_operands
 from kernels.grid import KernelGrid
 from kernels.result import KernelResult, kernel_result
 from wafer.errors import ConfigError
@@ -59,7 +62,7 @@ class GemmReplay:
         the recording keeps ``b``'s zeros (a kernel that skips them then builds its sparse
         program; one recording per zero pattern, so for static patterns such as pruned
         weights); otherwise the dense program runs, with the same results."""
-        a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+        a, b = check_operands(a, b, "fp32")
         pattern = (b != 0) if sparse else None
         key = (*a.shape, b.shape[1], None if pattern is None else np.packbits(pattern).tobytes())
         if key not in self._recordings:

@@ -14,14 +14,16 @@ One training step runs its segments in order; a segment's bytes and compute are 
    inbound one, sends the tile's gradients after its compute ends; they reach MemoryX
    ``latency_cycles`` after the last byte left.
 
-Times are floats (cycles). Each row reports what ``memoryx._stream_kernel`` reports, by
-name: ``in_start`` is -1 and ``in_end`` 0 for a segment without weights, ``out_end`` 0 for
-one without gradients.
+Times are floats (cycles); buffer bytes are counted exactly (a tile of ``in / n`` bytes is a
+``Fraction``), so whether a tile fits is never a rounding accident. Each row reports what
+``memoryx._stream_kernel`` reports, by name: ``in_start`` is -1 and ``in_end`` 0 for a
+segment without weights, ``out_end`` 0 for one without gradients.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 COLUMNS = (
     "in_start",
@@ -39,7 +41,7 @@ COLUMNS = (
 class BufferedTile:
     """A weight tile in the prefetch buffer: its bytes and when its compute ends."""
 
-    size: float
+    size: Fraction
     freed_at: float
 
 
@@ -75,12 +77,12 @@ def tile_count(in_bytes: int, out_bytes: int, tile_bytes: int) -> int:
     return max(1, -(-max(in_bytes, out_bytes) // tile_bytes))
 
 
-def held_bytes(buffered: list[BufferedTile], t: float) -> float:
+def held_bytes(buffered: list[BufferedTile], t: float) -> Fraction:
     """Bytes still in the buffer at time ``t``: tiles whose compute has not ended."""
-    return sum(tile.size for tile in buffered if tile.freed_at > t)
+    return sum((tile.size for tile in buffered if tile.freed_at > t), Fraction(0))
 
 
-def room_at(buffered: list[BufferedTile], t: float, size: float, capacity: float) -> float:
+def room_at(buffered: list[BufferedTile], t: float, size: Fraction, capacity: int) -> float:
     """The first time ``>= t`` at which ``size`` more bytes fit in the buffer. Space only
     comes back when a tile's compute ends, so try ``t`` and then every such moment."""
     moments = sorted([t] + [tile.freed_at for tile in buffered if tile.freed_at > t])
@@ -90,7 +92,7 @@ def room_at(buffered: list[BufferedTile], t: float, size: float, capacity: float
     return moments[-1]  # an empty buffer; only reached if one tile exceeds the buffer
 
 
-def stream_in(wafer: Wafer, row: Row, size: float, ready: float, edge) -> float:
+def stream_in(wafer: Wafer, row: Row, size: Fraction, ready: float, edge) -> float:
     """Send one weight tile; returns when it has arrived on the wafer."""
     free = max(wafer.link_in_free, ready)
     row.update_wait += max(0.0, ready - wafer.link_in_free)
@@ -119,7 +121,7 @@ def run_segment(wafer: Wafer, seg, edge, ready: float) -> Row:
     for _ in range(n):
         arrived = wafer.compute_free  # a tile without weights is at hand at once
         if seg.in_bytes > 0:
-            arrived = stream_in(wafer, row, seg.in_bytes / n, ready, edge)
+            arrived = stream_in(wafer, row, Fraction(seg.in_bytes, n), ready, edge)
         begin = max(wafer.compute_free, arrived)
         row.stall += begin - wafer.compute_free
         if row.compute_start < 0:
@@ -127,7 +129,7 @@ def run_segment(wafer: Wafer, seg, edge, ready: float) -> Row:
         wafer.compute_free = begin + seg.compute_cycles / n
         row.compute_end = wafer.compute_free
         if seg.in_bytes > 0:
-            wafer.buffered.append(BufferedTile(seg.in_bytes / n, wafer.compute_free))
+            wafer.buffered.append(BufferedTile(Fraction(seg.in_bytes, n), wafer.compute_free))
         if seg.out_bytes > 0:
             stream_out(wafer, row, seg.out_bytes / n, wafer.compute_free, edge)
     return row

@@ -196,25 +196,22 @@ def test_a_tile_that_fits_exactly_does_not_wait():
 
 @st.composite
 def stream_cases(draw):
-    """Random segments whose tiles hold whole bytes (so buffer fits are exact in floats)."""
-    tile = draw(st.integers(1, 64))
+    """Random segments of any byte counts (tiles of fractional bytes too), up to 4 tiles each,
+    at byte scales from single bytes to MiB-sized tiles."""
+    tile = draw(st.integers(1, 64)) * draw(st.sampled_from([1, 4099, 2**16]))
     edge = Edge(
-        draw(st.floats(0.125, 16.0)),
+        draw(st.floats(0.125, 16.0)) * tile / 64,
         draw(st.integers(0, 40)),
         tile * draw(st.integers(1, 4)) + draw(st.integers(0, tile - 1)),
         tile,
     )
     segs = []
     for j in range(draw(st.integers(1, 6))):
-        tiles = draw(st.integers(1, 4))
-        larger = draw(st.integers(tile * (tiles - 1) // tiles + 1, tile))  # gives `tiles` tiles
-        smaller = draw(st.integers(0, larger)) * draw(st.booleans())
-        per_tile = (larger, smaller) if draw(st.booleans()) else (smaller, larger)
-        if draw(st.integers(0, 7)) == 0:  # vector work without weights
-            tiles, per_tile = 1, (0, 0)
+        in_bytes = draw(st.integers(0, 4 * tile)) * (draw(st.integers(0, 7)) > 0)
+        out_bytes = draw(st.integers(0, 4 * tile)) * draw(st.booleans())
         compute = draw(st.integers(0, 400))
         owner = draw(st.integers(-1, 3))
-        segs.append(seg(tiles * per_tile[0], tiles * per_tile[1], compute, owner, f"l{j}"))
+        segs.append(seg(in_bytes, out_bytes, compute, owner, f"l{j}"))
     return segs, edge, draw(st.integers(1, 3))
 
 
