@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import json
 import operator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,12 +50,8 @@ def load_model(path: str | Path) -> ModelFile:
             f"{', '.join(TOP_REQUIRED + TOP_OPTIONAL)}"
         )
     dims = {key: _dim(key, value) for key, value in (data.get("dims") or {}).items()}
-    builder = _Builder(dims, data.get("input_features"))
-    builder.ops(data["graph"], {}, "")
     context = evaluate(data.get("context", 1), dims, "context")
-    graph = LayerGraph(
-        str(data["name"]), tuple(builder.layers), data.get("input_features") or 0, context
-    )
+    graph = build_graph(str(data["name"]), data["graph"], data.get("input_features"), dims, context)
     published = data.get("published_params")
     return ModelFile(
         graph,
@@ -62,6 +59,29 @@ def load_model(path: str | Path) -> ModelFile:
         None if published is None else str(published),
         data.get("source"),
     )
+
+
+def build_graph(
+    name: str,
+    entries: list[dict[str, Any]],
+    input_features: int | None = None,
+    dims: dict[str, int] | None = None,
+    context: int = 1,
+) -> LayerGraph:
+    """The graph of a model file's ``graph`` entries (ops and repeated blocks)."""
+    builder = _Builder(dims or {}, input_features)
+    builder.ops(entries, {}, "")
+    return LayerGraph(name, tuple(builder.layers), input_features or 0, context)
+
+
+def graph_model(graph: LayerGraph, source: str | None = None) -> ModelFile:
+    """A graph made in Python (not read from a file) as a :class:`ModelFile`, hashed by its
+    layers, so plans of it are cached like a file's."""
+    layers = [dataclasses.asdict(layer) for layer in graph.layers]
+    content = {"name": graph.name, "layers": layers, "input_features": graph.input_features,
+               "context": graph.context}  # fmt: skip
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return ModelFile(graph, digest, None, source)
 
 
 def _dim(key: str, value: Any) -> int:

@@ -11,6 +11,7 @@ fed only by the model input (or nothing) needs no ``backward_data``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from compiler.graph import Layer
@@ -23,6 +24,7 @@ VECTOR_OPS_PER_VALUE = {
 }  # fmt: skip
 # ops whose values are normalised per token: a reduction across the PEs holding the token
 ROW_REDUCING = ("layernorm", "rmsnorm", "softmax", "loss")
+DX_NEEDS_PARAMS = ("layernorm", "rmsnorm")  # dX = f(dY, gamma); a bias's dX is dY
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,9 @@ def _vector_passes(layer: Layer, tokens: int, seq: int, size: int, needs_dx: boo
         tokens, features, VECTOR_OPS_PER_VALUE[layer.op], layer.op in ROW_REDUCING, param_bytes
     )
     passes: dict[str, Work] = {"forward": work}
-    if needs_dx:
-        passes["backward_data"] = work
+    if needs_dx:  # only a norm's input gradient needs its parameters (the scale) again
+        dx_bytes = param_bytes if layer.op in DX_NEEDS_PARAMS else 0
+        passes["backward_data"] = dataclasses.replace(work, edge_bytes=dx_bytes)
     if layer.params:
         passes["backward_weight"] = work
     return passes

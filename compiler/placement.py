@@ -9,8 +9,9 @@ then fewest PEs.
 Candidates, in a fixed order (so the search is deterministic): every strategy, both
 orientations of the kernel grid on the wafer (operands entering at the west edge, or turned a
 quarter so they enter at the north edge), and grid sides that are powers of two or the whole
-working side. Independent GEMMs (attention's, one per sequence and head) run as replicas on
-disjoint sub-grids, in waves.
+working side, each within the router colors kernels may use (:mod:`compiler.colors`).
+Independent GEMMs (attention's, one per sequence and head) run as replicas on disjoint
+sub-grids, in waves.
 
 Each placement names its bottleneck, the largest of: ``compute`` (FMACs at the PE's rate),
 ``SRAM`` (the bytes those FMACs read and write), ``fabric`` (what the kernel's estimate adds
@@ -25,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from compiler.colors import fits_palette, kernel_colors
 from compiler.passes import Gemm, Vector
 from compiler.strategies import Strategy, grid_sizes
 from fabric.program import words
@@ -118,14 +120,18 @@ def _local_costs(work: Gemm, target: Target, pes: int) -> dict[str, int]:
 
 
 def _grids(work: Gemm, target: Target, strategy: Strategy):
-    """(turned, rows, cols) candidates the strategy can cut the GEMM over."""
+    """(turned, rows, cols) candidates the strategy can cut the GEMM over, within the
+    router colors kernels may use."""
     sides = [(False, *target.sides(False))]
     if target.sides(True) != target.sides(False):
         sides.append((True, *target.sides(True)))
+    options = tuple(sorted(strategy.options.items()))
     for turned, rows_max, cols_max in sides:
         for rows in grid_sizes(rows_max):
             for cols in grid_sizes(cols_max):
-                if strategy.usable(work.m, work.k, work.n, rows, cols):
+                if strategy.usable(work.m, work.k, work.n, rows, cols) and fits_palette(
+                    strategy.algo, rows, cols, work.n, options, target.spec
+                ):
                     yield turned, rows, cols
 
 
@@ -163,6 +169,7 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]
         "gemm": {"m": work.m, "k": work.k, "n": work.n, "count": work.count},
         "replicas": replicas,
         "waves": waves,
+        "colors": len(kernel_colors(strategy.algo, rows, cols, work.n, options)),
         "pes": rows * cols * replicas,
         "sram_bytes_per_pe": shape.need,
         "kernel_cycles": kernel,

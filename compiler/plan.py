@@ -1,7 +1,10 @@
 """Model file + wafer spec (+ holes) -> the plan: per layer and pass, the chosen algorithm,
-tiling, SRAM use per PE, estimated cycles and bottleneck. Saved as JSON and reused while a
-content hash of every input (model file bytes, resolved spec, defect summary, compiler
-version, options) is unchanged.
+tiling, SRAM use per PE, estimated cycles and bottleneck, and where its PEs lie on the
+logical grid (``pe_assignment``, :mod:`compiler.assignment`); per GEMM pass also the router
+colors its kernel uses (``colors``, :mod:`compiler.colors`) and the order in which its
+weight tiles cross the wafer edge (``memoryx_tile_order``, :mod:`compiler.tile_order`; None
+where nothing does). Saved as JSON and reused while a content hash of every input (model
+file bytes, resolved spec, defect summary, compiler version, options) is unchanged.
 
 Weight streaming maps each layer, one at a time, onto the whole working grid. With holes, the
 working grid is the logical grid less every row that holds one (a conservative first cut: no
@@ -13,24 +16,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from compiler.assignment import HoleFrame, pe_assignment
 from compiler.graph import Layer
 from compiler.model_file import ModelFile, load_model
-from compiler.passes import Gemm, layer_passes
+from compiler.passes import Gemm, Work, layer_passes
 from compiler.placement import Target, place_gemm, place_vector
 from compiler.strategies import strategies
+from compiler.tile_order import IN_PASSES, tile_order
 from fabric.program import value_bytes
 from wafer import __version__
 from wafer.atomic import write_json
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
-COMPILER_VERSION = "2"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "4"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
 
 
@@ -99,19 +104,12 @@ def compile_plan(
         turned = (cols - defects["cols_with_holes"], spec.logical_height_pes)
     target = Target(rows, cols, spec, options.dtype, turned)
     chosen = strategies(None if options.strategies is None else list(options.strategies))
-    memo: dict[Any, dict] = {}
+    place = _Placer(target, chosen, HoleFrame(None if holes is None else np.asarray(holes, bool)))
     layers = []
     for layer in model.graph.layers:
-        passes = {}
-        for name, work in layer_passes(layer, options.batch, options.seq, options.dtype).items():
-            if work not in memo:
-                gemm = isinstance(work, Gemm)
-                memo[work] = (
-                    place_gemm(layer.name, work, target, chosen) if gemm
-                    else place_vector(layer.name, work, target)
-                )  # fmt: skip
-            passes[name] = memo[work]
-        layers.append(_layer_entry(layer, passes))
+        work = layer_passes(layer, options.batch, options.seq, options.dtype)
+        layers.append(_layer_entry(layer, {name: place(layer.name, name, w)
+                                           for name, w in work.items()}))  # fmt: skip
     return {
         "model": model.graph.name,
         "params": model.graph.params,
@@ -125,6 +123,36 @@ def compile_plan(
         "layers": layers,
         "totals": totals(layers, spec),
     }
+
+
+@dataclass
+class _Placer:
+    """Places each distinct piece of work once (GEMMs once per edge direction: the tile
+    order differs) and adds where its PEs are, its colors and its MemoryX tile order."""
+
+    target: Target
+    chosen: dict
+    frame: HoleFrame
+    memo: dict = field(default_factory=dict)
+
+    def __call__(self, layer: str, pass_name: str, work: Work) -> dict[str, Any]:
+        gemm = isinstance(work, Gemm)
+        key = (work, pass_name in IN_PASSES) if gemm and work.edge_bytes else work
+        if key not in self.memo:
+            placed = (
+                place_gemm(layer, work, self.target, self.chosen) if gemm
+                else place_vector(layer, work, self.target)
+            )  # fmt: skip
+            placed["pe_assignment"] = pe_assignment(placed, self.target, self.frame)
+            if gemm:
+                placed["memoryx_tile_order"] = self._tiles(placed, pass_name, work)
+            self.memo[key] = placed
+        return self.memo[key]
+
+    def _tiles(self, placed: dict, pass_name: str, work: Gemm) -> dict[str, Any] | None:
+        if not work.edge_bytes:
+            return None  # nothing of this GEMM crosses the wafer edge
+        return tile_order(placed, pass_name, self.target.spec, self.target.dtype)
 
 
 def _layer_entry(layer: Layer, passes: dict[str, dict]) -> dict[str, Any]:

@@ -1,24 +1,32 @@
-"""Plans: SRAM budgets, holes, the cache, the ``compile`` CLI, and a plan run on the engine."""
+"""Plans: SRAM budgets, holes, the cache, the ``compile`` CLI and its defect options, a plan
+run on the engine, PE assignment, router colors and the MemoryX tile order."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from compiler.colors import fits_palette, kernel_colors
 from compiler.model_file import load_model
 from compiler.plan import CompileOptions, compile_cached, compile_plan
 from compiler.strategies import STRATEGIES
-from kernels.gemm_weight_stream import weight_stream
+from compiler.tile_order import LISTED_TILES, tile_order
+from kernels.gemm_weight_stream import chunk_offsets, weight_stream
 from kernels.grid import kernel_grid
 from kernels.registry import algorithm
+from kernels.wiring import DETOUR_COLORS
 from wafer import commands
 from wafer.cli import main
 from wafer.compile_command import add_compile_arguments, compile_text, run_compile_command
+from wafer.defects import DefectMap
 from wafer.errors import ConfigError
 from wafer.presets import preset
+from wafer.repair import repair
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 BOTTLENECKS = {"compute", "SRAM", "fabric", "edge bandwidth"}
@@ -190,3 +198,208 @@ def test_first_layer_plan_runs_on_the_cycle_engine():
     assert result.sram_peak_bytes <= placed["sram_bytes_per_pe"]
     direct = weight_stream(x, w, kernel_grid(rows, cols), spec, "fp32")
     np.testing.assert_allclose(direct.output, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+# ---- defects on the command line, PE assignment, colors, MemoryX tile order
+
+
+def saved_map(path: Path, dead: list[tuple[int, int]], spec_name: str = "small") -> Path:
+    """A defect map of ``spec_name`` with dead PEs at ``(row, col)``, saved to ``path``."""
+    spec = preset(spec_name)
+    dead_pe = np.zeros((spec.physical_height_pes, spec.physical_width_pes), bool)
+    for row, col in dead:
+        dead_pe[row, col] = True
+    DefectMap(dead_pe, np.zeros((*dead_pe.shape, 4), bool), "explicit", {}, None, spec).save(path)
+    return path
+
+
+def engine_pes(assignment: dict, grid: list[int], holes: np.ndarray) -> np.ndarray:
+    """(row, col) on the logical grid of every PE the engine's column-shift placement
+    (``kernels.grid.kernel_grid``) gives work, for the kernel frame the assignment names."""
+    turned = assignment["orientation"] == "north edge"
+    blocks = assignment["replicas"]["blocks"]
+    rows, cols = blocks[0] * grid[0], blocks[1] * grid[1]
+    patch = (holes.T if turned else holes)[:, :cols]
+    placed = kernel_grid(rows, cols, patch)
+    xy = np.array([placed.xy(int(pe)) for pe in placed.pe.ravel()])  # (x, y) in the patch
+    return xy if turned else xy[:, ::-1]
+
+
+@pytest.mark.parametrize(
+    ("model", "extra"),
+    [("fc-digits.yaml", ["--batch", "64"]), ("gpt2-small.yaml", ["--seq", "32"])],
+)
+def test_holes_of_a_saved_map_get_no_work(compile_cli, capsys, tmp_path, model, extra):
+    """Every pass's PEs, placed as the engine places them, miss the holes of --defects and
+    fill exactly the rectangle its pe_assignment names."""
+    path = saved_map(tmp_path / "map.h5", [(3, 5), (3, 6), (40, 7), (10, 60)])
+    holes = repair(DefectMap.load(path), "none").hole
+    argv = ["compile", str(ZOO / model), "--preset", "small", "--defects", str(path),
+            "--repair", "none", *extra]  # fmt: skip
+    plan = run_json(capsys, argv)
+    assert plan["defects"]["holes"] == 4
+    assert plan["defects"]["source"] == str(path)
+    assert plan["defects"]["dead_pes"] == 4
+    for _, p in passes(plan):
+        a = p["pe_assignment"]
+        pes = engine_pes(a, p["grid"], holes)
+        assert not holes[pes[:, 0], pes[:, 1]].any()
+        assert a["origin"] == [0, 0]
+        assert [pes[:, 0].max() + 1, pes[:, 1].max() + 1] == [a["rows"], a["cols"]]
+        assert holes[: a["rows"], : a["cols"]].sum() == a["holes_skipped"]
+        assert a["replicas"]["count"] == p.get("replicas", 1)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--defects", "m.h5", "--pe-defect-prob", "0.1"], "--defects loads a saved map"),
+        (["--defects", "m.h5", "--defect-model", "poisson"], "--defects loads a saved map"),
+        (["--repair", "row"], "--repair needs a defect map"),
+        (["--defect-model", "clustered"], "--defect-model clustered needs a defect map"),
+        (["--pe-defect-prob", "0.1", "--defect-density-per-cm2", "1"], "not allowed with"),
+        (["--pe-defect-prob", "2"], r"pe_defect_prob=2.0 is out of range"),
+        (["--defects", "missing.h5"], "no such file"),
+        (["--defect-model", "explicit", "--pe-defect-prob", "0.1"], "invalid choice"),
+    ],
+)
+def test_compile_cli_rejects_bad_defect_options(compile_cli, capsys, options, message):
+    """Conflicting or bad defect options are a one-line error and exit status 2."""
+    try:
+        status = main(["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small", *options])
+    except SystemExit as usage_error:  # argparse's own checks exit at once
+        status = usage_error.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err)
+    assert err.count("\n") == 1
+
+
+def test_a_saved_map_must_be_of_the_compile_spec(compile_cli, capsys, tmp_path):
+    """A map drawn for another wafer is refused, naming both specs."""
+    path = saved_map(tmp_path / "tiny.h5", [(1, 1)], "tiny")
+    assert main(["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small",
+                 "--defects", str(path)]) == 2  # fmt: skip
+    assert "defect map of spec 'tiny', the compile spec is 'small'" in capsys.readouterr().err
+
+
+def test_a_drawn_map_follows_the_seed(compile_cli, capsys):
+    """--defect-model draws its map from --seed: the same seed, the same holes."""
+    argv = ["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small", "--batch", "16",
+            "--defect-model", "clustered", "--defect-density-per-cm2", "200"]  # fmt: skip
+    first, again = (
+        run_json(capsys, [*argv, "--seed", "3"]),
+        run_json(capsys, [*argv, "--seed", "3"]),
+    )
+    other = run_json(capsys, [*argv, "--seed", "4"])
+    assert first["defects"]["repair"] == "column_shift"
+    assert first["defects"]["model"] == "clustered"
+    assert first["defects"]["mask_sha256"] == again["defects"]["mask_sha256"]
+    assert first["defects"]["mask_sha256"] != other["defects"]["mask_sha256"]
+
+
+def test_cache_key_changes_with_the_defect_map(compile_cli, capsys, tmp_path):
+    """Another map's holes recompile under a new cache key; the same map hits the cache."""
+    out = tmp_path / "plans"
+    argv = ["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small", "--batch", "16",
+            "--repair", "none", "--out", str(out), "--defects"]  # fmt: skip
+    one = saved_map(tmp_path / "one.h5", [(3, 5)])
+    two = saved_map(tmp_path / "two.h5", [(3, 6)])
+    first = run_json(capsys, [*argv, str(one)])
+    second = run_json(capsys, [*argv, str(two)])
+    assert (first["cache"], second["cache"]) == ("miss", "miss")
+    assert first["cache_key"] != second["cache_key"]
+    again = run_json(capsys, [*argv, str(two)])
+    assert (again["cache"], again["cache_key"]) == ("hit", second["cache_key"])
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_colors_are_those_the_kernels_route(name):
+    """A strategy's colors are what its kernel routes on the engine (defect-free grids)."""
+    strategy, spec = STRATEGIES[name], preset("tiny")
+    options = tuple(sorted(strategy.options.items()))
+    grids = (
+        [(3, 3), (1, 1), (2, 2)] if strategy.square else [(1, 3), (3, 1), (2, 2), (5, 3), (8, 2)]
+    )
+    for rows, cols in grids:
+        for n in (3, 11, 70):
+            result = algorithm("gemm", strategy.algo).run(
+                {"m": 9, "k": 12, "n": n}, kernel_grid(rows, cols), spec, "fp16", 0,
+                **strategy.options,
+            )  # fmt: skip
+            assert len(kernel_colors(strategy.algo, rows, cols, n, options)) == result.colors_used
+
+
+def test_no_placement_needs_more_colors_than_the_routers_have():
+    """Placements keep within the kernels' colors (router.colors less the detour ones); a
+    grid whose kernel would need more is not a candidate, as the kernel cannot build it."""
+    spec = preset("tiny").replace({"router.colors": 8})  # 4 kernel colors
+    tree = (("reduce", "tree"),)
+    assert fits_palette("weight_stream", 2, 2, 8, tree, spec)
+    assert not fits_palette("weight_stream", 4, 2, 8, tree, spec)
+    with pytest.raises(ConfigError, match="kernel needs color 4"):
+        algorithm("gemm", "weight_stream").run(
+            {"m": 4, "k": 8, "n": 8}, kernel_grid(4, 2), spec, "fp16", 0, reduce="tree"
+        )
+    options = CompileOptions(batch=16, strategies=("weight_stream_tree",))
+    plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec, options)
+    for _, p in passes(plan):
+        assert p.get("colors", 0) <= spec.router.colors - DETOUR_COLORS
+    wse2 = compile_plan(load_model(ZOO / "gpt2-small.yaml"), preset("wse2"), CompileOptions())
+    assert all(p.get("colors", 0) <= 20 for _, p in passes(wse2))
+
+
+def covered(tiles: list[dict], rows: int, cols: int) -> np.ndarray:
+    count = np.zeros((rows, cols), np.int64)
+    for tile in tiles:
+        r, c = tile.get("k", tile.get("m")), tile["n"]
+        count[r[0] : r[1], c[0] : c[1]] += 1
+    return count
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("pass_name", ["forward", "backward_weight"])
+def test_tile_order_covers_the_operand_exactly_once(name, pass_name):
+    """Streamed in, the tiles cover B (k x n) once; streamed out, C (m x n); bytes add up."""
+    strategy, spec = STRATEGIES[name], preset("wse2")
+    grids = [(7, 7), (1, 1)] if strategy.square else [(7, 5), (1, 6), (16, 1)]
+    for rows, cols in grids:
+        gemm = {"m": 29, "k": 23, "n": 300, "count": 1}
+        placed = {"algorithm": strategy.algo, "gemm": gemm, "grid": [rows, cols],
+                  "orientation": "west edge"}  # fmt: skip
+        order = tile_order(placed, pass_name, spec, "fp16", limit=None)
+        side = gemm["k"] if pass_name == "forward" else gemm["m"]
+        assert (covered(order["order"], side, gemm["n"]) == 1).all()
+        assert order["tiles"] == len(order["order"])
+        assert sum(t["bytes"] for t in order["order"]) == order["total_bytes"] == side * 300 * 2
+        assert max(t["bytes"] for t in order["order"]) == order["tile_bytes"]
+
+
+def test_weight_streaming_tiles_are_the_kernels_column_chunks():
+    """Weight streaming sends B's column chunks in order, every row's port at once; the
+    plan lists the first LISTED_TILES of them and counts all."""
+    gemm = {"m": 8, "k": 64, "n": 4096, "count": 1}
+    placed = {"algorithm": "weight_stream", "gemm": gemm, "grid": [4, 2],
+              "orientation": "north edge"}  # fmt: skip
+    order = tile_order(placed, "backward_data", preset("small"), "fp32")
+    chunks = chunk_offsets(4096, 4)
+    assert order["tiles"] == len(chunks) - 1 > LISTED_TILES == len(order["order"])
+    listed = [list(c) for c in itertools.pairwise(chunks)][:LISTED_TILES]
+    assert [t["n"] for t in order["order"]] == listed
+    assert all(t["k"] == [0, 64] for t in order["order"])
+    assert order["moved_by"].startswith("every kernel row's north port")
+
+
+def test_plan_passes_carry_assignment_colors_and_tile_order():
+    """GEMM passes with edge bytes list their tiles; attention's (no weights) list none."""
+    plan = compile_plan(load_model(ZOO / "gpt2-small.yaml"), preset("wse2"), CompileOptions())
+    for name, p in passes(plan):
+        assert "pe_assignment" in p
+        if "gemm" not in p:
+            continue
+        tiles = p["memoryx_tile_order"]
+        if ".attn." in name:
+            assert tiles is None
+            continue
+        assert tiles["total_bytes"] == p["edge_bytes"]
+        assert len(tiles["order"]) == min(tiles["tiles"], LISTED_TILES)

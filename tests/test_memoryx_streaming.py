@@ -388,17 +388,17 @@ FC_DIGITS = [
     ("fc3.bias", "forward", 10 * 4, 0, 7, False),
     ("loss", "forward", 0, 0, -1, False),
     ("loss", "backward_data", 0, 0, -1, False),
-    ("fc3.bias", "backward_data", 10 * 4, 0, 7, False),
+    ("fc3.bias", "backward_data", 0, 0, -1, False),  # a bias add's dX needs no bias
     ("fc3.bias", "backward_weight", 0, 10 * 4, 7, False),
     ("fc3", "backward_data", 128 * 10 * 4, 0, 6, True),
     ("fc3", "backward_weight", 0, 128 * 10 * 4, 6, True),
     ("relu2", "backward_data", 0, 0, -1, False),
-    ("fc2.bias", "backward_data", 128 * 4, 0, 4, False),
+    ("fc2.bias", "backward_data", 0, 0, -1, False),
     ("fc2.bias", "backward_weight", 0, 128 * 4, 4, False),
     ("fc2", "backward_data", 256 * 128 * 4, 0, 3, True),
     ("fc2", "backward_weight", 0, 256 * 128 * 4, 3, True),
     ("relu1", "backward_data", 0, 0, -1, False),
-    ("fc1.bias", "backward_data", 256 * 4, 0, 1, False),
+    ("fc1.bias", "backward_data", 0, 0, -1, False),
     ("fc1.bias", "backward_weight", 0, 256 * 4, 1, False),
     ("fc1", "backward_weight", 0, 64 * 256 * 4, 0, True),  # no backward_data: the input
 ]

@@ -4,18 +4,32 @@
 nothing. ``--compile-only`` (what ``compile`` does by default: no run follows yet) places every
 layer. With ``--out DIR`` the plan is saved as ``DIR/MODEL.plan.json`` and reused while its
 inputs are unchanged (``cache: hit``).
+
+Defects: ``--defects MAP.h5`` (a map saved by ``wafersim defects --out``, drawn for the same
+spec) or a map drawn from ``--seed`` by ``--defect-model`` (default poisson) at
+``--defect-density-per-cm2`` or ``--pe-defect-prob``, repaired by ``--repair`` (default
+column_shift): the holes left in the logical grid get no work. The output's ``defects`` adds
+the map's summary (as ``wafersim defects`` reports it) to the plan's.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wafer import __version__
 from wafer.config_io import parse_overrides, resolve_spec
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+if TYPE_CHECKING:
+    from wafer.repair import LogicalGrid
 
 DEFAULT_COMPILE_PRESET = "wse2"
+DEFAULT_REPAIR = "column_shift"
+RANDOM_DEFECT_MODELS = ("poisson", "clustered")
+RATES = ("defect_density_per_cm2", "pe_defect_prob")
 
 
 def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +43,28 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--validate-only", action="store_true", help="check inputs, place nothing")
     mode.add_argument("--compile-only", action="store_true", help="place every layer (default)")
     parser.add_argument("--out", help="folder for the plan JSON (and its cache)")
+    add_defect_arguments(parser)
+
+
+def add_defect_arguments(parser: argparse.ArgumentParser) -> None:
+    from wafer.defects import DEFECT_MODELS
+    from wafer.repair import REPAIR_STRATEGIES
+
+    group = parser.add_argument_group("defects (the holes left after repair get no work)")
+    group.add_argument("--defects", help="a saved defect map (.h5, from `wafersim defects`)")
+    group.add_argument(
+        "--defect-model",
+        choices=[m for m in DEFECT_MODELS if m in RANDOM_DEFECT_MODELS],
+        help="draw a map from --seed (default poisson when a rate is given)",
+    )
+    rate = group.add_mutually_exclusive_group()
+    rate.add_argument("--defect-density-per-cm2", type=float, help="defects per cm^2")
+    rate.add_argument("--pe-defect-prob", type=float, help="probability a PE is dead")
+    group.add_argument(
+        "--repair",
+        choices=list(REPAIR_STRATEGIES),
+        help=f"repair strategy (default {DEFAULT_REPAIR})",
+    )
 
 
 def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -38,6 +74,7 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
     start = time.perf_counter()
     spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
     options = CompileOptions(batch=args.batch, seq=args.seq, dtype=args.dtype)
+    logical = repaired_grid(args, spec)
     if args.validate_only:
         model = load_model(args.model)
         resolved = options.resolved(model.graph.context)
@@ -48,17 +85,76 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
             "layers": len(model.graph.layers),
             "options": {"batch": resolved.batch, "seq": resolved.seq, "dtype": resolved.dtype},
             "spec": spec.name,
+            "defects": _map_summary(args, logical),
+            "seed": args.seed,
             "wafersim_version": __version__,
             "compile_time_s": time.perf_counter() - start,
         }
-    plan, hit = compile_cached(args.model, spec, options, args.out)
+    holes = None if logical is None else logical.hole
+    plan, hit = compile_cached(args.model, spec, options, args.out, holes)
     path = None
     if args.out:
         from compiler.plan import plan_path
 
         path = str(plan_path(args.out, plan["model"]))
-    return {**plan, "mode": "compile-only", "cache": "hit" if hit else "miss", "plan_path": path,
+    defects = {**plan["defects"], **_map_summary(args, logical)}
+    return {**plan, "defects": defects, "seed": args.seed, "mode": "compile-only",
+            "cache": "hit" if hit else "miss", "plan_path": path,
             "compile_time_s": time.perf_counter() - start}  # fmt: skip
+
+
+def repaired_grid(args: argparse.Namespace, spec: WaferSpec) -> LogicalGrid | None:
+    """The repaired logical grid the defect options ask for (None: a defect-free wafer)."""
+    from wafer.defects import DefectMap, generate
+    from wafer.repair import repair
+
+    rates = {name: getattr(args, name) for name in RATES if getattr(args, name) is not None}
+    if args.defects and (rates or args.defect_model):
+        raise ConfigError(
+            "--defects loads a saved map: it takes no --defect-model, "
+            "--defect-density-per-cm2 or --pe-defect-prob"
+        )
+    if not args.defects and not rates:
+        if args.defect_model or args.repair:
+            given = f"--defect-model {args.defect_model}" if args.defect_model else "--repair"
+            raise ConfigError(
+                f"{given} needs a defect map: --defects MAP.h5, or "
+                "--defect-density-per-cm2 D or --pe-defect-prob P"
+            )
+        return None
+    if args.defects:
+        defects = DefectMap.load(args.defects)
+        _check_spec(args.defects, defects.spec, spec)
+    else:
+        defects = generate(spec, args.defect_model or "poisson", args.seed, **rates)
+    return repair(defects, args.repair or DEFAULT_REPAIR)
+
+
+def _check_spec(path: str, drawn_for: WaferSpec, spec: WaferSpec) -> None:
+    """A saved map must be of the wafer being compiled for."""
+    if drawn_for != spec:
+        ours, theirs = spec.to_dict(), drawn_for.to_dict()
+        keys = sorted(
+            key for key in ours.keys() | theirs.keys() if ours.get(key) != theirs.get(key)
+        )
+        raise ConfigError(
+            f"{path} is a defect map of spec {drawn_for.name!r}, the compile spec is "
+            f"{spec.name!r} (they differ in: {', '.join(keys)}); pass the map's --preset, "
+            "--spec and overrides"
+        )
+
+
+def _map_summary(args: argparse.Namespace, logical: LogicalGrid | None) -> dict[str, Any]:
+    """The defect map's summary as ``wafersim defects`` reports it (spec left out: the plan
+    has it), and where it came from."""
+    if logical is None:
+        return {"source": None}
+    from wafer.commands import _defects_summary
+
+    summary = _defects_summary(logical.defects, logical, 0.0)
+    for key in ("spec", "wafersim_version", "wall_s"):
+        del summary[key]
+    return {**summary, "source": args.defects or "drawn from --seed"}
 
 
 def compile_text(r: dict[str, Any]) -> str:
@@ -66,7 +162,7 @@ def compile_text(r: dict[str, Any]) -> str:
         return (
             f"{r['model']}: {r['layers']} layers, {r['params']:,} parameters; valid on "
             f"{r['spec']} ({r['compile_time_s']:.2f} s)"
-        )
+        ) + _defects_line(r["defects"])
     lines = [f"{'layer':28} {'pass':16} {'algorithm':14} {'grid':>10} {'SRAM B':>7} "
              f"{'cycles':>11}  bottleneck"]  # fmt: skip
     for layer in r["layers"]:
@@ -83,4 +179,14 @@ def compile_text(r: dict[str, Any]) -> str:
         f"SRAM peak {t['sram_peak_bytes_per_pe']} B/PE; cache {r['cache']}; "
         f"compiled in {r['compile_time_s']:.2f} s"
     )
-    return "\n".join(lines)
+    return "\n".join(lines) + _defects_line(r["defects"])
+
+
+def _defects_line(d: dict[str, Any]) -> str:
+    if d.get("source") is None:
+        return ""
+    left_out = f", {len(d['rows_left_out'])} rows left out" if "rows_left_out" in d else ""
+    return (
+        f"\ndefects ({d['source']}): {d['model']}, seed {d['seed']}, {d['dead_pes']} dead PEs, "
+        f"repair {d['repair']}: {d['unrepaired_pes']} holes left, given no work{left_out}"
+    )

@@ -1,0 +1,109 @@
+"""Compile time and plan quality of GPT-3 175B (all 96 layers, fp16) on one `wse2`, per batch.
+
+Run: python benchmarks/bench_compile.py [--batches 1 4 8 12 16] [--out out/bench_compile.json]
+Targets (issue): each compile in under 10 s; above the no-stall threshold, the streamed
+GEMMs reach at least 85 % of their roofline.
+
+Per batch (of 2,048-token sequences): the compile's wall time, cold (the compiler's cost
+caches cleared first); the *utilization* of the GEMMs that stream weights through MemoryX,
+the sum over them of the roofline ``max(compute, SRAM, edge bandwidth)`` (each pass's
+``bound_cycles``) over the sum of their plan cycles; and whether every one's kernel cycles
+cover its edge-bandwidth cycles. The no-stall threshold is the fewest tokens per batch at
+which they all do (the compiler's verdict: a kernel at least as long as its stream).
+"""
+
+import argparse
+import json
+import time
+
+from compiler import colors, placement
+from compiler.model_file import load_model
+from compiler.plan import COMPILER_VERSION, CompileOptions, compile_plan
+from wafer import __version__
+from wafer.atomic import write_json
+from wafer.presets import preset
+
+MODEL = "examples/models/gpt3-175b.yaml"
+TARGET_COMPILE_S = 10.0
+TARGET_UTILIZATION = 0.85
+MAX_BATCH = 64  # the threshold search stops here
+
+
+def streamed(plan: dict) -> list[dict]:
+    """The GEMM passes whose weights (or weight gradients) cross the wafer edge."""
+    return [p for lay in plan["layers"] for p in lay["passes"].values()
+            if "gemm" in p and p["edge_bytes"]]  # fmt: skip
+
+
+def measure(model, spec, batch: int) -> dict:
+    placement._kernel_cycles.cache_clear()
+    colors.kernel_colors.cache_clear()
+    start = time.perf_counter()
+    plan = compile_plan(model, spec, CompileOptions(batch=batch, dtype="fp16"))
+    wall = time.perf_counter() - start
+    gemms = streamed(plan)
+    roof = sum(max(p["bound_cycles"][k] for k in ("compute", "SRAM", "edge_bandwidth"))
+               for p in gemms)  # fmt: skip
+    short = [p for p in gemms if p["kernel_cycles"] < p["bound_cycles"]["edge_bandwidth"]]
+    return {
+        "batch": batch,
+        "tokens": batch * plan["options"]["seq"],
+        "compile_s": wall,
+        "layers": plan["totals"]["layers"],
+        "streamed_gemm_passes": len(gemms),
+        "utilization": roof / sum(p["cycles"] for p in gemms),
+        "edge_bound_passes": len(short),
+        "no_stall": not short,
+        "step_cycles": plan["totals"]["cycles"],
+        "step_s": plan["totals"]["seconds"],
+        "plan_json_bytes": len(json.dumps(plan)),
+    }
+
+
+def threshold(model, spec, known: dict[int, dict]) -> dict | None:
+    """The smallest batch whose streamed GEMMs all cover their stream (None: not by
+    MAX_BATCH)."""
+    for batch in range(1, MAX_BATCH + 1):
+        row = known.get(batch) or measure(model, spec, batch)
+        if row["no_stall"]:
+            return row
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 8, 12, 16])
+    parser.add_argument("--out", default="out/bench_compile.json")
+    args = parser.parse_args()
+    model, spec = load_model(MODEL), preset("wse2")
+    rows = {batch: measure(model, spec, batch) for batch in args.batches}
+    print(f"{'batch':>5} {'tokens':>7} {'compile s':>9} {'util':>6} {'edge-bound':>10} "
+          f"{'step ms':>8}")  # fmt: skip
+    for r in rows.values():
+        print(f"{r['batch']:5} {r['tokens']:7} {r['compile_s']:9.2f} {r['utilization']:6.1%} "
+              f"{r['edge_bound_passes']:10} {r['step_s'] * 1e3:8.1f}")  # fmt: skip
+    first = threshold(model, spec, rows)
+    above = [r for r in rows.values() if first and r["batch"] >= first["batch"]]
+    verdict = {
+        "max_compile_s": max(r["compile_s"] for r in rows.values()),
+        "compile_under_target": all(r["compile_s"] < TARGET_COMPILE_S for r in rows.values()),
+        "no_stall_tokens": first["tokens"] if first else None,
+        "utilization_above_threshold_min": min((r["utilization"] for r in above), default=None),
+    }
+    verdict["utilization_meets_target"] = bool(above) and all(
+        r["utilization"] >= TARGET_UTILIZATION for r in above
+    )
+    print(f"no-stall threshold (plan): {verdict['no_stall_tokens']} tokens per batch; "
+          f"compile max {verdict['max_compile_s']:.2f} s (target < {TARGET_COMPILE_S:g} s); "
+          f"utilization above the threshold >= {verdict['utilization_above_threshold_min']:.1%}"
+          f" (target >= {TARGET_UTILIZATION:.0%})")  # fmt: skip
+    write_json(args.out, {
+        "model": MODEL, "spec": spec.to_dict(), "dtype": "fp16", "batches": list(rows.values()),
+        "targets": {"compile_s": TARGET_COMPILE_S, "utilization": TARGET_UTILIZATION},
+        **verdict, "compiler_version": COMPILER_VERSION, "wafersim_version": __version__,
+    })  # fmt: skip
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()
