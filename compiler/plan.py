@@ -35,7 +35,7 @@ from wafer.atomic import write_json
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
-COMPILER_VERSION = "4"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "5"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
 
 
@@ -122,6 +122,7 @@ def compile_plan(
         "wafersim_version": __version__,
         "layers": layers,
         "totals": totals(layers, spec),
+        "activations": activations_kept(model.graph.layers, options, rows * cols, spec),
     }
 
 
@@ -186,6 +187,22 @@ def totals(layers: list[dict], spec: WaferSpec) -> dict[str, Any]:
         "sram_peak_bytes_per_pe": peak,
         "layers": len(layers),
     }
+
+
+def activations_kept(layers, options: CompileOptions, pes: int, spec: WaferSpec) -> dict:
+    """Bytes of the activations the backward pass needs, kept on the wafer from the forward
+    pass (each layer's input, for the layers that have a backward pass), and whether they
+    fit in the working grid's SRAM besides. The placement budget does not reserve them yet:
+    a plan whose ``fit`` is false needs activation recompute or micro-batches (neither is
+    modelled)."""
+    tokens, size = options.batch * options.seq, value_bytes(options.dtype)
+    kept = sum(
+        tokens * (layer.in_features or layer.features) * size
+        for layer in layers
+        if any(name != "input" for name in layer.inputs) or layer.params
+    )
+    per_pe = -(-kept // pes)
+    return {"bytes": kept, "bytes_per_pe": per_pe, "fit": per_pe <= spec.pe.sram_bytes}
 
 
 def plan_path(out_dir: str | Path, model_name: str) -> Path:

@@ -52,6 +52,7 @@ def performance(result: RunResult) -> dict[str, Any]:
         "wafers": wafers,
         "slowest_wafer": slowest,
         "tier": config["tier"],
+        "activations_kept": result.wafers[slowest].plan["activations"],
         "swarmx": _swarmx(result, summary["total_cycles"]),
         "sparsity": _sparsity(result),
         "layers": stream.per_layer(),

@@ -403,3 +403,13 @@ def test_plan_passes_carry_assignment_colors_and_tile_order():
             continue
         assert tiles["total_bytes"] == p["edge_bytes"]
         assert len(tiles["order"]) == min(tiles["tiles"], LISTED_TILES)
+
+
+def test_plan_reports_whether_activations_for_backward_fit():
+    """The digits MLP's kept activations fit the wafer; GPT-3 175B's at 2,048 tokens do not."""
+    small = compile_plan(load_model(ZOO / "fc-digits.yaml"), preset("tiny"),
+                         CompileOptions(batch=64, dtype="fp32"))  # fmt: skip
+    assert small["activations"]["fit"]
+    assert small["activations"]["bytes"] == 64 * (64 + 3 * 256 + 3 * 128 + 2 * 10) * 4
+    big = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), preset("wse2"), CompileOptions())
+    assert not big["activations"]["fit"]

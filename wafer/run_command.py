@@ -72,6 +72,12 @@ def run_text(r: dict[str, Any]) -> str:
         + (" (suspected input bottleneck)" if r["suspected_input_bottleneck"] else ""),
         f"  compile {r['compile_time_s']:.2f} s, wall {r['sim_wall_s']:.1f} s",
     ]
+    kept = r["activations_kept"]
+    if not kept["fit"]:
+        lines.append(
+            f"  warning: activations kept for backward need {kept['bytes_per_pe']} B per PE, "
+            f"more than a PE's SRAM; real systems recompute them (not modelled)"
+        )
     if r["losses"]:
         lines.append(f"  loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}"
                      + (f", test accuracy {r['test_accuracy']:.4f}"
