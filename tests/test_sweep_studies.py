@@ -1,0 +1,79 @@
+"""Study sweeps (`run` jobs over run-config keys) and ``wafersim plot``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from wafer.cli import main
+from wafer.errors import ConfigError
+from wafer.sweep import run_sweep
+from wafer.sweep_config import load_sweep
+from wafer.sweep_plot import curves
+from wafer.sweep_results import read_table
+
+REPO = Path(__file__).resolve().parent.parent
+STUDIES = {"no_stall": 42, "scaling": 7, "defect_throughput": 72, "kernel_placement": 12}
+
+
+@pytest.mark.parametrize(("name", "points"), STUDIES.items())
+def test_study_sweep_files_are_valid(name, points):
+    """Each shipped study sweep file expands to its points, every one parsable."""
+    assert len(load_sweep(REPO / "examples" / "sweeps" / f"{name}.yaml").points) == points
+
+
+def run_study(tmp_path: Path) -> Path:
+    """A small run study: tokens per batch x defect seed, timing-only."""
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": str(REPO / "examples/models/gpt2-small.yaml"), "tier": "analytic",
+        "wafer": {"preset": "wse2", "defects": {"pe_defect_prob": 1e-4, "repair": "none"}},
+        "seq": 16, "dtype": "fp16", "steps": 1,
+    }))  # fmt: skip
+    sweep = tmp_path / "study.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "job": "run", "base": {"args": str(config), "summary_only": True},
+        "axes": {"batch": [1, 2], "wafer.defects.seed": [0, 1, 2]},
+        "metrics": ["stall_fraction", "samples_per_sec"],
+    }))  # fmt: skip
+    out = tmp_path / "study.h5"
+    run_sweep(load_sweep(sweep), out, serial=True)
+    return out
+
+
+def test_run_study_and_plot(tmp_path, capsys, monkeypatch):
+    """A run sweep fills its table; the plot averages the seeds with a 95 % band."""
+    monkeypatch.chdir(tmp_path)  # run points write out/<config>-<digest>/
+    out = run_study(tmp_path)
+    table = read_table(out)
+    assert list(table["status"]) == ["ok"] * 6
+    data = curves(out, "batch", "samples_per_sec", ["wafer.defects.seed"])
+    assert len(data) == 3
+    pooled = curves(out, "batch", "samples_per_sec", [])[""]
+    assert pooled["x"] == [1.0, 2.0]
+    assert pooled["n"] == [3, 3]
+    assert pooled["ci95"][0] > 0  # the defect maps differ, so the band has width
+    png = tmp_path / "plot.png"
+    assert main(["plot", str(out), "--x", "batch", "--y", "samples_per_sec", "--out",
+                 str(png), "--json"]) == 0  # fmt: skip
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["curves"][""]["mean"] == pooled["mean"]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "message"),
+    [
+        ("colour", "samples_per_sec", "'colour' is not a key"),
+        ("batch", "flops", "not a metric"),
+    ],
+)
+def test_plot_errors_name_the_key(tmp_path, monkeypatch, x, y, message):
+    """An unknown key or metric is a clear error listing what the table has."""
+    monkeypatch.chdir(tmp_path)
+    out = run_study(tmp_path)
+    with pytest.raises(ConfigError, match=message):
+        curves(out, x, y, [])
