@@ -1,16 +1,18 @@
 """Router-cycles per second of the cycle engine under uniform traffic.
 
 Run: python benchmarks/bench_fabric.py [--sizes 32 128 512] [--cycles N] [--threads 1 2]
-     [--out out/bench_fabric.json]
+     [--engine cpu|cuda] [--out out/bench_fabric.json]
 Load is given as a share of the uniform-traffic bisection bound 4/k flits/PE/cycle. Each run
 lasts at least 3k cycles so that packets cross the mesh before the figures are taken. JIT
 compile time is measured apart (a warm-up on a tiny mesh) and excluded from the figures.
+``--engine cuda`` runs the CUDA kernels (fabric.cuda_engine) on the GPU; ``--threads`` then
+does not apply. The figures include copying the state to the device and back.
 """
 
 import argparse
 import time
 
-from fabric.engine import warm_up
+from fabric.engine import ENGINES, warm_up
 from fabric.traffic import TrafficConfig, run_traffic
 from wafer.atomic import write_json
 from wafer.presets import preset
@@ -23,17 +25,19 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 128, 512])
     parser.add_argument("--cycles", type=int, default=500)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--engine", choices=ENGINES, default="cpu")
     parser.add_argument("--out", default="out/bench_fabric.json")
     args = parser.parse_args()
+    threads_list = [1] if args.engine == "cuda" else args.threads
     t0 = time.perf_counter()
-    warm_up()
+    warm_up(args.engine)
     compile_s = time.perf_counter() - t0
-    print(f"JIT warm-up (compile or cache load): {compile_s:.1f} s")
+    print(f"JIT warm-up (compile or cache load), engine {args.engine}: {compile_s:.1f} s")
     print(f"{'k':>5} {'load':>6} {'threads':>7} {'accepted':>9} {'M router-cycles/s':>18}")
     rows = []
     for k in args.sizes:
         for load in LOADS:
-            for threads in args.threads:
+            for threads in threads_list:
                 cycles = max(args.cycles, 3 * k)
                 cfg = TrafficConfig(
                     width=k,
@@ -43,12 +47,13 @@ def main():
                     warmup=cycles // 5,
                     threads=threads,
                 )
-                r = run_traffic(cfg, preset("tiny"))
+                r = run_traffic(cfg, preset("tiny"), engine=args.engine)
                 rows.append(
                     {
                         "k": k,
                         "load_of_bisection": load,
                         "threads": threads,
+                        "engine": args.engine,
                         "cycles": cycles,
                         "accepted_rate": r["accepted_rate"],
                         "router_cycles_per_s": r["router_cycles_per_s"],
@@ -58,7 +63,8 @@ def main():
                     f"{k:5d} {load:6.2f} {threads:7d} {r['accepted_rate']:9.5f} "
                     f"{r['router_cycles_per_s'] / 1e6:18.2f}"
                 )
-    write_json(args.out, {"min_cycles": args.cycles, "compile_s": compile_s, "runs": rows})
+    summary = {"min_cycles": args.cycles, "engine": args.engine, "compile_s": compile_s}
+    write_json(args.out, summary | {"runs": rows})
     print(f"saved {args.out}")
 
 

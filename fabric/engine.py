@@ -31,6 +31,8 @@ from wafer.errors import ConfigError, DeadlockError
 from wafer.presets import preset
 from wafer.spec import WaferSpec
 
+ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
+
 
 @dataclass(frozen=True)
 class SimResult:
@@ -83,6 +85,23 @@ def fabric_arrays(
     )
 
 
+def chunk_runner(engine: str):
+    """``run_chunks`` of ``engine``; the CUDA one is imported only when asked for (it imports
+    ``numba.cuda``), and only where a GPU or Numba's CUDA simulator can run it."""
+    if engine not in ENGINES:
+        raise ConfigError(f"engine={engine!r} is not one of: {', '.join(ENGINES)}")
+    if engine == "cpu":
+        return run_chunks
+    try:
+        from fabric import cuda_engine
+    except ImportError as err:
+        raise ConfigError(
+            f"engine='cuda' needs Numba's CUDA target ({err}): pip install 'wafersim[cuda]'"
+        ) from err
+    cuda_engine.check_available()
+    return cuda_engine.run_chunks
+
+
 def check_max_cycles(max_cycles: int) -> None:
     if not isinstance(max_cycles, int) or max_cycles < 1:
         raise ConfigError(f"max_cycles={max_cycles!r} must be an integer >= 1")
@@ -124,6 +143,7 @@ def simulate(
     threads: int = 1,
     trace: TraceRecorder | None = None,
     check_routes: bool = True,
+    engine: str = "cpu",
 ) -> SimResult:
     """Run ``program`` on ``mesh`` from SRAM contents ``memory`` (float32, (P, words)).
 
@@ -132,9 +152,11 @@ def simulate(
     A ``trace`` samples link and PE utilization every ``trace.every_cycles`` cycles.
     Routes are first proved deadlock-free (``fabric.channel_deps``): a dependency cycle or a
     dead end is refused before any cycle runs; ``check_routes=False`` lets the engine's own
-    deadlock detection show what would happen.
+    deadlock detection show what would happen. ``engine`` is one of :data:`ENGINES`: the
+    Numba CPU kernels or the CUDA ones (``fabric.cuda_engine``), with identical results.
     """
     check_max_cycles(max_cycles)
+    run = chunk_runner(engine)
     if check_routes:
         check_deadlock_free_routes(routes)
     parallel = configure_threads(threads)
@@ -148,7 +170,7 @@ def simulate(
     st.wait[:] = np.where(program.task_end > program.task_start, fab.startup, 0)
     start = time.perf_counter()
     tr = empty_traffic(mesh.width, mesh.height)
-    status, cycle = run_chunks(fab, st, program, tr, max_cycles, parallel, trace)
+    status, cycle = run(fab, st, program, tr, max_cycles, parallel, trace)
     wall = time.perf_counter() - start
     if status == K.STATUS_MAX_CYCLES:
         raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
@@ -188,9 +210,9 @@ def _result(mesh: Mesh, st: EngineState, cycles: int, wall: float) -> SimResult:
     )
 
 
-def warm_up() -> None:
-    """Compile (or load from cache) every kernel, serial and parallel, on tiny meshes, so
-    benchmarks can time JIT compilation apart."""
+def warm_up(engine: str = "cpu") -> None:
+    """Compile (or load from cache) every kernel of ``engine``, serial and parallel, on tiny
+    meshes, so benchmarks can time JIT compilation apart."""
     from fabric.traffic import TrafficConfig, run_traffic
 
     spec = preset("tiny")
@@ -200,7 +222,8 @@ def warm_up() -> None:
     builder = ProgramBuilder(2, spec.pe, 1)
     builder.send(0, 0, 0, 0, 1)
     builder.recv(1, 0, 0, 0, 1)
-    simulate(mesh, spec, routes, builder.build(), np.zeros((2, 4), np.float32), max_cycles=100)
+    memory = np.zeros((2, 4), np.float32)
+    simulate(mesh, spec, routes, builder.build(), memory, max_cycles=100, engine=engine)
     threads = min(2, numba.config.NUMBA_NUM_THREADS)
     cfg = TrafficConfig(width=2, height=2, rate=0.1, cycles=50, warmup=10, threads=threads)
-    run_traffic(cfg, spec)
+    run_traffic(cfg, spec, engine=engine)

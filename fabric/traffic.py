@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric import _kernels as K
-from fabric.engine import check_max_cycles, configure_threads, fabric_arrays, run_chunks
+from fabric.engine import check_max_cycles, chunk_runner, configure_threads, fabric_arrays
 from fabric.mesh import Mesh
 from fabric.reroute import check_connected
 from fabric.state import (
@@ -115,10 +115,12 @@ def run_traffic(
     spec: WaferSpec,
     mesh: Mesh | None = None,
     trace: TraceRecorder | None = None,
+    engine: str = "cpu",
 ) -> dict:
-    """Run synthetic traffic on ``mesh`` (default: a full ``width x height`` mesh);
-    returns the summary (JSON-ready)."""
+    """Run synthetic traffic on ``mesh`` (default: a full ``width x height`` mesh) on
+    ``engine`` (see ``fabric.engine.ENGINES``); returns the summary (JSON-ready)."""
     check_max_cycles(cfg.cycles)
+    run = chunk_runner(engine)
     parallel = configure_threads(cfg.threads)
     mesh = mesh or Mesh.full(cfg.width, cfg.height)
     _check_mesh(cfg, mesh)
@@ -132,7 +134,7 @@ def run_traffic(
     tr = traffic_arrays(cfg, mesh)
     st.wake[~mesh.alive.reshape(-1)] = NEVER  # holes never wake
     start = time.perf_counter()
-    run_chunks(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
+    run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
     wall = time.perf_counter() - start
     return summarize(cfg, tr, st, wall)
 

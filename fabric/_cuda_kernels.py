@@ -1,0 +1,349 @@
+"""CUDA kernels of the cycle engine: one thread per router, many cycles per launch.
+
+The router-level functions are not written again here. ``fabric/_kernels.py`` and
+``fabric/_fp16.py`` are executed a second time, from their own source, in modules where the
+decorator (``kernel``, resp. ``njit``) makes a CUDA device function: every ``@kernel``
+function of the CPU engine (``_program_cycle``, ``_traffic_cycle``, ``_catch_up`` and what they
+call) is then also compiled for the GPU, and the CPU engine stays the one source of truth.
+Device functions compile on first use, so the CPU-only host loop (``run_cycles``, the row loops,
+``_pending_work``, whose array reductions a device cannot do) is defined there but never built.
+
+Two names differ. ``_record_packet`` adds to the packet counters of the sink's row, which
+the routers of a row share. On the CPU a row is one thread's work; here each router is a
+thread, so the CUDA version below adds atomically (integer adds, whose sums do not depend on
+their order). Everything else a router writes is its own state or a link slot only it drives.
+And ``np`` there is numpy with ``log1p`` and ``ceil`` taken from ``math`` (numba-cuda has no
+device loops for those two ufuncs; see ``_numpy_for_devices``).
+
+No ``cache=True``: Numba's cache would key these kernels on this file alone and miss a change
+to the device functions taken from ``_kernels.py``; they compile in about 10 s per process.
+
+What replaces ``run_cycles``: each cycle, every thread steps its routers (``first``,
+``first + stride``, ...) and folds their summary (any event, any move, the last cycle of an op
+cost now running, the next wake-up) into a reduction slot; after a barrier every thread runs
+the same host-loop arithmetic on the same totals, so all agree on the next cycle, the jump to
+the next wake-up and the end without a broadcast. When the run may be over, a second phase
+looks for pending work (``_pending_work``, per router) behind a second barrier. Cycle ``k``
+of a launch uses slot ``k % 3``: the first thread clears slot ``(k - 1) % 3`` after the
+barrier of cycle ``k``, when every thread has finished reading it and none writes it before
+the barrier of cycle ``k + 1``.
+
+Two kernels run that loop:
+
+- ``run_cycles_block``: one thread block, ``cuda.syncthreads`` as the barrier. Needs no
+  cooperative launch and runs in Numba's CUDA simulator, but uses one streaming multiprocessor.
+- ``run_cycles_grid``: a cooperative grid, ``cuda.cg.this_grid().sync()`` as the barrier, as
+  many blocks as fit on the device at once (Numba launches a kernel that syncs its grid
+  cooperatively). The simulator supports it with one block only.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import types
+from pathlib import Path
+
+import numpy as np
+from numba import cuda
+
+from fabric import _fp16
+from fabric import _kernels as K
+from fabric._kernels import NEVER, STATUS_DEADLOCK, STATUS_DONE, STATUS_MAX_CYCLES
+
+RUNNING = -1  # status while the loop goes on
+# a thread's loop state (a local array; every thread holds the same values)
+R_T, R_END, R_LAST_EVENT, R_LAST_MOVE, R_ITER, R_STATUS, R_CYCLE, R_SETTLE = range(8)
+RUN_FIELDS = 8
+# control array, int64 (SLOTS + 1, 5): rows 0-2 the reduction slots, row RESULT the outcome
+ANY_EVENT, ANY_MOVE, UNTIL, NEXT_WAKE, PENDING = range(5)
+CLEARED = (0, 0, 0, NEVER, 0)  # a slot before any thread adds to it
+SLOTS = 3
+RESULT = SLOTS  # (status, cycle) of the launch
+
+
+def _device(**_options):
+    """The CUDA stand-in for ``_kernels.kernel`` and ``_fp16``'s ``njit``: a device function.
+
+    The CPU options (cache, NRT, IR inlining, parallel) do not apply; NVVM inlines by itself.
+    """
+    return cuda.jit(device=True)
+
+
+def _device_module(module: types.ModuleType, provided: dict) -> types.ModuleType:
+    """``module`` executed again from its source file, with the top-level definitions and
+    imports that bind only names in ``provided`` replaced by those values."""
+    path = Path(module.__file__)
+    tree = ast.parse(path.read_text(), str(path))
+    kept, replaced = [], set()
+    for node in tree.body:
+        names = _bound_names(node)
+        if names and names <= provided.keys():
+            replaced |= names
+        else:
+            kept.append(node)
+    missing = provided.keys() - replaced
+    if missing:
+        raise ImportError(f"{path.name} no longer defines {sorted(missing)}")
+    tree.body = kept
+    device = types.ModuleType(f"{module.__name__}_cuda", module.__doc__)
+    device.__dict__.update(provided, __file__=str(path))
+    exec(compile(tree, str(path), "exec"), device.__dict__)
+    return device
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return set()
+
+
+def _numpy_for_devices() -> types.ModuleType:
+    """numpy as the device module sees it: numba-cuda has no device loop for the ufuncs
+    ``np.log1p`` and ``np.ceil`` (``_geometric`` calls them on scalars); ``math.log1p`` and
+    ``math.ceil`` compute the same values (``_geometric`` takes ``int`` of the ceiling)."""
+    shim = types.ModuleType(np.__name__, np.__doc__)
+    shim.__dict__.update(vars(np))
+    shim.log1p, shim.ceil = math.log1p, math.ceil
+    return shim
+
+
+@cuda.jit(device=True)
+def _record_packet(r, t, created, injected, tr):
+    """``_kernels._record_packet`` with atomic adds: the routers of a row share its counters."""
+    latency = t - created
+    row = r // tr.width
+    cuda.atomic.add(tr.packets, row, 1)
+    cuda.atomic.add(tr.latency_sum, row, latency)
+    cuda.atomic.add(tr.network_latency_sum, row, t - injected)
+    cuda.atomic.add(tr.hist, (row, min(latency, tr.hist.shape[1] - 1)), 1)
+
+
+_FP16 = _device_module(_fp16, {"njit": _device})
+DEVICE = _device_module(
+    K,
+    {
+        "kernel": _device,
+        "np": _numpy_for_devices(),
+        "get_half": _FP16.get_half,
+        "set_half": _FP16.set_half,
+        "word_half": _FP16.word_half,
+        "_record_packet": _record_packet,
+    },
+)
+_catch_up = DEVICE._catch_up
+_program_cycle = DEVICE._program_cycle
+_traffic_cycle = DEVICE._traffic_cycle
+
+
+@cuda.jit
+def run_cycles_block(t0, t1, fab, st, prog, tr, want, ctl):
+    """``_kernels.run_cycles`` from cycle ``t0`` to at most ``t1`` in one thread block.
+
+    ``fab``, ``st``, ``prog``, ``tr`` are the engine's structs of device arrays (see
+    ``fabric.state``); ``want`` int64 (P, 2, 5C) is each router's arbitration scratch;
+    ``ctl`` int64 (4, 5) holds three cleared reduction slots and gets (status, cycle) in
+    row ``RESULT``: the values ``run_cycles`` returns.
+    """
+    first, stride = cuda.grid(1), cuda.gridsize(1)
+    run = cuda.local.array(RUN_FIELDS, np.int64)
+    _begin(run, t0, t1)
+    while run[R_STATUS] == RUNNING:
+        _step(run, first, stride, fab, st, prog, tr, want, ctl)
+        cuda.syncthreads()
+        if _after_step(run, first, fab, ctl):
+            _find_pending(run, first, stride, fab, st, prog, tr, ctl)
+            cuda.syncthreads()
+            _after_pending(run, fab, ctl)
+    _finish(run, first, stride, fab, st, ctl)
+
+
+@cuda.jit
+def run_cycles_grid(t0, t1, fab, st, prog, tr, want, ctl):
+    """``run_cycles_block`` on a cooperative grid of any number of resident blocks."""
+    grid = cuda.cg.this_grid()
+    first, stride = cuda.grid(1), cuda.gridsize(1)
+    run = cuda.local.array(RUN_FIELDS, np.int64)
+    _begin(run, t0, t1)
+    while run[R_STATUS] == RUNNING:
+        _step(run, first, stride, fab, st, prog, tr, want, ctl)
+        grid.sync()
+        if _after_step(run, first, fab, ctl):
+            _find_pending(run, first, stride, fab, st, prog, tr, ctl)
+            grid.sync()
+            _after_pending(run, fab, ctl)
+    _finish(run, first, stride, fab, st, ctl)
+
+
+@cuda.jit(device=True)
+def _begin(run, t0, t1):
+    run[R_T], run[R_END], run[R_ITER] = t0, t1, 0
+    run[R_LAST_EVENT], run[R_LAST_MOVE] = t0 - 1, t0 - 1
+    run[R_STATUS] = RUNNING
+    if t0 >= t1:
+        _stop(run, STATUS_MAX_CYCLES, t1, t1 - 1)
+
+
+@cuda.jit(device=True)
+def _stop(run, status, cycle, settle):
+    """End the loop with ``(status, cycle)``; sleeping routers are brought up to ``settle``."""
+    run[R_STATUS], run[R_CYCLE], run[R_SETTLE] = status, cycle, settle
+
+
+@cuda.jit(device=True)
+def _step(run, first, stride, fab, st, prog, tr, want, ctl):
+    """Cycle ``run[R_T]`` of this thread's routers; their summary goes to slot ``k % 3``."""
+    t, slot = run[R_T], ctl[run[R_ITER] % SLOTS]
+    read, write = (t - fab.latency) % fab.slots, t % fab.slots
+    if fab.traffic:
+        _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot)
+    else:
+        _program_routers(t, read, write, first, stride, fab, st, prog, want, slot)
+
+
+@cuda.jit(device=True)
+def _program_routers(t, read, write, first, stride, fab, st, prog, want, slot):
+    """``_kernels._program_row`` over this thread's routers instead of a row."""
+    events, moves, until, next_wake = 0, 0, t, NEVER
+    for r in range(first, fab.alive.shape[0], stride):
+        if st.wake[r] > t and st.link_any[read, r] == 0:
+            next_wake = min(next_wake, st.wake[r])
+            continue
+        if not fab.alive[r]:
+            continue
+        _catch_up(r, t, st)
+        e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want[r])
+        events += e
+        moves += m
+        until = max(until, u)
+        next_wake = min(next_wake, st.wake[r])
+    _publish(slot, events, moves, until, next_wake, t)
+
+
+@cuda.jit(device=True)
+def _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot):
+    """``_kernels._traffic_row`` over this thread's routers instead of a row."""
+    events = 0
+    for r in range(first, fab.alive.shape[0], stride):
+        if st.wake[r] > t and st.link_any[read, r] == 0:
+            continue
+        events += _traffic_cycle(r, t, read, write, fab, st, tr, want[r])
+    _publish(slot, events, events, t, NEVER, t)
+
+
+@cuda.jit(device=True)
+def _publish(slot, events, moves, until, next_wake, t):
+    """Fold one thread's summary into the slot: flags for events and moves (the loop only
+    asks whether there were any), atomic max and min for the rest."""
+    if events:
+        slot[ANY_EVENT] = 1
+    if moves:
+        slot[ANY_MOVE] = 1
+    if until > t:
+        cuda.atomic.max(slot, UNTIL, until)
+    if next_wake < NEVER:
+        cuda.atomic.min(slot, NEXT_WAKE, next_wake)
+
+
+@cuda.jit(device=True)
+def _after_step(run, first, fab, ctl):
+    """``run_cycles`` after a cycle, on the totals: note the last event and move, jump to the
+    next wake-up. Returns whether the end test needs the pending-work phase (otherwise the
+    loop moves on to the next cycle)."""
+    k = run[R_ITER]
+    if first == 0:
+        _clear(ctl[(k + SLOTS - 1) % SLOTS])
+    slot, t = ctl[k % SLOTS], run[R_T]
+    if slot[ANY_EVENT]:
+        run[R_LAST_EVENT] = max(run[R_LAST_EVENT], max(t, slot[UNTIL]))
+        if slot[ANY_MOVE]:
+            run[R_LAST_MOVE] = t
+    wake = slot[NEXT_WAKE]
+    if t - run[R_LAST_MOVE] >= fab.latency and not fab.traffic and wake < NEVER:
+        t = min(max(t, wake - 1), run[R_END] - 1)
+        run[R_T] = t
+    if run[R_LAST_EVENT] < t:
+        return True
+    _advance(run)
+    return False
+
+
+@cuda.jit(device=True)
+def _clear(slot):
+    for i in range(len(CLEARED)):
+        slot[i] = CLEARED[i]
+
+
+@cuda.jit(device=True)
+def _find_pending(run, first, stride, fab, st, prog, tr, ctl):
+    """Flag the slot if any of this thread's routers has work pending."""
+    for r in range(first, fab.alive.shape[0], stride):
+        if _router_pending(r, fab, st, prog, tr):
+            ctl[run[R_ITER] % SLOTS, PENDING] = 1
+            return
+
+
+@cuda.jit(device=True)
+def _router_pending(r, fab, st, prog, tr):
+    """``_kernels._pending_work`` for router ``r``: wavelets queued or on a wire into it,
+    flits still to inject, or tasks not finished (an op cost still counting down included)."""
+    if st.occupancy[r]:
+        return True
+    for c in range(st.rx_count.shape[1]):
+        if st.rx_count[r, c]:
+            return True
+    for s in range(st.link_flags.shape[0]):
+        for p in range(4):
+            if st.link_flags[s, r, p]:
+                return True
+    if fab.traffic:
+        return tr.left[r] > 0
+    for task in range(st.pc.shape[1]):
+        if st.pc[r, task] < prog.task_end[r, task] or st.wait[r, task] > 0:
+            return True
+    return False
+
+
+@cuda.jit(device=True)
+def _after_pending(run, fab, ctl):
+    """The end test of ``run_cycles``: done, deadlocked, or on to the next cycle."""
+    t, last_event = run[R_T], run[R_LAST_EVENT]
+    if ctl[run[R_ITER] % SLOTS, PENDING] == 0:
+        if not fab.traffic:
+            _stop(run, STATUS_DONE, last_event + 1, t)
+            return
+    elif t - last_event > fab.latency + 1:
+        _stop(run, STATUS_DEADLOCK, last_event + 1, t)
+        return
+    _advance(run)
+
+
+@cuda.jit(device=True)
+def _advance(run):
+    run[R_T] += 1
+    run[R_ITER] += 1
+    if run[R_T] >= run[R_END]:
+        _stop(run, STATUS_MAX_CYCLES, run[R_END], run[R_END] - 1)
+
+
+@cuda.jit(device=True)
+def _finish(run, first, stride, fab, st, ctl):
+    """``_kernels._settle`` for this thread's routers (it touches only their own state); the
+    first thread writes the outcome."""
+    if not fab.traffic:
+        for r in range(first, fab.alive.shape[0], stride):
+            if fab.alive[r]:
+                _catch_up(r, run[R_SETTLE] + 1, st)
+    if first == 0:
+        ctl[RESULT, 0] = run[R_STATUS]
+        ctl[RESULT, 1] = run[R_CYCLE]
+
+
+def new_control() -> np.ndarray:
+    """The ``ctl`` array a launch starts from: cleared slots, no result."""
+    ctl = np.zeros((SLOTS + 1, len(CLEARED)), np.int64)
+    ctl[:SLOTS] = CLEARED
+    ctl[RESULT, 0] = RUNNING
+    return ctl

@@ -1,0 +1,335 @@
+"""Small cases run on engine="cpu" and engine="cuda", compared bit for bit.
+
+Run by tests/test_fabric_cuda.py in Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1 must be set
+before numba is imported, hence a script); on a machine with a GPU it runs as it is:
+
+    python tests/cuda_cases.py [CASE ...]
+
+Prints one line per case and exits 1 at the first difference, naming the case and the field.
+Program cases compare every SimResult field (or the DeadlockError message); traffic cases
+every number of the summary but the wall time; state cases every array of the engine state
+and the traffic arrays after ``run_kernel`` (with three threads for 9 or 16 routers, one case
+on each kernel: one block, cooperative grid).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fabric import cuda_engine  # noqa: E402
+from fabric.engine import fabric_arrays, run_kernel, simulate  # noqa: E402
+from fabric.mesh import Mesh  # noqa: E402
+from fabric.program import ProgramBuilder  # noqa: E402
+from fabric.routes import ColorRoutes  # noqa: E402
+from fabric.state import allocate_state, empty_program, empty_traffic  # noqa: E402
+from fabric.trace import TraceRecorder  # noqa: E402
+from fabric.traffic import ROUTINGS, TrafficConfig, run_traffic, traffic_arrays  # noqa: E402
+from kernels import plan as kernel_plan  # noqa: E402
+from kernels.grid import kernel_grid  # noqa: E402
+from kernels.registry import run_kernel as run_registered_kernel  # noqa: E402
+from wafer.errors import DeadlockError  # noqa: E402
+from wafer.geometry import RAMP, E, W  # noqa: E402
+from wafer.presets import preset  # noqa: E402
+
+SPEC = preset("tiny")
+WALL_KEYS = ("sim_wall_s", "router_cycles_per_s")
+ENGINES = ("cpu", "cuda")
+
+
+def spec_with(depth: int = 4, latency: int = 1):
+    return SPEC.replace({"router.queue_depth_wavelets": depth, "link.hop_latency_cycles": latency})
+
+
+def memory(pes: int, words: int = 128, seed: int = 0, dtype: str = "fp32") -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == "fp16":
+        return rng.standard_normal((pes, 2 * words)).astype(np.float16).view(np.float32)
+    return rng.standard_normal((pes, words)).astype(np.float32)
+
+
+def program(mesh, spec, colors, calls, tasks=1):
+    builder = ProgramBuilder(mesh.pes, spec.pe, colors, tasks)
+    for name, *args in calls:
+        getattr(builder, name)(*args)
+    return builder.build()
+
+
+def outcome(engine, mesh, spec, routes, prog, mem, max_cycles=2000, **options) -> dict:
+    """Every field of the SimResult but the wall time, or the DeadlockError message."""
+    try:
+        r = simulate(
+            mesh, spec, routes, prog, mem.copy(), max_cycles=max_cycles, engine=engine, **options
+        )
+    except DeadlockError as err:
+        return {"deadlock": str(err)}
+    fields = r.__dict__.copy()
+    fields.pop("sim_wall_s")
+    return fields
+
+
+# ---- program mode -------------------------------------------------------------------------
+
+
+def send_recv(engine):
+    """3 hops at latency 2, 5 words (tests/test_fabric_reference.py POINT_TO_POINT)."""
+    mesh, spec = Mesh.full(4, 1), spec_with(depth=2, latency=2)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1, 2, 3])
+    calls = [("send", 0, 0, 0, 0, 5), ("recv", 3, 0, 0, 64, 5)]
+    return outcome(engine, mesh, spec, routes, program(mesh, spec, 1, calls), memory(4))
+
+
+def multicast(engine):
+    """A 3x3 multicast tree from the centre to four leaves (tests/test_fabric.py)."""
+    mesh = Mesh.full(3, 3)
+    routes = ColorRoutes(mesh, 1)
+    for leaf in (1, 3, 5, 7):
+        routes.add_path(0, [4, leaf])
+    calls = [("send", 4, 0, 0, 0, 12)] + [("recv", leaf, 0, 0, 50, 12) for leaf in (1, 3, 5, 7)]
+    return outcome(engine, mesh, SPEC, routes, program(mesh, SPEC, 1, calls), memory(9))
+
+
+def fmacs_backpressure(engine):
+    """A slow fmacs consumer stalls the sender (tests/test_fabric.py)."""
+    mesh = Mesh.full(3, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1, 2])
+    calls = [("send", 0, 0, 0, 0, 8), ("fmacs", 2, 0, 0, 0, 16, 4, 8)]
+    return outcome(engine, mesh, SPEC, routes, program(mesh, SPEC, 1, calls), memory(3))
+
+
+def reduction_chain(engine):
+    """recv_add along a chain on two alternating colors (tests/test_fabric.py)."""
+    mesh = Mesh.full(4, 1)
+    routes = ColorRoutes(mesh, 2)
+    calls = []
+    for pe in range(3, 0, -1):
+        routes.add_path(pe % 2, [pe, pe - 1])
+        if pe < 3:
+            calls.append(("recv_add", pe, 0, (pe + 1) % 2, 0, 6))
+        calls.append(("send", pe, 0, pe % 2, 0, 6))
+    calls.append(("recv_add", 0, 0, 1, 0, 6))
+    return outcome(engine, mesh, SPEC, routes, program(mesh, SPEC, 2, calls), memory(4))
+
+
+def local_ops_tasks(engine):
+    """vadd, vscale, vfma on concurrent tasks beside a stream (test_fabric_reference.py)."""
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    calls = [
+        ("send", 0, 0, 0, 0, 5),
+        ("vscale", 0, 1, 40, 8, 2.5, 1),
+        ("vadd", 0, 1, 50, 0, 8, 6),
+        ("recv", 1, 0, 0, 64, 5),
+        ("vfma", 1, 1, 90, 0, 8, 1),
+        ("vfma", 1, 1, 100, 0, 8, 3),
+    ]
+    prog = program(mesh, SPEC, 1, calls, tasks=2)
+    return outcome(engine, mesh, SPEC, routes, prog, memory(2))
+
+
+def fp16_wait_matmul(engine):
+    """fp16 stream, blocked fmacs, wait and matmul across tasks (test_fabric_reference.py)."""
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    calls = [
+        ("send", 0, 0, 0, 0, 6, "fp16"),
+        ("fmacs", 1, 0, 0, 40, 0, 2, 3, "fp16", 2),
+        ("wait", 1, 1, 0, 1),
+        ("matmul", 1, 1, 60, 8, 16, 3, 2, 4, "fp16"),
+        ("vadd", 1, 0, 80, 40, 60, 4, "fp16"),
+    ]
+    prog = program(mesh, SPEC, 1, calls, tasks=2)
+    return outcome(engine, mesh, SPEC, routes, prog, memory(2, seed=5, dtype="fp16"))
+
+
+def traced(engine):
+    """The fmacs case in chunks of 7 cycles with a trace: the samples agree too."""
+    mesh = Mesh.full(3, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1, 2])
+    prog = program(mesh, SPEC, 1, [("send", 0, 0, 0, 0, 6), ("fmacs", 2, 0, 0, 0, 16, 3, 6)])
+    trace = TraceRecorder(7, 3, 1)
+    fields = outcome(engine, mesh, SPEC, routes, prog, memory(3), trace=trace)
+    return fields | {"trace_cycles": np.array(trace.cycles), "trace_link": np.array(trace.link)}
+
+
+def gemm_summa(engine):
+    """SUMMA on a 2x2 kernel grid (a 3x3 mesh with its ports): the plan kernels.plan would
+    simulate, captured through its recorder hook and run on ``engine``."""
+    seen = []
+
+    def capture(plan, routes, prog, mem, max_cycles):
+        seen.append((plan.grid.mesh, plan.spec, routes, prog, mem, max_cycles))
+        return simulate(plan.grid.mesh, plan.spec, routes, prog, mem, max_cycles=max_cycles)
+
+    token = kernel_plan.RECORDER.set(capture)
+    try:
+        shape = {"m": 4, "k": 4, "n": 4}
+        run_registered_kernel("gemm", "summa", shape, kernel_grid(2, 2), SPEC, "fp32", seed=3)
+    finally:
+        kernel_plan.RECORDER.reset(token)
+    mesh, spec, routes, prog, mem, max_cycles = seen[0]
+    return outcome(engine, mesh, spec, routes, prog, mem, max_cycles)
+
+
+def deadlock_ring(engine):
+    """Wavelets stuck on a ring of routes (the route check off): the same DeadlockError."""
+    mesh = Mesh.full(2, 2)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(0, RAMP, 0, (E,))
+    ring = [0, 1, 3, 2, 0]
+    for here, there in zip(ring, ring[1:], strict=False):
+        routes.add_path(0, [here, there], deliver=False)
+    spec = spec_with(depth=2, latency=2)
+    prog = program(mesh, spec, 1, [("send", 0, 0, 0, 0, 20)])
+    return outcome(engine, mesh, spec, routes, prog, memory(4), check_routes=False)
+
+
+def deadlock_missing_sender(engine):
+    """A receive of 5 words where 3 are sent: the same DeadlockError naming the task."""
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    prog = program(mesh, SPEC, 1, [("send", 0, 0, 0, 0, 3), ("recv", 1, 0, 0, 0, 5)])
+    return outcome(engine, mesh, SPEC, routes, prog, memory(2))
+
+
+# ---- traffic mode -------------------------------------------------------------------------
+
+
+def traffic(engine, **options):
+    cfg = TrafficConfig(**({"width": 4, "height": 4, "cycles": 150, "warmup": 20} | options))
+    summary = run_traffic(cfg, SPEC, engine=engine)
+    return {key: value for key, value in summary.items() if key not in WALL_KEYS}
+
+
+def traffic_uniform(engine):
+    """Uniform traffic near saturation on 4x4, XY routing."""
+    return traffic(engine, rate=0.5, seed=1)
+
+
+def traffic_transpose_yx(engine):
+    """Transpose traffic, YX routing, a shallow queue, drained at the end."""
+    return traffic(engine, pattern="transpose", routing="yx", rate=0.3, queue_depth=2,
+                   drain_cycles=40, seed=2)  # fmt: skip
+
+
+def traffic_hotspot(engine):
+    """Hotspot traffic: a quarter of the packets to the centre PE."""
+    return traffic(engine, pattern="hotspot", rate=0.2, seed=3)
+
+
+def traffic_updown_hole(engine):
+    """Uniform traffic around a dead PE and a dead link, up*/down* routing (table walks)."""
+    mesh = Mesh.full(4, 4)
+    alive, dead_link = mesh.alive.copy(), mesh.dead_link.copy()
+    alive[1, 2] = False
+    dead_link[2, 0, E] = dead_link[2, 1, W] = True
+    cfg = TrafficConfig(4, 4, "uniform", 0.3, routing="updown", cycles=150, warmup=20, seed=5)
+    summary = run_traffic(cfg, SPEC, mesh=Mesh(4, 4, alive, dead_link), engine=engine)
+    return {key: value for key, value in summary.items() if key not in WALL_KEYS}
+
+
+# ---- whole engine state, each kernel ------------------------------------------------------
+
+
+def state_after(engine, fab, st, prog, tr, cycles, launch) -> dict:
+    """Run cycles [0, cycles); the GPU with 3 threads, so that a thread steps several routers."""
+    if engine == "cpu":
+        status, cycle = run_kernel(fab, st, prog, tr, 0, cycles, False)
+    else:
+        status, cycle = cuda_engine.run_kernel(fab, st, prog, tr, 0, cycles, launch, threads=3)
+    arrays = {f"st.{k}": v for k, v in st._asdict().items()}
+    arrays |= {f"tr.{k}": v for k, v in tr._asdict().items() if isinstance(v, np.ndarray)}
+    return arrays | {"status": status, "cycle": cycle}
+
+
+def state_program(engine):
+    """Every state array after the multicast program, stopped mid-way at cycle 12 (one
+    block)."""
+    mesh = Mesh.full(3, 3)
+    routes = ColorRoutes(mesh, 1)
+    for leaf in (1, 3, 5, 7):
+        routes.add_path(0, [4, leaf])
+    calls = [("send", 4, 0, 0, 0, 12)] + [("recv", leaf, 0, 0, 50, 12) for leaf in (1, 3, 5, 7)]
+    prog = program(mesh, SPEC, 1, calls)
+    fab = fabric_arrays(mesh, SPEC, routes.table, np.zeros(1, np.uint8), False)
+    st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 128, 1)
+    st.mem[:] = memory(9)
+    st.pc[:] = prog.task_start
+    st.wait[:] = np.where(prog.task_end > prog.task_start, fab.startup, 0)
+    return state_after(engine, fab, st, prog, empty_traffic(3, 3), 12, "block")
+
+
+def state_traffic(engine):
+    """Every state and traffic array after 60 cycles of bit-complement traffic on 4x4
+    (cooperative grid)."""
+    cfg = TrafficConfig(4, 4, "bitcomp", 0.4, cycles=60, warmup=5, seed=4)
+    mesh = Mesh.full(4, 4)
+    route = np.zeros((mesh.pes, 5, 1), np.uint8)
+    fab = fabric_arrays(mesh, SPEC, route, np.ones(1, np.uint8), True, ROUTINGS["xy"])
+    st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
+    tr = traffic_arrays(cfg, mesh)
+    return state_after(engine, fab, st, empty_program(mesh.pes), tr, cfg.cycles, "grid")
+
+
+CASES = {
+    f.__name__: f
+    for f in (
+        send_recv,
+        multicast,
+        fmacs_backpressure,
+        reduction_chain,
+        local_ops_tasks,
+        fp16_wait_matmul,
+        traced,
+        gemm_summa,
+        deadlock_ring,
+        deadlock_missing_sender,
+        traffic_uniform,
+        traffic_transpose_yx,
+        traffic_hotspot,
+        traffic_updown_hole,
+        state_program,
+        state_traffic,
+    )
+}
+
+
+def differences(cpu: dict, gpu: dict) -> list[str]:
+    """Fields that differ (arrays bit for bit: float32 compared as their bits)."""
+    found = [f"fields {sorted(cpu)} != {sorted(gpu)}"] if cpu.keys() != gpu.keys() else []
+    for key in cpu.keys() & gpu.keys():
+        a, b = np.asarray(cpu[key]), np.asarray(gpu[key])
+        if a.dtype.kind == "f" and a.dtype == b.dtype:
+            a, b = a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}")
+        if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b):
+            found.append(f"{key}: cpu {cpu[key]!r} != cuda {gpu[key]!r}")
+    return found
+
+
+def main(names: list[str]) -> int:
+    warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)  # xorshift wraps
+    for name in names or list(CASES):
+        start = time.perf_counter()
+        cpu, gpu = (CASES[name](engine) for engine in ENGINES)
+        diff = differences(cpu, gpu)
+        if diff:
+            print(f"FAIL {name}: " + "; ".join(diff)[:4000])  # noqa: T201 (the report)
+            return 1
+        print(f"ok {name} ({time.perf_counter() - start:.1f} s)")  # noqa: T201
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,69 @@
+"""The CUDA engine (engine="cuda") against the CPU engine, in Numba's CUDA simulator.
+
+The simulator must be switched on before numba is imported, so the cases (tests/cuda_cases.py)
+run in a subprocess; this file checks how an engine is chosen.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fabric.engine import simulate
+from fabric.mesh import Mesh
+from fabric.program import ProgramBuilder
+from fabric.routes import ColorRoutes
+from fabric.traffic import TrafficConfig, run_traffic
+from wafer.errors import ConfigError
+from wafer.presets import preset
+
+SPEC = preset("tiny")
+CASES = Path(__file__).with_name("cuda_cases.py")
+
+
+def send_recv():
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    builder = ProgramBuilder(2, SPEC.pe, 1)
+    builder.send(0, 0, 0, 0, 1)
+    builder.recv(1, 0, 0, 0, 1)
+    return mesh, SPEC, routes, builder.build(), np.zeros((2, 4), np.float32)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba.cuda") is None, reason="no numba.cuda")
+def test_cuda_engine_matches_cpu_bit_for_bit_in_the_simulator():
+    """Every case of tests/cuda_cases.py is bit-identical on engine='cuda' and engine='cpu'."""
+    env = os.environ | {"NUMBA_ENABLE_CUDASIM": "1"}
+    done = subprocess.run(
+        [sys.executable, str(CASES)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAIL" not in done.stdout
+
+
+def test_unknown_engine_is_a_config_error_naming_the_engines():
+    """engine='gpu' is refused by simulate and run_traffic, listing cpu and cuda."""
+    with pytest.raises(ConfigError, match=r"engine='gpu' is not one of: cpu, cuda"):
+        simulate(*send_recv(), max_cycles=100, engine="gpu")
+    cfg = TrafficConfig(width=2, height=2, cycles=20, warmup=1)
+    with pytest.raises(ConfigError, match=r"engine='gpu' is not one of: cpu, cuda"):
+        run_traffic(cfg, SPEC, engine="gpu")
+
+
+def test_cuda_without_a_gpu_or_the_simulator_is_a_config_error():
+    """engine='cuda' where numba.cuda finds no GPU (and the simulator is off) says so."""
+    cuda = pytest.importorskip("numba.cuda")
+    if cuda.is_available():
+        pytest.skip("a GPU (or the simulator) is available here")
+    with pytest.raises(ConfigError, match=r"engine='cuda' needs an NVIDIA GPU"):
+        simulate(*send_recv(), max_cycles=100, engine="cuda")
