@@ -123,7 +123,7 @@ def _grids(work: Gemm, target: Target, strategy: Strategy):
     """(turned, rows, cols) candidates the strategy can cut the GEMM over, within the
     router colors kernels may use."""
     sides = [(False, *target.sides(False))]
-    if target.sides(True) != target.sides(False):
+    if target.sides(True) != target.sides(False) and min(target.sides(True)) > 0:
         sides.append((True, *target.sides(True)))
     options = tuple(sorted(strategy.options.items()))
     for turned, rows_max, cols_max in sides:

@@ -100,8 +100,10 @@ def compile_plan(
     options = options.resolved(model.graph.context)
     rows, cols, defects = working_grid(spec, holes)
     turned = None
-    if defects["holes"]:
+    if defects["holes"] and cols > defects["cols_with_holes"]:  # else no turned kernel fits
         turned = (cols - defects["cols_with_holes"], spec.logical_height_pes)
+    elif defects["holes"]:
+        turned = (0, 0)
     target = Target(rows, cols, spec, options.dtype, turned)
     chosen = strategies(None if options.strategies is None else list(options.strategies))
     place = _Placer(target, chosen, HoleFrame(None if holes is None else np.asarray(holes, bool)))

@@ -183,13 +183,12 @@ def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
 
 def assigned_cycles(plan: dict[str, Any], result: RunResult) -> np.ndarray:
     """Per logical PE, the kernel cycles of the layers placed on it in one step (timing-only
-    runs have no measured busy counts): each pass covers the top-left ``rows x cols``."""
+    runs have no measured busy counts): each pass covers its ``pe_assignment`` rectangle."""
     spec = result.config.spec
     out = np.zeros((spec.logical_height_pes, spec.logical_width_pes), np.int64)
     for layer in plan["layers"]:
         for placed in layer["passes"].values():
-            rows, cols = placed["grid"]
-            if placed.get("orientation") == "north edge":
-                rows, cols = cols, rows
-            out[:rows, :cols] += placed["kernel_cycles"]
+            where = placed["pe_assignment"]
+            (y, x), rows, cols = where["origin"], where["rows"], where["cols"]
+            out[y : y + rows, x : x + cols] += placed["kernel_cycles"]
     return out

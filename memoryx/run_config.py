@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.strategies import strategies
+from memoryx.data import input_pipeline
+from memoryx.swarmx import MAX_WAFERS
 from wafer.config_io import load_mapping
 from wafer.errors import ConfigError
 from wafer.presets import preset
@@ -65,6 +68,12 @@ WAFER_KEYS = ("preset", "overrides", "defects")
 DEFECT_KEYS = ("model", "seed", "repair")  # plus the defect model's own parameters
 MEMORYX_KEYS = ("tile_bytes", "prefetch_buffer_bytes")
 SWARMX_KEYS = ("wafers", "defect_seed_stride")
+SECTION_RANGES = {  # memoryx and swarmx keys: integers (memoryx ones may be null: default)
+    "tile_bytes": (1, 2**40),
+    "prefetch_buffer_bytes": (1, 2**50),
+    "wafers": (1, MAX_WAFERS),
+    "defect_seed_stride": (0, 2**31),
+}
 INT_RANGES = {
     "batch": (1, 10**9),
     "steps": (1, 10**9),
@@ -121,7 +130,21 @@ def run_config(data: dict[str, Any], base_dir: Path) -> RunConfig:
         raise ConfigError(f"tier={raw['tier']!r} is not one of: {', '.join(TIERS)}")
     for section, keys in (("memoryx", MEMORYX_KEYS), ("swarmx", SWARMX_KEYS)):
         _check_section(section, raw[section], keys)
+        for key, value in raw[section].items():
+            _check_int(
+                f"{section}.{key}", value, *SECTION_RANGES[key], none_ok=section == "memoryx"
+            )
+    _check_strategies(raw["strategies"])
+    input_pipeline(raw["input"])  # a typo here fails now, not after the run
     return RunConfig(raw, model_path, wafer_spec(raw["wafer"]))
+
+
+def _check_strategies(names: Any) -> None:
+    if names is None:
+        return
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"strategies={names!r} must be a list of strategy names or null")
+    strategies(names)  # an unknown name lists the valid ones
 
 
 def wafer_spec(wafer: Any) -> WaferSpec:
@@ -134,6 +157,8 @@ def wafer_spec(wafer: Any) -> WaferSpec:
             f"wafer.defects must be a table (model, seed, repair and the model's parameters) "
             f"or null, got {defects!r}"
         )
+    if defects:
+        _check_int("wafer.defects.seed", defects.get("seed", 0), 0, 2**63 - 1)
     overrides = wafer.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise ConfigError(f"wafer.overrides must be a table of spec keys, got {overrides!r}")
@@ -152,9 +177,14 @@ def _check_section(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 def _check_ints(raw: dict[str, Any]) -> None:
     for key, (low, high) in INT_RANGES.items():
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"{key}={value!r} must be an integer in [{low}, {high}]")
+        _check_int(key, raw[key], low, high)
+
+
+def _check_int(key: str, value: Any, low: int, high: int, none_ok: bool = False) -> None:
+    if none_ok and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{key}={value!r} must be an integer in [{low}, {high}]")
 
 
 def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:

@@ -413,3 +413,15 @@ def test_plan_reports_whether_activations_for_backward_fit():
     assert small["activations"]["bytes"] == 64 * (64 + 3 * 256 + 3 * 128 + 2 * 10) * 4
     big = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), preset("wse2"), CompileOptions())
     assert not big["activations"]["fit"]
+
+
+def test_a_wafer_with_a_hole_in_every_column_compiles_without_turning():
+    """Holes in every column leave no turned kernel; the plan uses the hole-free rows."""
+    spec = preset("tiny").replace({"logical_width_pes": 16, "logical_height_pes": 16})
+    holes = np.zeros((16, 16), bool)
+    for i in range(8):  # rows 0-7 hold two holes each, rows 8-15 none
+        holes[i, 2 * i : 2 * i + 2] = True
+    plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec,
+                        CompileOptions(batch=8, dtype="fp32"), holes)  # fmt: skip
+    assert plan["working_grid"] == [8, 16]
+    assert all(p["orientation"] == "west edge" for _, p in passes(plan) if "gemm" in p)

@@ -197,6 +197,13 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
         ({"sparsity": {"density": 0.5, "threshold": 1}}, "exactly one of"),
         ({"sparsity": {"density": 0.5}, "strategies": ["summa"]}, "needs strategies among"),
         ({"wafer": {"preset": "tiny", "defects": 3}}, "wafer.defects must be a table"),
+        ({"wafer": {"preset": "tiny", "defects": {"seed": "x"}}}, "wafer.defects.seed='x'"),
+        ({"strategies": "summa"}, "strategies='summa' must be a list"),
+        ({"strategies": ["sumo"]}, "each must be one of"),
+        ({"swarmx": {"defect_seed_stride": "a"}}, "swarmx.defect_seed_stride='a'"),
+        ({"swarmx": {"wafers": 0}}, r"swarmx.wafers=0 must be an integer in \[1,"),
+        ({"memoryx": {"tile_bytes": 0}}, r"memoryx.tile_bytes=0 must be an integer in \[1,"),
+        ({"input": {"worker": 8}}, "worker"),
     ],
 )
 def test_bad_configs_are_clear_errors(tmp_path, changes, message):

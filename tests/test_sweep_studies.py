@@ -71,9 +71,26 @@ def test_run_study_and_plot(tmp_path, capsys, monkeypatch):
         ("batch", "flops", "not a metric"),
     ],
 )
-def test_plot_errors_name_the_key(tmp_path, monkeypatch, x, y, message):
+def test_plot_errors_name_the_key(study, x, y, message):
     """An unknown key or metric is a clear error listing what the table has."""
-    monkeypatch.chdir(tmp_path)
-    out = run_study(tmp_path)
     with pytest.raises(ConfigError, match=message):
-        curves(out, x, y, [])
+        curves(study, x, y, [])
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("study")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        return run_study(folder)
+
+
+def test_a_seed_axis_is_the_run_configs_seed(tmp_path):
+    """In a run sweep, `seed` is the run config's key (an override), not --seed."""
+    sweep = {"job": "run", "base": {"args": "examples/fc_digits.yaml"},
+             "axes": {"seed": [0, 1]}, "metrics": ["samples_per_sec"]}  # fmt: skip
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    argvs = [p.argv for p in load_sweep(path).points]
+    assert argvs[1][-1] == "seed=1"
+    assert "--seed" not in argvs[1]

@@ -272,7 +272,9 @@ def point_argv(job: str, table: dict[str, Any], options: dict) -> tuple[str, ...
     argv, positional, overrides = [job], [], []
     for key, value in table.items():
         name = _option_name(str(key))
-        if key == RAW_ARGS_KEY:
+        if job in CONFIG_JOBS and name == "seed":  # a run's seed is a config key
+            overrides.append(f"seed={value}")
+        elif key == RAW_ARGS_KEY:
             positional += [str(v) for v in (value if isinstance(value, list) else [value])]
         elif name in options:
             argv += _option_argv(options[name], value)

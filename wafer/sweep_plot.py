@@ -18,13 +18,10 @@ import numpy as np
 
 from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
+from wafer.stats import mean_ci
 from wafer.sweep_results import read_records
 
 GRID = re.compile(r"^(\d+)x(\d+)$")
-# two-sided 95 % Student's t quantiles by degrees of freedom (1..30; beyond: normal 1.96)
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-       2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
 
 
 def curves(path: str | Path, x: str, y: str, series: list[str]) -> dict[str, dict[str, list]]:
@@ -61,15 +58,13 @@ def _number(key: str, value: Any) -> float:
 
 def _summarise(points: dict[float, list[float]]) -> dict[str, list]:
     xs = sorted(points)
-    means, bands, counts = [], [], []
-    for x in xs:
-        values = np.array([v for v in points[x] if math.isfinite(v)])
-        means.append(float(values.mean()) if len(values) else math.nan)
-        spread = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-        t = T95[min(len(values), 31) - 2] if 1 < len(values) <= 31 else 1.96
-        bands.append(t * spread / math.sqrt(len(values)) if len(values) > 1 else 0.0)
-        counts.append(len(values))
-    return {"x": xs, "mean": means, "ci95": bands, "n": counts}
+    stats = [mean_ci(np.array(points[x])) for x in xs]
+    return {
+        "x": xs,
+        "mean": [c.mean for c in stats],
+        "ci95": [0.0 if math.isnan(c.half_width) else c.half_width for c in stats],
+        "n": [c.n for c in stats],
+    }
 
 
 def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path, logx: bool):
