@@ -49,6 +49,7 @@ def performance(result: RunResult) -> dict[str, Any]:
         "total_cycles": summary["total_cycles"],
         "stall_cycles": summary["stall_cycles"],
         "buffer_wait_cycles": summary["buffer_wait_cycles"],
+        "update_wait_cycles": summary["update_wait_cycles"],
         "wafers": wafers,
         "slowest_wafer": slowest,
         "tier": config["tier"],
@@ -113,13 +114,7 @@ def _sparsity(result: RunResult) -> dict[str, Any] | None:
 
 def _input(result: RunResult, wafer_samples_per_s: float) -> dict[str, Any]:
     pipeline = input_pipeline(result.config["input"])
-    per_sample = result.data.bytes_per_sample if result.data is not None else _token_bytes(result)
-    return input_bound(pipeline, per_sample, wafer_samples_per_s)
-
-
-def _token_bytes(result: RunResult) -> int:
-    """Bytes of one timing-only sample: its token ids (2 bytes each, a 50k vocabulary)."""
-    return 2 * result.wafers[0].plan["options"]["seq"]
+    return input_bound(pipeline, result.data.bytes_per_sample, wafer_samples_per_s)
 
 
 def _training(result: RunResult) -> dict[str, Any]:

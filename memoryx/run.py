@@ -61,7 +61,7 @@ class RunResult:
     streams: list[StreamResult]
     baseline: StreamResult  # wafer 0 alone, MemoryX attached directly (SwarmX's yardstick)
     history: History | None
-    data: Dataset | None
+    data: Dataset  # also for timing-only runs: its bytes per sample feed the input model
     compile_time_s: float
     sim_wall_s: float
 
@@ -76,9 +76,9 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     wafers = [_wafer(config, w, out_dir) for w in range(_count(config))]
     compile_time = time.perf_counter() - compile_start
     start = time.perf_counter()  # sim_wall_s counts the simulation, not the compile
-    history, data = None, None
+    history, data = None, load_dataset(config["data"], config["seed"])
     if config["tier"] == "cycle":
-        history, data, matmuls = _train(config, wafers, out_dir, progress)
+        history, matmuls = _train(config, wafers, data, out_dir, progress)
     elif config["tier"] == "fast":
         matmuls = [FastCycles(w, config.spec, progress) for w in wafers]
     else:
@@ -160,9 +160,8 @@ def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
     return repair(generate(config.spec, model, seed, **defects), strategy)
 
 
-def _train(config: RunConfig, wafers: list[Wafer], out_dir: Path, progress: Progress | None):
+def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path, progress):
     graph = load_model(config.model_path).graph
-    data = load_dataset(config["data"], config["seed"])
     if config["batch"] * len(wafers) > len(data.y_train):
         raise ConfigError(
             f"batch={config['batch']} x {len(wafers)} wafer(s) exceeds the "
@@ -185,7 +184,7 @@ def _train(config: RunConfig, wafers: list[Wafer], out_dir: Path, progress: Prog
     _, history = train(
         trainer, store, config["steps"], out_dir, every, config.digest, step_progress
     )
-    return history, data, matmuls
+    return history, matmuls
 
 
 def _optimizer_params(section: Any) -> dict[str, Any]:

@@ -142,6 +142,7 @@ class StreamResult:
             "stall_cycles": round(float(t[:, :, K.STALL].sum())),
             "stall_fraction": float(t[:, :, K.STALL].sum()) / total if total else 0.0,
             "buffer_wait_cycles": round(float(t[:, :, K.BUFFER_WAIT].sum())),
+            "update_wait_cycles": round(float(t[:, :, K.UPDATE_WAIT].sum())),
             "memoryx_bytes_in": bytes_in,
             "memoryx_bytes_out": bytes_out,
             "edge_utilization": (bytes_in + bytes_out) / capacity if capacity else 0.0,
@@ -161,6 +162,7 @@ class StreamResult:
                 "stream_out_cycles": math.ceil(steps * seg.out_bytes / bw),
                 "stall_cycles": round(float(t[j, K.STALL])),
                 "buffer_wait_cycles": round(float(t[j, K.BUFFER_WAIT])),
+                "update_wait_cycles": round(float(t[j, K.UPDATE_WAIT])),
                 "in_bytes": steps * seg.in_bytes,
                 "out_bytes": steps * seg.out_bytes,
             }

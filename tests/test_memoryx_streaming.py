@@ -268,6 +268,7 @@ def test_summary_of_a_hand_case():
         "stall_cycles": 105 + 210,
         "stall_fraction": 315 / 460,
         "buffer_wait_cycles": 0,
+        "update_wait_cycles": 130,  # step 2's weights wait 230 - 100 for the optimizer
         "memoryx_bytes_in": 200,
         "memoryx_bytes_out": 200,
         "edge_utilization": 400 / (2 * 460),
