@@ -101,14 +101,14 @@ def _sparsity(result: RunResult) -> dict[str, Any] | None:
     saved_bytes = saved_cycles = 0
     for key, dense in history.dense_cycles.items():
         layer, pass_name = key.split("/")
-        saved_cycles += steps * (dense - history.cycles[key])
+        saved_cycles += steps * (dense - history.cycles[0][key])
         saved_bytes += steps * (plan[layer, pass_name]["edge_bytes"] - history.stream_bytes[key])
     return {
         "config": result.config["sparsity"],
         "bytes_saved": saved_bytes,
         "cycles_saved": saved_cycles,
         "dense_cycles": history.dense_cycles,
-        "sparse_cycles": {key: history.cycles[key] for key in history.dense_cycles},
+        "sparse_cycles": {key: history.cycles[0][key] for key in history.dense_cycles},
     }
 
 
@@ -126,7 +126,7 @@ def _training(result: RunResult) -> dict[str, Any]:
         "losses": history.losses,
         "test_accuracy": final,
         "test_accuracy_history": [list(a) for a in history.accuracy],
-        "measured_cycles": history.cycles,
+        "measured_cycles": history.cycles[0] if history.cycles else {},
     }
 
 

@@ -84,8 +84,8 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     else:
         matmuls = [None] * len(wafers)
     count = len(wafers)
-    streams = [_stream(config, w, history, m, count) for w, m in zip(wafers, matmuls, strict=True)]
-    baseline = _stream(config, wafers[0], history, matmuls[0], 1) if count > 1 else streams[0]
+    streams = [_stream(config, wafers, i, history, matmuls[i], count) for i in range(count)]
+    baseline = _stream(config, wafers, 0, history, matmuls[0], 1) if count > 1 else streams[0]
     wall = time.perf_counter() - start
     return RunResult(config, wafers, streams, baseline, history, data, compile_time, wall)
 
@@ -193,13 +193,19 @@ def _optimizer_params(section: Any) -> dict[str, Any]:
     return dict(section)
 
 
-def _stream(config: RunConfig, wafer: Wafer, history: History | None, matmul, wafers: int):
-    """The MemoryX stream of every step, with this wafer's measured cycles where known, as
-    one of ``wafers`` wafers behind SwarmX."""
-    measured = getattr(matmul, "cycles", None) or _by_pass(history, "cycles")
-    streamed = getattr(matmul, "stream_bytes", None) or _by_pass(history, "stream_bytes")
+def _stream(config: RunConfig, wafers: list[Wafer], index: int, history: History | None,
+            matmul, count: int):  # fmt: skip
+    """The MemoryX stream of every step of wafer ``index``, with its measured cycles where
+    known (a resumed run reads them from the history), as one of ``count`` wafers behind
+    SwarmX."""
+    wafer = wafers[index]
+    recorded = history.cycles[index] if history is not None and history.cycles else {}
+    measured = getattr(matmul, "cycles", None) or _by_pass(recorded)
+    streamed = getattr(matmul, "stream_bytes", None) or _by_pass(
+        {} if history is None else history.stream_bytes
+    )
     spec = config.spec
-    bandwidth, latency = effective_edge(spec, wafers)
+    bandwidth, latency = effective_edge(spec, count)
     section = config["memoryx"]
     buffer = section.get("prefetch_buffer_bytes")
     buffer = prefetch_buffer_bytes(wafer.plan, spec) if buffer is None else buffer
@@ -209,7 +215,6 @@ def _stream(config: RunConfig, wafer: Wafer, history: History | None, matmul, wa
     return simulate_stream(segments(wafer.plan, measured, streamed), edge, config["steps"])
 
 
-def _by_pass(history: History | None, name: str) -> dict[tuple[str, str], int]:
-    """A ``layer/pass``-keyed record of ``history`` keyed by (layer, pass)."""
-    record = {} if history is None else getattr(history, name)
+def _by_pass(record: dict[str, int]) -> dict[tuple[str, str], int]:
+    """A history record keyed ``layer/pass`` keyed by (layer, pass) again."""
     return {tuple(key.split("/")): value for key, value in record.items()}

@@ -44,7 +44,7 @@ class History:
 
     losses: list[float] = field(default_factory=list)  # mean over wafers, per step
     accuracy: list[tuple[int, float]] = field(default_factory=list)  # (step, test accuracy)
-    cycles: dict[str, int] = field(default_factory=dict)  # "layer/pass" -> measured cycles
+    cycles: list[dict[str, int]] = field(default_factory=list)  # per wafer: "layer/pass" ->
     busy: list[list[int]] | None = None  # busy cycles per logical PE of wafer 0
     dense_cycles: dict[str, int] = field(default_factory=dict)  # sparse passes, run dense
     stream_bytes: dict[str, int] = field(default_factory=dict)  # sparse passes, compressed
@@ -123,14 +123,22 @@ def _due(done: int, interval: int, steps: int) -> bool:
 
 
 def _record_engine(trainer: Trainer, history: History, base: np.ndarray) -> None:
-    """Copy wafer 0's measured cycles and busy counts (if its matmul is the engine)."""
+    """Copy every wafer's measured cycles, and wafer 0's sparse-pass records and busy counts
+    (when the matmuls are the engine)."""
+    history.cycles = history.cycles or [{} for _ in trainer.matmuls]
+    for record, matmul in zip(history.cycles, trainer.matmuls, strict=True):
+        record.update(_keyed(getattr(matmul, "cycles", {})))
     first = trainer.matmuls[0]
-    for name in ("cycles", "dense_cycles", "stream_bytes"):
-        measured = getattr(first, name, {})
-        getattr(history, name).update({f"{layer}/{p}": c for (layer, p), c in measured.items()})
+    for name in ("dense_cycles", "stream_bytes"):
+        getattr(history, name).update(_keyed(getattr(first, name, {})))
     busy = getattr(first, "busy", None)
     if busy is not None:
         history.busy = (busy + base).tolist()
+
+
+def _keyed(measured: dict[tuple[str, str], int]) -> dict[str, int]:
+    """(layer, pass) keys as ``layer/pass`` text (JSON object keys)."""
+    return {f"{layer}/{p}": value for (layer, p), value in measured.items()}
 
 
 def checkpoint_dir(out_dir: Path) -> Path:

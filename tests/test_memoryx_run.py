@@ -245,3 +245,13 @@ def test_fast_tier_run_times_like_the_cycle_tier(tmp_path):
         config = load_run_config(write_config(tmp_path, steps=2, tier=tier))
         totals[tier] = run(config, tmp_path / tier).streams[0].total_cycles
     assert totals["fast"] == pytest.approx(totals["cycle"], rel=0.10)
+
+
+def test_a_finished_swarmx_run_reports_the_same_when_run_again(tmp_path):
+    """Re-running a finished two-wafer run (nothing left to train) gives the same timing:
+    each wafer's measured cycles come back from the checkpoint."""
+    config = load_run_config(write_config(tmp_path, steps=1), {"swarmx.wafers": 2})
+    first = run(config, tmp_path / "out")
+    again = run(config, tmp_path / "out")
+    assert [s.total_cycles for s in again.streams] == [s.total_cycles for s in first.streams]
+    assert first.streams[0].total_cycles != first.streams[1].total_cycles  # own defect maps
