@@ -14,10 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-from kernels.fast_tier import fast_cycles
-from kernels.grid import kernel_grid
+from kernels.fast_tier import fast_cycles, grid_with_holes
 from kernels.registry import analytic_cycles, run_kernel
 from memoryx.report import performance
 from memoryx.run import run
@@ -33,7 +30,7 @@ HOLE_FRACTION = 0.02
 
 def gemm_case(algo, side, spec, holes=0.0):
     """One kernel on the engine, and its analytic and fast estimates."""
-    grid = kernel_grid(side, side, _dead(side, holes)) if holes else kernel_grid(side, side)
+    grid = grid_with_holes(side, side, holes, seed=1)
     start = time.perf_counter()
     cycle = run_kernel("gemm", algo, SHAPE, grid, spec, "fp32").cycles
     cycle_s = time.perf_counter() - start
@@ -41,16 +38,6 @@ def gemm_case(algo, side, spec, holes=0.0):
     analytic = analytic_cycles("gemm", algo, SHAPE, side, side, spec, "fp32")
     name = f"gemm {algo} 512^3 {side}x{side}" + (f" {holes:.0%} dead" if holes else "")
     return _row(name, cycle, fast.cycles, analytic, cycle_s, fast.wall_s)
-
-
-def _dead(side, fraction):
-    rng = np.random.default_rng(1)
-    spare = 2
-    dead = rng.random((side + spare, side)) < fraction
-    for j in range(side):
-        extra = np.flatnonzero(dead[:, j])[: max(0, int(dead[:, j].sum()) - spare)]
-        dead[extra, j] = False
-    return dead
 
 
 def run_case(steps):

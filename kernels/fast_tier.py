@@ -90,7 +90,7 @@ def _reduced_run(algo, shape, full, sides, spec, dtype, hole_fraction, seed, ste
     rows, cols = full
     p, q = _reduced_sides(algo, *sides, step)
     small = _reduced_shape(algo, shape, rows, cols, p, q, step, spec)
-    grid = _grid_with_holes(p, q, hole_fraction, seed + step)
+    grid = grid_with_holes(p, q, hole_fraction, seed + step)
     result = run_kernel("gemm", algo, small, grid, spec, dtype, seed, **options)
     analytic = analytic_cycles("gemm", algo, small, p, q, spec, dtype, **options)
     return {"grid": [p, q], "shape": small, "units": _units(algo, small, p, q),
@@ -134,7 +134,7 @@ def _units(algo: str, shape: dict[str, int], rows: int, cols: int) -> int:
     return max(rows, cols)
 
 
-def _grid_with_holes(p: int, q: int, fraction: float, seed: int):
+def grid_with_holes(p: int, q: int, fraction: float, seed: int):
     """A ``p x q`` kernel grid on a patch where ``fraction`` of the PEs are dead (at random,
     with enough spare rows that every column keeps ``p`` working PEs)."""
     if fraction == 0.0:

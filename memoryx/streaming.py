@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from compiler.plan import PASSES
+from compiler.tile_order import IN_PASSES  # weights stream in; backward_weight streams out
 from memoryx import _stream_kernel as K
 from wafer.errors import ConfigError
 
-PASS_ORDER = ("forward", "backward_data", "backward_weight")
-IN_PASSES = ("forward", "backward_data")  # weights stream in; backward_weight streams out
 DEFAULT_TILE_BYTES = 4 * 2**20  # assumption: MemoryX streams in 4 MiB tiles
 
 
@@ -80,7 +80,7 @@ def segments(plan: dict[str, Any], compute: dict | None = None, streamed: dict |
     compute, streamed = compute or {}, streamed or {}
     layers = plan["layers"]
     order = [(i, "forward") for i in range(len(layers))]
-    order += [(i, p) for i in reversed(range(len(layers))) for p in PASS_ORDER[1:]]
+    order += [(i, p) for i in reversed(range(len(layers))) for p in PASSES[1:]]
     out = []
     for index, pass_name in order:
         layer = layers[index]

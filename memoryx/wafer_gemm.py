@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.tile_order import IN_PASSES  # the passes that stream the weights in
 from fabric.program import WORD_BYTES
 from kernels.gemm_weight_stream import stream_words
 from kernels.grid import KernelGrid, kernel_grid
@@ -27,8 +28,6 @@ from kernels.replay import GemmReplay
 from wafer.errors import ConfigError
 from wafer.repair import LogicalGrid
 from wafer.spec import WaferSpec
-
-SPARSE_PASSES = ("forward", "backward_data")  # the passes that stream the weights in
 
 
 @dataclass
@@ -59,7 +58,7 @@ class WaferGemm:
             raise ConfigError(f"{layer} {pass_name}: batched GEMMs do not run functionally")
         turned = placed["orientation"] == "north edge"
         kernel = self._kernel(placed, turned)
-        if layer in self.sparse and pass_name in SPARSE_PASSES:
+        if layer in self.sparse and pass_name in IN_PASSES:
             result = self._sparse(kernel, placed, (layer, pass_name), a, b)
         else:
             result = kernel(a, b)
