@@ -34,6 +34,7 @@ class Layer:
     weights: tuple[int, int] | None = None
     attention: tuple[str, int, int] | None = None
     in_features: int = 0  # summed widths of the inputs
+    block: str = ""  # the repeated block instance it belongs to ("h.3"; "": none)
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,8 @@ class _Builder:
         widths = [self.widths[s] for s in sources]
         new = build_op(op, name, fields, widths)
         new[0] = dataclasses.replace(new[0], inputs=tuple(sources), in_features=sum(widths))
+        if prefix:
+            new = [dataclasses.replace(layer, block=prefix[:-1]) for layer in new]
         self.layers.extend(new)
         scope[local] = new[-1].name
         self.widths[new[-1].name] = new[-1].features

@@ -47,6 +47,12 @@ class Target:
     spec: WaferSpec
     dtype: str
     turned: tuple[int, int] | None = None  # sides turned a quarter (default: cols, rows)
+    reserved_bytes: int = 0  # per PE, held by activations kept for backward
+
+    @property
+    def budget(self) -> int:
+        """SRAM bytes per PE a layer's working set may use."""
+        return self.spec.pe.sram_bytes - self.reserved_bytes
 
     def sides(self, turned: bool) -> tuple[int, int]:
         """(kernel rows, kernel columns) at most. Kernel rows shift past holes within a
@@ -67,13 +73,13 @@ def place_gemm(layer: str, work: Gemm, target: Target, strategies: dict[str, Str
         for turned, rows, cols in _grids(work, target, strategy):
             need = strategy.sram_bytes(work.m, work.k, work.n, rows, cols, target.spec,
                                        target.dtype)  # fmt: skip
-            if need > target.spec.pe.sram_bytes:
+            if need > target.budget:
                 smallest = min(smallest, need)
                 continue
             shape = _Shape(name, strategy, turned, rows, cols, need, len(fitting))
             fitting.append((_lower_bound(work, target, shape), shape))
     if not fitting:
-        raise _too_big(layer, smallest, target.spec.pe.sram_bytes)
+        raise _too_big(layer, smallest, target)
     best, best_key = None, None
     for bound, shape in sorted(fitting, key=lambda item: item[0]):
         if best_key is not None and bound[:3] >= best_key:
@@ -135,11 +141,12 @@ def _grids(work: Gemm, target: Target, strategy: Strategy):
                     yield turned, rows, cols
 
 
-def _too_big(layer: str, needed: float, available: int) -> ConfigError:
+def _too_big(layer: str, needed: float, target: Target) -> ConfigError:
     detail = "no grid can cut it" if math.isinf(needed) else f"needs {int(needed)} bytes"
+    kept = f" less {target.reserved_bytes} kept for backward" if target.reserved_bytes else ""
     return ConfigError(
-        f"layer {layer!r} does not fit: {detail} of SRAM per PE, available {available} "
-        "(pe.sram_bytes); use a smaller --batch or split the batch into micro-batches"
+        f"layer {layer!r} does not fit: {detail} of SRAM per PE, available {target.budget} "
+        f"(pe.sram_bytes{kept}); use a smaller --batch, micro-batches or a shorter --seq"
     )
 
 
@@ -202,8 +209,8 @@ def place_vector(layer: str, work: Vector, target: Target) -> dict[str, Any]:
     rows, cols = min(target.rows, work.features), min(target.cols, work.tokens)
     values = -(-work.tokens // cols) * -(-work.features // rows)
     need = 2 * values * size  # input and output resident
-    if need > spec.pe.sram_bytes:
-        raise _too_big(layer, need, spec.pe.sram_bytes)
+    if need > target.budget:
+        raise _too_big(layer, need, target)
     ops = values * work.ops_per_value
     costs = _bounds(spec, ops, ops * size, ops * size, target.dtype)
     costs["compute"] += spec.pe.op_startup_cycles * work.ops_per_value

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from compiler import activations
 from compiler.assignment import HoleFrame, pe_assignment
-from compiler.graph import Layer
+from compiler.graph import Layer, LayerGraph
 from compiler.model_file import ModelFile, load_model
 from compiler.passes import Gemm, Work, layer_passes
 from compiler.placement import Target, place_gemm, place_vector
@@ -35,19 +36,24 @@ from wafer.atomic import write_json
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
-COMPILER_VERSION = "5"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "6"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
+RECOMPUTE = "recompute"  # a block's forward run again before its backward (a stream segment)
 
 
 @dataclass(frozen=True)
 class CompileOptions:
     """What to compile for: ``batch`` sequences of ``seq`` tokens (default: the model's
-    context) in ``dtype``, searching ``strategies`` (default: all)."""
+    context) in ``dtype``, searching ``strategies`` (default: all); how activations kept
+    for backward fit (:mod:`compiler.activations`: ``auto`` or a policy, and
+    ``micro_batches``, None: the fewest that fit)."""
 
     batch: int = 1
     seq: int | None = None
     dtype: str = "fp16"
     strategies: tuple[str, ...] | None = None
+    activations: str = "auto"
+    micro_batches: int | None = None
 
     def resolved(self, context: int) -> CompileOptions:
         """Checked options with ``seq`` filled in."""
@@ -57,7 +63,8 @@ class CompileOptions:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
                 raise ConfigError(f"{key}={value!r} must be an integer in [1, {high}]")
         strategies(None if self.strategies is None else list(self.strategies))
-        return CompileOptions(self.batch, seq, self.dtype, self.strategies)
+        activations.check_options(self.activations, self.micro_batches)
+        return replace(self, seq=seq)
 
 
 def working_grid(spec: WaferSpec, holes: np.ndarray | None) -> tuple[int, int, dict]:
@@ -105,13 +112,8 @@ def compile_plan(
     elif defects["holes"]:
         turned = (0, 0)
     target = Target(rows, cols, spec, options.dtype, turned)
-    chosen = strategies(None if options.strategies is None else list(options.strategies))
-    place = _Placer(target, chosen, HoleFrame(None if holes is None else np.asarray(holes, bool)))
-    layers = []
-    for layer in model.graph.layers:
-        work = layer_passes(layer, options.batch, options.seq, options.dtype)
-        layers.append(_layer_entry(layer, {name: place(layer.name, name, w)
-                                           for name, w in work.items()}))  # fmt: skip
+    frame = HoleFrame(None if holes is None else np.asarray(holes, bool))
+    layers, memory = _fit_activations(model.graph, options, target, frame)
     return {
         "model": model.graph.name,
         "params": model.graph.params,
@@ -123,8 +125,73 @@ def compile_plan(
         "compiler_version": COMPILER_VERSION,
         "wafersim_version": __version__,
         "layers": layers,
-        "totals": totals(layers, spec),
-        "activations": activations_kept(model.graph.layers, options, rows * cols, spec),
+        "totals": totals(layers, spec, memory),
+        "activations": memory,
+    }
+
+
+def _fit_activations(graph: LayerGraph, options: CompileOptions, target: Target,
+                     frame: HoleFrame) -> tuple[list[dict], dict[str, Any]]:  # fmt: skip
+    """The layers placed around the activations kept for backward: per policy the fewest
+    micro-batches whose reserve leaves every layer room; of those, the fewest step cycles
+    (the first policy on a tie)."""
+    kept = activations.kept_per_sequence(graph, options.seq, value_bytes(options.dtype))
+    pes, sram = target.rows * target.cols, target.spec.pe.sram_bytes
+    chosen = strategies(None if options.strategies is None else list(options.strategies))
+    found, considered, failure = {}, [], None
+    tries = activations.candidates(kept, options.batch, options.activations,
+                                   options.micro_batches)  # fmt: skip
+    for policy, micro in tries:
+        sequences = options.batch // micro
+        reserve = activations.reserved_per_pe(kept, policy, sequences, pes)
+        if policy in found or reserve >= sram:
+            continue
+        place = _Placer(replace(target, reserved_bytes=reserve), chosen, frame)
+        try:
+            layers = [_layer_entry(layer, {name: place(layer.name, name, w) for name, w in
+                      layer_passes(layer, sequences, options.seq, options.dtype).items()})
+                      for layer in graph.layers]  # fmt: skip
+        except ConfigError as error:
+            failure = error, reserve, f" (last try, {policy} in {micro} micro-batch(es): {error})"
+            continue
+        memory = _memory(kept, policy, micro, sequences, reserve, options)
+        memory["step_cycles"] = totals(layers, target.spec, memory)["cycles"]
+        found[policy] = layers, memory
+        considered.append({k: memory[k] for k in ("policy", "micro_batches", "step_cycles")})
+    if not found and failure is not None and failure[1] == 0:
+        raise failure[0]  # a layer's own working set does not fit, nothing kept aside
+    if not found:
+        error = activations.too_big(kept, options.batch, pes, sram, options.activations)
+        raise ConfigError(str(error) + (failure[2] if failure else ""))
+    layers, memory = min(found.values(), key=lambda item: item[1]["step_cycles"])
+    return layers, {**memory, "considered": considered}
+
+
+def check_activations_fit(model: ModelFile, spec: WaferSpec, options: CompileOptions,
+                          holes: np.ndarray | None = None) -> None:  # fmt: skip
+    """ConfigError unless one sequence's activations kept for backward, under the best
+    policy allowed, fit the working grid's SRAM (``--validate-only``: places nothing)."""
+    options = options.resolved(model.graph.context)
+    rows, cols, _ = working_grid(spec, holes)
+    kept = activations.kept_per_sequence(model.graph, options.seq, value_bytes(options.dtype))
+    tries = activations.candidates(kept, 1, options.activations, None)
+    need = min(activations.reserved_per_pe(kept, policy, 1, rows * cols) for policy, _ in tries)
+    if need >= spec.pe.sram_bytes:
+        raise activations.too_big(kept, options.batch, rows * cols, spec.pe.sram_bytes,
+                                  options.activations)  # fmt: skip
+
+
+def _memory(kept, policy: str, micro: int, sequences: int, reserve: int, options) -> dict:
+    layer, largest = kept.largest()
+    return {
+        "policy": policy,
+        "micro_batches": micro,
+        "sequences_per_micro_batch": sequences,
+        "bytes": sequences * kept.peak(policy),
+        "bytes_per_pe": reserve,
+        "keep_all_bytes": options.batch * kept.peak("keep"),
+        "checkpoint_bytes": sequences * sum(kept.checkpoints.values()) * (policy != "keep"),
+        "largest_layer": {"name": layer, "bytes": sequences * largest},
     }
 
 
@@ -163,21 +230,27 @@ def _layer_entry(layer: Layer, passes: dict[str, dict]) -> dict[str, Any]:
         "name": layer.name,
         "op": layer.op,
         "inputs": list(layer.inputs),
+        "block": layer.block,
         "features": layer.features,
         "params": layer.params,
         "passes": passes,
     }
 
 
-def totals(layers: list[dict], spec: WaferSpec) -> dict[str, Any]:
-    """Cycles per pass and per bottleneck, the step's cycles and seconds, SRAM peak."""
-    per_pass = dict.fromkeys(PASSES, 0)
+def totals(layers: list[dict], spec: WaferSpec, memory: dict[str, Any]) -> dict[str, Any]:
+    """Cycles per pass and per bottleneck, the step's cycles and seconds, SRAM peak: every
+    micro-batch runs every pass, and under ``recompute`` a block's forward runs again."""
+    micro, again = memory["micro_batches"], memory["policy"] == "recompute"
+    per_pass = dict.fromkeys((*PASSES, RECOMPUTE), 0)
     per_bottleneck: dict[str, int] = {}
     for layer in layers:
-        for name, placed in layer["passes"].items():
-            per_pass[name] += placed["cycles"]
+        runs = list(layer["passes"].items())
+        if again and layer["block"] and "forward" in layer["passes"]:
+            runs.append((RECOMPUTE, layer["passes"]["forward"]))
+        for name, placed in runs:
+            per_pass[name] += micro * placed["cycles"]
             kind = placed["bottleneck"]
-            per_bottleneck[kind] = per_bottleneck.get(kind, 0) + placed["cycles"]
+            per_bottleneck[kind] = per_bottleneck.get(kind, 0) + micro * placed["cycles"]
     cycles = sum(per_pass.values())
     peak = max((p["sram_bytes_per_pe"] for lay in layers for p in lay["passes"].values()),
                default=0)  # fmt: skip
@@ -186,25 +259,9 @@ def totals(layers: list[dict], spec: WaferSpec) -> dict[str, Any]:
         "seconds": cycles / spec.clock_hz,
         "cycles_per_pass": per_pass,
         "cycles_per_bottleneck": per_bottleneck,
-        "sram_peak_bytes_per_pe": peak,
+        "sram_peak_bytes_per_pe": peak + memory["bytes_per_pe"],
         "layers": len(layers),
     }
-
-
-def activations_kept(layers, options: CompileOptions, pes: int, spec: WaferSpec) -> dict:
-    """Bytes of the activations the backward pass needs, kept on the wafer from the forward
-    pass (each layer's input, for the layers that have a backward pass), and whether they
-    fit in the working grid's SRAM besides. The placement budget does not reserve them yet:
-    a plan whose ``fit`` is false needs activation recompute or micro-batches (neither is
-    modelled)."""
-    tokens, size = options.batch * options.seq, value_bytes(options.dtype)
-    kept = sum(
-        tokens * (layer.in_features or layer.features) * size
-        for layer in layers
-        if any(name != "input" for name in layer.inputs) or layer.params
-    )
-    per_pe = -(-kept // pes)
-    return {"bytes": kept, "bytes_per_pe": per_pe, "fit": per_pe <= spec.pe.sram_bytes}
 
 
 def plan_path(out_dir: str | Path, model_name: str) -> Path:

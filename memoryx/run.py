@@ -96,7 +96,8 @@ def _count(config: RunConfig) -> int:
 
 def _wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
     logical = _logical_grid(config, index)
-    options = CompileOptions(config["batch"], config["seq"], config["dtype"], _strategies(config))
+    options = CompileOptions(config["batch"], config["seq"], config["dtype"], _strategies(config),
+                             config["activations"], config["micro_batches"])  # fmt: skip
     holes = None if logical is None else logical.hole
     folder = out_dir / "plans" / f"wafer_{index}"  # each wafer's defects: its own plan
     plan, _ = compile_cached(config.model_path, config.spec, options, folder, holes)
@@ -161,6 +162,13 @@ def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
 
 
 def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path, progress):
+    micro = max(w.plan["activations"]["micro_batches"] for w in wafers)
+    if micro > 1:
+        raise ConfigError(
+            f"tier=cycle runs each step's batch whole, but the plan splits batch="
+            f"{config['batch']} into {micro} micro-batches to fit the activations kept for "
+            "backward; use tier fast or analytic, or a smaller batch"
+        )
     graph = load_model(config.model_path).graph
     if config["batch"] * len(wafers) > len(data.y_train):
         raise ConfigError(

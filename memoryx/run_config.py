@@ -23,6 +23,8 @@ Top-level keys (all but ``model`` optional)::
     swarmx: {wafers: 1, defect_seed_stride: 1}   # data-parallel wafers, each its own defects
     sparsity: {density: 0.25}         # or {threshold: 0.05}: see memoryx.sparsity
     strategies: null                  # GEMM strategies to search (default: all)
+    activations: auto                 # kept for backward: auto, keep, recompute or ignore
+    micro_batches: null               # the batch split in parts (default: the fewest that fit)
 
 ``key=value`` overrides use dotted keys (``optimizer.lr=0.01``, ``wafer.defects.seed=3``).
 """
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler import activations
 from compiler.strategies import strategies
 from memoryx.data import input_pipeline
 from memoryx.swarmx import MAX_WAFERS
@@ -63,6 +66,8 @@ DEFAULTS: dict[str, Any] = {
     "swarmx": {},
     "sparsity": None,
     "strategies": None,
+    "activations": "auto",
+    "micro_batches": None,
 }
 WAFER_KEYS = ("preset", "overrides", "defects")
 DEFECT_KEYS = ("model", "seed", "repair")  # plus the defect model's own parameters
@@ -135,6 +140,7 @@ def run_config(data: dict[str, Any], base_dir: Path) -> RunConfig:
                 f"{section}.{key}", value, *SECTION_RANGES[key], none_ok=section == "memoryx"
             )
     _check_strategies(raw["strategies"])
+    activations.check_options(raw["activations"], raw["micro_batches"])
     input_pipeline(raw["input"])  # a typo here fails now, not after the run
     return RunConfig(raw, model_path, wafer_spec(raw["wafer"]))
 

@@ -1,16 +1,18 @@
 """Weight streaming between MemoryX and the wafer edge, simulated tile by tile.
 
-A training step is a sequence of *segments*, one per layer and pass of the plan: the forward
-passes in layer order, then per layer in reverse order ``backward_data`` and
-``backward_weight``. A segment streams its weights in through the edge ports (forward and
-backward_data), computes for its cycles (measured on the cycle engine, or the plan's analytic
-estimate) and streams weight gradients out (backward_weight). Bytes and compute are cut into
-tiles of at most ``tile_bytes``; each tile is computed once it has arrived, so the next
-segment's tiles prefetch while the current one computes, as far as the on-wafer prefetch
-buffer allows (a tile's space is freed when its compute ends). Links are full duplex: weights
-in and gradients out each get the whole edge bandwidth. A layer's weights of step ``s + 1``
-stream only after all its gradients of step ``s`` reached MemoryX, where the optimizer
-applies them (a per-layer dependency: finer-grained, per-tile updates would hide more).
+A training step is a sequence of *segments*, one per layer and pass of the plan: per micro-
+batch the forward passes in layer order, then per layer in reverse order ``backward_data``
+and ``backward_weight`` (and, where the plan recomputes activations, a block's forward
+passes again before its backward: :func:`step_order`). A segment streams its weights in
+through the edge ports (forward, recompute and backward_data), computes for its cycles
+(measured on the cycle engine, or the plan's analytic estimate) and streams weight gradients
+out (backward_weight). Bytes and compute are cut into tiles of at most ``tile_bytes``; each
+tile is computed once it has arrived, so the next segment's tiles prefetch while the current
+one computes, as far as the on-wafer prefetch buffer allows (a tile's space is freed when
+its compute ends). Links are full duplex: weights in and gradients out each get the whole
+edge bandwidth. A layer's weights of step ``s + 1`` stream only after all its gradients of
+step ``s`` reached MemoryX, where the optimizer applies them (a per-layer dependency: finer-
+grained, per-tile updates would hide more).
 
 Nothing is assumed about stalls: compute waiting for weights (``stall``), streaming waiting
 for buffer space (``buffer_wait``) and for the optimizer (``update_wait``) come out of the
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.plan import PASSES
+from compiler.plan import PASSES, RECOMPUTE
 from compiler.tile_order import IN_PASSES  # weights stream in; backward_weight streams out
 from memoryx import _stream_kernel as K
 from wafer.errors import ConfigError
@@ -76,42 +78,60 @@ class Edge:
 def segments(plan: dict[str, Any], compute: dict | None = None, streamed: dict | None = None):
     """The segments of one step of ``plan``; ``compute`` overrides a (layer, pass)'s cycles
     (with measured ones), else the plan's analytic ``kernel_cycles`` count; ``streamed``
-    overrides the bytes a (layer, pass) streams in (compressed sparse weights)."""
+    overrides the bytes a (layer, pass) streams in (compressed sparse weights). A recomputed
+    forward is its layer's forward again."""
     compute, streamed = compute or {}, streamed or {}
     layers = plan["layers"]
-    order = [(i, "forward") for i in range(len(layers))]
-    order += [(i, p) for i in reversed(range(len(layers))) for p in PASSES[1:]]
     out = []
-    for index, pass_name in order:
+    for index, pass_name in step_order(plan):
         layer = layers[index]
-        placed = layer["passes"].get(pass_name)
+        placed_as = "forward" if pass_name == RECOMPUTE else pass_name
+        placed = layer["passes"].get(placed_as)
         if placed is None:
             continue
-        edge = streamed.get((layer["name"], pass_name), placed["edge_bytes"])
-        incoming = pass_name in IN_PASSES
-        cycles = compute.get((layer["name"], pass_name), placed["kernel_cycles"])
-        owner = index if edge else -1
+        key = (layer["name"], placed_as)
+        edge = streamed.get(key, placed["edge_bytes"])
+        incoming = placed_as in IN_PASSES
         out.append(
             Segment(
                 layer["name"],
                 pass_name,
                 edge * incoming,
                 edge * (not incoming),
-                cycles,
-                owner,
+                compute.get(key, placed["kernel_cycles"]),
+                index if edge else -1,
                 "gemm" in placed,
             )  # fmt: skip
         )
     return out
 
 
+def step_order(plan: dict[str, Any]) -> list[tuple[int, str]]:
+    """(layer index, pass) in the order a step runs them: per micro-batch the forward passes
+    in layer order, then per layer in reverse ``backward_data`` and ``backward_weight``;
+    under ``recompute`` a block's forward passes run again as its backward begins."""
+    layers, memory = plan["layers"], plan["activations"]
+    again = memory["policy"] == "recompute"
+    order = [(i, "forward") for i in range(len(layers))]
+    for i in reversed(range(len(layers))):
+        block = layers[i]["block"] if again else ""
+        if block and (i + 1 == len(layers) or layers[i + 1]["block"] != block):
+            first = i
+            while first and layers[first - 1]["block"] == block:
+                first -= 1
+            order += [(j, RECOMPUTE) for j in range(first, i + 1)]
+        order += [(i, p) for p in PASSES[1:]]
+    return order * memory["micro_batches"]
+
+
 def prefetch_buffer_bytes(plan: dict[str, Any], spec) -> int:
-    """SRAM of the working grid left over by the largest layer's working set: where the
-    next layer's weight tiles can wait. Activations kept for backward are not subtracted."""
+    """SRAM of the working grid left over by the activations kept for backward and the
+    largest layer's working set: where the next layer's weight tiles can wait."""
     rows, cols = plan["working_grid"]
+    free = rows * cols * (spec.pe.sram_bytes - plan["activations"]["bytes_per_pe"])
     used = max(p["sram_bytes_per_pe"] * p["pes"] for lay in plan["layers"]
                for p in lay["passes"].values())  # fmt: skip
-    return max(1, rows * cols * spec.pe.sram_bytes - used)
+    return max(1, free - used)
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,7 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
     [
         ({"colour": 1}, "unknown key"),
         ({"batch": 0}, r"batch=0 must be an integer in \[1,"),
-        ({"batch": 100_000}, "does not fit: .* SRAM per PE"),
+        ({"batch": 100_000}, r"splits batch=100000 into \d+ micro-batches.*use tier fast"),
         ({"tier": "quick"}, "tier='quick' is not one of"),
         ({"model": "missing.yaml"}, "no such file"),
         ({"memoryx": {"tile_size": 1}}, "unknown key.*memoryx"),
@@ -204,6 +204,8 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
         ({"swarmx": {"wafers": 0}}, r"swarmx.wafers=0 must be an integer in \[1,"),
         ({"memoryx": {"tile_bytes": 0}}, r"memoryx.tile_bytes=0 must be an integer in \[1,"),
         ({"input": {"worker": 8}}, "worker"),
+        ({"activations": "all"}, "activations='all' must be one of: auto, keep"),
+        ({"micro_batches": 0}, r"micro_batches=0 must be null \(auto\)"),
     ],
 )
 def test_bad_configs_are_clear_errors(tmp_path, changes, message):

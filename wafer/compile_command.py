@@ -18,6 +18,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING, Any
 
+from compiler.activations import CHOICES as ACTIVATION_CHOICES
 from wafer import __version__
 from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
@@ -39,6 +40,16 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1, help="sequences per step")
     parser.add_argument("--seq", type=int, help="tokens per sequence (default: model context)")
     parser.add_argument("--dtype", default="fp16", choices=["fp16", "fp32"])
+    parser.add_argument(
+        "--activations",
+        default="auto",
+        choices=list(ACTIVATION_CHOICES),
+        help="activations kept for backward: keep them all, recompute repeated blocks, ignore "
+        "them (streaming studies), or auto: the fewest step cycles that fit (default)",
+    )
+    parser.add_argument(
+        "--micro-batches", type=int, help="split the batch in parts (default: the fewest that fit)"
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--validate-only", action="store_true", help="check inputs, place nothing")
     mode.add_argument("--compile-only", action="store_true", help="place every layer (default)")
@@ -69,15 +80,19 @@ def add_defect_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
     from compiler.model_file import load_model
-    from compiler.plan import CompileOptions, compile_cached
+    from compiler.plan import CompileOptions, check_activations_fit, compile_cached
 
     start = time.perf_counter()
     spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
-    options = CompileOptions(batch=args.batch, seq=args.seq, dtype=args.dtype)
+    options = CompileOptions(
+        args.batch, args.seq, args.dtype, None, args.activations, args.micro_batches
+    )
     logical = repaired_grid(args, spec)
     if args.validate_only:
         model = load_model(args.model)
         resolved = options.resolved(model.graph.context)
+        holes = None if logical is None else logical.hole
+        check_activations_fit(model, spec, resolved, holes)
         return {
             "mode": "validate-only",
             "model": model.graph.name,
@@ -172,7 +187,12 @@ def compile_text(r: dict[str, Any]) -> str:
                 f"{layer['name'][:28]:28} {name:16} {p['algorithm'][:14]:14} {grid:>10} "
                 f"{p['sram_bytes_per_pe']:>7} {p['cycles']:>11}  {p['bottleneck']}"
             )
-    t = r["totals"]
+    t, kept = r["totals"], r["activations"]
+    lines.append(
+        f"activations kept for backward: {kept['policy']}, {kept['micro_batches']} "
+        f"micro-batch(es) of {kept['sequences_per_micro_batch']} sequence(s), "
+        f"{kept['bytes_per_pe']} B/PE reserved"
+    )
     lines.append(
         f"{r['model']} on {r['spec']['name']} ({r['working_grid'][0]}x{r['working_grid'][1]} "
         f"working PEs): {t['cycles']:,} cycles ({t['seconds'] * 1e3:.2f} ms) per step, "

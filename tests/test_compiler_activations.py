@@ -1,0 +1,140 @@
+"""Activations kept for backward: bytes by hand, the reserve in every placement, the policy
+and micro-batch search, recompute in the step and the stream, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compiler.activations import kept_per_sequence
+from compiler.model_file import load_model
+from compiler.plan import CompileOptions, compile_plan
+from memoryx.streaming import prefetch_buffer_bytes, segments, step_order
+from wafer.errors import ConfigError
+from wafer.presets import preset
+
+ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
+BLOCKS = """
+name: two-blocks
+input_features: 8
+graph:
+  - {op: linear, name: embed, out: 16}
+  - repeat: 2
+    name: b
+    block:
+      - {op: linear, name: up, out: 32, bias: true}
+      - {op: relu, name: act}
+      - {op: linear, name: down, out: 16}
+      - {op: add, name: res, from: [block_input, down]}
+  - {op: loss, name: loss}
+"""
+
+
+@pytest.fixture
+def blocks(tmp_path):
+    path = tmp_path / "two-blocks.yaml"
+    path.write_text(BLOCKS)
+    return load_model(path)
+
+
+def test_kept_bytes_by_hand(blocks):
+    """Each layer keeps what its backward reads: a matmul or relu its input, a bias or add
+    nothing; a block's checkpoint is the tensor entering it."""
+    kept = kept_per_sequence(blocks.graph, seq=1, value_bytes=4)
+    per_block = {"up": 16, "up.bias": 0, "act": 32, "down": 32, "res": 0}
+    expected = {"embed": 8, "loss": 16} | {
+        f"b.{i}.{name}": values for i in range(2) for name, values in per_block.items()
+    }
+    assert kept.per_layer == {name: 4 * v for name, v in expected.items()}
+    assert kept.checkpoints == {"b.0": 4 * 16, "b.1": 4 * 16}
+    assert kept.peak("keep") == 4 * (8 + 16 + 2 * 80)
+    assert kept.peak("recompute") == 4 * (8 + 16 + 2 * 16 + 80)
+    assert kept.peak("ignore") == 0
+
+
+def test_digits_keep_everything_in_one_micro_batch():
+    plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), preset("tiny"),
+                        CompileOptions(batch=64, dtype="fp32"))  # fmt: skip
+    memory = plan["activations"]
+    assert (memory["policy"], memory["micro_batches"]) == ("keep", 1)
+    assert memory["bytes"] == 64 * (64 + 256 + 256 + 128 + 128 + 10) * 4
+    rows, cols = plan["working_grid"]
+    assert memory["bytes_per_pe"] == -(-memory["bytes"] // (rows * cols))
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_gpt3_reserve_and_layers_fit_sram_together(batch):
+    """GPT-3 175B keeps 155 GB per sequence: the compiler recomputes blocks, splits a batch of
+    8 into micro-batches, and no pass's working set plus the reserve exceeds a PE's SRAM."""
+    spec = preset("wse2")
+    plan = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), spec, CompileOptions(batch=batch))
+    memory = plan["activations"]
+    assert memory["keep_all_bytes"] > plan["working_grid"][0] * plan["working_grid"][1] * (
+        spec.pe.sram_bytes
+    )
+    assert memory["policy"] == "recompute"
+    assert memory["micro_batches"] * memory["sequences_per_micro_batch"] == batch
+    assert memory["micro_batches"] == (1 if batch == 1 else 2)
+    for layer in plan["layers"]:
+        for placed in layer["passes"].values():
+            assert placed["sram_bytes_per_pe"] + memory["bytes_per_pe"] <= spec.pe.sram_bytes
+    assert plan["totals"]["sram_peak_bytes_per_pe"] <= spec.pe.sram_bytes
+    forced = CompileOptions(batch=batch, activations="recompute", micro_batches=1)
+    if batch == 8:
+        with pytest.raises(ConfigError, match="activations kept for backward do not fit"):
+            compile_plan(load_model(ZOO / "gpt3-175b.yaml"), spec, forced)
+
+
+def test_recompute_runs_block_forwards_again(blocks):
+    """Totals and the stream: a block's forward passes run again right before its backward,
+    and every pass runs once per micro-batch."""
+    options = CompileOptions(batch=4, seq=1, dtype="fp32", activations="recompute",
+                             micro_batches=2)  # fmt: skip
+    plan = compile_plan(blocks, preset("tiny"), options)
+    names = [layer["name"] for layer in plan["layers"]]
+    order = [(names[i], p) for i, p in step_order(plan)]
+    step = len(order) // 2
+    assert order[:step] == order[step:]
+    tail = [(n, p) for n, p in order[:step] if p != "forward" or n.startswith("b.0")]
+    block0 = [n for n in names if n.startswith("b.0.")]
+    start = tail.index((block0[0], "recompute"))
+    assert tail[start : start + len(block0)] == [(n, "recompute") for n in block0]
+    assert tail[start + len(block0)][0] == block0[-1]  # then its backward, last layer first
+    forwards = sum(lay["passes"]["forward"]["cycles"] for lay in plan["layers"] if lay["block"])
+    assert plan["totals"]["cycles_per_pass"]["recompute"] == 2 * forwards
+    recomputed = [(s.layer, s.pass_name) for s in segments(plan) if s.pass_name == "recompute"]
+    assert recomputed == [(n, p) for n, p in order if p == "recompute"]
+
+
+def test_ignore_reserves_nothing_and_keep_reserves_the_buffer(blocks):
+    spec = preset("tiny")
+    ignore = compile_plan(blocks, spec, CompileOptions(batch=4, seq=1, activations="ignore"))
+    keep = compile_plan(blocks, spec, CompileOptions(batch=4, seq=1, activations="keep"))
+    assert ignore["activations"]["bytes_per_pe"] == 0
+    assert keep["activations"]["bytes_per_pe"] > 0
+    rows, cols = keep["working_grid"]
+    pes = rows * cols
+    assert prefetch_buffer_bytes(ignore, spec) - prefetch_buffer_bytes(keep, spec) == (
+        pes * keep["activations"]["bytes_per_pe"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"activations": "offload"}, "activations='offload' must be one of: auto, keep"),
+        ({"micro_batches": 0}, r"micro_batches=0 must be null \(auto\) or an integer"),
+        ({"micro_batches": True}, "micro_batches=True must be null"),
+        ({"batch": 4, "micro_batches": 3}, "micro_batches=3 must divide batch=4"),
+    ],
+)
+def test_bad_activation_options_name_the_field(blocks, options, message):
+    with pytest.raises(ConfigError, match=message):
+        compile_plan(blocks, preset("tiny"), CompileOptions(seq=1, **options))
+
+
+def test_recompute_needs_blocks():
+    model = load_model(ZOO / "fc-digits.yaml")
+    with pytest.raises(ConfigError, match="recompute' needs repeated blocks"):
+        compile_plan(model, preset("tiny"), CompileOptions(activations="recompute"))
