@@ -29,6 +29,7 @@ from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 Colors = tuple[int, ...]
+Families = dict[str, set[int]]  # route family -> its colors
 
 
 def _by_parity(pairs, lines: int) -> set[int]:
@@ -40,7 +41,7 @@ def _flat(pair) -> tuple[int, ...]:
     return pair if isinstance(pair, tuple) else (pair,)
 
 
-def _weight_stream(rows: int, cols: int, n: int, options: dict) -> set[int]:
+def _weight_stream(rows: int, cols: int, n: int, options: dict) -> Families:
     """The weights' color, and the reductions': the kernel hands ``reduce_line`` the colors
     ``1 .. 2 * per_side``; a root's side toward row 0 takes the first ``per_side``, the
     other side the last ones. Roots are the chunks' owner rows (chain: ``0 .. top``; tree:
@@ -51,7 +52,7 @@ def _weight_stream(rows: int, cols: int, n: int, options: dict) -> set[int]:
     palette = list(range(1, 1 + 2 * per_side))
     top = min(len(chunk_offsets(n, rows)) - 1, rows) - 1 if reduce == "chain" else 0
     up = _side(reduce, top + 1, palette[:per_side])
-    return {W_COLOR} | up | _side(reduce, rows, palette[-per_side:])
+    return {"weights": {W_COLOR}, "partial sums": up | _side(reduce, rows, palette[-per_side:])}
 
 
 def _side(reduce: str, length: int, palette: list[int]) -> set[int]:
@@ -63,20 +64,20 @@ def _side(reduce: str, length: int, palette: list[int]) -> set[int]:
     return set(palette[: reduce_colors("tree", length, 0)])
 
 
-def _summa(rows: int, cols: int, n: int, options: dict) -> set[int]:
+def _summa(rows: int, cols: int, n: int, options: dict) -> Families:
     a = _by_parity(gemm_summa.A_COLORS, rows) if cols > 1 else set()
     b = _by_parity(gemm_summa.B_COLORS, cols) if rows > 1 else set()
-    return a | b
+    return {"A": a, "B": b}
 
 
-def _lines(module) -> Callable[[int, int, int, dict], set[int]]:
-    def colors(rows: int, cols: int, n: int, options: dict) -> set[int]:
-        return _by_parity(module.A_COLORS, rows) | _by_parity(module.B_COLORS, cols)
+def _lines(module) -> Callable[[int, int, int, dict], Families]:
+    def colors(rows: int, cols: int, n: int, options: dict) -> Families:
+        return {"A": _by_parity(module.A_COLORS, rows), "B": _by_parity(module.B_COLORS, cols)}
 
     return colors
 
 
-COLOR_RULES: dict[str, Callable[[int, int, int, dict], set[int]]] = {
+COLOR_RULES: dict[str, Callable[[int, int, int, dict], Families]] = {
     "weight_stream": _weight_stream,
     "summa": _summa,
     "cannon_naive": _lines(gemm_cannon),
@@ -90,9 +91,16 @@ def kernel_colors(algo: str, rows: int, cols: int, n: int, options: tuple = ()) 
     """The color ids (sorted) the GEMM ``algo`` routes on a defect-free ``rows x cols``
     grid for ``n`` output columns; ``options`` as sorted ``(key, value)`` pairs. Detours
     around holes may add colors from the detour range."""
+    families = family_colors(algo, rows, cols, n, options)
+    return tuple(sorted({color for colors in families.values() for color in colors}))
+
+
+def family_colors(algo: str, rows: int, cols: int, n: int, options: tuple = ()) -> Families:
+    """The colors of each family of routes the kernel sets up (``weights`` and ``partial
+    sums`` for weight streaming, ``A`` and ``B`` for the others)."""
     if algo not in COLOR_RULES:
         raise ConfigError(f"algo={algo!r} is not one of: {', '.join(COLOR_RULES)}")
-    return tuple(sorted(COLOR_RULES[algo](rows, cols, n, dict(options))))
+    return COLOR_RULES[algo](rows, cols, n, dict(options))
 
 
 def palette_size(spec: WaferSpec) -> int:

@@ -1,10 +1,13 @@
 """Model file + wafer spec (+ holes) -> the plan: per layer and pass, the chosen algorithm,
 tiling, SRAM use per PE, estimated cycles and bottleneck, and where its PEs lie on the
 logical grid (``pe_assignment``, :mod:`compiler.assignment`); per GEMM pass also the router
-colors its kernel uses (``colors``, :mod:`compiler.colors`) and the order in which its
-weight tiles cross the wafer edge (``memoryx_tile_order``, :mod:`compiler.tile_order`; None
-where nothing does). Saved as JSON and reused while a content hash of every input (model
-file bytes, resolved spec, defect summary, compiler version, options) is unchanged.
+colors its kernel uses (``colors``, :mod:`compiler.colors`), its families of routes
+(``routes``, :mod:`compiler.routes`) and the order in which its weight tiles cross the wafer
+edge (``memoryx_tile_order``, :mod:`compiler.tile_order`; None where nothing does). The
+activations kept for backward are reserved in every PE's SRAM first (``activations``,
+:mod:`compiler.activations`: keep or recompute, in micro-batches). Saved as JSON and reused
+while a content hash of every input (model file bytes, resolved spec, defect summary,
+compiler version, options) is unchanged.
 
 Weight streaming maps each layer, one at a time, onto the whole working grid. With holes, the
 working grid is the logical grid less every row that holds one (a conservative first cut: no
@@ -24,10 +27,12 @@ import numpy as np
 
 from compiler import activations
 from compiler.assignment import HoleFrame, pe_assignment
+from compiler.colors import palette_size
 from compiler.graph import Layer, LayerGraph
 from compiler.model_file import ModelFile, load_model
 from compiler.passes import Gemm, Work, layer_passes
 from compiler.placement import Target, place_gemm, place_vector
+from compiler.routes import route_families
 from compiler.strategies import strategies
 from compiler.tile_order import IN_PASSES, tile_order
 from fabric.program import value_bytes
@@ -120,6 +125,7 @@ def compile_plan(
         "options": asdict(options),
         "working_grid": [rows, cols],
         "defects": defects,
+        "detour_colors": list(range(palette_size(spec), spec.router.colors)),
         "spec": spec.to_dict(),
         "cache_key": cache_key(model, spec, defects, options),
         "compiler_version": COMPILER_VERSION,
@@ -216,6 +222,7 @@ class _Placer:
             placed["pe_assignment"] = pe_assignment(placed, self.target, self.frame)
             if gemm:
                 placed["memoryx_tile_order"] = self._tiles(placed, pass_name, work)
+                placed["routes"] = route_families(placed)
             self.memo[key] = placed
         return self.memo[key]
 

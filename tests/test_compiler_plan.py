@@ -429,3 +429,40 @@ def test_a_wafer_with_a_hole_in_every_column_compiles_without_turning():
                         CompileOptions(batch=8, dtype="fp32"), holes)  # fmt: skip
     assert plan["working_grid"] == [8, 16]
     assert all(p["orientation"] == "west edge" for _, p in passes(plan) if "gemm" in p)
+
+
+def test_route_families_cover_the_kernel_colors_and_lines():
+    """Each GEMM pass lists its route families: their colors together are the kernel's,
+    lines and replicas set the route counts, and a turned kernel's edges are swapped."""
+    plan = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), preset("wse2"), CompileOptions())
+    assert plan["detour_colors"] == [20, 21, 22, 23]
+    seen = set()
+    for _, p in passes(plan):
+        if "gemm" not in p:
+            continue
+        rows, cols = p["grid"]
+        options = tuple(sorted(p["options"].items()))
+        union = {c for family in p["routes"] for c in family["colors"]}
+        assert sorted(union) == list(kernel_colors(p["algorithm"], rows, cols, p["gemm"]["n"],
+                                                   options))  # fmt: skip
+        first = p["routes"][0]
+        edge = "north" if p["orientation"] == "north edge" else "west"
+        if p["algorithm"] in ("weight_stream", "systolic"):
+            assert first["from"] == f"the {edge} edge port of each kernel row"
+            assert first["routes"] == rows * p["replicas"]
+            assert first["hops_max"] == cols
+        seen.add(p["algorithm"])
+    assert seen >= {"systolic"}
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_every_strategy_lists_its_route_families(name):
+    options = CompileOptions(batch=64, dtype="fp32", strategies=(name,))
+    plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), preset("small"), options)
+    for _, p in passes(plan):
+        if "gemm" in p:
+            rows, cols = p["grid"]
+            union = {c for family in p["routes"] for c in family["colors"]}
+            assert union == set(kernel_colors(p["algorithm"], rows, cols, p["gemm"]["n"],
+                                              tuple(sorted(p["options"].items()))))  # fmt: skip
+            assert all(f["routes"] > 0 and f["hops_max"] > 0 for f in p["routes"])
