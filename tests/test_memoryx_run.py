@@ -240,6 +240,28 @@ def test_timing_only_run_reports_stalls(tmp_path):
     assert fractions[1] < fractions[0]
 
 
+def test_micro_batches_and_recompute_run_in_the_stream(tmp_path):
+    """A timing-only GPT-2 run forced into two micro-batches with recomputed blocks streams
+    every pass twice, each block's forward again before its backward, and the weights of a
+    recomputed layer once more per micro-batch than when its activations are kept."""
+    common = {"model": str(ROOT / "examples/models/gpt2-small.yaml"), "tier": "analytic",
+              "batch": 2, "seq": 64, "dtype": "fp16", "steps": 1,
+              "wafer": {"preset": "wse2"}}  # fmt: skip
+    streams = {}
+    for policy in ("keep", "recompute"):
+        path = write_config(tmp_path, **common, activations=policy, micro_batches=2)
+        streams[policy] = run(load_run_config(path), tmp_path / policy).streams[0]
+    keep, again = streams["keep"], streams["recompute"]
+    passes = [(s.layer, s.pass_name) for s in keep.segments]
+    assert passes[: len(passes) // 2] == passes[len(passes) // 2 :]
+    recomputed = [s for s in again.segments if s.pass_name == "recompute"]
+    blocks = {s.layer for s in keep.segments if s.layer.startswith("h.")}
+    assert {s.layer for s in recomputed} == blocks
+    extra = sum(s.in_bytes for s in recomputed)
+    assert extra > 0
+    assert again.summary()["memoryx_bytes_in"] == keep.summary()["memoryx_bytes_in"] + extra
+
+
 def test_fast_tier_run_times_like_the_cycle_tier(tmp_path):
     """A fast-tier run (no training) times a step within 10 % of the cycle tier's."""
     totals = {}

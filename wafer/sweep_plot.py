@@ -67,6 +67,11 @@ def _summarise(points: dict[float, list[float]]) -> dict[str, list]:
     }
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+COLORS_PER_STYLE = 10  # matplotlib's default color cycle
+LEGEND_INSIDE_MAX = 4  # more series than this: the legend goes beside the axes
+
+
 def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path, logx: bool):
     """Write the PNG: one line (and its confidence band) per series."""
     import matplotlib as mpl
@@ -74,10 +79,12 @@ def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path
     mpl.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, c in data.items():
+    many = len(data) > LEGEND_INSIDE_MAX
+    fig, ax = plt.subplots(figsize=(11 if many else 7, 4.5))
+    for i, (label, c) in enumerate(data.items()):
         mean, band = np.array(c["mean"]), np.array(c["ci95"])
-        ax.plot(c["x"], mean, marker="o", label=label or y)
+        style = LINE_STYLES[i // COLORS_PER_STYLE % len(LINE_STYLES)]  # past the color cycle
+        ax.plot(c["x"], mean, marker="o", linestyle=style, label=label or y)
         if band.any():
             ax.fill_between(c["x"], mean - band, mean + band, alpha=0.2)
     ax.set_xlabel(f"{x} (PEs)" if x == "grid" else x)
@@ -86,7 +93,10 @@ def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path
         ax.set_xscale("log")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    if many:  # beside the axes, where it hides no data
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize="small")
     fig.tight_layout()
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
