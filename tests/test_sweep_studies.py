@@ -16,7 +16,7 @@ from wafer.sweep_plot import curves
 from wafer.sweep_results import read_table
 
 REPO = Path(__file__).resolve().parent.parent
-STUDIES = {"no_stall": 42, "scaling": 7, "defect_throughput": 72, "kernel_placement": 12}
+STUDIES = {"no_stall": 84, "scaling": 7, "defect_throughput": 72, "kernel_placement": 12}
 
 
 @pytest.mark.parametrize(("name", "points"), STUDIES.items())
