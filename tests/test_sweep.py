@@ -256,3 +256,42 @@ def test_cli_prints_progress_to_stderr_and_a_summary(small, tmp_path, capsys):
     assert "8 points, 8 ok, 0 failed" in captured.out
     assert main(["sweep", str(small), "pe.sram_bytes=1", "--serial", "--out", str(out)]) == 2
     assert "no key=value overrides" in capsys.readouterr().err
+
+
+def test_chunks_grow_to_the_target_time_and_stay_bounded():
+    """A chunk holds one point until times are known, then about CHUNK_TARGET_S of them."""
+    from wafer.sweep import CHUNK_TARGET_S, MAX_CHUNK, ChunkSizer
+    from wafer.sweep_results import PointRecord
+
+    def records(*walls):
+        return [PointRecord(i, "{}", 0, "v", "ok", "", 1, w) for i, w in enumerate(walls)]
+
+    sizer = ChunkSizer()
+    assert sizer.size() == 1
+    sizer.add(records(float("nan")))  # a lost worker's point has no time
+    assert sizer.size() == 1
+    sizer.add(records(0.1, 0.3))
+    assert sizer.size() == int(CHUNK_TARGET_S / 0.2)
+    sizer.add(records(*[1e-4] * 1000))
+    assert sizer.size() == MAX_CHUNK
+    slow = ChunkSizer()
+    slow.add(records(60.0))
+    assert slow.size() == 1
+
+
+def test_a_lost_worker_fails_every_point_of_its_chunk(small):
+    """A chunk whose worker died comes back as one failed record per point, to retry."""
+    from wafer.sweep import _future_records
+
+    class Lost:
+        def result(self):
+            raise RuntimeError("KilledWorker")
+
+    sweep = load_sweep(small)
+    chunk = [(sweep.points[0], 1), (sweep.points[3], 2)]
+    records = _future_records(sweep, Lost(), chunk)
+    assert [(r.point, r.attempts, r.status) for r in records] == [
+        (0, 1, "failed"),
+        (3, 2, "failed"),
+    ]
+    assert all("worker lost: RuntimeError: KilledWorker" in r.error for r in records)

@@ -3,13 +3,16 @@
 ``run_sweep`` skips the points the results file already holds as ``ok``, retries a failed
 point once (``MAX_ATTEMPTS``), writes each batch of finished points as it arrives, and reports
 progress through a callback. A point that raises is recorded as failed; the sweep goes on.
+On Dask, points travel in chunks that run about a second each (:class:`ChunkSizer`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +24,9 @@ from wafer.sweep_config import SweepConfig, SweepPoint, parse_point_args
 from wafer.sweep_results import PointRecord, open_results, write_records
 
 MAX_ATTEMPTS = 2  # the first run and one retry
+CHUNK_TARGET_S = 1.0  # a Dask task runs about this long once point times are known
+MAX_CHUNK = 64  # points per task at most
+CHUNKS_IN_FLIGHT_PER_WORKER = 2  # one running, one queued behind it
 log = logging.getLogger(__name__)
 
 
@@ -204,6 +210,10 @@ def _run_serial(sweep: SweepConfig, jobs: list[tuple[SweepPoint, int]]) -> Itera
 
 
 def _run_dask(sweep: SweepConfig, jobs: list, scheduler: str | None, n: int) -> Iterator[list]:
+    """Points go out in chunks, a few per worker at a time, each chunk sized so it runs for
+    about ``CHUNK_TARGET_S`` at the mean point time so far: Dask's per-task cost in the
+    client and scheduler (several ms) then stays small beside the points, and a crash still
+    loses only the chunks in flight."""
     from distributed import Client, as_completed
 
     if scheduler:
@@ -212,16 +222,54 @@ def _run_dask(sweep: SweepConfig, jobs: list, scheduler: str | None, n: int) -> 
         cluster = _local_cluster(n)
         client = Client(cluster)
     try:
-        futures = {
-            client.submit(run_point, sweep.job, p, sweep.metrics, a, pure=False): (p, a)
-            for p, a in jobs
-        }
-        for batch in as_completed(futures).batches():
-            yield [_future_record(sweep, f, *futures[f]) for f in batch]
+        workers = max(1, sum(client.nthreads().values()))
+        queue, sizer, flying = deque(jobs), ChunkSizer(), {}
+        done = as_completed()
+
+        def submit() -> None:
+            chunk = [queue.popleft() for _ in range(min(len(queue), sizer.size()))]
+            future = client.submit(run_points, sweep.job, chunk, sweep.metrics, pure=False)
+            flying[future] = chunk
+            done.add(future)
+
+        for _ in range(min(len(queue), CHUNKS_IN_FLIGHT_PER_WORKER * workers)):
+            submit()
+        for batch in done.batches():
+            records = [r for f in batch for r in _future_records(sweep, f, flying.pop(f))]
+            sizer.add(records)
+            for _ in batch:
+                if queue:
+                    submit()
+            yield records
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str, ...]):
+    """Run a chunk of (point, attempt) on a worker: one record per point."""
+    return [run_point(job, point, metrics, attempt) for point, attempt in chunk]
+
+
+class ChunkSizer:
+    """How many points the next chunk holds: enough to run about ``CHUNK_TARGET_S`` at the
+    mean wall time of the points finished so far (one until any has), at most
+    ``MAX_CHUNK``."""
+
+    def __init__(self) -> None:
+        self.points, self.wall_s = 0, 0.0
+
+    def add(self, records: list[PointRecord]) -> None:
+        timed = [r.wall_s for r in records if math.isfinite(r.wall_s)]
+        self.points += len(timed)
+        self.wall_s += sum(timed)
+
+    def size(self) -> int:
+        if not self.points:
+            return 1
+        mean = max(self.wall_s / self.points, 1e-6)
+        return max(1, min(MAX_CHUNK, int(CHUNK_TARGET_S / mean)))
 
 
 def _local_cluster(n: int):
@@ -239,23 +287,26 @@ def _local_cluster(n: int):
             n_workers=n,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=":0",
+            dashboard_address=None,
             silence_logs=logging.ERROR,
         )
 
 
-def _future_record(sweep: SweepConfig, future: Any, point: SweepPoint, attempt: int):
-    """The future's record; a lost worker (killed, out of memory) becomes a failed point."""
+def _future_records(sweep: SweepConfig, future: Any, chunk: list[tuple[SweepPoint, int]]):
+    """The chunk's records; a lost worker (killed, out of memory) fails each of its points."""
     try:
         return future.result()
-    except Exception as exc:  # the worker, not the point, failed
-        return PointRecord(
-            point=point.index,
-            config=point.config_json(),
-            seed=-1,
-            wafersim_version=__version__,
-            status="failed",
-            error=f"attempt {attempt}: worker lost: {type(exc).__name__}: {exc}",
-            attempts=attempt,
-            wall_s=float("nan"),
-        )
+    except Exception as exc:  # the worker, not the points, failed
+        return [
+            PointRecord(
+                point=point.index,
+                config=point.config_json(),
+                seed=-1,
+                wafersim_version=__version__,
+                status="failed",
+                error=f"attempt {attempt}: worker lost: {type(exc).__name__}: {exc}",
+                attempts=attempt,
+                wall_s=float("nan"),
+            )
+            for point, attempt in chunk
+        ]
