@@ -3,7 +3,8 @@
 Points that share the x value and the series (the other axes, seeds for example) are
 averaged; the band is the 95 % confidence interval of the mean (Student's t, as published
 defect-yield studies report). An x value written ``PxQ`` (a kernel grid) is plotted as its
-number of PEs. Text for labels comes from the keys themselves, which carry their units.
+number of PEs. Labels are the keys themselves, which carry their units (``AXIS_UNITS`` adds
+them to the few that do not).
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from wafer.stats import mean_ci
 from wafer.sweep_results import read_records
 
 GRID = re.compile(r"^(\d+)x(\d+)$")
+AXIS_UNITS = {  # the config keys whose names do not carry their units
+    "grid": "PEs",
+    "batch": "sequences per step",
+    "seq": "tokens",
+    "swarmx.wafers": "wafers",
+    "steps": "training steps",
+}
 
 
 def curves(path: str | Path, x: str, y: str, series: list[str]) -> dict[str, dict[str, list]]:
@@ -87,7 +95,7 @@ def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path
         ax.plot(c["x"], mean, marker="o", linestyle=style, label=label or y)
         if band.any():
             ax.fill_between(c["x"], mean - band, mean + band, alpha=0.2)
-    ax.set_xlabel(f"{x} (PEs)" if x == "grid" else x)
+    ax.set_xlabel(f"{x} ({AXIS_UNITS[x]})" if x in AXIS_UNITS else x)
     ax.set_ylabel(y)
     if logx:
         ax.set_xscale("log")
