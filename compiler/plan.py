@@ -144,7 +144,7 @@ def _fit_activations(graph: LayerGraph, options: CompileOptions, target: Target,
     kept = activations.kept_per_sequence(graph, options.seq, value_bytes(options.dtype))
     pes, sram = target.rows * target.cols, target.spec.pe.sram_bytes
     chosen = strategies(None if options.strategies is None else list(options.strategies))
-    found, considered, failure = {}, [], None
+    found, considered = {}, []
     tries = activations.candidates(kept, options.batch, options.activations,
                                    options.micro_batches)  # fmt: skip
     for policy, micro in tries:
@@ -152,39 +152,63 @@ def _fit_activations(graph: LayerGraph, options: CompileOptions, target: Target,
         reserve = activations.reserved_per_pe(kept, policy, sequences, pes)
         if policy in found or reserve >= sram:
             continue
-        place = _Placer(replace(target, reserved_bytes=reserve), chosen, frame)
+        budget = replace(target, reserved_bytes=reserve)
         try:
-            layers = [_layer_entry(layer, {name: place(layer.name, name, w) for name, w in
-                      layer_passes(layer, sequences, options.seq, options.dtype).items()})
-                      for layer in graph.layers]  # fmt: skip
-        except ConfigError as error:
-            failure = error, reserve, f" (last try, {policy} in {micro} micro-batch(es): {error})"
-            continue
+            layers = _place_layers(graph, options, sequences, budget, chosen, frame)
+        except ConfigError:
+            continue  # more micro-batches, or the next policy, may fit
         memory = _memory(kept, policy, micro, sequences, reserve, options)
         memory["step_cycles"] = totals(layers, target.spec, memory)["cycles"]
         found[policy] = layers, memory
         considered.append({k: memory[k] for k in ("policy", "micro_batches", "step_cycles")})
-    if not found and failure is not None and failure[1] == 0:
-        raise failure[0]  # a layer's own working set does not fit, nothing kept aside
     if not found:
-        error = activations.too_big(kept, options.batch, pes, sram, options.activations)
-        raise ConfigError(str(error) + (failure[2] if failure else ""))
+        raise _nothing_fits(graph, options, kept, target, chosen, frame)
     layers, memory = min(found.values(), key=lambda item: item[1]["step_cycles"])
     return layers, {**memory, "considered": considered}
 
 
+def _place_layers(graph: LayerGraph, options: CompileOptions, sequences: int, target: Target,
+                  chosen: dict, frame: HoleFrame) -> list[dict]:  # fmt: skip
+    """Every layer's passes for ``sequences`` sequences; ConfigError if one does not fit."""
+    place = _Placer(target, chosen, frame)
+    return [
+        _layer_entry(layer, {name: place(layer.name, name, work) for name, work in
+                             layer_passes(layer, sequences, options.seq, options.dtype).items()})
+        for layer in graph.layers
+    ]  # fmt: skip
+
+
+def _nothing_fits(graph, options: CompileOptions, kept, target: Target, chosen: dict,
+                  frame: HoleFrame) -> ConfigError:  # fmt: skip
+    """Why no candidate fits: a layer's own working set, even with nothing kept aside (the
+    layer's error), or else the activations kept for backward."""
+    forced = options.micro_batches
+    sequences = options.batch // forced if forced else 1
+    try:
+        _place_layers(graph, options, sequences, target, chosen, frame)
+    except ConfigError as error:
+        return error
+    return activations.too_big(kept, sequences, target.rows * target.cols,
+                               target.spec.pe.sram_bytes, options.activations, forced)  # fmt: skip
+
+
 def check_activations_fit(model: ModelFile, spec: WaferSpec, options: CompileOptions,
                           holes: np.ndarray | None = None) -> None:  # fmt: skip
-    """ConfigError unless one sequence's activations kept for backward, under the best
-    policy allowed, fit the working grid's SRAM (``--validate-only``: places nothing)."""
+    """ConfigError unless the activations one micro-batch keeps for backward (one sequence,
+    or what a forced micro-batch count leaves), under the best policy allowed, fit the
+    working grid's SRAM (``--validate-only``: places nothing)."""
     options = options.resolved(model.graph.context)
     rows, cols, _ = working_grid(spec, holes)
     kept = activations.kept_per_sequence(model.graph, options.seq, value_bytes(options.dtype))
-    tries = activations.candidates(kept, 1, options.activations, None)
-    need = min(activations.reserved_per_pe(kept, policy, 1, rows * cols) for policy, _ in tries)
+    tries = activations.candidates(kept, options.batch, options.activations,
+                                   options.micro_batches)  # fmt: skip
+    forced = options.micro_batches
+    sequences = options.batch // forced if forced else 1
+    pes = rows * cols
+    need = min(activations.reserved_per_pe(kept, policy, sequences, pes) for policy, _ in tries)
     if need >= spec.pe.sram_bytes:
-        raise activations.too_big(kept, options.batch, rows * cols, spec.pe.sram_bytes,
-                                  options.activations)  # fmt: skip
+        raise activations.too_big(kept, sequences, pes, spec.pe.sram_bytes, options.activations,
+                                  forced)  # fmt: skip
 
 
 def _memory(kept, policy: str, micro: int, sequences: int, reserve: int, options) -> dict:
@@ -196,7 +220,7 @@ def _memory(kept, policy: str, micro: int, sequences: int, reserve: int, options
         "bytes": sequences * kept.peak(policy),
         "bytes_per_pe": reserve,
         "keep_all_bytes": options.batch * kept.peak("keep"),
-        "checkpoint_bytes": sequences * sum(kept.checkpoints.values()) * (policy != "keep"),
+        "checkpoint_bytes": sequences * kept.checkpoint_bytes() * (policy == "recompute"),
         "largest_layer": {"name": layer, "bytes": sequences * largest},
     }
 

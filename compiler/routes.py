@@ -44,11 +44,16 @@ def _summa(rows: int, cols: int, options: dict) -> dict[str, tuple]:
 
 def _cannon(wrap: bool):
     def families(rows: int, cols: int, options: dict) -> dict[str, tuple]:
+        def shift(line: int, across: int) -> tuple[int, int]:
+            """Routes (every PE of a line longer than one) and the longest shift's hops."""
+            if line < 2:
+                return 0, 0
+            return across * line, line - 1 if wrap else min(2, line - 1)
+
         return {
-            "A": ("every PE, each shift", "its ring predecessor along the row",
-                  rows * cols, cols - 1 if wrap else 2),
+            "A": ("every PE, each shift", "its ring predecessor along the row", *shift(cols, rows)),
             "B": ("every PE, each shift", "its ring predecessor along the column",
-                  rows * cols, rows - 1 if wrap else 2),
+                  *shift(rows, cols)),
         }  # fmt: skip
 
     return families

@@ -178,12 +178,16 @@ def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
 
 def assigned_cycles(plan: dict[str, Any], result: RunResult) -> np.ndarray:
     """Per logical PE, the kernel cycles of the layers placed on it in one step (timing-only
-    runs have no measured busy counts): each pass covers its ``pe_assignment`` rectangle."""
+    runs have no measured busy counts): each pass covers its ``pe_assignment`` rectangle,
+    once per micro-batch, and a recomputed forward twice."""
     spec = result.config.spec
     out = np.zeros((spec.logical_height_pes, spec.logical_width_pes), np.int64)
+    memory = plan["activations"]
     for layer in plan["layers"]:
-        for placed in layer["passes"].values():
+        again = memory["policy"] == "recompute" and bool(layer["block"])
+        for name, placed in layer["passes"].items():
             where = placed["pe_assignment"]
             (y, x), rows, cols = where["origin"], where["rows"], where["cols"]
-            out[y : y + rows, x : x + cols] += placed["kernel_cycles"]
+            runs = memory["micro_batches"] * (1 + (again and name == "forward"))
+            out[y : y + rows, x : x + cols] += runs * placed["kernel_cycles"]
     return out

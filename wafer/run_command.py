@@ -73,11 +73,10 @@ def run_text(r: dict[str, Any]) -> str:
         f"  compile {r['compile_time_s']:.2f} s, wall {r['sim_wall_s']:.1f} s",
     ]
     kept = r["activations_kept"]
-    if not kept["fit"]:
-        lines.append(
-            f"  warning: activations kept for backward need {kept['bytes_per_pe']} B per PE, "
-            f"more than a PE's SRAM; real systems recompute them (not modelled)"
-        )
+    lines.append(
+        f"  activations kept for backward: {kept['policy']}, {kept['micro_batches']} "
+        f"micro-batch(es) of {kept['sequences_per_micro_batch']}, {kept['bytes_per_pe']} B/PE"
+    )
     if r["losses"]:
         lines.append(f"  loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}"
                      + (f", test accuracy {r['test_accuracy']:.4f}"
