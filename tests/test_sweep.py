@@ -279,19 +279,24 @@ def test_chunks_grow_to_the_target_time_and_stay_bounded():
     assert slow.size() == 1
 
 
-def test_a_lost_worker_fails_every_point_of_its_chunk(small):
-    """A chunk whose worker died comes back as one failed record per point, to retry."""
-    from wafer.sweep import _future_records
+def test_a_lost_chunk_goes_out_again_point_by_point(small):
+    """A chunk whose worker died is sent again one point per task; only a point that loses
+    its worker alone is recorded as failed (and retried on the next run)."""
+    from collections import deque
+
+    from wafer.sweep import _ChunkFeed
 
     class Lost:
         def result(self):
             raise RuntimeError("KilledWorker")
 
     sweep = load_sweep(small)
-    chunk = [(sweep.points[0], 1), (sweep.points[3], 2)]
-    records = _future_records(sweep, Lost(), chunk)
-    assert [(r.point, r.attempts, r.status) for r in records] == [
-        (0, 1, "failed"),
-        (3, 2, "failed"),
-    ]
-    assert all("worker lost: RuntimeError: KilledWorker" in r.error for r in records)
+    feed = _ChunkFeed(None, sweep, deque())
+    chunk, single = Lost(), Lost()
+    feed.flying = {chunk: [(sweep.points[0], 1), (sweep.points[3], 2)],
+                   single: [(sweep.points[5], 1)]}  # fmt: skip
+    assert feed.finished(chunk) == []
+    assert [(p.index, a) for p, a in feed.alone] == [(0, 1), (3, 2)]
+    (record,) = feed.finished(single)
+    assert (record.point, record.attempts, record.status) == (5, 1, "failed")
+    assert "worker lost: RuntimeError: KilledWorker" in record.error

@@ -213,7 +213,8 @@ def _run_dask(sweep: SweepConfig, jobs: list, scheduler: str | None, n: int) -> 
     """Points go out in chunks, a few per worker at a time, each chunk sized so it runs for
     about ``CHUNK_TARGET_S`` at the mean point time so far: Dask's per-task cost in the
     client and scheduler (several ms) then stays small beside the points, and a crash still
-    loses only the chunks in flight."""
+    loses only the chunks in flight. A chunk whose worker died is sent again point by point,
+    so only a point that kills a worker alone is recorded as failed."""
     from distributed import Client, as_completed
 
     if scheduler:
@@ -222,29 +223,55 @@ def _run_dask(sweep: SweepConfig, jobs: list, scheduler: str | None, n: int) -> 
         cluster = _local_cluster(n)
         client = Client(cluster)
     try:
-        workers = max(1, sum(client.nthreads().values()))
-        queue, sizer, flying = deque(jobs), ChunkSizer(), {}
+        feed = _ChunkFeed(client, sweep, deque(jobs))
         done = as_completed()
-
-        def submit() -> None:
-            chunk = [queue.popleft() for _ in range(min(len(queue), sizer.size()))]
-            future = client.submit(run_points, sweep.job, chunk, sweep.metrics, pure=False)
-            flying[future] = chunk
-            done.add(future)
-
-        for _ in range(min(len(queue), CHUNKS_IN_FLIGHT_PER_WORKER * workers)):
-            submit()
+        feed.top_up(done)
         for batch in done.batches():
-            records = [r for f in batch for r in _future_records(sweep, f, flying.pop(f))]
-            sizer.add(records)
-            for _ in batch:
-                if queue:
-                    submit()
+            records = [r for future in batch for r in feed.finished(future)]
+            feed.top_up(done)
             yield records
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+class _ChunkFeed:
+    """The points still to send, the chunks in flight, and what came back."""
+
+    def __init__(self, client: Any, sweep: SweepConfig, queue: deque) -> None:
+        self.client, self.sweep, self.queue = client, sweep, queue
+        self.alone: deque = deque()  # points of a lost chunk: each goes out by itself
+        self.sizer, self.flying = ChunkSizer(), {}
+
+    def top_up(self, done: Any) -> None:
+        """Keep ``CHUNKS_IN_FLIGHT_PER_WORKER`` chunks per worker now connected in flight."""
+        workers = max(1, sum(self.client.nthreads().values()))
+        while (self.queue or self.alone) and len(self.flying) < (
+            CHUNKS_IN_FLIGHT_PER_WORKER * workers
+        ):
+            if self.alone:
+                chunk = [self.alone.popleft()]
+            else:
+                chunk = [self.queue.popleft() for _ in range(min(len(self.queue),
+                                                                 self.sizer.size()))]  # fmt: skip
+            future = self.client.submit(run_points, self.sweep.job, chunk, self.sweep.metrics,
+                                        pure=False)  # fmt: skip
+            self.flying[future] = chunk
+            done.add(future)
+
+    def finished(self, future: Any) -> list[PointRecord]:
+        """The chunk's records; none if its worker died and its points go out again."""
+        chunk = self.flying.pop(future)
+        try:
+            records = future.result()
+        except Exception as exc:  # the worker, not the points, failed
+            if len(chunk) > 1:
+                self.alone.extend(chunk)
+                return []
+            return [_lost(*chunk[0], exc)]
+        self.sizer.add(records)
+        return records
 
 
 def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str, ...]):
@@ -292,21 +319,15 @@ def _local_cluster(n: int):
         )
 
 
-def _future_records(sweep: SweepConfig, future: Any, chunk: list[tuple[SweepPoint, int]]):
-    """The chunk's records; a lost worker (killed, out of memory) fails each of its points."""
-    try:
-        return future.result()
-    except Exception as exc:  # the worker, not the points, failed
-        return [
-            PointRecord(
-                point=point.index,
-                config=point.config_json(),
-                seed=-1,
-                wafersim_version=__version__,
-                status="failed",
-                error=f"attempt {attempt}: worker lost: {type(exc).__name__}: {exc}",
-                attempts=attempt,
-                wall_s=float("nan"),
-            )
-            for point, attempt in chunk
-        ]
+def _lost(point: SweepPoint, attempt: int, exc: Exception) -> PointRecord:
+    """The record of a point whose worker died running it alone (killed, out of memory)."""
+    return PointRecord(
+        point=point.index,
+        config=point.config_json(),
+        seed=-1,
+        wafersim_version=__version__,
+        status="failed",
+        error=f"attempt {attempt}: worker lost: {type(exc).__name__}: {exc}",
+        attempts=attempt,
+        wall_s=float("nan"),
+    )
