@@ -44,7 +44,7 @@ import numpy as np
 from fabric.program import WORD_BYTES, fmacs_cycles, value_bytes, vector_cycles, words
 from kernels.gemm_common import check_operands, gemm_result
 from kernels.grid import KernelGrid
-from kernels.lines import reduce_colors, reduce_cycles, reduce_line
+from kernels.lines import reduce_colors, reduce_cycles, reduce_lines
 from kernels.plan import KernelPlan, decode, encode, split
 from kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafer.errors import ConfigError
@@ -97,21 +97,27 @@ def weight_stream(
 
 
 class _Layout:
-    """SRAM addresses and the per-chunk program of one weight-streaming run."""
+    """SRAM addresses and the per-chunk program of one weight-streaming run (the PE ops of a
+    grid row or of all columns added at once: see :mod:`fabric.program`)."""
 
     def __init__(self, plan: KernelPlan, ms, ks, chunks, reduce: str, dtype: str) -> None:
         self.plan, self.ms, self.ks, self.chunks = plan, ms, ks, chunks
         self.reduce, self.dtype = reduce, dtype
-        rows = plan.grid.rows
+        rows, pes, count = plan.grid.rows, plan.grid.mesh.pes, len(chunks) - 1
         self.colors = list(range(1, 1 + 2 * reduce_colors(reduce, rows, 0)))
-        self.owner = [c % rows if reduce == "chain" else 0 for c in range(len(chunks) - 1)]
-        self.freed: dict[tuple[int, int], int] = {}  # (pe, chunk) -> task-1 ops when freed
+        self.owner = [c % rows if reduce == "chain" else 0 for c in range(count)]
+        # per mesh PE (-1 where none): A tile, the two partial buffers, C of each owned chunk,
+        # and the task-1 ops once chunk c is reduced (when its partial buffer is free again)
+        self.mat = np.full(pes, -1, np.int64)
+        self.acc = np.full((pes, 2), -1, np.int64)
+        self.out = np.full((pes, count), -1, np.int64)
+        self.freed = np.zeros((pes, count), np.int64)
 
     def load(self, a: np.ndarray, b: np.ndarray, runs: list[list[Runs]]) -> None:
         """Place ``A``'s tiles and the nonzero blocks of ``B`` (``runs[i][c]``: row ``i``,
         chunk ``c``) at the ports; allocate ``C`` and the partial buffers."""
         plan, grid, dt = self.plan, self.plan.grid, self.dtype
-        self.mat, self.acc, self.out, self.port_addr, self.runs = {}, {}, {}, {}, runs
+        self.port_addr, self.runs = {}, runs
         for i in range(grid.rows):
             ki = slice(self.ks[i], self.ks[i + 1])
             port = grid.west_port(i)
@@ -141,6 +147,7 @@ class _Layout:
         """Stream chunk ``c`` along every row, compute it, reduce it down every column."""
         plan, grid, dt = self.plan, self.plan.grid, self.dtype
         width = int(self.chunks[c + 1] - self.chunks[c])
+        mj = np.diff(self.ms)  # (cols,)
         for i in range(grid.rows):
             ki = int(self.ks[i + 1] - self.ks[i])
             port, row = grid.west_port(i), [int(p) for p in grid.pe[i]]
@@ -149,32 +156,31 @@ class _Layout:
             if runs:  # an all-zero chunk sends nothing; fp16 runs are padded to whole words
                 values = run_words(ki, runs, dt) * (WORD_BYTES // value_bytes(dt))
                 plan.prog.send(port, 0, color, self.port_addr[port, c], values, dt)
-            for j, pe in enumerate(row):
-                self._compute(pe, i, c, color, int(self.ms[j + 1] - self.ms[j]), ki, width)
-        for j in range(grid.cols):
-            column = [int(p) for p in grid.pe[:, j]]
-            mj = int(self.ms[j + 1] - self.ms[j])
-            addrs = [self._target(pe, i, c) for i, pe in enumerate(column)]
-            for pe in column:
-                plan.prog.wait(pe, 1, 0, plan.prog.ops_in(pe, 0))
-            reduce_line(
-                plan, column, self.owner[c], addrs, mj * width, self.reduce, self.colors,
-                ("partials", j), task=1,
-            )  # fmt: skip
-            for pe in column:
-                self.freed[pe, c] = plan.prog.ops_in(pe, 1)
+            self._compute(grid.pe[i], i, c, color, mj, ki, width)
+        pes = grid.pe.reshape(-1)
+        plan.prog.wait(pes, 1, 0, plan.prog.ops_in(pes, 0))
+        columns = grid.pe.T
+        addrs = np.stack([self._target(grid.pe[i], i, c) for i in range(grid.rows)], axis=1)
+        owners = [("partials", j) for j in range(grid.cols)]
+        reduce_lines(
+            plan, columns, self.owner[c], addrs, mj * width, self.reduce, self.colors, owners,
+            task=1,
+        )  # fmt: skip
+        self.freed[pes, c] = plan.prog.ops_in(pes, 1)
 
-    def _target(self, pe: int, i: int, c: int) -> int:
-        return self.out[pe, c] if self.owner[c] == i else self.acc[pe][c % 2]
+    def _target(self, pes: np.ndarray, i: int, c: int) -> np.ndarray:
+        """Where row ``i``'s PEs ``pes`` compute chunk ``c``: C (owner row) or a partial."""
+        return self.out[pes, c] if self.owner[c] == i else self.acc[pes, c % 2]
 
-    def _compute(self, pe, i, c, color, mj, ki, width) -> None:
-        prog, target = self.plan.prog, self._target(pe, i, c)
+    def _compute(self, pes, i, c, color, mj, ki, width) -> None:
+        """Row ``i``'s PEs ``pes`` (with ``mj`` rows of C each) multiply chunk ``c``."""
+        prog, target = self.plan.prog, self._target(pes, i, c)
         if self.owner[c] != i:
-            if c >= 2 and (pe, c - 2) in self.freed:
-                prog.wait(pe, 0, 1, self.freed[pe, c - 2])
-            prog.vscale(pe, 0, target, target, 0.0, mj * width)
+            if c >= 2:  # wait until the reduction of chunk c - 2 has freed the buffer
+                prog.wait(pes, 0, 1, self.freed[pes, c - 2])
+            prog.vscale(pes, 0, target, target, 0.0, mj * width)
         for first, cols in self.runs[i][c]:
-            prog.fmacs(pe, 0, color, target + first * mj, self.mat[pe], mj, ki, self.dtype, cols)
+            prog.fmacs(pes, 0, color, target + first * mj, self.mat[pes], mj, ki, self.dtype, cols)
 
     def gather(self, mem: np.ndarray) -> np.ndarray:
         """Assemble ``C`` from the owners' SRAM."""
