@@ -153,6 +153,7 @@ class ProgramBuilder:
 
     def ops_in(self, pe, task: int):
         """Operations added so far to ``task`` of ``pe`` (an int, or an array for an array)."""
+        self._check_pe(pe)
         count = self._count[pe, task]
         return int(count) if np.ndim(count) == 0 else count
 
@@ -197,9 +198,7 @@ class ProgramBuilder:
 
     def _check(self, pe, task, op, ranges) -> None:
         """Refuse an op (or, for many PEs, the first bad one) naming the field at fault."""
-        i = _offender((pe < 0) | (pe >= self.pes))
-        if i is not None:
-            raise ConfigError(f"pe={_at(pe, i)} is out of range [0, {self.pes - 1}]")
+        self._check_pe(pe)
         if not 0 <= task < self.tasks:
             raise ConfigError(f"task={task} is out of range [0, {self.tasks - 1}]")
         color = op[K.C_COLOR]
@@ -218,6 +217,11 @@ class ProgramBuilder:
                     f"PE {p}: SRAM range needs {(_at(start, i) + _at(length, i)) * WORD_BYTES} "
                     f"bytes, available {self.words[p] * WORD_BYTES} (pe.sram_bytes)"
                 )
+
+    def _check_pe(self, pe) -> None:
+        i = _offender((pe < 0) | (pe >= self.pes))
+        if i is not None:
+            raise ConfigError(f"pe={_at(pe, i)} is out of range [0, {self.pes - 1}]")
 
     def _flush(self) -> None:
         """Move the one-PE ops added since the last block into a block."""
