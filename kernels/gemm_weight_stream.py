@@ -106,6 +106,7 @@ class _Layout:
         rows, pes, count = plan.grid.rows, plan.grid.mesh.pes, len(chunks) - 1
         self.colors = list(range(1, 1 + 2 * reduce_colors(reduce, rows, 0)))
         self.owner = [c % rows if reduce == "chain" else 0 for c in range(count)]
+        self.ports = [plan.grid.west_port(i) for i in range(rows)]  # (a search each call)
         # per mesh PE (-1 where none): A tile, the two partial buffers, C of each owned chunk,
         # and the task-1 ops once chunk c is reduced (when its partial buffer is free again)
         self.mat = np.full(pes, -1, np.int64)
@@ -120,7 +121,7 @@ class _Layout:
         self.port_addr, self.runs = {}, runs
         for i in range(grid.rows):
             ki = slice(self.ks[i], self.ks[i + 1])
-            port = grid.west_port(i)
+            port = self.ports[i]
             for c in range(len(self.chunks) - 1):
                 first = int(self.chunks[c])
                 pieces = [encode(b[ki, first + s : first + s + w].T, dt) for s, w in runs[i][c]]
@@ -163,7 +164,7 @@ class _Layout:
 
     def _connect_row(self, i: int) -> int:
         """Route row ``i``'s weight multicast (once; the next chunks reuse it); its color."""
-        port, row = self.plan.grid.west_port(i), [int(p) for p in self.plan.grid.pe[i]]
+        port, row = self.ports[i], [int(p) for p in self.plan.grid.pe[i]]
         return self.plan.wiring.connect(W_COLOR, port, row, ("weights", i))
 
     def _width(self, c: int) -> int:
@@ -178,7 +179,7 @@ class _Layout:
         fp16 runs are padded to whole words)."""
         grid, dt = self.plan.grid, self.dtype
         sending = [i for i in range(grid.rows) if self.runs[i][c]]
-        ports = np.array([grid.west_port(i) for i in sending], np.int64)
+        ports = np.array([self.ports[i] for i in sending], np.int64)
         ks = np.diff(self.ks)
         per_word = WORD_BYTES // value_bytes(dt)
         values = [run_words(int(ks[i]), self.runs[i][c], dt) * per_word for i in sending]
