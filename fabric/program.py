@@ -6,12 +6,15 @@ concurrently on the real PE); within a task, operations run in order. Every oper
 link rate), and compute costs the largest of its FMAC, SRAM-read and SRAM-write cycles.
 Addresses are 32-bit SRAM words, checked against the PE's budget. ``dtype="fp16"`` stores
 two values per word and per wavelet and computes in fp32 (fmacs accumulates into fp32).
+
+Every op method also takes ``pe`` as an int array: one op per element, on many PEs in one call
+(a 64 x 64 GEMM adds 1.5 M ops: one Python call each took seconds). Its other int arguments may
+then be arrays of the same length, element ``i`` going to ``pe[i]``.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 import numpy as np
 
@@ -50,9 +53,9 @@ def value_bytes(dtype: str) -> int:
     return DTYPES[dtype][1]
 
 
-def words(n: int, dtype: str) -> int:
-    """SRAM words (and wavelets) holding ``n`` values of ``dtype``."""
-    return math.ceil(n * value_bytes(dtype) / WORD_BYTES)
+def words(n, dtype: str):
+    """SRAM words (and wavelets) holding ``n`` values of ``dtype`` (an int or an int array)."""
+    return -(-n * value_bytes(dtype) // WORD_BYTES)
 
 
 def pack_fp16(values: np.ndarray) -> np.ndarray:
@@ -82,43 +85,39 @@ class ProgramBuilder:
         """``sram_words`` (P,) overrides the per-PE budget (edge ports have no SRAM limit)."""
         self.pes, self.pe_spec, self.colors, self.tasks = pes, pe_spec, colors, tasks
         budget = pe_spec.sram_bytes // WORD_BYTES
-        self.words = [budget] * pes if sram_words is None else [int(w) for w in sram_words]
-        self._ops: dict[tuple[int, int], list[tuple[list[int], float]]] = defaultdict(list)
+        self.words = (
+            np.full(pes, budget, np.int64) if sram_words is None else np.array(sram_words, np.int64)
+        )
+        self._count = np.zeros((pes, tasks), np.int64)  # ops added per (PE, task)
+        # ops in the order added: one-PE ops in the lists, many-PE ones as blocks of arrays
+        self._keys: list[int] = []  # pe * tasks + task
+        self._rows: list[list[int]] = []
+        self._scalars: list[float] = []
+        self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def send(self, pe: int, task: int, color: int, src: int, n: int, dtype="fp32") -> None:
+    def send(self, pe, task: int, color, src, n, dtype="fp32") -> None:
         """Send ``n`` values from ``src`` on ``color``, one wavelet per cycle."""
         w = words(n, dtype)
         self._add(pe, task, dtype, [K.OP_SEND, color, 0, src, 0, w, 0, 1], 0.0, [(src, w)])
 
-    def recv(self, pe: int, task: int, color: int, dst: int, n: int, dtype="fp32") -> None:
+    def recv(self, pe, task: int, color, dst, n, dtype="fp32") -> None:
         """Receive ``n`` values of ``color`` into ``dst``."""
         w = words(n, dtype)
         self._add(pe, task, dtype, [K.OP_RECV, color, dst, 0, 0, w, 0, 1], 0.0, [(dst, w)])
 
-    def recv_add(self, pe: int, task: int, color: int, dst: int, n: int, dtype="fp32") -> None:
+    def recv_add(self, pe, task: int, color, dst, n, dtype="fp32") -> None:
         """Receive ``n`` values of ``color`` and add them into ``dst``."""
         w = words(n, dtype)
         op = [K.OP_RECV_ADD, color, dst, 0, 0, w, 0, 1]
         self._add(pe, task, dtype, op, 0.0, [(dst, w)])
 
-    def fmacs(
-        self,
-        pe: int,
-        task: int,
-        color: int,
-        acc: int,
-        mat: int,
-        m: int,
-        n: int,
-        dtype="fp32",
-        blocks: int = 1,
-    ) -> None:
+    def fmacs(self, pe, task: int, color, acc, mat, m, n, dtype="fp32", blocks=1) -> None:
         """Stream ``n * blocks`` scalars; scalar ``s`` of block ``b`` and row ``j`` does
         ``acc[b*m:(b+1)*m] += mat[j*m:(j+1)*m] * s`` (``blocks`` columns of ``acc = mat @ S``).
 
         ``acc`` is fp32; ``mat`` and the stream are ``dtype`` (fp16: two scalars a wavelet).
         """
-        cost = fmacs_cycles(self.pe_spec, m, dtype)
+        cost = _each(lambda mm: fmacs_cycles(self.pe_spec, mm, dtype), m)
         total = n * blocks
         op = [K.OP_FMACS, color, acc, mat, total, words(total, dtype), m, cost]
         ranges = [(acc, m * blocks), (mat, words(m * n, dtype))]
@@ -136,73 +135,134 @@ class ProgramBuilder:
         ranges = [(c, m * n), (a, words(m * k, dtype)), (b, words(k * n, dtype))]
         self._add(pe, task, dtype, op, 0.0, ranges, period=k)
 
-    def wait(self, pe: int, task: int, other: int, ops_done: int) -> None:
+    def wait(self, pe, task: int, other: int, ops_done) -> None:
         """Block ``task`` until task ``other`` has finished its first ``ops_done`` ops (how a
         task waits for another to fill or free a buffer)."""
         if not 0 <= other < self.tasks or other == task:
             raise ConfigError(
                 f"wait on task={other}: must be another task in [0, {self.tasks - 1}]"
             )
-        if not 0 <= ops_done <= self.ops_in(pe, other):
+        have = self.ops_in(pe, other)
+        i = _offender((ops_done < 0) | (ops_done > have))
+        if i is not None:
             raise ConfigError(
-                f"PE {pe}: wait for {ops_done} ops of task {other}, "
-                f"which has {self.ops_in(pe, other)} so far"
+                f"PE {_at(pe, i)}: wait for {_at(ops_done, i)} ops of task {other}, "
+                f"which has {_at(have, i)} so far"
             )
         self._add(pe, task, "fp32", [K.OP_WAIT, 0, 0, other, ops_done, 1, 0, 1], 0.0, [])
 
-    def ops_in(self, pe: int, task: int) -> int:
-        """Operations added so far to ``task`` of ``pe``."""
-        return len(self._ops.get((pe, task), ()))
+    def ops_in(self, pe, task: int):
+        """Operations added so far to ``task`` of ``pe`` (an int, or an array for an array)."""
+        self._check_pe(pe)
+        count = self._count[pe, task]
+        return int(count) if np.ndim(count) == 0 else count
 
-    def vadd(self, pe: int, task: int, dst: int, a: int, b: int, m: int, dtype="fp32") -> None:
+    def vadd(self, pe, task: int, dst, a, b, m, dtype="fp32") -> None:
         """``dst[0:m] = a[0:m] + b[0:m]``."""
         self._local(pe, task, K.OP_VADD, dst, a, b, m, 0.0, dtype, reads=2)
 
-    def vscale(
-        self, pe: int, task: int, dst: int, a: int, scalar: float, m: int, dtype="fp32"
-    ) -> None:
+    def vscale(self, pe, task: int, dst, a, scalar: float, m, dtype="fp32") -> None:
         """``dst[0:m] = a[0:m] * scalar``."""
         self._local(pe, task, K.OP_VSCALE, dst, a, a, m, scalar, dtype, reads=1)
 
-    def vfma(self, pe: int, task: int, dst: int, a: int, b: int, m: int, dtype="fp32") -> None:
+    def vfma(self, pe, task: int, dst, a, b, m, dtype="fp32") -> None:
         """``dst[0:m] += a[0:m] * b[0:m]``."""
         self._local(pe, task, K.OP_VFMA, dst, a, b, m, 0.0, dtype, reads=3)
 
     def _local(self, pe, task, code, dst, a, b, m, scalar, dtype, reads) -> None:
         size = value_bytes(dtype)
-        cost = vector_cycles(self.pe_spec, m, m * size * reads, m * size, dtype)
+        cost = _each(
+            lambda mm: vector_cycles(self.pe_spec, mm, mm * size * reads, mm * size, dtype), m
+        )
         w = words(m, dtype)
         ranges = [(dst, w), (a, w), (b, w)]
         self._add(pe, task, dtype, [code, 0, dst, a, b, 1, m, cost], scalar, ranges)
 
     def _add(self, pe, task, dtype, op, scalar, ranges, period=1) -> None:
-        if not 0 <= pe < self.pes:
-            raise ConfigError(f"pe={pe} is out of range [0, {self.pes - 1}]")
+        self._check(pe, task, op, ranges)
+        row = [*op, DTYPES[dtype][0], period]
+        if np.ndim(pe) == 0:
+            self._keys.append(pe * self.tasks + task)
+            self._rows.append(row)
+            self._scalars.append(scalar)
+            self._count[pe, task] += 1
+            return
+        self._flush()
+        pe = np.asarray(pe, np.int64)
+        rows = np.empty((pe.size, K.NUM_OP_COLUMNS), np.int64)
+        for column, value in enumerate(row):
+            rows[:, column] = value
+        scalars = np.full(pe.size, scalar, np.float32)
+        self._blocks.append((pe * self.tasks + task, rows, scalars))
+        np.add.at(self._count[:, task], pe, 1)
+
+    def _check(self, pe, task, op, ranges) -> None:
+        """Refuse an op (or, for many PEs, the first bad one) naming the field at fault."""
+        self._check_pe(pe)
         if not 0 <= task < self.tasks:
             raise ConfigError(f"task={task} is out of range [0, {self.tasks - 1}]")
-        if not 0 <= op[K.C_COLOR] < self.colors:
-            raise ConfigError(f"color={op[K.C_COLOR]} is out of range [0, {self.colors - 1}]")
-        if op[K.C_N] < 1 or op[K.C_CODE] in VECTOR_OPS and op[K.C_M] < 1:
-            raise ConfigError(f"PE {pe}: vector length must be >= 1")
+        color = op[K.C_COLOR]
+        i = _offender((color < 0) | (color >= self.colors))
+        if i is not None:
+            raise ConfigError(f"color={_at(color, i)} is out of range [0, {self.colors - 1}]")
+        short = (op[K.C_N] < 1) | ((op[K.C_CODE] in VECTOR_OPS) & (op[K.C_M] < 1))
+        i = _offender(short)
+        if i is not None:
+            raise ConfigError(f"PE {_at(pe, i)}: vector length must be >= 1")
         for start, length in ranges:
-            if start < 0 or start + length > self.words[pe]:
+            i = _offender((start < 0) | (start + length > self.words[pe]))
+            if i is not None:
+                p = _at(pe, i)
                 raise ConfigError(
-                    f"PE {pe}: SRAM range needs {(start + length) * WORD_BYTES} bytes, "
-                    f"available {self.words[pe] * WORD_BYTES} (pe.sram_bytes)"
+                    f"PE {p}: SRAM range needs {(_at(start, i) + _at(length, i)) * WORD_BYTES} "
+                    f"bytes, available {self.words[p] * WORD_BYTES} (pe.sram_bytes)"
                 )
-        self._ops[(pe, task)].append(([*op, DTYPES[dtype][0], period], scalar))
+
+    def _check_pe(self, pe) -> None:
+        i = _offender((pe < 0) | (pe >= self.pes))
+        if i is not None:
+            raise ConfigError(f"pe={_at(pe, i)} is out of range [0, {self.pes - 1}]")
+
+    def _flush(self) -> None:
+        """Move the one-PE ops added since the last block into a block."""
+        if self._rows:
+            block = (
+                np.array(self._keys, np.int64),
+                np.array(self._rows, np.int64).reshape(-1, K.NUM_OP_COLUMNS),
+                np.array(self._scalars, np.float32),
+            )
+            self._blocks.append(block)
+            self._keys, self._rows, self._scalars = [], [], []
 
     def build(self) -> ProgramArrays:
         """Pack the ops in (PE, task) order into the kernel's op table."""
-        table, scalars = [], []
-        start = np.zeros((self.pes, self.tasks), np.int64)
-        end = np.zeros((self.pes, self.tasks), np.int64)
-        for pe in range(self.pes):
-            for task in range(self.tasks):
-                start[pe, task] = len(table)
-                for op, scalar in self._ops.get((pe, task), ()):
-                    table.append(op)
-                    scalars.append(scalar)
-                end[pe, task] = len(table)
-        ops = np.array(table or [[0] * K.NUM_OP_COLUMNS], np.int64)
-        return ProgramArrays(ops, np.array(scalars or [0.0], np.float32), start, end)
+        self._flush()
+        end = np.cumsum(self._count.reshape(-1)).reshape(self.pes, self.tasks)
+        start = end - self._count
+        if not self._blocks:
+            ops = np.zeros((1, K.NUM_OP_COLUMNS), np.int64)
+            return ProgramArrays(ops, np.zeros(1, np.float32), start, end)
+        keys, rows, scalars = (np.concatenate(parts) for parts in zip(*self._blocks, strict=True))
+        order = np.argsort(keys, kind="stable")  # each (PE, task) keeps its ops in order added
+        return ProgramArrays(rows[order], scalars[order], start, end)
+
+
+def _each(fn, values):
+    """``fn`` of an int, or of each element of an int array (with few distinct values)."""
+    if np.ndim(values) == 0:
+        return fn(values)
+    unique, inverse = np.unique(values, return_inverse=True)
+    return np.array([fn(int(u)) for u in unique], np.int64)[inverse]
+
+
+def _offender(bad) -> int | None:
+    """Index of the first true element of ``bad`` (a bool or a bool array), or None."""
+    if np.ndim(bad) == 0:
+        return 0 if bad else None
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if hits.size else None
+
+
+def _at(values, i: int):
+    """Element ``i`` of an array argument, or the argument itself if it is one value."""
+    return values if np.ndim(values) == 0 else values[i]

@@ -44,6 +44,7 @@ class EngineState(NamedTuple):
     q_meta: np.ndarray  # int64 (P, 5, C, D)
     q_head: np.ndarray  # int32 (P, 5, C)
     q_count: np.ndarray  # int32 (P, 5, C)
+    q_mask: np.ndarray  # int64 (P, 5): bit c set where q_count[:, :, c] > 0
     served: np.ndarray  # int8 (P, 5, C): outputs that already took the head (multicast)
     lock_out: np.ndarray  # int8 (P, 5, C): output held by the packet at this input, -1
     owner: np.ndarray  # int8 (P, 5, C): input port holding this output, -1
@@ -67,6 +68,8 @@ class EngineState(NamedTuple):
     pe_stalls: np.ndarray  # int64 (P,): task-cycles blocked on a queue
     mem: np.ndarray  # float32 (P, words): SRAM
     pc: np.ndarray  # int64 (P, T): index into the op table
+    op: np.ndarray  # int64 (P, T, 10): a copy of op table row op_pc (the kernel takes it)
+    op_pc: np.ndarray  # int64 (P, T): the row ``op`` holds, -1 before the first
     progress: np.ndarray  # int64 (P, T): elements done in the current op
     wait: np.ndarray  # int64 (P, T): cycles left before the next element
     stuck: np.ndarray  # uint8 (P,): the last route moved nothing and nothing changed since
@@ -117,6 +120,7 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
         q_meta=np.zeros((pes, 5, colors, depth), np.int64),
         q_head=np.zeros((pes, 5, colors), np.int32),
         q_count=np.zeros((pes, 5, colors), np.int32),
+        q_mask=np.zeros((pes, 5), np.int64),
         served=np.zeros((pes, 5, colors), np.int8),
         lock_out=np.full((pes, 5, colors), -1, np.int8),
         owner=np.full((pes, 5, colors), -1, np.int8),
@@ -144,6 +148,8 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
         pe_stalls=np.zeros(pes, np.int64),
         mem=np.zeros((pes, words), np.float32),
         pc=np.zeros((pes, tasks), np.int64),
+        op=np.zeros((pes, tasks, K.NUM_OP_COLUMNS), np.int64),
+        op_pc=np.full((pes, tasks), -1, np.int64),
         progress=np.zeros((pes, tasks), np.int64),
         wait=np.zeros((pes, tasks), np.int64),
     )

@@ -44,7 +44,7 @@ import numpy as np
 from fabric.program import WORD_BYTES, fmacs_cycles, value_bytes, vector_cycles, words
 from kernels.gemm_common import check_operands, gemm_result
 from kernels.grid import KernelGrid
-from kernels.lines import reduce_colors, reduce_cycles, reduce_line
+from kernels.lines import reduce_colors, reduce_cycles, reduce_lines
 from kernels.plan import KernelPlan, decode, encode, split
 from kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafer.errors import ConfigError
@@ -97,24 +97,31 @@ def weight_stream(
 
 
 class _Layout:
-    """SRAM addresses and the per-chunk program of one weight-streaming run."""
+    """SRAM addresses and the per-chunk program of one weight-streaming run (the PE ops of a
+    grid row or of all columns added at once: see :mod:`fabric.program`)."""
 
     def __init__(self, plan: KernelPlan, ms, ks, chunks, reduce: str, dtype: str) -> None:
         self.plan, self.ms, self.ks, self.chunks = plan, ms, ks, chunks
         self.reduce, self.dtype = reduce, dtype
-        rows = plan.grid.rows
+        rows, pes, count = plan.grid.rows, plan.grid.mesh.pes, len(chunks) - 1
         self.colors = list(range(1, 1 + 2 * reduce_colors(reduce, rows, 0)))
-        self.owner = [c % rows if reduce == "chain" else 0 for c in range(len(chunks) - 1)]
-        self.freed: dict[tuple[int, int], int] = {}  # (pe, chunk) -> task-1 ops when freed
+        self.owner = [c % rows if reduce == "chain" else 0 for c in range(count)]
+        self.ports = [plan.grid.west_port(i) for i in range(rows)]  # (a search each call)
+        # per mesh PE (-1 where none): A tile, the two partial buffers, C of each owned chunk,
+        # and the task-1 ops once chunk c is reduced (when its partial buffer is free again)
+        self.mat = np.full(pes, -1, np.int64)
+        self.acc = np.full((pes, 2), -1, np.int64)
+        self.out = np.full((pes, count), -1, np.int64)
+        self.freed = np.zeros((pes, count), np.int64)
 
     def load(self, a: np.ndarray, b: np.ndarray, runs: list[list[Runs]]) -> None:
         """Place ``A``'s tiles and the nonzero blocks of ``B`` (``runs[i][c]``: row ``i``,
         chunk ``c``) at the ports; allocate ``C`` and the partial buffers."""
         plan, grid, dt = self.plan, self.plan.grid, self.dtype
-        self.mat, self.acc, self.out, self.port_addr, self.runs = {}, {}, {}, {}, runs
+        self.port_addr, self.runs = {}, runs
         for i in range(grid.rows):
             ki = slice(self.ks[i], self.ks[i + 1])
-            port = grid.west_port(i)
+            port = self.ports[i]
             for c in range(len(self.chunks) - 1):
                 first = int(self.chunks[c])
                 pieces = [encode(b[ki, first + s : first + s + w].T, dt) for s, w in runs[i][c]]
@@ -139,42 +146,74 @@ class _Layout:
 
     def chunk(self, c: int) -> None:
         """Stream chunk ``c`` along every row, compute it, reduce it down every column."""
-        plan, grid, dt = self.plan, self.plan.grid, self.dtype
-        width = int(self.chunks[c + 1] - self.chunks[c])
+        plan, grid = self.plan, self.plan.grid
+        colors = np.array([self._connect_row(i) for i in range(grid.rows)], np.int64)
+        targets = np.stack([self._target(grid.pe[i], i, c) for i in range(grid.rows)])
+        self._stream(c, colors)
+        self._zero(c, targets)
+        self._multiply(c, colors, targets)
+        pes = grid.pe.reshape(-1)
+        plan.prog.wait(pes, 1, 0, plan.prog.ops_in(pes, 0))
+        owners = [("partials", j) for j in range(grid.cols)]
+        n_words = np.diff(self.ms) * self._width(c)
+        reduce_lines(
+            plan, grid.pe.T, self.owner[c], targets.T, n_words, self.reduce, self.colors, owners,
+            task=1,
+        )  # fmt: skip
+        self.freed[pes, c] = plan.prog.ops_in(pes, 1)
+
+    def _connect_row(self, i: int) -> int:
+        """Route row ``i``'s weight multicast (once; the next chunks reuse it); its color."""
+        port, row = self.ports[i], [int(p) for p in self.plan.grid.pe[i]]
+        return self.plan.wiring.connect(W_COLOR, port, row, ("weights", i))
+
+    def _width(self, c: int) -> int:
+        return int(self.chunks[c + 1] - self.chunks[c])
+
+    def _target(self, pes: np.ndarray, i: int, c: int) -> np.ndarray:
+        """Where row ``i``'s PEs ``pes`` compute chunk ``c``: C (owner row) or a partial."""
+        return self.out[pes, c] if self.owner[c] == i else self.acc[pes, c % 2]
+
+    def _stream(self, c: int, colors: np.ndarray) -> None:
+        """Each row's port sends the chunk's nonzero blocks (an all-zero chunk sends nothing;
+        fp16 runs are padded to whole words)."""
+        grid, dt = self.plan.grid, self.dtype
+        sending = [i for i in range(grid.rows) if self.runs[i][c]]
+        ports = np.array([self.ports[i] for i in sending], np.int64)
+        ks = np.diff(self.ks)
+        per_word = WORD_BYTES // value_bytes(dt)
+        values = [run_words(int(ks[i]), self.runs[i][c], dt) * per_word for i in sending]
+        src = [self.port_addr[int(port), c] for port in ports]
+        if sending:
+            self.plan.prog.send(ports, 0, colors[sending], np.array(src), np.array(values), dt)
+
+    def _zero(self, c: int, targets: np.ndarray) -> None:
+        """Rows other than the owner zero their partial buffer, once the reduction of chunk
+        ``c - 2`` (which used it) has freed it."""
+        grid, prog = self.plan.grid, self.plan.prog
+        others = [i for i in range(grid.rows) if i != self.owner[c]]
+        pes, target = grid.pe[others].reshape(-1), targets[others].reshape(-1)
+        if c >= 2:
+            prog.wait(pes, 0, 1, self.freed[pes, c - 2])
+        size = np.broadcast_to(np.diff(self.ms) * self._width(c), (len(others), grid.cols))
+        prog.vscale(pes, 0, target, target, 0.0, size.reshape(-1))
+
+    def _multiply(self, c: int, colors: np.ndarray, targets: np.ndarray) -> None:
+        """Every PE multiplies the chunk's nonzero runs into its target (one ``fmacs`` per
+        run), rows with the same runs in one call."""
+        grid, prog = self.plan.grid, self.plan.prog
+        groups: dict[tuple, list[int]] = {}
         for i in range(grid.rows):
-            ki = int(self.ks[i + 1] - self.ks[i])
-            port, row = grid.west_port(i), [int(p) for p in grid.pe[i]]
-            color = plan.wiring.connect(W_COLOR, port, row, ("weights", i))
-            runs = self.runs[i][c]
-            if runs:  # an all-zero chunk sends nothing; fp16 runs are padded to whole words
-                values = run_words(ki, runs, dt) * (WORD_BYTES // value_bytes(dt))
-                plan.prog.send(port, 0, color, self.port_addr[port, c], values, dt)
-            for j, pe in enumerate(row):
-                self._compute(pe, i, c, color, int(self.ms[j + 1] - self.ms[j]), ki, width)
-        for j in range(grid.cols):
-            column = [int(p) for p in grid.pe[:, j]]
-            mj = int(self.ms[j + 1] - self.ms[j])
-            addrs = [self._target(pe, i, c) for i, pe in enumerate(column)]
-            for pe in column:
-                plan.prog.wait(pe, 1, 0, plan.prog.ops_in(pe, 0))
-            reduce_line(
-                plan, column, self.owner[c], addrs, mj * width, self.reduce, self.colors,
-                ("partials", j), task=1,
-            )  # fmt: skip
-            for pe in column:
-                self.freed[pe, c] = plan.prog.ops_in(pe, 1)
-
-    def _target(self, pe: int, i: int, c: int) -> int:
-        return self.out[pe, c] if self.owner[c] == i else self.acc[pe][c % 2]
-
-    def _compute(self, pe, i, c, color, mj, ki, width) -> None:
-        prog, target = self.plan.prog, self._target(pe, i, c)
-        if self.owner[c] != i:
-            if c >= 2 and (pe, c - 2) in self.freed:
-                prog.wait(pe, 0, 1, self.freed[pe, c - 2])
-            prog.vscale(pe, 0, target, target, 0.0, mj * width)
-        for first, cols in self.runs[i][c]:
-            prog.fmacs(pe, 0, color, target + first * mj, self.mat[pe], mj, ki, self.dtype, cols)
+            groups.setdefault(tuple(self.runs[i][c]), []).append(i)
+        shape_mj, ks = np.diff(self.ms)[None, :], np.diff(self.ks)[:, None]
+        for runs, rows in groups.items():
+            pes = grid.pe[rows]
+            flat = lambda x, pes=pes: np.broadcast_to(x, pes.shape).reshape(-1)  # noqa: E731
+            mj, ki, color = flat(shape_mj), flat(ks[rows]), flat(colors[rows][:, None])
+            mat, dt = self.mat[pes].reshape(-1), self.dtype
+            for first, cols in runs:
+                acc = flat(targets[rows] + first * shape_mj)
+                prog.fmacs(pes.reshape(-1), 0, color, acc, mat, mj, ki, dt, cols)
 
     def gather(self, mem: np.ndarray) -> np.ndarray:
         """Assemble ``C`` from the owners' SRAM."""

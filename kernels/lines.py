@@ -29,6 +29,8 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 
+import numpy as np
+
 from kernels.plan import KernelPlan
 from kernels.result import p2p_cycles
 from wafer.errors import ConfigError
@@ -61,26 +63,55 @@ def reduce_line(
     ``2 * reduce_colors(algo, len(line), 0)`` colors a side keeps its colors whatever the
     root, so calls with different roots never mix two flows in one receive queue.
     """
+    reduce_lines(plan, [line], root, [addrs], n_words, algo, colors, [owner], task)
+
+
+def reduce_lines(
+    plan: KernelPlan,
+    lines: Sequence[Sequence[int]],
+    root: int,
+    addrs: Sequence[Sequence[int]],
+    n_words,
+    algo: str,
+    colors: Sequence[int],
+    owners: Sequence[Hashable],
+    task: int = 0,
+) -> None:
+    """:func:`reduce_line` on each of the disjoint, equally long ``lines`` (``addrs[k]``,
+    ``owners[k]`` and ``n_words``, an int or one per line, going with ``lines[k]``): the
+    routes and programs of one call per line, the ops added for all lines at once."""
     if algo not in REDUCE_ALGOS:
         raise ConfigError(f"reduce={algo!r} is not one of: {', '.join(REDUCE_ALGOS)}")
-    need = reduce_colors(algo, len(line), root)
+    lines, addrs = np.asarray(lines, np.int64), np.asarray(addrs, np.int64)
+    length = lines.shape[1]
+    need = reduce_colors(algo, length, root)
     if len(colors) < need:
-        raise ConfigError(f"{algo} reduce over {len(line)} PEs needs {need} colors")
-    per_side = reduce_colors(algo, len(line), 0) or 1
+        raise ConfigError(f"{algo} reduce over {length} PEs needs {need} colors")
+    per_side = reduce_colors(algo, length, 0) or 1
     palettes = (colors[:per_side], colors[len(colors) - per_side :])
     streams = []
-    for side, palette in zip((range(root, -1, -1), range(root, len(line))), palettes, strict=True):
+    for side, palette in zip((range(root, -1, -1), range(root, length)), palettes, strict=True):
         if len(side) > 1:
             streams += _SIDE_STREAMS[algo](list(side), palette)
     # program order: each PE first receives everything it adds, in round order, then sends
-    for _round, src, dst, color in sorted(streams, key=lambda s: s[0]):
-        _stream(plan, line, addrs, n_words, color, src, dst, (owner, color, src, dst), task)
+    streams.sort(key=lambda s: s[0])
+    used = np.array(
+        [
+            _connect(plan, line, streams, owner)
+            for line, owner in zip(lines.tolist(), owners, strict=True)
+        ]
+    )
+    for k, (_round, src, dst, _color) in enumerate(streams):
+        plan.prog.recv_add(lines[:, dst], task, used[:, k], addrs[:, dst], n_words)
+        plan.prog.send(lines[:, src], task, used[:, k], addrs[:, src], n_words)
 
 
-def _stream(plan, line, addrs, n_words, color, src, dst, owner, task) -> None:
-    color = plan.wiring.connect(color, line[src], [line[dst]], owner)
-    plan.prog.recv_add(line[dst], task, color, addrs[dst], n_words)
-    plan.prog.send(line[src], task, color, addrs[src], n_words)
+def _connect(plan, line, streams, owner) -> list[int]:
+    """Route the ``streams`` of one line, in order; returns the color each one got."""
+    return [
+        plan.wiring.connect(color, line[src], [line[dst]], (owner, color, src, dst))
+        for _round, src, dst, color in streams
+    ]
 
 
 def _chain_side(side: list[int], palette: Sequence[int]) -> list[tuple]:
