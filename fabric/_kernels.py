@@ -58,7 +58,6 @@ EVENTS, MOVES, UNTIL, NEXT_WAKE = 0, 1, 2, 3  # columns of the per-row cycle sum
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
 NEVER = 2**62  # a cycle that never comes
-MAX_INT64 = 2**63 - 1
 
 
 @kernel(inline="always")
@@ -119,28 +118,25 @@ def _wrap(i, n):
 
 
 @kernel(inline="always")
-def _enqueue(r, p, c, data, meta, fab, st):
-    slot = _wrap(st.q_head[r, p, c] + st.q_count[r, p, c], fab.depth)
-    st.q_data[r, p, c, slot] = data
-    st.q_meta[r, p, c, slot] = meta
-    st.q_count[r, p, c] += 1
-    st.q_mask[r, p] |= np.int64(1) << c
+def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth):
+    slot = _wrap(q_head[r, p, c] + q_count[r, p, c], depth)
+    q_data[r, p, c, slot] = data
+    q_meta[r, p, c, slot] = meta
+    q_count[r, p, c] += 1
 
 
 @kernel(inline="always")
 def _inject(r, c, data, meta, fab, st):
     """The PE puts one wavelet into its router's ramp queue of color ``c``."""
-    _enqueue(r, RAMP, c, data, meta, fab, st)
+    _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, RAMP, c, data, meta, fab.depth)
     st.occupancy[r] += 1
     st.stuck[r] = 0
 
 
 @kernel(inline="always")
-def _dequeue(r, p, c, fab, st):
-    st.q_head[r, p, c] = _wrap(st.q_head[r, p, c] + 1, fab.depth)
-    st.q_count[r, p, c] -= 1
-    if st.q_count[r, p, c] == 0:
-        st.q_mask[r, p] &= ~(np.int64(1) << c)
+def _dequeue(q_head, q_count, r, p, c, depth):
+    q_head[r, p, c] = _wrap(q_head[r, p, c] + 1, depth)
+    q_count[r, p, c] -= 1
 
 
 @kernel(inline="always")
@@ -159,7 +155,7 @@ def _ingest(r, read, fab, st):
             meta = st.in_meta[read, r, p]
             c = meta_color(meta)
             data = st.in_data[read, r, p]
-            _enqueue(r, p, c, data, meta, fab, st)
+            _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta, fab.depth)
             st.occupancy[r] += 1
             events += 1
     _absorb_credits(r, read, flags, st)
@@ -182,20 +178,14 @@ def _requests(r, fab, st, want):
     """List the input queues whose head asks for outputs that can take it now.
 
     Fills ``want[0, i]`` (candidate ``k = port * colors + color``) and ``want[1, i]`` (the
-    output bitmask) for ``i < n``; returns ``n`` and the union of the masks. Only the
-    non-empty queues are visited, in candidate order, from each port's bitmask of them.
+    output bitmask) for ``i < n``; returns ``n`` and the union of the masks.
     """
     colors = st.credits.shape[2]
     n = 0
     any_request = 0
     for p in range(NUM_PORTS):
-        nonempty = st.q_mask[r, p]
-        c = -1
-        while nonempty:
-            c += 1
-            bit = nonempty & 1
-            nonempty = (nonempty >> 1) & MAX_INT64  # a logical shift: color 63 is the sign bit
-            if not bit:
+        for c in range(colors):
+            if st.q_count[r, p, c] == 0:
                 continue
             if fab.color_dor[c]:
                 mask = _dor_request(r, p, c, fab, st)
@@ -315,7 +305,7 @@ def _grant(r, o, p, c, write, fab, st):
         done = st.served[r, p, c] == fab.route[r, p, c]
     if done:
         st.served[r, p, c] = 0
-        _dequeue(r, p, c, fab, st)
+        _dequeue(st.q_head, st.q_count, r, p, c, fab.depth)
         st.occupancy[r] -= 1
         if p != RAMP:
             up = fab.neighbor[r, p]

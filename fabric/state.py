@@ -44,7 +44,6 @@ class EngineState(NamedTuple):
     q_meta: np.ndarray  # int64 (P, 5, C, D)
     q_head: np.ndarray  # int32 (P, 5, C)
     q_count: np.ndarray  # int32 (P, 5, C)
-    q_mask: np.ndarray  # int64 (P, 5): bit c set where q_count[:, :, c] > 0
     served: np.ndarray  # int8 (P, 5, C): outputs that already took the head (multicast)
     lock_out: np.ndarray  # int8 (P, 5, C): output held by the packet at this input, -1
     owner: np.ndarray  # int8 (P, 5, C): input port holding this output, -1
@@ -120,7 +119,6 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
         q_meta=np.zeros((pes, 5, colors, depth), np.int64),
         q_head=np.zeros((pes, 5, colors), np.int32),
         q_count=np.zeros((pes, 5, colors), np.int32),
-        q_mask=np.zeros((pes, 5), np.int64),
         served=np.zeros((pes, 5, colors), np.int8),
         lock_out=np.full((pes, 5, colors), -1, np.int8),
         owner=np.full((pes, 5, colors), -1, np.int8),
