@@ -205,8 +205,16 @@ def _have_dask() -> bool:
 
 
 def _run_serial(sweep: SweepConfig, jobs: list[tuple[SweepPoint, int]]) -> Iterator[list]:
+    """Points in order, handed on in batches of about ``CHUNK_TARGET_S`` (a write of the
+    results file costs about as much as a fast point)."""
+    batch, start = [], time.perf_counter()
     for point, attempt in jobs:
-        yield [run_point(sweep.job, point, sweep.metrics, attempt)]
+        batch.append(run_point(sweep.job, point, sweep.metrics, attempt))
+        if time.perf_counter() - start >= CHUNK_TARGET_S:
+            yield batch
+            batch, start = [], time.perf_counter()
+    if batch:
+        yield batch
 
 
 def _run_dask(sweep: SweepConfig, jobs: list, scheduler: str | None, n: int) -> Iterator[list]:
