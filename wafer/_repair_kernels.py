@@ -293,3 +293,79 @@ def _monotone_pass(
         need_bfs[count] = k
         count += 1
     return link_hops, need_bfs[:count]
+
+
+@njit(cache=True)
+def link_tables(
+    dead_pe: np.ndarray, dead_link: np.ndarray, to_physical: np.ndarray, hole: np.ndarray,
+    budget: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """``link_hops``, ``neighbour_hops`` and ``dead_link`` of a logical grid, in one pass.
+
+    Each east and south wire is solved once and written at both ends. The common wire, its
+    far end physically next to the near one over a working link, is settled inline; the rest
+    go to :func:`resolve_pairs` together. One pass over the grid instead of a dozen numpy
+    passes: a wse2 map's tables are ~80 MB, so memory traffic is what this costs.
+
+    Parameters
+    ----------
+    to_physical : int64 (height, width)
+        Physical PE id of each logical PE.
+    hole : bool (height, width)
+        Logical PEs mapped onto dead physical PEs.
+    """
+    height, width = to_physical.shape
+    phys_width = dead_pe.shape[1]
+    link_hops = np.full((height, width, NUM_DIRS), -1, dtype=np.int64)
+    neighbour_hops = np.full((height, width, NUM_DIRS), -1, dtype=np.int64)
+    dead = np.zeros((height, width, NUM_DIRS), dtype=np.bool_)
+    rare = np.empty((2 * height * width, 3), dtype=np.int64)  # y, x, direction
+    count = 0
+    for y in range(height):
+        for x in range(width):
+            if hole[y, x]:
+                continue
+            near = to_physical[y, x]
+            py, px = near // phys_width, near % phys_width
+            for d in (E, S):
+                nx, ny = x + _DX[d], y + _DY[d]
+                if nx >= width or ny >= height or hole[ny, nx]:
+                    continue
+                far_x = px + _DX[d]
+                adjacent = (
+                    to_physical[ny, nx] - near == _DY[d] * phys_width + _DX[d]
+                    and 0 <= far_x < phys_width
+                )
+                if adjacent and not dead_link[py, px, d]:
+                    _set_wire(link_hops, neighbour_hops, dead, y, x, d, 1, 1)
+                else:
+                    rare[count, 0], rare[count, 1], rare[count, 2] = y, x, d
+                    count += 1
+    if count:
+        _resolve_rare(dead_pe, dead_link, to_physical, rare[:count], budget,
+                      link_hops, neighbour_hops, dead)  # fmt: skip
+    return link_hops, neighbour_hops, dead
+
+
+@njit(cache=True)
+def _resolve_rare(dead_pe, dead_link, to_physical, rare, budget, link_hops, neighbour_hops, dead):
+    """Solve the wires listed in ``rare`` (y, x, direction) and write them at both ends."""
+    src = np.empty(rare.shape[0], dtype=np.int64)
+    dst = np.empty(rare.shape[0], dtype=np.int64)
+    for k in range(rare.shape[0]):
+        y, x, d = rare[k, 0], rare[k, 1], rare[k, 2]
+        src[k] = to_physical[y, x]
+        dst[k] = to_physical[y + _DY[d], x + _DX[d]]
+    rare_link, rare_neighbour = resolve_pairs(dead_pe, dead_link, src, dst, budget)
+    for k in range(rare.shape[0]):
+        y, x, d = rare[k, 0], rare[k, 1], rare[k, 2]
+        _set_wire(link_hops, neighbour_hops, dead, y, x, d, rare_link[k], rare_neighbour[k])
+
+
+@njit(cache=True, inline="always")
+def _set_wire(link_hops, neighbour_hops, dead, y, x, d, link, neighbour):
+    """Write one wire's hops at both of its ends; a wire with no repair path is dead."""
+    ny, nx, back = y + _DY[d], x + _DX[d], (d + 2) % NUM_DIRS
+    link_hops[y, x, d] = link_hops[ny, nx, back] = link
+    neighbour_hops[y, x, d] = neighbour_hops[ny, nx, back] = neighbour
+    dead[y, x, d] = dead[ny, nx, back] = link < 0

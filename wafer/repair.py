@@ -41,7 +41,7 @@ import numpy as np
 from wafer import _repair_kernels as kernels
 from wafer.defects import DefectMap
 from wafer.errors import ConfigError, DefectMapError
-from wafer.geometry import DX, DY, NUM_DIRS, E, N, S, W
+from wafer.geometry import NUM_DIRS, E, S
 from wafer.spec import WaferSpec
 
 BFS_BUDGET_PES = 1 << 14  # PEs one detour search may reach before connectivity is labelled
@@ -52,10 +52,6 @@ _ARRAY_FIELDS = (
     "dead_link",
     "link_hops",
     "neighbour_hops",
-)
-_WIRES = (  # (direction, its opposite, near-end slice, far-end slice) of each wire kind
-    (E, W, np.s_[:, :-1], np.s_[:, 1:]),
-    (S, N, np.s_[:-1, :], np.s_[1:, :]),
 )
 
 
@@ -190,7 +186,9 @@ def _build_grid(
     physical_to_logical.reshape(-1)[logical_to_physical.reshape(-1)] = np.arange(
         height * width, dtype=np.int64
     )
-    link_hops, neighbour_hops, dead = _link_tables(dead_pe, dead_link, logical_to_physical, hole)
+    link_hops, neighbour_hops, dead = kernels.link_tables(
+        dead_pe, dead_link, logical_to_physical, hole, BFS_BUDGET_PES
+    )
     return LogicalGrid(
         strategy=strategy,
         width=width,
@@ -207,61 +205,6 @@ def _build_grid(
     )
 
 
-def _link_tables(
-    dead_pe: np.ndarray, dead_link: np.ndarray, logical_to_physical: np.ndarray, hole: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``link_hops``, ``neighbour_hops`` and ``dead_link`` tables, each wire solved once."""
-    shape = (*logical_to_physical.shape, NUM_DIRS)
-    link_hops = np.full(shape, -1, dtype=np.int64)
-    neighbour_hops = np.full(shape, -1, dtype=np.int64)
-    dead = np.zeros(shape, dtype=np.bool_)
-    for forward, backward, near, far in _WIRES:
-        tables = _wire_hops(
-            dead_pe,
-            dead_link,
-            np.ascontiguousarray(logical_to_physical[near]),
-            np.ascontiguousarray(logical_to_physical[far]),
-            hole[near] | hole[far],
-            forward,
-        )
-        for table, values in zip((link_hops, neighbour_hops, dead), tables, strict=True):
-            table[(*near, forward)] = values
-            table[(*far, backward)] = values
-    return link_hops, neighbour_hops, dead
-
-
-def _wire_hops(
-    dead_pe: np.ndarray,
-    dead_link: np.ndarray,
-    near: np.ndarray,
-    far: np.ndarray,
-    hole_pair: np.ndarray,
-    direction: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Hops and deadness of the wires from ``near`` to ``far`` PEs (physical ids).
-
-    The common case, the far PE physically next to the near one in ``direction`` over a
-    working link, is settled here with numpy; every other pair goes to the kernels.
-    """
-    phys_width = dead_pe.shape[1]
-    adjacent = far - near == DY[direction] * phys_width + DX[direction]
-    if DX[direction] != 0:
-        column = near % phys_width + DX[direction]
-        adjacent &= (column >= 0) & (column < phys_width)
-    working = ~dead_link[..., direction].reshape(-1)[near]
-    trivial = adjacent & working & ~hole_pair
-    link_hops = np.where(trivial, 1, -1).astype(np.int64)
-    neighbour_hops = link_hops.copy()
-    rare = np.flatnonzero(~trivial & ~hole_pair)
-    if rare.size:
-        rare_link, rare_neighbour = kernels.resolve_pairs(
-            dead_pe, dead_link, near.reshape(-1)[rare], far.reshape(-1)[rare], BFS_BUDGET_PES
-        )
-        link_hops.reshape(-1)[rare] = rare_link
-        neighbour_hops.reshape(-1)[rare] = rare_neighbour
-    return link_hops, neighbour_hops, ~hole_pair & (link_hops < 0)
-
-
 def warm_up() -> None:
     """Compile (or load from the cache) every repair kernel on a tiny 3 x 3 grid."""
     dead_pe = np.zeros((3, 3), dtype=np.bool_)
@@ -269,5 +212,5 @@ def warm_up() -> None:
     kernels.skip_dead_rows(dead_pe.copy(), 2, 1)
     dead_pe = _readonly(dead_pe)
     dead_link = _readonly(np.zeros((3, 3, NUM_DIRS), dtype=np.bool_))
-    pair = (np.array([1], dtype=np.int64), np.array([7], dtype=np.int64))
-    kernels.resolve_pairs(dead_pe, dead_link, *pair, 1)
+    to_physical = np.array([[0, 1], [3, 5]], dtype=np.int64)
+    kernels.link_tables(dead_pe, dead_link, to_physical, np.zeros((2, 2), np.bool_), 1)

@@ -20,6 +20,7 @@ from typing import Any
 
 from wafer import __version__
 from wafer.errors import ConfigError
+from wafer.heap import keep_freed_memory
 from wafer.sweep_config import SweepConfig, SweepPoint, parse_point_args
 from wafer.sweep_results import PointRecord, open_results, write_records
 
@@ -207,6 +208,7 @@ def _have_dask() -> bool:
 def _run_serial(sweep: SweepConfig, jobs: list[tuple[SweepPoint, int]]) -> Iterator[list]:
     """Points in order, handed on in batches of about ``CHUNK_TARGET_S`` (a write of the
     results file costs about as much as a fast point)."""
+    keep_freed_memory()
     batch, start = [], time.perf_counter()
     for point, attempt in jobs:
         batch.append(run_point(sweep.job, point, sweep.metrics, attempt))
@@ -284,6 +286,7 @@ class _ChunkFeed:
 
 def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str, ...]):
     """Run a chunk of (point, attempt) on a worker: one record per point."""
+    keep_freed_memory()
     return [run_point(job, point, metrics, attempt) for point, attempt in chunk]
 
 
@@ -308,23 +311,16 @@ class ChunkSizer:
 
 
 def _local_cluster(n: int):
-    """``n`` single-threaded worker processes. Dask's nannies give workers a low
-    ``MALLOC_TRIM_THRESHOLD_``, which turns off glibc's adaptive mmap threshold: every large
-    numpy array is then mapped and unmapped afresh, and a wse2 defect-map point took 96 ms
-    instead of 68 ms. These workers keep glibc's defaults (and one BLAS thread each)."""
-    import dask
+    """``n`` single-threaded worker processes."""
     from distributed import LocalCluster
 
-    environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
-    environ.pop("MALLOC_TRIM_THRESHOLD_", None)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
-        return LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
+    return LocalCluster(
+        n_workers=n,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=logging.ERROR,
+    )
 
 
 def _lost(point: SweepPoint, attempt: int, exc: Exception) -> PointRecord:
