@@ -20,7 +20,7 @@ from typing import Any
 
 from wafer import __version__
 from wafer.errors import ConfigError
-from wafer.heap import keep_freed_memory
+from wafer.heap import WORKER_ENVIRON, keep_freed_memory
 from wafer.sweep_config import SweepConfig, SweepPoint, parse_point_args
 from wafer.sweep_results import PointRecord, open_results, write_records
 
@@ -311,16 +311,20 @@ class ChunkSizer:
 
 
 def _local_cluster(n: int):
-    """``n`` single-threaded worker processes."""
+    """``n`` single-threaded worker processes whose threads all share glibc's main arena
+    (see :mod:`wafer.heap`)."""
+    import dask
     from distributed import LocalCluster
 
-    return LocalCluster(
-        n_workers=n,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    )
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ"), **WORKER_ENVIRON}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        return LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
 
 
 def _lost(point: SweepPoint, attempt: int, exc: Exception) -> PointRecord:
