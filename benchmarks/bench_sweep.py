@@ -63,6 +63,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default="out/bench_sweep.json")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds={args.rounds} must be >= 1")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         sweep = load_sweep(sweep_file(folder, args.points))

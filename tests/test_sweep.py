@@ -302,10 +302,15 @@ def test_a_lost_chunk_goes_out_again_point_by_point(small):
     assert "worker lost: RuntimeError: KilledWorker" in record.error
 
 
-def test_sweep_processes_keep_freed_memory_on_glibc() -> None:
-    """The thresholds take on glibc (Linux); elsewhere the call reports that it did nothing."""
-    import platform
+def test_serial_sweeps_and_dask_chunks_keep_freed_memory(small, monkeypatch, tmp_path):
+    """Both places that run points set the process's malloc thresholds first."""
+    import wafer.sweep as sweep_module
 
-    from wafer.heap import keep_freed_memory
-
-    assert keep_freed_memory() is (platform.libc_ver()[0] == "glibc")
+    calls = []
+    monkeypatch.setattr(sweep_module, "keep_freed_memory", lambda: calls.append(1))
+    sweep = load_sweep(small)
+    run_sweep(sweep, tmp_path / "r.h5", serial=True)
+    assert calls == [1]
+    records = sweep_module.run_points(sweep.job, [(sweep.points[0], 1)], sweep.metrics)
+    assert calls == [1, 1]
+    assert records[0].status == "ok"

@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from wafer.geometry import DX, DY, NUM_DIRS, E, N, S, W
+from wafer.geometry import DX, DY, NUM_DIRS, OPPOSITE, E, N, S, W
 
 _DX = tuple(int(v) for v in DX)
 _DY = tuple(int(v) for v in DY)
+_OPPOSITE = tuple(int(v) for v in OPPOSITE)
 BFS_GAVE_UP = -2
 
 
@@ -300,26 +301,37 @@ def link_tables(
     dead_pe: np.ndarray, dead_link: np.ndarray, to_physical: np.ndarray, hole: np.ndarray,
     budget: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """``link_hops``, ``neighbour_hops`` and ``dead_link`` of a logical grid, in one pass.
+    """The link tables of a logical grid (see :mod:`wafer.repair`), in one pass.
 
     Each east and south wire is solved once and written at both ends. The common wire, its
     far end physically next to the near one over a working link, is settled inline; the rest
     go to :func:`resolve_pairs` together. One pass over the grid instead of a dozen numpy
-    passes: a wse2 map's tables are ~80 MB, so memory traffic is what this costs.
+    passes: a wse2 map's tables are ~50 MB, so memory traffic is what this costs.
 
     Parameters
     ----------
+    dead_pe : bool (phys_height, phys_width)
+    dead_link : bool (phys_height, phys_width, 4), symmetric
     to_physical : int64 (height, width)
         Physical PE id of each logical PE.
     hole : bool (height, width)
         Logical PEs mapped onto dead physical PEs.
+    budget : int
+        As in :func:`resolve_pairs`.
+
+    Returns
+    -------
+    link_hops, neighbour_hops : int64 (height, width, 4)
+        Per logical PE and direction; -1 at the edge, beside a hole, or with no path.
+    unrepaired : bool (height, width, 4)
+        Logical wires between working PEs that no repair path realises.
     """
     height, width = to_physical.shape
     phys_width = dead_pe.shape[1]
     link_hops = np.full((height, width, NUM_DIRS), -1, dtype=np.int64)
     neighbour_hops = np.full((height, width, NUM_DIRS), -1, dtype=np.int64)
-    dead = np.zeros((height, width, NUM_DIRS), dtype=np.bool_)
-    rare = np.empty((2 * height * width, 3), dtype=np.int64)  # y, x, direction
+    unrepaired = np.zeros((height, width, NUM_DIRS), dtype=np.bool_)
+    rare = np.empty(2 * height * width, dtype=np.int64)  # wires: 2 * pe + (direction == S)
     count = 0
     for y in range(height):
         for x in range(width):
@@ -337,35 +349,45 @@ def link_tables(
                     and 0 <= far_x < phys_width
                 )
                 if adjacent and not dead_link[py, px, d]:
-                    _set_wire(link_hops, neighbour_hops, dead, y, x, d, 1, 1)
+                    _set_wire(link_hops, neighbour_hops, unrepaired, y, x, d, 1, 1)
                 else:
-                    rare[count, 0], rare[count, 1], rare[count, 2] = y, x, d
+                    rare[count] = 2 * (y * width + x) + (d == S)
                     count += 1
     if count:
         _resolve_rare(dead_pe, dead_link, to_physical, rare[:count], budget,
-                      link_hops, neighbour_hops, dead)  # fmt: skip
-    return link_hops, neighbour_hops, dead
+                      link_hops, neighbour_hops, unrepaired)  # fmt: skip
+    return link_hops, neighbour_hops, unrepaired
 
 
 @njit(cache=True)
-def _resolve_rare(dead_pe, dead_link, to_physical, rare, budget, link_hops, neighbour_hops, dead):
-    """Solve the wires listed in ``rare`` (y, x, direction) and write them at both ends."""
-    src = np.empty(rare.shape[0], dtype=np.int64)
-    dst = np.empty(rare.shape[0], dtype=np.int64)
-    for k in range(rare.shape[0]):
-        y, x, d = rare[k, 0], rare[k, 1], rare[k, 2]
+def _resolve_rare(
+    dead_pe, dead_link, to_physical, rare, budget, link_hops, neighbour_hops, unrepaired
+):
+    """Solve the wires listed in ``rare`` and write them at both ends."""
+    width = to_physical.shape[1]
+    src = np.empty(rare.size, dtype=np.int64)
+    dst = np.empty(rare.size, dtype=np.int64)
+    for k in range(rare.size):
+        y, x, d = _wire_end(rare[k], width)
         src[k] = to_physical[y, x]
         dst[k] = to_physical[y + _DY[d], x + _DX[d]]
     rare_link, rare_neighbour = resolve_pairs(dead_pe, dead_link, src, dst, budget)
-    for k in range(rare.shape[0]):
-        y, x, d = rare[k, 0], rare[k, 1], rare[k, 2]
-        _set_wire(link_hops, neighbour_hops, dead, y, x, d, rare_link[k], rare_neighbour[k])
+    for k in range(rare.size):
+        y, x, d = _wire_end(rare[k], width)
+        _set_wire(link_hops, neighbour_hops, unrepaired, y, x, d, rare_link[k], rare_neighbour[k])
 
 
 @njit(cache=True, inline="always")
-def _set_wire(link_hops, neighbour_hops, dead, y, x, d, link, neighbour):
-    """Write one wire's hops at both of its ends; a wire with no repair path is dead."""
-    ny, nx, back = y + _DY[d], x + _DX[d], (d + 2) % NUM_DIRS
+def _wire_end(wire, width):
+    """(y, x, direction) of the near end of wire ``2 * pe + (direction == S)``."""
+    pe = wire // 2
+    return pe // width, pe % width, S if wire % 2 else E
+
+
+@njit(cache=True, inline="always")
+def _set_wire(link_hops, neighbour_hops, unrepaired, y, x, d, link, neighbour):
+    """Write one wire's hops at both of its ends; a wire with no repair path is unrepaired."""
+    ny, nx, back = y + _DY[d], x + _DX[d], _OPPOSITE[d]
     link_hops[y, x, d] = link_hops[ny, nx, back] = link
     neighbour_hops[y, x, d] = neighbour_hops[ny, nx, back] = neighbour
-    dead[y, x, d] = dead[ny, nx, back] = link < 0
+    unrepaired[y, x, d] = unrepaired[ny, nx, back] = link < 0
