@@ -8,12 +8,14 @@ call) is then also compiled for the GPU, and the CPU engine stays the one source
 Device functions compile on first use, so the CPU-only host loop (``run_cycles``, the row loops,
 ``_pending_work``, whose array reductions a device cannot do) is defined there but never built.
 
-Two names differ. ``_record_packet`` adds to the packet counters of the sink's row, which
+Three names differ. ``_record_packet`` adds to the packet counters of the sink's row, which
 the routers of a row share. On the CPU a row is one thread's work; here each router is a
 thread, so the CUDA version below adds atomically (integer adds, whose sums do not depend on
 their order). Everything else a router writes is its own state or a link slot only it drives.
-And ``np`` there is numpy with ``log1p`` and ``ceil`` taken from ``math`` (numba-cuda has no
-device loops for those two ufuncs; see ``_numpy_for_devices``).
+``mul_rn`` is libdevice's ``fmul_rn``: a product rounded alone, which NVVM cannot fuse with
+the add after it (by default it does, and the GPU's ``acc + a * b`` then differs from the CPU's
+in the last bit). And ``np`` there is numpy with ``log1p`` and ``ceil`` taken from ``math``
+(numba-cuda has no device loops for those two ufuncs; see ``_numpy_for_devices``).
 
 No ``cache=True``: Numba's cache would key these kernels on this file alone and miss a change
 to the device functions taken from ``_kernels.py``; they compile in about 10 s per process.
@@ -28,13 +30,15 @@ of a launch uses slot ``k % 3``: the first thread clears slot ``(k - 1) % 3`` af
 barrier of cycle ``k``, when every thread has finished reading it and none writes it before
 the barrier of cycle ``k + 1``.
 
-Two kernels run that loop:
+Three kernels run that loop:
 
 - ``run_cycles_block``: one thread block, ``cuda.syncthreads`` as the barrier. Needs no
   cooperative launch and runs in Numba's CUDA simulator, but uses one streaming multiprocessor.
 - ``run_cycles_grid``: a cooperative grid, ``cuda.cg.this_grid().sync()`` as the barrier, as
   many blocks as fit on the device at once (Numba launches a kernel that syncs its grid
   cooperatively). The simulator supports it with one block only.
+- ``run_cycles_wide``: ``run_cycles_grid`` compiled for at most ``WIDE_REGISTERS`` registers a
+  thread, so that more threads fit: for meshes with more routers than the grid kernel holds.
 """
 
 from __future__ import annotations
@@ -44,13 +48,16 @@ import math
 import types
 from pathlib import Path
 
+import numba
 import numpy as np
 from numba import cuda
+from numba.cuda import libdevice
 
 from fabric import _fp16
 from fabric import _kernels as K
 from fabric._kernels import NEVER, STATUS_DEADLOCK, STATUS_DONE, STATUS_MAX_CYCLES
 
+SIMULATED = numba.config.ENABLE_CUDASIM
 RUNNING = -1  # status while the loop goes on
 # a thread's loop state (a local array; every thread holds the same values)
 R_T, R_END, R_LAST_EVENT, R_LAST_MOVE, R_ITER, R_STATUS, R_CYCLE, R_SETTLE = range(8)
@@ -121,6 +128,14 @@ def _record_packet(r, t, created, injected, tr):
     cuda.atomic.add(tr.hist, (row, min(latency, tr.hist.shape[1] - 1)), 1)
 
 
+@cuda.jit(device=True)
+def _mul_rn(a, b):
+    """``_kernels.mul_rn``: libdevice's ``fmul_rn``, a product NVVM never fuses into an FMA."""
+    if SIMULATED:  # the simulator's libdevice functions are stubs that return None
+        return a * b
+    return libdevice.fmul_rn(a, b)
+
+
 _FP16 = _device_module(_fp16, {"njit": _device})
 DEVICE = _device_module(
     K,
@@ -131,6 +146,7 @@ DEVICE = _device_module(
         "set_half": _FP16.set_half,
         "word_half": _FP16.word_half,
         "_record_packet": _record_packet,
+        "mul_rn": _mul_rn,
     },
 )
 _catch_up = DEVICE._catch_up
@@ -175,6 +191,19 @@ def run_cycles_grid(t0, t1, fab, st, prog, tr, want, ctl):
             grid.sync()
             _after_pending(run, fab, ctl)
     _finish(run, first, stride, fab, st, ctl)
+
+
+# The same grid kernel held to WIDE_REGISTERS registers a thread (148 unbounded, on sm_90):
+# four times as many threads fit on the GPU, at the cost of spilling to local memory. On an
+# H100 it stepped a 1024 x 1024 mesh at 30 % load in 1.0 ms a cycle against 2.2 ms, and a
+# 128 x 128 one (fewer routers than threads) in 59 us against 49 us (.gpu-style sweep of
+# max_registers 64/96/None and 128-512 threads, 2026-11-23).
+WIDE_REGISTERS = 64
+run_cycles_wide = (
+    run_cycles_grid  # the simulator's jit takes no register limit
+    if SIMULATED
+    else cuda.jit(max_registers=WIDE_REGISTERS)(run_cycles_grid.py_func)
+)
 
 
 @cuda.jit(device=True)

@@ -336,7 +336,8 @@ def _task_step(r, task, fab, st, prog):
     pc = st.pc[r, task]
     if pc >= prog.task_end[r, task]:
         return IDLE
-    op = _current_op(r, task, pc, st, prog)
+    _load_op(r, task, pc, st, prog)
+    op = st.op[r, task]
     code, c, k = op[C_CODE], op[C_COLOR], st.progress[r, task]
     mem = st.mem[r]
     if code == OP_WAIT:  # until task C_A has finished its first C_B ops
@@ -366,16 +367,15 @@ def _task_step(r, task, fab, st, prog):
 
 
 @kernel(inline="always")
-def _current_op(r, task, pc, st, prog):
-    """Row ``pc`` of the op table, read from the task's own copy, taken when the task
-    reaches the op. The table's rows lie megabytes apart in a big run: reading a row on
-    every step missed the cache nearly every time (a fifth of a 64 x 64 GEMM's run)."""
-    op = st.op[r, task]
+def _load_op(r, task, pc, st, prog):
+    """Copy row ``pc`` of the op table into the task's own row ``st.op[r, task]`` when the
+    task reaches the op. The table's rows lie megabytes apart in a big run: reading a row on
+    every step missed the cache nearly every time (a fifth of a 64 x 64 GEMM's run). (It
+    returns nothing: a CUDA device function may only return arrays it was passed.)"""
     if st.op_pc[r, task] != pc:
         for i in range(NUM_OP_COLUMNS):
-            op[i] = prog.ops[pc, i]
+            st.op[r, task, i] = prog.ops[pc, i]
         st.op_pc[r, task] = pc
-    return op
 
 
 @kernel(inline="always")
@@ -393,7 +393,15 @@ def _consume(op, k, value, mem):
         block, row = k // period, k % period
         base, acc = op[C_A] + row * m, dst + block * m
         for i in range(m):
-            mem[acc + i] += mem[base + i] * value
+            mem[acc + i] += mul_rn(mem[base + i], value)
+
+
+@kernel(inline="always")
+def mul_rn(a, b):
+    """``a * b`` rounded on its own, for a product that is then added. The CUDA engine
+    replaces it with libdevice's ``fmul_rn``, which the GPU compiler never fuses with the add
+    into an FMA (one rounding), so ``acc + a * b`` rounds twice on both engines."""
+    return a * b
 
 
 @kernel(inline="always")
@@ -414,7 +422,7 @@ def _consume_fp16(op, k, value, mem):
         scalar = word_half(value, j)
         acc, row = dst + (v // period) * m, v % period
         for i in range(m):
-            mem[acc + i] += get_half(mem, op[C_A], row * m + i) * scalar
+            mem[acc + i] += mul_rn(get_half(mem, op[C_A], row * m + i), scalar)
 
 
 @kernel(inline="always")
@@ -430,12 +438,12 @@ def _matmul_column(op, j, mem):
         if half:
             b = get_half(mem, op[C_B], j * kk + p)
             for i in range(m):
-                mem[c + i] += get_half(mem, op[C_A], p * m + i) * b
+                mem[c + i] += mul_rn(get_half(mem, op[C_A], p * m + i), b)
         else:
             b = mem[op[C_B] + j * kk + p]
             a = op[C_A] + p * m
             for i in range(m):
-                mem[c + i] += mem[a + i] * b
+                mem[c + i] += mul_rn(mem[a + i], b)
 
 
 @kernel(inline="always")
@@ -450,7 +458,7 @@ def _local_op(op, scalar, mem):
             elif code == OP_VSCALE:
                 set_half(mem, dst, i, x * scalar)
             else:  # OP_VFMA
-                set_half(mem, dst, i, get_half(mem, dst, i) + x * y)
+                set_half(mem, dst, i, get_half(mem, dst, i) + mul_rn(x, y))
         return
     for i in range(m):
         if code == OP_VADD:
@@ -458,7 +466,7 @@ def _local_op(op, scalar, mem):
         elif code == OP_VSCALE:
             mem[dst + i] = mem[a + i] * scalar
         else:  # OP_VFMA
-            mem[dst + i] += mem[a + i] * mem[b + i]
+            mem[dst + i] += mul_rn(mem[a + i], mem[b + i])
 
 
 @kernel(inline="always")

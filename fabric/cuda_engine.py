@@ -6,24 +6,24 @@ without a trace, ``trace.every_cycles`` cycles with one. A launch runs all its c
 the kernel, with a barrier between them. The state comes back at the end of the run, for each
 trace sample, and before a deadlock is explained (``fabric.deadlock`` reads it on the host).
 
-Launch: on a GPU of compute capability 6.0 or more, a cooperative grid of as many
-:data:`BLOCK_THREADS`-thread blocks as the routers need and the device holds at once
-(``run_cycles_grid``); otherwise one block (``run_cycles_block``). In Numba's CUDA simulator
+Launch (``launch="auto"``): on a GPU of compute capability 6.0 or more, a cooperative grid of
+as many blocks as the routers need and the device holds at once (``run_cycles_grid``), or,
+when the routers outnumber the threads that fit, the same kernel held to fewer registers so
+that four times as many fit (``run_cycles_wide``); otherwise one block (``run_cycles_block``).
+``launch`` names one of them for tests and benchmarks. In Numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1`` before numba is imported) one block of at most
 :data:`SIMULATOR_THREADS` threads, each a Python thread there.
 
 Results are bit-identical to the CPU engine's: the same integer arithmetic, float32 adds and
-multiplies each rounded once (NVVM is told not to fuse them into FMAs, see
-:func:`_separate_roundings`). One exception can show in traffic mode only: a packet's
-arrival gap is ``ceil(log(u) / log1p(-p))``, and the device's ``log`` and ``log1p`` (libdevice;
-numpy's in the simulator) may differ from the host's libm in the last bit, which changes the
-gap when the quotient lies that close to an integer.
+multiplies each rounded once (products that are added go through libdevice's ``fmul_rn``,
+which NVVM does not fuse into FMAs; see ``fabric._cuda_kernels``). One exception can show in
+traffic mode only: a packet's arrival gap is ``ceil(log(u) / log1p(-p))``, and the device's
+``log`` and ``log1p`` (libdevice; numpy's in the simulator) may differ from the host's libm in
+the last bit, which changes the gap when the quotient lies that close to an integer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import NamedTuple
 
 import numba
@@ -36,8 +36,12 @@ from fabric.deadlock import deadlock_message
 from fabric.state import EngineState, FabricArrays, ProgramArrays, TrafficArrays
 from wafer.errors import ConfigError, DeadlockError
 
-LAUNCHES = ("auto", "block", "grid")
-BLOCK_THREADS = 256  # fits any kernel: 255 registers x 256 threads <= 64 K registers per SM
+LAUNCHES = ("auto", "block", "grid", "wide")
+KERNELS = {"block": CK.run_cycles_block, "grid": CK.run_cycles_grid, "wide": CK.run_cycles_wide}
+# Threads per block. 128 fit any kernel (255 registers x 128 threads <= 64 K registers per SM);
+# on an H100 the grid kernel (148 registers) stepped a 1024 x 1024 mesh 1.4x faster with 128
+# than with 256 (three blocks fit an SM instead of one), the wide one (64) alike with 256 or 512.
+THREADS = {"block": 128, "grid": 128, "wide": 256}
 SIMULATOR_THREADS = 64
 COOPERATIVE_CC = (6, 0)  # grid sync needs compute capability 6.0
 
@@ -102,6 +106,14 @@ def run_kernel(fab, st, prog, tr, t0, t1, launch="auto", threads=None) -> tuple[
     return status, cycle
 
 
+def compile_kernels(fab, st, prog, tr) -> None:
+    """Launch every kernel for no cycle: each compiles on its first launch, and benchmarks
+    time compilation apart."""
+    dev = to_device(fab, st, prog, tr)
+    for launch in KERNELS:
+        launch_cycles(dev, 0, 0, launch)
+
+
 def to_device(fab, st, prog, tr) -> DeviceArrays:
     """Copy every array to the device; ``link_any`` stays a view of ``link_flags`` there."""
     dev_st = _copy(st, skip="link_any")
@@ -135,56 +147,45 @@ def launch_cycles(dev, t0: int, t1: int, launch="auto", threads=None) -> tuple[i
     """One kernel launch over cycles ``[t0, t1)``; returns ``run_cycles``' (status, cycle)."""
     ctl = cuda.to_device(CK.new_control())
     args = (t0, t1, dev.fab, dev.st, dev.prog, dev.tr, dev.want, ctl)
-    with _separate_roundings():
-        kernel, blocks, threads = _configure(launch, dev.fab.alive.shape[0], args, threads)
-        kernel[blocks, threads](*args)
+    kernel, blocks, threads = _configure(launch, dev.fab.alive.shape[0], args, threads)
+    kernel[blocks, threads](*args)
     status, cycle = ctl.copy_to_host()[CK.RESULT, :2]
     return int(status), int(cycle)
 
 
 def _configure(launch: str, pes: int, args: tuple, most: int | None):
-    """(kernel, blocks, threads per block) for ``launch`` (auto, block or grid) with at most
-    ``most`` threads per block (None: the default)."""
+    """(kernel, blocks, threads per block) for ``launch`` (see :data:`LAUNCHES`) with at most
+    ``most`` threads per block (None: the kernel's default)."""
     if launch not in LAUNCHES:
         raise ConfigError(f"launch={launch!r} is not one of: {', '.join(LAUNCHES)}")
     simulated = numba.config.ENABLE_CUDASIM
-    threads = min(pes, most or (SIMULATOR_THREADS if simulated else BLOCK_THREADS))
     if launch == "auto":
-        grid = not simulated and cuda.get_current_device().compute_capability >= COOPERATIVE_CC
-        launch = "grid" if grid else "block"
+        if simulated or cuda.get_current_device().compute_capability < COOPERATIVE_CC:
+            launch = "block"
+        else:
+            configured = _cooperative("grid", pes, args, most)
+            _, blocks, threads = configured
+            if blocks * threads >= pes:  # a thread for every router
+                return configured
+            launch = "wide"
     if launch == "block":
-        return CK.run_cycles_block, 1, threads
+        return CK.run_cycles_block, 1, _threads(launch, pes, most)
     if simulated:  # the simulator runs a cooperative grid of one block only
-        return CK.run_cycles_grid, 1, threads
-    kernel = CK.run_cycles_grid.specialize(*args)
+        return KERNELS[launch], 1, _threads(launch, pes, most)
+    return _cooperative(launch, pes, args, most)
+
+
+def _threads(launch: str, pes: int, most: int | None) -> int:
+    default = SIMULATOR_THREADS if numba.config.ENABLE_CUDASIM else THREADS[launch]
+    return min(pes, most or default)
+
+
+def _cooperative(launch: str, pes: int, args: tuple, most: int | None):
+    """The ``grid`` or ``wide`` kernel with as many blocks as the routers need and fit."""
+    threads = _threads(launch, pes, most)
+    kernel = KERNELS[launch].specialize(*args)
     (compiled,) = kernel.overloads.values()
     resident = compiled.max_cooperative_grid_blocks(threads)
     if resident < 1:
         raise ConfigError(f"the cooperative kernel does not fit {threads} threads on this GPU")
     return kernel, min(-(-pes // threads), resident), threads
-
-
-@contextmanager
-def _separate_roundings() -> Iterator[None]:
-    """Compile with NVVM's ``-fma=0``, so that ``a * b + c`` rounds twice, as on the CPU.
-
-    NVVM fuses multiplies and adds by default (``-fma=1``) and Numba offers no option for it
-    (numba-cuda issue 118), so ``nvvm.compile_ir`` gets the option while the engine's kernels
-    compile (only on their first launch; later launches reuse the code).
-    """
-    if numba.config.ENABLE_CUDASIM:
-        yield
-        return
-    from numba.cuda.cudadrv import nvvm
-
-    compile_ir = nvvm.compile_ir
-
-    def without_fma(llvmir, **options):
-        options.setdefault("fma", False)
-        return compile_ir(llvmir, **options)
-
-    nvvm.compile_ir = without_fma
-    try:
-        yield
-    finally:
-        nvvm.compile_ir = compile_ir

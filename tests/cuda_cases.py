@@ -9,7 +9,7 @@ Prints one line per case and exits 1 at the first difference, naming the case an
 Program cases compare every SimResult field (or the DeadlockError message); traffic cases
 every number of the summary but the wall time; state cases every array of the engine state
 and the traffic arrays after ``run_kernel`` (with three threads for 9 or 16 routers, one case
-on each kernel: one block, cooperative grid).
+on each kernel: one block, cooperative grid, register-capped grid).
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def state_program(engine):
     return state_after(engine, fab, st, prog, empty_traffic(3, 3), 12, "block")
 
 
-def state_traffic(engine):
+def state_traffic(engine, launch="grid"):
     """Every state and traffic array after 60 cycles of bit-complement traffic on 4x4
     (cooperative grid)."""
     cfg = TrafficConfig(4, 4, "bitcomp", 0.4, cycles=60, warmup=5, seed=4)
@@ -280,7 +280,12 @@ def state_traffic(engine):
     fab = fabric_arrays(mesh, SPEC, route, np.ones(1, np.uint8), True, ROUTINGS["xy"])
     st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
     tr = traffic_arrays(cfg, mesh)
-    return state_after(engine, fab, st, empty_program(mesh.pes), tr, cfg.cycles, "grid")
+    return state_after(engine, fab, st, empty_program(mesh.pes), tr, cfg.cycles, launch)
+
+
+def state_traffic_wide(engine):
+    """``state_traffic`` on the cooperative grid of threads held to fewer registers."""
+    return state_traffic(engine, "wide")
 
 
 CASES = {
@@ -302,6 +307,7 @@ CASES = {
         traffic_updown_hole,
         state_program,
         state_traffic,
+        state_traffic_wide,
     )
 }
 

@@ -23,6 +23,8 @@ from wafer.presets import preset
 
 SPEC = preset("tiny")
 CASES = Path(__file__).with_name("cuda_cases.py")
+PTX = Path(__file__).with_name("cuda_ptx.py")
+NO_NVVM = 3  # cuda_ptx.py's exit status when numba-cuda or NVVM is missing
 
 
 def send_recv():
@@ -49,6 +51,19 @@ def test_cuda_engine_matches_cpu_bit_for_bit_in_the_simulator():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "FAIL" not in done.stdout
+
+
+def test_cuda_kernels_compile_for_a_gpu_where_numba_cuda_and_nvvm_are_installed():
+    """The kernels pass numba-cuda's typing and NVVM for sm_90 with no float32 FMA (the
+    simulator runs them as Python and misses both); skipped without numba-cuda and NVVM."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run(
+        [sys.executable, str(PTX)], capture_output=True, text=True, check=False, timeout=600,
+        env=env,
+    )  # fmt: skip
+    if done.returncode == NO_NVVM:
+        pytest.skip(done.stdout.strip())
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
 
 
 def test_unknown_engine_is_a_config_error_naming_the_engines():
