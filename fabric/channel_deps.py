@@ -45,6 +45,7 @@ from __future__ import annotations
 import networkx as nx
 import numpy as np
 
+from fabric._channel_kernels import unresolved_channels
 from fabric.mesh import Mesh
 from fabric.routes import ColorRoutes
 from wafer.errors import ConfigError, WaferSimError
@@ -143,36 +144,88 @@ def check_deadlock_free(graph: nx.DiGraph, width: int | None = None) -> None:
     ``width`` (to print PEs as ``(x, y)``) defaults to ``graph.graph["width"]``.
     """
     width = _graph_width(graph, width)
-    try:
-        edges = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
+    if nx.is_directed_acyclic_graph(graph):
         return
-    cycle = [tuple(int(i) for i in u) for u, _v in edges]
+    _raise_cycle(_a_cycle(graph, _behind_cycles(graph)), width)
+
+
+def check_routes(routes: ColorRoutes) -> None:
+    """Reject static color routes that can deadlock: a dependency cycle or a dead end.
+
+    Linear in the channels: Kahn's algorithm runs over the route table in a Numba kernel
+    (``fabric._channel_kernels``); the graph is built only to name a cycle that exists.
+    """
+    stuck, received = _resolve(routes)
+    if stuck.any():
+        graph = color_route_dependencies(routes)
+        _raise_cycle(_a_cycle(graph, set(_channels(routes, stuck))), routes.mesh.width)
+    dead = _dead_ends(routes, received)
+    if dead:
+        names = ", ".join(channel_name(ch, routes.mesh.width) for ch in dead[:MAX_CHAIN])
+        raise ConfigError(
+            f"routes have {len(dead)} dead end(s): wavelets arriving there have no route "
+            f"and would wait forever: {names}"
+        )
+
+
+def dead_end_channels(routes: ColorRoutes) -> list[Channel]:
+    """Channels that receive a color over a link but have no route for it, sorted."""
+    return _dead_ends(routes, _resolve(routes)[1])
+
+
+def _resolve(routes: ColorRoutes) -> tuple[np.ndarray, np.ndarray]:
+    """``unresolved_channels`` of the route table, after checking its links exist."""
+    neighbor = routes.mesh.neighbors()
+    for out in range(NUM_DIRS):
+        sends = (routes.table & np.uint8(1 << out)).any(axis=(1, 2))
+        _check_links_exist(np.flatnonzero(sends), neighbor[sends, out], out, routes.mesh.width)
+    return unresolved_channels(routes.table, neighbor)
+
+
+def _dead_ends(routes: ColorRoutes, received: np.ndarray) -> list[Channel]:
+    return _channels(routes, received & (routes.table.reshape(-1) == 0))
+
+
+def _channels(routes: ColorRoutes, mask: np.ndarray) -> list[Channel]:
+    """The channels ``(pe, in_port, color)`` where the flat ``mask`` is set, in order."""
+    pe, port, color = np.unravel_index(np.flatnonzero(mask), routes.table.shape)
+    return list(zip(pe.tolist(), port.tolist(), color.tolist(), strict=True))
+
+
+def _behind_cycles(graph: nx.DiGraph) -> set:
+    """Nodes that Kahn's algorithm cannot remove: on a cycle or downstream of one."""
+    pending = dict(graph.in_degree())
+    ready = [node for node, count in pending.items() if count == 0]
+    while ready:
+        for after in graph.successors(ready.pop()):
+            pending[after] -= 1
+            if pending[after] == 0:
+                ready.append(after)
+    return {node for node, count in pending.items() if count > 0}
+
+
+def _a_cycle(graph: nx.DiGraph, stuck: set) -> list[Channel]:
+    """A cycle through the ``stuck`` nodes, in the order of its edges, from its least channel.
+
+    Every stuck node has a stuck predecessor (that is what kept it), so walking back from any
+    of them along stuck predecessors must meet a node twice; the nodes between are a cycle.
+    """
+    node, path, seen = min(stuck), [], {}
+    while node not in seen:
+        seen[node] = len(path)
+        path.append(node)
+        node = next(p for p in graph.predecessors(node) if p in stuck)
+    cycle = [tuple(int(i) for i in ch) for ch in reversed(path[seen[node] :])]
+    first = cycle.index(min(cycle))
+    return cycle[first:] + cycle[:first]
+
+
+def _raise_cycle(cycle: list[Channel], width: int) -> None:
     raise RouteCycleError(
         f"routes can deadlock: channel dependency cycle of {len(cycle)} queues: "
         + describe_cycle(cycle, width),
         cycle,
     )
-
-
-def check_routes(routes: ColorRoutes) -> None:
-    """Reject static color routes that can deadlock: a dependency cycle or a dead end."""
-    graph = color_route_dependencies(routes)
-    check_deadlock_free(graph)
-    stuck = dead_end_channels(routes, graph)
-    if stuck:
-        names = ", ".join(channel_name(ch, routes.mesh.width) for ch in stuck[:MAX_CHAIN])
-        raise ConfigError(
-            f"routes have {len(stuck)} dead end(s): wavelets arriving there have no route "
-            f"and would wait forever: {names}"
-        )
-
-
-def dead_end_channels(routes: ColorRoutes, graph: nx.DiGraph | None = None) -> list[Channel]:
-    """Channels that receive a color over a link but have no route for it, sorted."""
-    graph = color_route_dependencies(routes) if graph is None else graph
-    table = routes.table
-    return sorted(ch for ch in graph if graph.in_degree(ch) > 0 and table[ch[0], ch[1], ch[2]] == 0)
 
 
 def describe_cycle(cycle: list[Channel], width: int) -> str:

@@ -155,7 +155,7 @@ class ProgramBuilder:
         """Operations added so far to ``task`` of ``pe`` (an int, or an array for an array)."""
         self._check_pe(pe)
         count = self._count[pe, task]
-        return int(count) if np.ndim(count) == 0 else count
+        return count if _is_array(pe) else int(count)
 
     def vadd(self, pe, task: int, dst, a, b, m, dtype="fp32") -> None:
         """``dst[0:m] = a[0:m] + b[0:m]``."""
@@ -181,7 +181,7 @@ class ProgramBuilder:
     def _add(self, pe, task, dtype, op, scalar, ranges, period=1) -> None:
         self._check(pe, task, op, ranges)
         row = [*op, DTYPES[dtype][0], period]
-        if np.ndim(pe) == 0:
+        if not _is_array(pe):
             self._keys.append(pe * self.tasks + task)
             self._rows.append(row)
             self._scalars.append(scalar)
@@ -249,7 +249,7 @@ class ProgramBuilder:
 
 def _each(fn, values):
     """``fn`` of an int, or of each element of an int array (with few distinct values)."""
-    if np.ndim(values) == 0:
+    if not _is_array(values):
         return fn(values)
     unique, inverse = np.unique(values, return_inverse=True)
     return np.array([fn(int(u)) for u in unique], np.int64)[inverse]
@@ -257,7 +257,7 @@ def _each(fn, values):
 
 def _offender(bad) -> int | None:
     """Index of the first true element of ``bad`` (a bool or a bool array), or None."""
-    if np.ndim(bad) == 0:
+    if not _is_array(bad):
         return 0 if bad else None
     hits = np.flatnonzero(bad)
     return int(hits[0]) if hits.size else None
@@ -265,4 +265,10 @@ def _offender(bad) -> int | None:
 
 def _at(values, i: int):
     """Element ``i`` of an array argument, or the argument itself if it is one value."""
-    return values if np.ndim(values) == 0 else values[i]
+    return values[i] if _is_array(values) else values
+
+
+def _is_array(value) -> bool:
+    """Whether an argument is an array (many PEs) rather than one value. Kernels add millions
+    of one-PE ops, and ``np.ndim`` of a Python int costs about a microsecond."""
+    return isinstance(value, np.ndarray) and value.ndim > 0

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabric import _kernels as K
+from fabric._channel_kernels import unresolved_channels
 from fabric.channel_deps import (
     TURN_RULES,
     RouteCycleError,
@@ -350,6 +351,32 @@ def test_two_paths_in_one_color_are_rejected_exactly_when_their_union_cycles(dat
     else:
         paths = [data.draw(simple_paths(width, height)) for _ in range(2)]
     assert_verdict_matches_reference(paths, width, height)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_kernel_agrees_with_networkx_on_random_multicast_tables(seed):
+    """Random route masks (multicast included, any number of colors): the channels Kahn's
+    kernel leaves are exactly those on or behind a cycle of the networkx graph, and the
+    channels it finds fed are those with a predecessor."""
+    rng = np.random.default_rng(seed)
+    width, height, colors = rng.integers(2, 5), rng.integers(1, 5), rng.integers(1, 3)
+    mesh = Mesh.full(int(width), int(height))
+    links = np.asarray(mesh.link_ok(), bool)  # (P, 4): the link exists
+    bits = rng.random((mesh.pes, 5, colors, 4)) < rng.uniform(0.05, 0.4)
+    bits &= links[:, None, None, :]
+    routes = ColorRoutes(mesh, int(colors))
+    routes.table[:] = (bits * (1 << np.arange(4))).sum(axis=3).astype(np.uint8)
+    stuck, received = unresolved_channels(routes.table, mesh.neighbors())
+    graph = color_route_dependencies(routes)
+    on_cycles = [c for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    behind = set().union(*on_cycles) if on_cycles else set()
+    for node in list(behind):
+        behind |= nx.descendants(graph, node)
+    channels = list(np.ndindex(routes.table.shape))
+    assert {ch for ch, s in zip(channels, stuck, strict=True) if s} == behind
+    fed = {ch for ch in graph if graph.in_degree(ch) > 0}
+    assert {ch for ch, r in zip(channels, received, strict=True) if r} == fed
+    assert bool(stuck.any()) != nx.is_directed_acyclic_graph(graph)
 
 
 def test_paths_crossing_a_ring_in_opposite_senses_are_rejected():
