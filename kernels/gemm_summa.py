@@ -96,16 +96,26 @@ def summa_steps(m: int, k: int, n: int, p: int, q: int) -> SummaSteps:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Tile:
     """Where one PE keeps its pieces, buffers and ``C``; index ``side`` is 0 for ``A``, 1 for
-    ``B``. ``mul_done[t]`` and ``received[side][t]``: op counts through step ``t``."""
+    ``B``."""
 
     c: int
     pieces: tuple[dict[int, int], dict[int, int]]
     bufs: tuple[tuple[int, int], tuple[int, int]]
-    mul_done: list[int] = field(default_factory=list)
-    received: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
+
+
+@dataclass
+class _Grid:
+    """The tiles as (P, Q) arrays, for adding a step's ops to every PE at once.
+    ``mul_done[t]`` and ``received[side][t]``: each PE's op counts through step ``t``."""
+
+    c: np.ndarray
+    bufs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    colors: tuple[np.ndarray, np.ndarray]  # per side, (2, P, Q): its line's color by parity
+    mul_done: list[np.ndarray] = field(default_factory=list)
+    received: tuple[list[np.ndarray], list[np.ndarray]] = field(default_factory=lambda: ([], []))
 
 
 def summa(
@@ -125,8 +135,9 @@ def summa(
         [_line(plan, grid.north_port(j), col, B_COLORS[j % 2], ("summa B", j))
          for j, col in enumerate(grid.pe.T)],
     )  # fmt: skip
+    arrays = _arrays(grid.pe, tiles, lines)
     for t in range(steps.count):
-        _step(plan, steps, tiles, lines, t, dtype)
+        _step(plan, steps, tiles, arrays, t, dtype)
     analytic = summa_cycles(m, k, n, grid.rows, grid.cols, spec, dtype)
     sim = plan.run(max_cycles_for(analytic))
     placed = [
@@ -173,48 +184,75 @@ def _line(plan, port: int, line: np.ndarray, colors, owner) -> tuple[list[int], 
     return line, tuple(plan.wiring.turnaround_tree(c, port, line, (owner, c)) for c in colors)
 
 
-def _step(plan, steps: SummaSteps, tiles, lines, t: int, dtype) -> None:
-    """Add step ``t``: the row and column broadcasts of its pieces, then every multiply."""
+def _arrays(pe: np.ndarray, tiles: dict, lines) -> _Grid:
+    """Each PE's ``C`` and buffer addresses and its row's and column's colors, as arrays."""
+
+    def per_pe(get) -> np.ndarray:
+        return np.array([get(tiles[int(p)]) for p in pe.ravel()], np.int64).reshape(pe.shape)
+
+    bufs = tuple(
+        tuple(per_pe(lambda tile, s=side, b=b: tile.bufs[s][b]) for b in range(2))
+        for side in range(2)
+    )
+    rows = np.array([colors for _, colors in lines[0]], np.int64)  # (P, 2)
+    cols = np.array([colors for _, colors in lines[1]], np.int64)  # (Q, 2)
+    colors = (
+        np.broadcast_to(rows.T[:, :, None], (2, *pe.shape)),
+        np.broadcast_to(cols.T[:, None, :], (2, *pe.shape)),
+    )
+    return _Grid(per_pe(lambda tile: tile.c), bufs, colors)
+
+
+def _step(plan, steps: SummaSteps, tiles, grid: _Grid, t: int, dtype) -> None:
+    """Add step ``t`` to every PE: the row and column broadcasts of its pieces, then the
+    multiply (ops for many PEs at once: see ``fabric.program.ProgramBuilder``)."""
     kk = int(steps.k[t + 1] - steps.k[t])
     mi, nj = np.diff(steps.rows), np.diff(steps.cols)
-    src = ({}, {})  # per side, pe -> (piece address, receive ops to wait for or 0)
-    for i, (line, colors) in enumerate(lines[0]):
-        root, color = line[steps.a_col[t]], colors[t % 2]
-        src[0].update(_broadcast(plan, tiles, line, root, color, t, 0, mi[i] * kk, dtype))
-    for j, (line, colors) in enumerate(lines[1]):
-        root, color = line[steps.b_row[t]], colors[t % 2]
-        src[1].update(_broadcast(plan, tiles, line, root, color, t, 1, kk * nj[j], dtype))
-    for (i, j), pe in np.ndenumerate(plan.grid.pe):
-        (a_addr, a_ops), (b_addr, b_ops) = src[0][int(pe)], src[1][int(pe)]
-        for task, ops in ((RECV_TASK[0], a_ops), (RECV_TASK[1], b_ops)):
-            if ops:
-                plan.prog.wait(int(pe), MUL_TASK, task, ops)
-        tile = tiles[int(pe)]
-        plan.prog.matmul(int(pe), MUL_TASK, tile.c, a_addr, b_addr, mi[i], kk, nj[j], dtype)
-        tile.mul_done.append(plan.prog.ops_in(int(pe), MUL_TASK))
+    pe = plan.grid.pe
+    sizes = (np.broadcast_to((mi * kk)[:, None], pe.shape),
+             np.broadcast_to((kk * nj)[None, :], pe.shape))  # fmt: skip
+    owners = (steps.a_col[t], steps.b_row[t])  # the roots' column (A) and row (B)
+    src = [_broadcast(plan, tiles, grid, int(owners[side]), t, side, sizes[side], dtype)
+           for side in range(2)]  # fmt: skip
+    everyone = pe.ravel()
+    for side, (_, ops) in enumerate(src):
+        if ops is not None:
+            plan.prog.wait(everyone, MUL_TASK, RECV_TASK[side], ops.ravel())
+    for m_rows in np.unique(mi):
+        for n_cols in np.unique(nj):
+            at = np.outer(mi == m_rows, nj == n_cols)
+            plan.prog.matmul(pe[at], MUL_TASK, grid.c[at], src[0][0][at], src[1][0][at],
+                             int(m_rows), kk, int(n_cols), dtype)  # fmt: skip
+    grid.mul_done.append(plan.prog.ops_in(everyone, MUL_TASK).reshape(pe.shape))
 
 
-def _broadcast(plan, tiles, line, root, color, t, side, n_values, dtype) -> dict:
-    """Step ``t`` on one line: the root sends its piece once it has received the last step's
-    on the same tree (``t - 2``); every PE receives it into a buffer once the multiply two
-    steps back is done with it. Returns, per PE, the piece's address and the receive ops to
-    wait for (0: none)."""
-    piece, prog, n_values = tiles[root].pieces[side][t], plan.prog, int(n_values)
-    if len(line) == 1:
-        return {root: (piece, 0)}
-    send, recv = SEND_TASK[side], RECV_TASK[side]
+def _broadcast(plan, tiles, grid: _Grid, owner: int, t, side, n_values, dtype):
+    """Step ``t`` on every line of one side, rooted at grid column (A) or row (B) ``owner``:
+    each root sends its piece once it has received the last step's on the same tree
+    (``t - 2``); every PE receives it into a buffer once the multiply two steps back is done
+    with it. Returns per PE (P, Q) the piece's address and the receive ops to wait for (None
+    when the lines are single PEs: nothing is sent)."""
+    pe, prog = plan.grid.pe, plan.prog
+
+    def at_roots(values: np.ndarray) -> np.ndarray:
+        return values[:, owner] if side == 0 else values[owner, :]
+
+    roots = at_roots(pe)
+    pieces = np.array([tiles[int(root)].pieces[side][t] for root in roots], np.int64)
+    if pe.shape[1 - side] == 1:  # one PE a line: each multiplies its own piece
+        return np.broadcast_to(pieces[:, None] if side == 0 else pieces, pe.shape), None
+    send, recv, parity = SEND_TASK[side], RECV_TASK[side], t % 2
     if t >= 2:
-        prog.wait(root, send, recv, tiles[root].received[side][t - 2])
-    prog.send(root, send, color, piece, n_values, dtype)
-    out = {}
-    for pe in line:
-        tile = tiles[pe]
-        if t >= 2:
-            prog.wait(pe, recv, MUL_TASK, tile.mul_done[t - 2])
-        prog.recv(pe, recv, color, tile.bufs[side][t % 2], n_values, dtype)
-        tile.received[side].append(prog.ops_in(pe, recv))
-        out[pe] = (tile.bufs[side][t % 2], tile.received[side][t])
-    return out
+        prog.wait(roots, send, recv, at_roots(grid.received[side][t - 2]))
+    colors = grid.colors[side][parity]
+    prog.send(roots, send, at_roots(colors), pieces, at_roots(n_values), dtype)
+    everyone = pe.ravel()
+    if t >= 2:
+        prog.wait(everyone, recv, MUL_TASK, grid.mul_done[t - 2].ravel())
+    buf = grid.bufs[side][parity]
+    prog.recv(everyone, recv, colors.ravel(), buf.ravel(), n_values.ravel(), dtype)
+    grid.received[side].append(prog.ops_in(everyone, recv).reshape(pe.shape))
+    return buf, grid.received[side][t]
 
 
 def summa_cycles(m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str) -> int:
