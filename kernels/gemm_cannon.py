@@ -82,15 +82,42 @@ def ring_order(p: int, ring: str) -> list[int]:
 @dataclass
 class _Tile:
     """One logical PE's buffers (``bufs[side][parity]``, side 0 for ``A``, 1 for ``B``), its
-    ``C``, its stream colors and the op counts that later steps wait for."""
+    ``C`` and its stream colors."""
 
     c: int
     bufs: tuple[tuple[int, int], tuple[int, int]]
     send_color: list[int] = field(default_factory=lambda: [0, 0])
     recv_color: list[int] = field(default_factory=lambda: [0, 0])
-    mul_done: list[int] = field(default_factory=list)
-    sent: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
-    received: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))
+
+
+@dataclass
+class _Grid:
+    """The tiles as arrays over the PEs in ``pes.ravel()`` order (ops for every PE at once),
+    and the op counts that later steps wait for: ``mul_done[s]``, ``sent[side][s]`` and
+    ``received[side][s]`` through step ``s``."""
+
+    c: np.ndarray
+    bufs: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    send_color: tuple[np.ndarray, np.ndarray]
+    recv_color: tuple[np.ndarray, np.ndarray]
+    mul_done: list[np.ndarray] = field(default_factory=list)
+    sent: tuple[list[np.ndarray], list[np.ndarray]] = field(default_factory=lambda: ([], []))
+    received: tuple[list[np.ndarray], list[np.ndarray]] = field(default_factory=lambda: ([], []))
+
+    @classmethod
+    def of(cls, pes: np.ndarray, tiles: dict) -> _Grid:
+        ordered = [tiles[int(pe)] for pe in pes.ravel()]
+
+        def column(get) -> np.ndarray:
+            return np.array([get(tile) for tile in ordered], np.int64)
+
+        bufs = [[column(lambda t, s=s, b=b: t.bufs[s][b]) for b in range(2)] for s in range(2)]
+        return cls(
+            column(lambda t: t.c),
+            tuple(tuple(pair) for pair in bufs),
+            tuple(column(lambda t, s=s: t.send_color[s]) for s in range(2)),
+            tuple(column(lambda t, s=s: t.recv_color[s]) for s in range(2)),
+        )
 
 
 def cannon(
@@ -117,8 +144,9 @@ def cannon(
     for (r, c), pe in np.ndenumerate(pes):
         tiles[int(pe)] = _place(plan, a, b, cuts, int(pe), r, c, dtype)
     _connect(plan, pes, order, tiles)
+    arrays = _Grid.of(pes, tiles)
     for s in range(p):
-        _step(plan, cuts, pes, tiles, s, dtype)
+        _step(plan, cuts, pes, arrays, s, dtype)
     analytic = cannon_cycles(m, k, n, p, p, spec, dtype, ring)
     sim = plan.run(max_cycles_for(analytic))
     placed = [
@@ -158,38 +186,42 @@ def _connect(plan, pes: np.ndarray, order: list[int], tiles) -> None:
             tiles[dst].recv_color[side] = used
 
 
-def _step(plan, cuts, pes: np.ndarray, tiles, s: int, dtype) -> None:
-    """Add step ``s``: each PE's shifts (all but the last step), then its multiply."""
-    p = pes.shape[0]
+def _step(plan, cuts, pes: np.ndarray, grid: _Grid, s: int, dtype) -> None:
+    """Add step ``s`` to every PE: its shifts (all but the last step), then its multiply."""
+    p, prog = pes.shape[0], plan.prog
     mr, kl, nc = (np.diff(cut) for cut in cuts)
-    for (r, c), pe in np.ndenumerate(pes):
-        pe, tile = int(pe), tiles[int(pe)]
-        now, nxt = int(kl[(r + c + s) % p]), int(kl[(r + c + s + 1) % p])
-        if s < p - 1:
-            _shift(plan, pe, tile, s, 0, int(mr[r]) * now, int(mr[r]) * nxt, dtype)
-            _shift(plan, pe, tile, s, 1, now * int(nc[c]), nxt * int(nc[c]), dtype)
-        if s >= 1:
-            for side in (0, 1):
-                plan.prog.wait(pe, MUL_TASK, RECV_TASK[side], tile.received[side][s - 1])
-        a_buf, b_buf = tile.bufs[0][s % 2], tile.bufs[1][s % 2]
-        plan.prog.matmul(pe, MUL_TASK, tile.c, a_buf, b_buf, int(mr[r]), now, int(nc[c]), dtype)
-        tile.mul_done.append(plan.prog.ops_in(pe, MUL_TASK))
+    r, c = (index.ravel() for index in np.indices(pes.shape))
+    now, nxt, rows, cols = kl[(r + c + s) % p], kl[(r + c + s + 1) % p], mr[r], nc[c]
+    everyone = pes.ravel()
+    if s < p - 1:
+        _shift(plan, everyone, grid, s, 0, rows * now, rows * nxt, dtype)
+        _shift(plan, everyone, grid, s, 1, now * cols, nxt * cols, dtype)
+    if s >= 1:
+        for side in (0, 1):
+            prog.wait(everyone, MUL_TASK, RECV_TASK[side], grid.received[side][s - 1])
+    a_buf, b_buf = grid.bufs[0][s % 2], grid.bufs[1][s % 2]
+    shapes = np.stack([rows, now, cols], axis=1)
+    for shape in np.unique(shapes, axis=0):  # a few distinct (m, k, n): one call each
+        at = (shapes == shape).all(axis=1)
+        m, k, n = (int(v) for v in shape)
+        prog.matmul(everyone[at], MUL_TASK, grid.c[at], a_buf[at], b_buf[at], m, k, n, dtype)
+    grid.mul_done.append(prog.ops_in(everyone, MUL_TASK))
 
 
-def _shift(plan, pe, tile: _Tile, s, side, n_now, n_next, dtype) -> None:
-    """Step ``s``'s shift of one side: send the block of buffer ``s mod 2`` once it has
-    arrived; receive the next block into the other buffer once the multiply and the send of
-    step ``s - 1`` are done with it."""
+def _shift(plan, pes, grid: _Grid, s, side, n_now, n_next, dtype) -> None:
+    """Step ``s``'s shift of one side on every PE: send the block of buffer ``s mod 2`` once
+    it has arrived; receive the next block into the other buffer once the multiply and the
+    send of step ``s - 1`` are done with it."""
     send, recv, prog = SEND_TASK[side], RECV_TASK[side], plan.prog
     if s >= 1:
-        prog.wait(pe, send, recv, tile.received[side][s - 1])
-    prog.send(pe, send, tile.send_color[side], tile.bufs[side][s % 2], n_now, dtype)
-    tile.sent[side].append(prog.ops_in(pe, send))
+        prog.wait(pes, send, recv, grid.received[side][s - 1])
+    prog.send(pes, send, grid.send_color[side], grid.bufs[side][s % 2], n_now, dtype)
+    grid.sent[side].append(prog.ops_in(pes, send))
     if s >= 1:
-        prog.wait(pe, recv, MUL_TASK, tile.mul_done[s - 1])
-        prog.wait(pe, recv, send, tile.sent[side][s - 1])
-    prog.recv(pe, recv, tile.recv_color[side], tile.bufs[side][(s + 1) % 2], n_next, dtype)
-    tile.received[side].append(prog.ops_in(pe, recv))
+        prog.wait(pes, recv, MUL_TASK, grid.mul_done[s - 1])
+        prog.wait(pes, recv, send, grid.sent[side][s - 1])
+    prog.recv(pes, recv, grid.recv_color[side], grid.bufs[side][(s + 1) % 2], n_next, dtype)
+    grid.received[side].append(prog.ops_in(pes, recv))
 
 
 def ring_hops(p: int, ring: str) -> list[int]:
