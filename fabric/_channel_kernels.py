@@ -35,7 +35,7 @@ def unresolved_channels(table: np.ndarray, neighbor: np.ndarray):
     received : bool (P * 5 * C,)
         Channels some route feeds over a link.
     """
-    pes, ports, colors = table.shape
+    _, ports, colors = table.shape
     masks = table.ravel()
     pending = np.zeros(masks.size, np.int32)
     for channel in range(masks.size):

@@ -194,10 +194,12 @@ def run_cycles_grid(t0, t1, fab, st, prog, tr, want, ctl):
 
 
 # The same grid kernel held to WIDE_REGISTERS registers a thread (148 unbounded, on sm_90):
-# four times as many threads fit on the GPU, at the cost of spilling to local memory. On an
-# H100 it stepped a 1024 x 1024 mesh at 30 % load in 1.0 ms a cycle against 2.2 ms, and a
-# 128 x 128 one (fewer routers than threads) in 59 us against 49 us (.gpu-style sweep of
-# max_registers 64/96/None and 128-512 threads, 2026-11-23).
+# 1,024 threads fit an SM instead of 384, at the cost of spilling to local memory. On an H100
+# (2026-11-23; kernel time of cycles 20-220 after an empty start, 30 % load) it stepped a
+# 1024 x 1024 mesh in 0.96 ms a cycle against 1.6 ms (148 registers, 128-thread blocks), and a
+# 128 x 128 one, with fewer routers than threads, in 59 us against 48 us. Over
+# bench_fabric.py's 3,072 cycles at 1024 x 1024 (copies included): 293 against 124 M
+# router-cycles/s (then 256-thread blocks).
 WIDE_REGISTERS = 64
 run_cycles_wide = (
     run_cycles_grid  # the simulator's jit takes no register limit

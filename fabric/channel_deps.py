@@ -42,6 +42,8 @@ share a color.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import networkx as nx
 import numpy as np
 
@@ -197,7 +199,7 @@ def _behind_cycles(graph: nx.DiGraph) -> set:
     pending = dict(graph.in_degree())
     ready = [node for node, count in pending.items() if count == 0]
     while ready:
-        for after in graph.successors(ready.pop()):
+        for _, after in graph.out_edges(ready.pop()):  # each edge: in_degree counts them all
             pending[after] -= 1
             if pending[after] == 0:
                 ready.append(after)
@@ -220,7 +222,7 @@ def _a_cycle(graph: nx.DiGraph, stuck: set) -> list[Channel]:
     return cycle[first:] + cycle[:first]
 
 
-def _raise_cycle(cycle: list[Channel], width: int) -> None:
+def _raise_cycle(cycle: list[Channel], width: int) -> NoReturn:
     raise RouteCycleError(
         f"routes can deadlock: channel dependency cycle of {len(cycle)} queues: "
         + describe_cycle(cycle, width),

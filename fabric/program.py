@@ -269,6 +269,7 @@ def _at(values, i: int):
 
 
 def _is_array(value) -> bool:
-    """Whether an argument is an array (many PEs) rather than one value. Kernels add millions
-    of one-PE ops, and ``np.ndim`` of a Python int costs about a microsecond."""
+    """Whether an argument is an array (many PEs) rather than one value. The program
+    builders in ``kernels/`` add millions of one-PE ops, and ``np.ndim`` of a Python int
+    costs about a microsecond."""
     return isinstance(value, np.ndarray) and value.ndim > 0

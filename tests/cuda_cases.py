@@ -273,7 +273,7 @@ def state_program(engine):
 
 def state_traffic(engine, launch="grid"):
     """Every state and traffic array after 60 cycles of bit-complement traffic on 4x4
-    (cooperative grid)."""
+    (``launch``: the cooperative grid kernel, or its register-capped twin)."""
     cfg = TrafficConfig(4, 4, "bitcomp", 0.4, cycles=60, warmup=5, seed=4)
     mesh = Mesh.full(4, 4)
     route = np.zeros((mesh.pes, 5, 1), np.uint8)
@@ -284,7 +284,8 @@ def state_traffic(engine, launch="grid"):
 
 
 def state_traffic_wide(engine):
-    """``state_traffic`` on the cooperative grid of threads held to fewer registers."""
+    """``state_traffic`` on the register-capped grid kernel (the same kernel as the grid's
+    in the simulator, which ignores register limits: it differs on a GPU only)."""
     return state_traffic(engine, "wide")
 
 

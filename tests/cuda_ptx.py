@@ -25,7 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TARGET = (9, 0)  # compute capability of the H100, the GPU the engine was measured on
-FUSED = re.compile(r"\bfma\.\w+\.f32\b")
+FUSED = re.compile(r"\bfma\.[\w.]*f32\b")
 
 
 def main() -> int:
@@ -46,7 +46,8 @@ def main() -> int:
     from fabric import _cuda_kernels as CK
 
     signature = tuple(numba.typeof(value) for value in kernel_arguments())
-    for name in ("run_cycles_block", "run_cycles_grid", "run_cycles_wide"):
+    # run_cycles_wide is run_cycles_grid's code: its register cap reaches only ptxas
+    for name in ("run_cycles_block", "run_cycles_grid"):
         ptx, _ = cuda.compile_ptx(getattr(CK, name).py_func, signature, cc=TARGET)
         fused = FUSED.findall(ptx)
         if fused:

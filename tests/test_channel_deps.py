@@ -191,6 +191,16 @@ def test_route_off_the_mesh_is_an_error_naming_it():
         color_route_dependencies(routes)
 
 
+def test_a_cycle_is_named_in_a_multigraph_with_parallel_edges():
+    """Parallel edges into a channel before a cycle do not hide the cycle."""
+    graph = nx.MultiDiGraph(width=4)
+    graph.add_edges_from([((0, 1, 0), (1, 3, 0))] * 2)
+    graph.add_edges_from([((2, 1, 0), (3, 3, 0)), ((3, 3, 0), (2, 1, 0))])
+    with pytest.raises(RouteCycleError) as caught:
+        check_deadlock_free(graph)
+    assert caught.value.cycle == [(2, 1, 0), (3, 3, 0)]
+
+
 def test_width_is_needed_to_print_a_cycle():
     """A hand-built graph without a width is an error naming it, unless width= is given."""
     graph = nx.DiGraph([((0, 1, 0), (1, 3, 0)), ((1, 3, 0), (0, 1, 0))])
@@ -355,9 +365,7 @@ def test_two_paths_in_one_color_are_rejected_exactly_when_their_union_cycles(dat
 
 @pytest.mark.parametrize("seed", range(40))
 def test_kernel_agrees_with_networkx_on_random_multicast_tables(seed):
-    """Random route masks (multicast included, any number of colors): the channels Kahn's
-    kernel leaves are exactly those on or behind a cycle of the networkx graph, and the
-    channels it finds fed are those with a predecessor."""
+    """Kahn's kernel leaves exactly the channels on or behind a networkx cycle; fed = has a pred."""
     rng = np.random.default_rng(seed)
     width, height, colors = rng.integers(2, 5), rng.integers(1, 5), rng.integers(1, 3)
     mesh = Mesh.full(int(width), int(height))
