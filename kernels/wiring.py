@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable, Sequence
 
+import numpy as np
+
 from fabric.mesh import Mesh
 from fabric.routes import ColorRoutes
 from wafer.errors import ConfigError
@@ -165,9 +167,12 @@ class Wiring:
 
 
 def _nearest_first(tree_in: dict[int, int], dst: int, width: int) -> list[int]:
-    """Tree nodes ordered by Manhattan distance to ``dst`` (shortest detours first)."""
-    dx, dy = dst % width, dst // width
-    return sorted(tree_in, key=lambda p: abs(p % width - dx) + abs(p // width - dy))
+    """Tree nodes ordered by Manhattan distance to ``dst`` (shortest detours first; ties in
+    the order they joined the tree). In numpy: a broadcast to a whole grid sorts its growing
+    tree once per destination."""
+    nodes = np.fromiter(tree_in, np.int64, len(tree_in))
+    distance = np.abs(nodes % width - dst % width) + np.abs(nodes // width - dst // width)
+    return nodes[np.argsort(distance, kind="stable")].tolist()
 
 
 def _inside(pe: int, width: int, box: tuple[int, int, int, int]) -> bool:
