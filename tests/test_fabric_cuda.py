@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -63,6 +64,24 @@ def test_cuda_kernels_compile_for_a_gpu_where_numba_cuda_and_nvvm_are_installed(
     if done.returncode == NO_NVVM:
         pytest.skip(done.stdout.strip())
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+
+
+@pytest.mark.parametrize(("pes", "kernel"), [(16384, "grid"), (2**20, "wide")])
+def test_auto_launch_takes_the_wide_kernel_when_routers_outnumber_grid_threads(
+    monkeypatch, pes, kernel
+):
+    """On a cooperative GPU, auto runs the grid kernel if its threads cover the routers."""
+    cuda_engine = pytest.importorskip("fabric.cuda_engine")
+    gpu = SimpleNamespace(compute_capability=(9, 0))
+    monkeypatch.setattr(cuda_engine.numba.config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(cuda_engine.cuda, "get_current_device", lambda: gpu)
+
+    def cooperative(launch, pes, args, most):
+        threads = cuda_engine.THREADS[launch]
+        return launch, min(-(-pes // threads), 396), threads  # 3 blocks on each of 132 SMs
+
+    monkeypatch.setattr(cuda_engine, "_cooperative", cooperative)
+    assert cuda_engine._configure("auto", pes, (), None)[0] == kernel
 
 
 def test_unknown_engine_is_a_config_error_naming_the_engines():
