@@ -146,9 +146,9 @@ def check_deadlock_free(graph: nx.DiGraph, width: int | None = None) -> None:
     ``width`` (to print PEs as ``(x, y)``) defaults to ``graph.graph["width"]``.
     """
     width = _graph_width(graph, width)
-    if nx.is_directed_acyclic_graph(graph):
-        return
-    _raise_cycle(_a_cycle(graph, _behind_cycles(graph)), width)
+    on_cycles = _on_cycles(graph)
+    if on_cycles:
+        _raise_cycle(_a_cycle(graph, on_cycles), width)
 
 
 def check_routes(routes: ColorRoutes) -> None:
@@ -194,23 +194,22 @@ def _channels(routes: ColorRoutes, mask: np.ndarray) -> list[Channel]:
     return list(zip(pe.tolist(), port.tolist(), color.tolist(), strict=True))
 
 
-def _behind_cycles(graph: nx.DiGraph) -> set:
-    """Nodes that Kahn's algorithm cannot remove: on a cycle or downstream of one."""
-    pending = dict(graph.in_degree())
-    ready = [node for node, count in pending.items() if count == 0]
-    while ready:
-        for _, after in graph.out_edges(ready.pop()):  # each edge: in_degree counts them all
-            pending[after] -= 1
-            if pending[after] == 0:
-                ready.append(after)
-    return {node for node, count in pending.items() if count > 0}
+def _on_cycles(graph: nx.DiGraph) -> set:
+    """Nodes on some cycle: strongly connected components of several nodes, or a self-loop."""
+    nodes = set()
+    for component in nx.strongly_connected_components(graph):
+        node = next(iter(component))
+        if len(component) > 1 or graph.has_edge(node, node):
+            nodes |= component
+    return nodes
 
 
 def _a_cycle(graph: nx.DiGraph, stuck: set) -> list[Channel]:
     """A cycle through the ``stuck`` nodes, in the order of its edges, from its least channel.
 
-    Every stuck node has a stuck predecessor (that is what kept it), so walking back from any
-    of them along stuck predecessors must meet a node twice; the nodes between are a cycle.
+    ``stuck``: nodes on cycles, or also those downstream of one (what Kahn's algorithm leaves).
+    Either way every stuck node has a stuck predecessor, so walking back from any of them
+    along stuck predecessors must meet a node twice; the nodes between are a cycle.
     """
     node, path, seen = min(stuck), [], {}
     while node not in seen:
