@@ -10,6 +10,7 @@ import pytest
 from wafer.defects import (
     DEFECT_MODELS,
     LINK_DEFECT_FRACTION,
+    SPARSE_LAMBDA,
     DefectMap,
     generate,
     tile_defect_counts,
@@ -53,6 +54,18 @@ def test_poisson_dead_count_matches_its_mean():
     for seed in range(20):
         dead = generate(spec, "poisson", seed, pe_defect_prob=-math.expm1(-0.1)).dead_pes
         assert abs(dead - n * q) <= 4 * math.sqrt(n * q * (1 - q)), seed
+
+
+@pytest.mark.parametrize("lam", [LAMBDA, 0.9 * SPARSE_LAMBDA, 1.1 * SPARSE_LAMBDA, 2.0])
+def test_poisson_tile_counts_follow_the_poisson_law(lam):
+    """Tiles with 0, 1, 2 and 3 defects come at Poisson(lambda) frequencies (4 sd), on
+    both sides of SPARSE_LAMBDA (one total split over tiles, or a draw per tile)."""
+    spec = square_spec(256)
+    counts = tile_defect_counts(spec, "poisson", 7, pe_defect_prob=-math.expm1(-lam)).ravel()
+    for k in range(4):
+        q = math.exp(-lam) * lam**k / math.factorial(k)
+        seen = np.count_nonzero(counts == k) / counts.size
+        assert abs(seen - q) <= 4 * math.sqrt(q * (1 - q) / counts.size), (lam, k)
 
 
 def test_wires_are_cut_at_the_modelled_rate():

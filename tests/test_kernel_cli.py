@@ -39,7 +39,7 @@ def test_kernel_json_has_the_documented_fields(capsys, argv):
 def test_kernel_with_defects_is_deterministic(capsys):
     """A random defect patch is drawn from the seed: same seed, same holes and cycles."""
     argv = ["kernel", "gemv", "--algo", "chain", "--m", "32", "--n", "32", "--grid", "4x4",
-            "--defect-density-per-cm2", "300", "--spare-rows", "2", "--seed", "3"]  # fmt: skip
+            "--defect-density-per-cm2", "300", "--spare-rows", "2", "--seed", "1"]  # fmt: skip
     first, second = run_json(capsys, argv), run_json(capsys, argv)
     assert first["holes"] > 0
     assert (first["cycles"], first["holes"]) == (second["cycles"], second["holes"])

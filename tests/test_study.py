@@ -85,7 +85,9 @@ def test_a_seed_gives_the_same_table_and_another_seed_another():
         assert np.array_equal(column, again.rows[name], equal_nan=column.dtype.kind == "f"), name
     other = run_study(SPEC, StudyConfig(**{**config.to_dict(), "seed": 1}))
     assert not np.array_equal(first.rows["defect_seed"], other.rows["defect_seed"])
-    assert not np.array_equal(first.rows["dead_pes"], other.rows["dead_pes"])
+    # maps differ: their counts and window figures, taken together (one count alone may tie)
+    map_columns = ("dead_pes", "unrepaired_links", "mean_route_stretch_hops")
+    assert any(not np.array_equal(first.rows[c], other.rows[c]) for c in map_columns)
 
 
 def test_strategies_share_each_seeds_map_and_traffic(study):

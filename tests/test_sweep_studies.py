@@ -30,7 +30,7 @@ def run_study(tmp_path: Path) -> Path:
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({
         "model": str(REPO / "examples/models/gpt2-small.yaml"), "tier": "analytic",
-        "wafer": {"preset": "wse2", "defects": {"pe_defect_prob": 1e-4, "repair": "none"}},
+        "wafer": {"preset": "wse2", "defects": {"pe_defect_prob": 1e-3, "repair": "none"}},
         "seq": 16, "dtype": "fp16", "steps": 1,
     }))  # fmt: skip
     sweep = tmp_path / "study.yaml"

@@ -303,10 +303,11 @@ def link_tables(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """The link tables of a logical grid (see :mod:`wafer.repair`), in one pass.
 
-    Each east and south wire is solved once and written at both ends. The common wire, its
-    far end physically next to the near one over a working link, is settled inline; the rest
-    go to :func:`resolve_pairs` together. One pass over the grid instead of a dozen numpy
-    passes: a wse2 map's tables are ~50 MB, so memory traffic is what this costs.
+    Every slot is written once, in order (no fill first): the common wire, its far end
+    physically next to the near one over a working link, is settled at both its ends as
+    they come; the rest (from their east or south end) go to :func:`resolve_pairs` together
+    and are written at both ends after. A wse2 map's tables are ~30 MB, so memory traffic
+    is what this costs.
 
     Parameters
     ----------
@@ -321,36 +322,37 @@ def link_tables(
 
     Returns
     -------
-    link_hops, neighbour_hops : int64 (height, width, 4)
-        Per logical PE and direction; -1 at the edge, beside a hole, or with no path.
+    link_hops, neighbour_hops : int32 (height, width, 4)
+        Per logical PE and direction; -1 at the edge, beside a hole, or with no path. (A path
+        never has more hops than the wafer has PEs; int32 halves the tables' memory traffic.)
     unrepaired : bool (height, width, 4)
         Logical wires between working PEs that no repair path realises.
     """
     height, width = to_physical.shape
-    phys_width = dead_pe.shape[1]
-    link_hops = np.full((height, width, NUM_DIRS), -1, dtype=np.int64)
-    neighbour_hops = np.full((height, width, NUM_DIRS), -1, dtype=np.int64)
+    link_hops = np.empty((height, width, NUM_DIRS), dtype=np.int32)
+    neighbour_hops = np.empty((height, width, NUM_DIRS), dtype=np.int32)
     unrepaired = np.zeros((height, width, NUM_DIRS), dtype=np.bool_)
     rare = np.empty(2 * height * width, dtype=np.int64)  # wires: 2 * pe + (direction == S)
     count = 0
+    phys_width = dead_link.shape[1]
     for y in range(height):
         for x in range(width):
-            if hole[y, x]:
-                continue
             near = to_physical[y, x]
             py, px = near // phys_width, near % phys_width
-            for d in (E, S):
+            for d in range(NUM_DIRS):
+                # inline, not a helper taking the arrays: each such call, inlined or not,
+                # increfs and decrefs them (NRT), which made this pass ten times slower
+                link_hops[y, x, d] = neighbour_hops[y, x, d] = -1
                 nx, ny = x + _DX[d], y + _DY[d]
-                if nx >= width or ny >= height or hole[ny, nx]:
+                if nx < 0 or ny < 0 or nx >= width or ny >= height or hole[y, x] or hole[ny, nx]:
                     continue
                 far_x = px + _DX[d]
-                adjacent = (
-                    to_physical[ny, nx] - near == _DY[d] * phys_width + _DX[d]
-                    and 0 <= far_x < phys_width
-                )
-                if adjacent and not dead_link[py, px, d]:
-                    _set_wire(link_hops, neighbour_hops, unrepaired, y, x, d, 1, 1)
-                else:
+                step = _DY[d] * phys_width + _DX[d]
+                adjacent = to_physical[ny, nx] - near == step and 0 <= far_x < phys_width
+                if adjacent and not dead_link[py, px, d]:  # the common wire
+                    link_hops[y, x, d] = neighbour_hops[y, x, d] = 1
+                    continue
+                if d in (E, S):  # the rest, from their near end (dead_link is symmetric)
                     rare[count] = 2 * (y * width + x) + (d == S)
                     count += 1
     if count:

@@ -38,7 +38,7 @@ import wafer
 from wafer.atomic import atomic_path
 from wafer.config_io import load_mapping
 from wafer.errors import ConfigError, DefectMapError
-from wafer.geometry import NUM_DIRS, E, N, S, W, direction_index, mirror_links
+from wafer.geometry import NUM_DIRS, E, N, S, W, direction_index, links_symmetric, mirror_links
 from wafer.spec import WaferSpec, spec_from_dict
 
 FORMAT = "wafersim-defect-map"
@@ -48,6 +48,7 @@ CLUSTER_SIZE_PES = 16  # default block side of the clustered model, in tiles
 CLUSTER_ALPHA = 2.0  # default clustering parameter (smaller clusters more)
 MM2_PER_CM2 = 100.0
 MAX_DEFECTS_PER_TILE = 1e12  # caps lambda (p = 1 gives infinity); numpy's Poisson needs finite
+SPARSE_LAMBDA = 0.5  # above it, most tiles have a defect: draw every tile's count
 NUM_STREAMS = 3  # streams spawned from the user seed: defects, then two reserved
 DEFECT_STREAM = 0
 
@@ -69,7 +70,7 @@ class DefectMap:
         shape = (self.spec.physical_height_pes, self.spec.physical_width_pes)
         object.__setattr__(self, "dead_pe", _frozen_mask("dead_pe", self.dead_pe, shape))
         links = _frozen_mask("dead_link", self.dead_link, (*shape, NUM_DIRS))
-        if not np.array_equal(mirror_links(links), links):
+        if not links_symmetric(links):
             raise DefectMapError(
                 "dead_link is not symmetric: a dead wire must be dead in both directions "
                 "(use wafer.geometry.mirror_links)"
@@ -272,61 +273,83 @@ def defect_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(children[DEFECT_STREAM])
 
 
-def _poisson_counts(
+def _poisson_hits(
     rng: np.random.Generator, lam: float, shape: tuple[int, int], params: dict[str, Any]
-) -> np.ndarray:
-    return rng.poisson(lam, size=shape)
+) -> tuple[np.ndarray, np.ndarray]:
+    """Poisson(lambda) defects on every tile. Below :data:`SPARSE_LAMBDA` the wafer's total
+    is drawn, Poisson(lambda * tiles), and each defect lands on a uniform tile: the same
+    distribution (a Poisson process split evenly), in time that grows with the defects, not
+    the tiles (a wse2 map at 1/cm^2: 0.3 ms instead of 9 ms)."""
+    tiles = shape[0] * shape[1]
+    if lam > SPARSE_LAMBDA:
+        return _nonzero_tiles(rng.poisson(lam, size=tiles))
+    positions = rng.integers(0, tiles, size=rng.poisson(lam * tiles), dtype=np.int64)
+    return np.unique(positions, return_counts=True)
 
 
-def _clustered_counts(
+def _clustered_hits(
     rng: np.random.Generator, lam: float, shape: tuple[int, int], params: dict[str, Any]
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     size, alpha = params["cluster_size_pes"], params["alpha"]
     height, width = shape
     blocks = (-(-height // size), -(-width // size))
     multiplier = rng.gamma(alpha, 1.0 / alpha, size=blocks)
     per_tile = np.repeat(np.repeat(multiplier, size, axis=0), size, axis=1)[:height, :width]
-    return rng.poisson(np.minimum(lam * per_tile, MAX_DEFECTS_PER_TILE))
+    return _nonzero_tiles(rng.poisson(np.minimum(lam * per_tile, MAX_DEFECTS_PER_TILE)))
 
 
-_COUNT_MODELS: dict[str, Callable[..., np.ndarray]] = {
-    "poisson": _poisson_counts,
-    "clustered": _clustered_counts,
+def _nonzero_tiles(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    hit = np.flatnonzero(counts)
+    return hit, counts.ravel()[hit]
+
+
+# model -> (flat ids of the tiles with defects, ascending; their defect counts)
+_HIT_MODELS: dict[str, Callable[..., tuple[np.ndarray, np.ndarray]]] = {
+    "poisson": _poisson_hits,
+    "clustered": _clustered_hits,
 }
 
 
-def _draw_counts(
+def _draw_hits(
     spec: WaferSpec, model: str, seed: int, params: dict[str, Any]
-) -> tuple[np.ndarray, np.random.Generator, dict[str, Any]]:
-    """Per-tile defect counts, the generator (to go on drawing from) and resolved params."""
+) -> tuple[np.ndarray, np.ndarray, np.random.Generator, dict[str, Any]]:
+    """Tiles with defects, their counts, the generator (to go on drawing from) and the
+    resolved params."""
     resolved = _resolve_random(model, params)
     rng = defect_rng(seed)
     shape = (spec.physical_height_pes, spec.physical_width_pes)
-    counts = _COUNT_MODELS[model](rng, defects_per_tile(spec, resolved), shape, resolved)
-    return counts, rng, resolved
+    hit, counts = _HIT_MODELS[model](rng, defects_per_tile(spec, resolved), shape, resolved)
+    return hit, counts, rng, resolved
 
 
 def _place_defects(
-    rng: np.random.Generator, counts: np.ndarray, link_fraction: float
+    rng: np.random.Generator,
+    hit: np.ndarray,
+    counts: np.ndarray,
+    shape: tuple[int, int],
+    link_fraction: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Split each tile's defects into PE kills and east/south wire cuts."""
-    height, width = counts.shape
-    hit = np.flatnonzero(counts)
-    defects = counts.ravel()[hit]
-    pe_hits = rng.binomial(defects, 1.0 - link_fraction)
-    wire_hits = defects - pe_hits
+    """Split each hit tile's defects into PE kills and east/south wire cuts; a cut wire is
+    marked at both its ends (at the wafer's edge, at its boundary port only)."""
+    height, width = shape
+    pe_hits = rng.binomial(counts, 1.0 - link_fraction)
+    wire_hits = counts - pe_hits
     east_hits = rng.binomial(wire_hits, 0.5)
     dead_pe = np.zeros(height * width, dtype=np.bool_)
     dead_pe[hit[pe_hits > 0]] = True
     dead_link = np.zeros((height * width, NUM_DIRS), dtype=np.bool_)
-    dead_link[hit[east_hits > 0], E] = True
-    dead_link[hit[wire_hits - east_hits > 0], S] = True
-    return dead_pe.reshape(height, width), mirror_links(dead_link.reshape(height, width, 4))
+    east, south = hit[east_hits > 0], hit[wire_hits - east_hits > 0]
+    dead_link[east, E] = True
+    dead_link[east[east % width < width - 1] + 1, W] = True
+    dead_link[south, S] = True
+    dead_link[south[south < (height - 1) * width] + width, N] = True
+    return dead_pe.reshape(height, width), dead_link.reshape(height, width, NUM_DIRS)
 
 
 def _random_map(model: str, spec: WaferSpec, seed: int, params: dict[str, Any]) -> DefectMap:
-    counts, rng, resolved = _draw_counts(spec, model, seed, params)
-    dead_pe, dead_link = _place_defects(rng, counts, resolved["link_defect_fraction"])
+    hit, counts, rng, resolved = _draw_hits(spec, model, seed, params)
+    shape = (spec.physical_height_pes, spec.physical_width_pes)
+    dead_pe, dead_link = _place_defects(rng, hit, counts, shape, resolved["link_defect_fraction"])
     return DefectMap(dead_pe, dead_link, model, resolved, int(seed), spec)
 
 
@@ -334,11 +357,14 @@ def tile_defect_counts(
     spec: WaferSpec, model: str = "poisson", seed: int = 0, **params: Any
 ) -> np.ndarray:
     """``(height, width)`` int64: the defects :func:`generate` places on each tile."""
-    if model not in _COUNT_MODELS:
+    if model not in _HIT_MODELS:
         raise ConfigError(
-            f"unknown random defect model {model!r}; valid models: {', '.join(_COUNT_MODELS)}"
+            f"unknown random defect model {model!r}; valid models: {', '.join(_HIT_MODELS)}"
         )
-    return _draw_counts(spec, model, seed, params)[0]
+    hit, counts, _rng, _resolved = _draw_hits(spec, model, seed, params)
+    tiles = np.zeros(spec.physical_pes, dtype=np.int64)
+    tiles[hit] = counts
+    return tiles.reshape(spec.physical_height_pes, spec.physical_width_pes)
 
 
 # --- explicit model ----------------------------------------------------------------------

@@ -74,3 +74,11 @@ def mirror_links(dead_links: np.ndarray) -> np.ndarray:
     mirrored[1:, :, N] |= dead_links[:-1, :, S]
     mirrored[:-1, :, S] |= dead_links[1:, :, N]
     return mirrored
+
+
+def links_symmetric(dead_links: np.ndarray) -> bool:
+    """Whether ``mirror_links(dead_links)`` would change nothing: each inner wire's two ends
+    agree (boundary ports have no other end)."""
+    return np.array_equal(dead_links[:, 1:, W], dead_links[:, :-1, E]) and np.array_equal(
+        dead_links[1:, :, N], dead_links[:-1, :, S]
+    )

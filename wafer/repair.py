@@ -70,8 +70,8 @@ class LogicalGrid:
     physical_to_logical: np.ndarray  # int64 (phys_height, phys_width): logical pe id or -1
     hole: np.ndarray  # bool (height, width): mapped onto a dead physical PE
     dead_link: np.ndarray  # bool (height, width, 4): logical link left unrepaired
-    link_hops: np.ndarray  # int64 (height, width, 4): repair wiring length, -1 if none
-    neighbour_hops: np.ndarray  # int64 (height, width, 4): shortest working path, -1 if none
+    link_hops: np.ndarray  # int32 (height, width, 4): repair wiring length, -1 if none
+    neighbour_hops: np.ndarray  # int32 (height, width, 4): shortest working path, -1 if none
     spare_rows_used: int
     spare_cols_used: int
     defects: DefectMap
