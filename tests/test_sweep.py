@@ -279,6 +279,21 @@ def test_chunks_grow_to_the_target_time_and_stay_bounded():
     assert slow.size() == 1
 
 
+def test_last_chunks_shrink_so_workers_finish_together(small):
+    """Near the end a chunk holds at most a share of the points left (guided scheduling)."""
+    from collections import deque
+
+    from wafer.sweep import CHUNKS_IN_FLIGHT_PER_WORKER, MAX_CHUNK, _ChunkFeed
+
+    feed = _ChunkFeed(None, load_sweep(small), deque(range(1000)))
+    feed.sizer.points, feed.sizer.wall_s = 100, 0.001  # fast points: MAX_CHUNK a chunk
+    assert feed._size(workers=2) == MAX_CHUNK
+    feed.queue = deque(range(10))
+    assert feed._size(workers=2) == -(-10 // (2 * CHUNKS_IN_FLIGHT_PER_WORKER))
+    feed.queue = deque(range(1))
+    assert feed._size(workers=2) == 1
+
+
 def test_a_lost_chunk_goes_out_again_point_by_point(small):
     """A chunk whose worker died is sent again one point per task; only a point that loses
     its worker alone is recorded as failed (and retried on the next run)."""
@@ -314,3 +329,12 @@ def test_serial_sweeps_and_dask_chunks_keep_freed_memory(small, monkeypatch, tmp
     records = sweep_module.run_points(sweep.job, [(sweep.points[0], 1)], sweep.metrics)
     assert calls == [1, 1]
     assert records[0].status == "ok"
+
+
+def test_appended_rows_are_written_as_a_slice_and_scattered_ones_as_a_list():
+    """Consecutive rows go to h5py as one slice; rows of retried points stay a list."""
+    from wafer.sweep_results import _selection
+
+    assert _selection([4, 5, 6]) == slice(4, 7)
+    assert _selection([7]) == slice(7, 8)
+    assert _selection([1, 3, 4]) == [1, 3, 4]

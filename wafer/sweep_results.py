@@ -140,7 +140,7 @@ def _write_rows(group: h5py.Group, records: list[PointRecord]) -> None:
             rows[point] = size
             size += 1
     order = sorted(latest, key=rows.__getitem__)  # h5py writes rows in increasing order
-    where = [rows[point] for point in order]
+    where = _selection([rows[point] for point in order])
     ordered = [latest[point] for point in order]
     metric_names = list(group["metrics"])
     columns = {name: [getattr(r, name) for r in ordered]
@@ -150,3 +150,11 @@ def _write_rows(group: h5py.Group, records: list[PointRecord]) -> None:
         column = group[name]
         column.resize((size,))
         column[where] = np.array(values, dtype=object if name in TEXT_COLUMNS else column.dtype)
+
+
+def _selection(rows: list[int]) -> slice | list[int]:
+    """``rows`` (increasing) as a slice when they are consecutive, as appended rows are: h5py
+    writes a slice several times faster than a list of rows."""
+    if rows[-1] - rows[0] == len(rows) - 1:
+        return slice(rows[0], rows[-1] + 1)
+    return rows
