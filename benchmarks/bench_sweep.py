@@ -56,15 +56,27 @@ def run_once(sweep, folder: Path, name: str, **executor) -> dict:
     progress = lambda p: batches.append((time.perf_counter() - start, p.done))  # noqa: E731
     summary = run_sweep(sweep, out, progress=progress, **executor)
     wall = time.perf_counter() - start
-    (t0, done0), (t1, done1) = next(b for b in batches if b[1] > 0), batches[-1]
     return {"executor": summary.executor, "ok": summary.ok, "failed": summary.failed,
             "wall_s": wall, "points_per_s": summary.ran / wall,
-            "steady_points_per_s": (done1 - done0) / (t1 - t0)}  # fmt: skip
+            "steady_points_per_s": steady_rate(batches)}  # fmt: skip
 
 
-def median_ratio(rounds: list[dict], key: str) -> tuple[float, list[float]]:
-    ratios = [runs[2][key] / runs[1][key] for runs in rounds]
-    return statistics.median(ratios), ratios
+def steady_rate(batches: list[tuple[float, int]]) -> float | None:
+    """Points/s from the first batch of finished points to the last (None with one)."""
+    finished = [b for b in batches if b[1] > 0]
+    if len(finished) < 2 or finished[-1][0] <= finished[0][0]:
+        return None
+    (t0, done0), (t1, done1) = finished[0], finished[-1]
+    return (done1 - done0) / (t1 - t0)
+
+
+def rate(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def median_ratio(rounds: list[dict], key: str) -> tuple[float | None, list[float]]:
+    ratios = [runs[2][key] / runs[1][key] for runs in rounds if runs[1][key] and runs[2][key]]
+    return (statistics.median(ratios) if ratios else None), ratios
 
 
 def main():
@@ -90,7 +102,7 @@ def main():
         for r, runs in enumerate(rounds):
             for n, run in runs.items():
                 print(f"round {r + 1}, dask, {n} worker(s): {run['points_per_s']:.1f} points/s, "
-                      f"{run['wall_s']:.1f} s; steady {run['steady_points_per_s']:.1f} "
+                      f"{run['wall_s']:.1f} s; steady {rate(run['steady_points_per_s'])} "
                       "points/s")  # fmt: skip
         for n in args.workers:
             results[f"dask_{n}"] = [runs[n] for runs in rounds]
@@ -99,7 +111,7 @@ def main():
                 median, ratios = median_ratio(rounds, key)
                 results[f"second_worker_speedup_{key}"] = median
                 results[f"second_worker_speedups_{key}"] = ratios
-                print(f"second worker, {label}: {median:.2f}x median of "
+                print(f"second worker, {label}: {rate(median, 2)}x median of "
                       f"{', '.join(f'{x:.2f}' for x in ratios)} (target >= 1.8x)")  # fmt: skip
     write_json(args.out, results)
 

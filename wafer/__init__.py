@@ -1,3 +1,3 @@
 """The machine description: specs and presets, defect maps and yield models, repair."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -303,11 +303,11 @@ def link_tables(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """The link tables of a logical grid (see :mod:`wafer.repair`), in one pass.
 
-    Every slot is written once, in order (no fill first): the common wire, its far end
-    physically next to the near one over a working link, is settled at both its ends as
-    they come; the rest (from their east or south end) go to :func:`resolve_pairs` together
-    and are written at both ends after. A wse2 map's tables are ~30 MB, so memory traffic
-    is what this costs.
+    The hop tables are not pre-filled: each slot is written in order as the pass reaches
+    it. The common wire, its far end physically next to the near one over a working link,
+    is settled there; the rest (listed from their east or south end) go to
+    :func:`resolve_pairs` together and are written again, at both ends, after. A wse2
+    map's tables are ~30 MB, so memory traffic is what this costs.
 
     Parameters
     ----------

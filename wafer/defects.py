@@ -48,7 +48,7 @@ CLUSTER_SIZE_PES = 16  # default block side of the clustered model, in tiles
 CLUSTER_ALPHA = 2.0  # default clustering parameter (smaller clusters more)
 MM2_PER_CM2 = 100.0
 MAX_DEFECTS_PER_TILE = 1e12  # caps lambda (p = 1 gives infinity); numpy's Poisson needs finite
-SPARSE_LAMBDA = 0.5  # above it, most tiles have a defect: draw every tile's count
+SPARSE_LAMBDA = 0.5  # at or below it (39 % of tiles hit), Poisson maps split one total
 NUM_STREAMS = 3  # streams spawned from the user seed: defects, then two reserved
 DEFECT_STREAM = 0
 
@@ -276,7 +276,7 @@ def defect_rng(seed: int) -> np.random.Generator:
 def _poisson_hits(
     rng: np.random.Generator, lam: float, shape: tuple[int, int], params: dict[str, Any]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Poisson(lambda) defects on every tile. Below :data:`SPARSE_LAMBDA` the wafer's total
+    """Poisson(lambda) defects on every tile. Up to :data:`SPARSE_LAMBDA` the wafer's total
     is drawn, Poisson(lambda * tiles), and each defect lands on a uniform tile: the same
     distribution (a Poisson process split evenly), in time that grows with the defects, not
     the tiles (a wse2 map at 1/cm^2: 0.3 ms instead of 9 ms)."""

@@ -30,10 +30,11 @@ MAX_CHUNK = 64  # points per task at most
 CHUNKS_IN_FLIGHT_PER_WORKER = 2  # one running, one queued behind it
 # Dask settings of the embedded cluster. Its background work ran in the process that also
 # runs the sweep and took 3.8 % of a core with the cluster idle (0.7 % with these), taken
-# from the two workers of a 2-core machine: event-loop "blocked?" ticks (default 20 ms) and
-# system and memory monitors (500 ms, 100 ms) only feed warnings, the dashboard (off) and
-# memory limits (none set); work stealing has nothing to move, as chunks are fed a couple
-# per worker.
+# from the two workers of a 2-core machine. Event-loop "blocked?" ticks (default 20 ms) and
+# the system monitor (500 ms) only feed warnings and the dashboard (off); the memory monitor
+# (100 ms) checks each worker against its memory limit (LocalCluster's "auto"), so a point
+# that runs away may now overshoot by up to a second of allocation before it is paused or
+# killed. Work stealing has nothing to move: chunks are fed a couple per worker.
 LOCAL_CLUSTER_CONFIG = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "5s",
@@ -289,7 +290,7 @@ class _ChunkFeed:
         """The sizer's chunk, but no more than a share of what is left (guided
         self-scheduling): the last chunks shrink, so the workers finish together."""
         share = -(-len(self.queue) // (CHUNKS_IN_FLIGHT_PER_WORKER * workers))
-        return min(self.sizer.size(), share)
+        return max(1, min(self.sizer.size(), share))
 
     def finished(self, future: Any) -> list[PointRecord]:
         """The chunk's records; none if its worker died and its points go out again."""

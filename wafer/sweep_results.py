@@ -153,8 +153,8 @@ def _write_rows(group: h5py.Group, records: list[PointRecord]) -> None:
 
 
 def _selection(rows: list[int]) -> slice | list[int]:
-    """``rows`` (increasing) as a slice when they are consecutive, as appended rows are: h5py
-    writes a slice several times faster than a list of rows."""
-    if rows[-1] - rows[0] == len(rows) - 1:
-        return slice(rows[0], rows[-1] + 1)
+    """``rows`` as a slice when they are consecutive and increasing, as appended rows are:
+    h5py writes a slice several times faster than a list of rows."""
+    if rows and rows == list(range(rows[0], rows[0] + len(rows))):
+        return slice(rows[0], rows[0] + len(rows))
     return rows
