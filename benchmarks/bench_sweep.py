@@ -52,8 +52,11 @@ def sweep_file(folder: Path, points: int) -> Path:
 def run_once(sweep, folder: Path, name: str, **executor) -> dict:
     out = folder / f"{name}.h5"
     batches = []  # (seconds since start, points done)
+
+    def progress(p):
+        batches.append((time.perf_counter() - start, p.done))
+
     start = time.perf_counter()
-    progress = lambda p: batches.append((time.perf_counter() - start, p.done))  # noqa: E731
     summary = run_sweep(sweep, out, progress=progress, **executor)
     wall = time.perf_counter() - start
     return {"executor": summary.executor, "ok": summary.ok, "failed": summary.failed,
