@@ -284,16 +284,18 @@ def test_last_chunks_shrink_so_workers_finish_together(small):
     """Near the end a chunk holds at most a share of the points left (guided scheduling)."""
     from collections import deque
 
-    from wafer.sweep import CHUNKS_IN_FLIGHT_PER_WORKER, MAX_CHUNK, _ChunkFeed
+    from wafer.sweep import CHUNKS_IN_FLIGHT_PER_WORKER, MAX_CHUNK, MIN_CHUNK_SHARE, _ChunkFeed
 
     feed = _ChunkFeed(None, load_sweep(small), deque(range(1000)))
     feed.sizer.points, feed.sizer.wall_s = 100, 0.001  # fast points: MAX_CHUNK a chunk
     assert feed._size(workers=2) == MAX_CHUNK
-    feed.queue = deque(range(10))
     assert CHUNKS_IN_FLIGHT_PER_WORKER == 2
-    assert feed._size(workers=2) == 3  # 10 points over 2 workers x 2 chunks in flight
-    feed.queue = deque(range(1))
-    assert feed._size(workers=2) == 1
+    feed.queue = deque(range(100))
+    assert feed._size(workers=2) == 25  # 100 points over 2 workers x 2 chunks in flight
+    feed.queue = deque(range(20))
+    assert feed._size(workers=2) == MAX_CHUNK // MIN_CHUNK_SHARE  # not 5: the floor
+    feed.queue = deque(range(3))
+    assert feed._size(workers=2) == 3  # what is left
 
 
 def test_a_lost_chunk_goes_out_again_point_by_point(small):
@@ -319,17 +321,30 @@ def test_a_lost_chunk_goes_out_again_point_by_point(small):
     assert "worker lost: RuntimeError: KilledWorker" in record.error
 
 
-def test_serial_sweeps_and_dask_chunks_keep_freed_memory(small, monkeypatch, tmp_path):
-    """Both places that run points set the process's malloc thresholds first."""
+def test_serial_sweeps_and_dask_chunks_prepare_the_process_before_the_first_point(
+    small, monkeypatch, tmp_path
+):
+    """Both places that run points first set the malloc thresholds, start Numba and build
+    the parser, so that none of it is timed as part of a point."""
     import wafer.sweep as sweep_module
 
     calls = []
-    monkeypatch.setattr(sweep_module, "keep_freed_memory", lambda: calls.append(1))
+    for name in ("keep_freed_memory", "_first_numba_call", "cli_parser"):
+        monkeypatch.setattr(sweep_module, name, lambda name=name: calls.append(name))
+    real_run_point = sweep_module.run_point
+
+    def run_point(*args):
+        calls.append("point")
+        return real_run_point(*args)
+
+    monkeypatch.setattr(sweep_module, "run_point", run_point)
     sweep = load_sweep(small)
+    prepare = ["keep_freed_memory", "_first_numba_call", "cli_parser"]
     run_sweep(sweep, tmp_path / "r.h5", serial=True)
-    assert calls == [1]
+    assert calls == prepare + ["point"] * len(sweep.points)
+    calls.clear()
     records = sweep_module.run_points(sweep.job, [(sweep.points[0], 1)], sweep.metrics)
-    assert calls == [1, 1]
+    assert calls == [*prepare, "point"]
     assert records[0].status == "ok"
 
 

@@ -18,16 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from numba import njit
+
 from wafer import __version__
 from wafer.errors import ConfigError
 from wafer.heap import WORKER_ENVIRON, keep_freed_memory
-from wafer.sweep_config import SweepConfig, SweepPoint, parse_point_args
+from wafer.sweep_config import SweepConfig, SweepPoint, cli_parser, parse_point_args
 from wafer.sweep_results import PointRecord, open_results, write_records
 
 MAX_ATTEMPTS = 2  # the first run and one retry
 CHUNK_TARGET_S = 1.0  # a Dask task runs about this long once point times are known
 MAX_CHUNK = 64  # points per task at most
 CHUNKS_IN_FLIGHT_PER_WORKER = 2  # one running, one queued behind it
+MIN_CHUNK_SHARE = 8  # the last chunks shrink to an eighth of a full one at the least
 # Dask settings of the embedded cluster. Its background work ran in the process that also
 # runs the sweep and took 3.8 % of a core with the cluster idle (0.7 % with these), taken
 # from the two workers of a 2-core machine. Event-loop "blocked?" ticks (default 20 ms) and
@@ -225,7 +228,7 @@ def _have_dask() -> bool:
 def _run_serial(sweep: SweepConfig, jobs: list[tuple[SweepPoint, int]]) -> Iterator[list]:
     """Points in order, handed on in batches of about ``CHUNK_TARGET_S`` (a write of the
     results file costs about as much as a fast point)."""
-    keep_freed_memory()
+    _prepare_process()
     batch, start = [], time.perf_counter()
     for point, attempt in jobs:
         batch.append(run_point(sweep.job, point, sweep.metrics, attempt))
@@ -288,9 +291,12 @@ class _ChunkFeed:
 
     def _size(self, workers: int) -> int:
         """The sizer's chunk, but no more than a share of what is left (guided
-        self-scheduling): the last chunks shrink, so the workers finish together."""
+        self-scheduling): the last chunks shrink, so the workers finish together. Not below
+        ``1 / MIN_CHUNK_SHARE`` of a full chunk: smaller ones would cost the client a write of
+        the results file each without evening out the finish any further."""
+        full = self.sizer.size()
         share = -(-len(self.queue) // (CHUNKS_IN_FLIGHT_PER_WORKER * workers))
-        return max(1, min(self.sizer.size(), share))
+        return max(1, min(full, len(self.queue), max(share, full // MIN_CHUNK_SHARE)))
 
     def finished(self, future: Any) -> list[PointRecord]:
         """The chunk's records; none if its worker died and its points go out again."""
@@ -308,8 +314,23 @@ class _ChunkFeed:
 
 def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str, ...]):
     """Run a chunk of (point, attempt) on a worker: one record per point."""
-    keep_freed_memory()
+    _prepare_process()
     return [run_point(job, point, metrics, attempt) for point, attempt in chunk]
+
+
+def _prepare_process() -> None:
+    """Set-up before a process runs points (cheap after the first call): malloc thresholds
+    (:mod:`wafer.heap`), Numba's set-up (its first call in a process, 0.3 s) and the CLI parser (building it
+    imports every job's modules, 0.3 s). Those two landed in the first point's ``wall_s``,
+    and the chunk sizer, fed that, sent small chunks for the next dozens of points."""
+    keep_freed_memory()
+    _first_numba_call()
+    cli_parser()
+
+
+@njit(cache=True)
+def _first_numba_call() -> int:
+    return 0
 
 
 class ChunkSizer:

@@ -297,7 +297,8 @@ def _option_argv(action: argparse.Action, value: Any) -> list[str]:
 
 
 @functools.cache
-def _parser() -> argparse.ArgumentParser:
+def cli_parser() -> argparse.ArgumentParser:
+    """The CLI's parser, built once per process (building it imports every job's modules)."""
     from wafer.cli import build_parser
 
     return build_parser()
@@ -308,7 +309,7 @@ def parse_point_args(argv: tuple[str, ...]) -> argparse.Namespace:
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            return _parser().parse_args(list(argv))
+            return cli_parser().parse_args(list(argv))
     except SystemExit:
         message = captured.getvalue().strip().splitlines() or ["cannot parse"]
         raise ConfigError(f"point {' '.join(argv)!r}: {message[-1]}") from None
