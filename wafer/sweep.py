@@ -320,9 +320,10 @@ def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str
 
 def _prepare_process() -> None:
     """Set-up before a process runs points (cheap after the first call): malloc thresholds
-    (:mod:`wafer.heap`), Numba's set-up (its first call in a process, 0.3 s) and the CLI parser (building it
-    imports every job's modules, 0.3 s). Those two landed in the first point's ``wall_s``,
-    and the chunk sizer, fed that, sent small chunks for the next dozens of points."""
+    (:mod:`wafer.heap`), Numba's set-up (its first call in a process, 0.3 s) and the CLI
+    parser (building it imports every job's modules, 0.3 s). Those two landed in the first
+    point's ``wall_s``, and the chunk sizer, fed that, sent small chunks for the next dozens
+    of points."""
     keep_freed_memory()
     _first_numba_call()
     cli_parser()
