@@ -58,6 +58,8 @@ EVENTS, MOVES, UNTIL, NEXT_WAKE = 0, 1, 2, 3  # columns of the per-row cycle sum
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
 NEVER = 2**62  # a cycle that never comes
+STALL_BITS = 12  # per output port in a packed count of one cycle's stalls (<= 5 x 64 each)
+STALL_MASK = (1 << STALL_BITS) - 1
 
 
 @kernel(inline="always")
@@ -178,51 +180,63 @@ def _requests(r, fab, st, want):
     """List the input queues whose head asks for outputs that can take it now.
 
     Fills ``want[0, i]`` (candidate ``k = port * colors + color``) and ``want[1, i]`` (the
-    output bitmask) for ``i < n``; returns ``n`` and the union of the masks.
+    output bitmask) for ``i < n``; returns ``n``, the union of the masks and the stalls:
+    per output, the heads that need it and find no room, packed ``STALL_BITS`` a port.
     """
     colors = st.credits.shape[2]
     n = 0
     any_request = 0
+    stalled = 0
     for p in range(NUM_PORTS):
         for c in range(colors):
             if st.q_count[r, p, c] == 0:
                 continue
             if fab.color_dor[c]:
-                mask = _dor_request(r, p, c, fab, st)
+                mask, blocked = _dor_request(r, p, c, fab, st)
             else:
-                mask = _static_request(r, p, c, fab, st)
+                mask, blocked = _static_request(r, p, c, fab, st)
+            stalled += blocked
             if mask:
                 want[0, n] = p * colors + c
                 want[1, n] = mask
                 n += 1
                 any_request |= mask
-    return n, any_request
+    return n, any_request, stalled
 
 
 @kernel(inline="always")
 def _dor_request(r, p, c, fab, st):
-    """The one output a wormhole head (or the body behind it) needs, if it has room."""
+    """The one output a wormhole head (or the body behind it) needs if it has room, and
+    the packed stall if it has not."""
     o = st.lock_out[r, p, c]
     if o < 0:
         meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
         o = route_port(r, p, meta_dst(meta), fab)
         if o < 0 or st.owner[r, o, c] >= 0:
-            return 0
+            return 0, 0
     if _has_room(r, o, c, fab, st):
-        return 1 << o
-    st.stalls[r, o] += 1
-    return 0
+        return 1 << o, 0
+    return 0, np.int64(1) << (STALL_BITS * np.int64(o))  # o may be int8: widen first
 
 
 @kernel(inline="always")
 def _static_request(r, p, c, fab, st):
-    """The outputs a static-color head still needs and that have room (multicast)."""
+    """The outputs a static-color head still needs and that have room (multicast), and
+    the packed stalls of those that have not."""
     mask = fab.route[r, p, c] & ~st.served[r, p, c]
+    blocked = 0
     for o in range(NUM_PORTS):
         if mask & (1 << o) and not _has_room(r, o, c, fab, st):
             mask &= ~(1 << o)
-            st.stalls[r, o] += 1
-    return mask
+            blocked += 1 << (STALL_BITS * o)
+    return mask, blocked
+
+
+@kernel(inline="always")
+def _add_stalls(r, packed, times, st):
+    """Add ``times`` cycles of the packed per-port stall counts ``packed``."""
+    for o in range(NUM_PORTS):
+        st.stalls[r, o] += ((packed >> (STALL_BITS * o)) & STALL_MASK) * times
 
 
 @kernel(inline="always")
@@ -234,9 +248,10 @@ def _has_room(r, o, c, fab, st):
 
 @kernel(inline="always")
 def _route(r, write, fab, st, want):
-    """Step 2: each output grants one request, round-robin; returns wavelets moved."""
+    """Step 2: each output grants one request, round-robin; returns the wavelets moved and
+    the packed stalls."""
     candidates = fab.cand_port.shape[0]
-    n, requested = _requests(r, fab, st, want)
+    n, requested, stalled = _requests(r, fab, st, want)
     moved = 0
     for o in range(NUM_PORTS):
         if not requested & (1 << o):
@@ -252,7 +267,7 @@ def _route(r, write, fab, st, want):
         _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st)
         st.rr[r, o] = _wrap(best + 1, candidates)
         moved += 1
-    return moved
+    return moved, stalled
 
 
 @kernel(inline="always")
@@ -261,16 +276,14 @@ def _route_unless_stuck(r, write, fab, st, want):
     since (no wavelet or credit came in, the PE neither sent nor received), the same
     outcome without the work: the same stalls again."""
     if st.stuck[r]:
-        for o in range(NUM_PORTS):
-            st.stalls[r, o] += st.stuck_stalls[r, o]
+        _add_stalls(r, st.stuck_stalls[r], 1, st)
         return 0
-    for o in range(NUM_PORTS):
-        st.stuck_stalls[r, o] = st.stalls[r, o]
-    moved = _route(r, write, fab, st, want)
+    moved, stalled = _route(r, write, fab, st, want)
+    if stalled:
+        _add_stalls(r, stalled, 1, st)
     if moved == 0:
         st.stuck[r] = 1
-        for o in range(NUM_PORTS):
-            st.stuck_stalls[r, o] = st.stalls[r, o] - st.stuck_stalls[r, o]
+        st.stuck_stalls[r] = stalled
     return moved
 
 
@@ -653,8 +666,7 @@ def _catch_up(r, t, st):
     st.busy[r] += st.rate_busy[r] * gap
     st.pe_stalls[r] += st.rate_stall[r] * gap
     if st.stuck[r] and st.occupancy[r]:
-        for o in range(NUM_PORTS):
-            st.stalls[r, o] += st.stuck_stalls[r, o] * gap
+        _add_stalls(r, st.stuck_stalls[r], gap, st)
     for task in range(st.wait.shape[1]):
         if st.wait[r, task] > 0:
             st.wait[r, task] -= gap

@@ -72,7 +72,7 @@ class EngineState(NamedTuple):
     progress: np.ndarray  # int64 (P, T): elements done in the current op
     wait: np.ndarray  # int64 (P, T): cycles left before the next element
     stuck: np.ndarray  # uint8 (P,): the last route moved nothing and nothing changed since
-    stuck_stalls: np.ndarray  # int64 (P, 5): the stalls that futile route added per port
+    stuck_stalls: np.ndarray  # int64 (P,): the stalls that futile route added, packed per port
     seen: np.ndarray  # int64 (P,): program mode: the last cycle the router was stepped
     rate_busy: np.ndarray  # int64 (P,): busy cycles each skipped cycle adds
     rate_stall: np.ndarray  # int64 (P,): PE stall cycles each skipped cycle adds
@@ -132,7 +132,7 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
         occupancy=np.zeros(pes, np.int32),
         wake=np.zeros(pes, np.int64),
         stuck=np.zeros(pes, np.uint8),
-        stuck_stalls=np.zeros((pes, 5), np.int64),
+        stuck_stalls=np.zeros(pes, np.int64),
         seen=np.full(pes, -1, np.int64),
         rate_busy=np.zeros(pes, np.int64),
         rate_stall=np.zeros(pes, np.int64),
