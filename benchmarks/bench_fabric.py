@@ -1,16 +1,21 @@
 """Router-cycles per second of the cycle engine under uniform traffic.
 
 Run: python benchmarks/bench_fabric.py [--sizes 32 128 512] [--cycles N] [--threads 1 2]
-     [--engine cpu|cuda] [--out out/bench_fabric.json]
+     [--engine cpu|cuda] [--plain] [--out out/bench_fabric.json]
 Load is given as a share of the uniform-traffic bisection bound 4/k flits/PE/cycle. Each run
 lasts at least 3k cycles so that packets cross the mesh before the figures are taken. JIT
 compile time is measured apart (a warm-up on a tiny mesh) and excluded from the figures.
 ``--engine cuda`` runs the CUDA kernels (fabric.cuda_engine) on the GPU; ``--threads`` then
 does not apply. The figures include copying the state to the device and back.
+``--plain`` also runs ``plain_mesh.py`` (a bare XY mesh kernel, one thread) on each size and
+load right after the engine, as a yardstick that drifts with the machine as the engine does
+(its accepted rate counts the whole run, warm-up included).
 """
 
 import argparse
 import time
+
+from plain_mesh import plain_rate
 
 from fabric.engine import ENGINES, warm_up
 from fabric.traffic import TrafficConfig, run_traffic
@@ -26,6 +31,7 @@ def main():
     parser.add_argument("--cycles", type=int, default=500)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--engine", choices=ENGINES, default="cpu")
+    parser.add_argument("--plain", action="store_true", help="also time plain_mesh.py")
     parser.add_argument("--out", default="out/bench_fabric.json")
     args = parser.parse_args()
     threads_list = [1] if args.engine == "cuda" else args.threads
@@ -34,6 +40,8 @@ def main():
     compile_s = time.perf_counter() - t0
     print(f"JIT warm-up (compile or cache load), engine {args.engine}: {compile_s:.1f} s")
     print(f"{'k':>5} {'load':>6} {'threads':>7} {'accepted':>9} {'M router-cycles/s':>18}")
+    if args.plain:
+        print("      (plain: plain_mesh.py, one thread, same size, load and cycles)")
     rows = []
     for k in args.sizes:
         for load in LOADS:
@@ -63,6 +71,12 @@ def main():
                     f"{k:5d} {load:6.2f} {threads:7d} {r['accepted_rate']:9.5f} "
                     f"{r['router_cycles_per_s'] / 1e6:18.2f}"
                 )
+            if args.plain:
+                speed, accepted = plain_rate(k, load * 4 / k, cycles)
+                rows.append({"k": k, "load_of_bisection": load, "threads": 1, "engine": "plain",
+                             "cycles": cycles, "accepted_rate": accepted,
+                             "router_cycles_per_s": speed})  # fmt: skip
+                print(f"{k:5d} {load:6.2f} {'plain':>7} {accepted:9.5f} {speed / 1e6:18.2f}")
     summary = {"min_cycles": args.cycles, "engine": args.engine, "compile_s": compile_s}
     write_json(args.out, summary | {"runs": rows})
     print(f"saved {args.out}")
