@@ -712,30 +712,48 @@ def _row(y, t, fab, st, prog, tr, want, out):
 def _traffic_row(y, t, read, write, fab, st, tr, want):
     events = 0
     wake, flags = st.wake, st.link_any[read]
-    for r in range(y * fab.width, (y + 1) * fab.width):
-        if wake[r] > t and flags[r] == 0:
-            continue
+    end = (y + 1) * fab.width
+    r, _earliest = _next_due(wake, flags, y * fab.width, end, t)
+    while r < end:
         events += _traffic_cycle(r, t, read, write, fab, st, tr, want)
+        r, _earliest = _next_due(wake, flags, r + 1, end, t)
     return events
 
 
 @kernel(inline="always")
 def _program_row(y, t, read, write, fab, st, prog, want, out):
-    events, moves, until, next_wake = 0, 0, t, NEVER
+    events, moves, until = 0, 0, t
     wake, flags = st.wake, st.link_any[read]
-    for r in range(y * fab.width, (y + 1) * fab.width):
-        if wake[r] > t and flags[r] == 0:
+    end = (y + 1) * fab.width
+    r, next_wake = _next_due(wake, flags, y * fab.width, end, t)
+    while r < end:
+        if fab.alive[r]:
+            _catch_up(r, t, st)
+            e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want)
+            events += e
+            moves += m
+            until = max(until, u)
             next_wake = min(next_wake, wake[r])
-            continue
-        if not fab.alive[r]:
-            continue
-        _catch_up(r, t, st)
-        e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want)
-        events += e
-        moves += m
-        until = max(until, u)
-        next_wake = min(next_wake, wake[r])
+        r, earliest = _next_due(wake, flags, r + 1, end, t)
+        next_wake = min(next_wake, earliest)
     out[EVENTS], out[MOVES], out[UNTIL], out[NEXT_WAKE] = events, moves, until, next_wake
+
+
+@kernel()
+def _next_due(wake, flags, r, end, t):
+    """The first router from ``r`` on (``end`` if none) that is due in cycle ``t``: its
+    wake-up cycle has come, or a wavelet or credit came in. Also the earliest wake-up of
+    the routers it passed. A call, not inlined: inside a row loop, where every array of
+    the state is live, this scan spilled and reloaded its values at each router (about 20
+    instructions a sleeping router, most of a quiet mesh's time)."""
+    earliest = NEVER
+    while r < end:
+        due = wake[r]
+        if due <= t or flags[r] != 0:
+            break
+        earliest = min(earliest, due)
+        r += 1
+    return r, earliest
 
 
 @kernel()
