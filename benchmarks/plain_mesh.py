@@ -2,7 +2,8 @@
 speed targets are stated relative to ("a plain struct-of-arrays XY-routed Numba kernel").
 
 k x k routers, one input queue per port (no colors), credits, XY wormhole routing of 4-flit
-packets, round-robin output arbitration, Bernoulli packet injection, every router visited
+packets, round-robin output arbitration (a queue moves at most one flit a cycle), Bernoulli
+packet injection after the router's step (as the engine's sources), every router visited
 every cycle. No PE programs, data values, counters, latency statistics, wake-ups or
 deadlock check: what it costs is what a router that only moves flits costs on this machine,
 in the same minutes as the engine's own figures (the machine's speed drifts).
@@ -39,6 +40,7 @@ def run_plain(k, cycles, packet_prob, seed):
     held = np.full((n, 5), -1, np.int64)  # input -> output a worm holds
     owner = np.full((n, 5), -1, np.int64)  # output -> input holding it
     rr = np.zeros((n, 5), np.int64)
+    wanted = np.empty(5, np.int64)  # this router's requests: output per input, -1 for none
     wire = np.full((2, n, 4), -1, np.int64)  # flit entering (router, port) next cycle
     credit_wire = np.zeros((2, n, 4), np.int64)
     left = np.zeros(n, np.int64)
@@ -61,50 +63,53 @@ def run_plain(k, cycles, packet_prob, seed):
                     wire[read, r, p] = -1
                 credits[r, p] += credit_wire[read, r, p]
                 credit_wire[read, r, p] = 0
-            if left[r] == 0 and next_packet[r] <= t:
+            if q_count[r, 0] + q_count[r, 1] + q_count[r, 2] + q_count[r, 3] + q_count[r, 4]:
+                for p in range(5):  # the one output each head needs, if it can take it
+                    wanted[p] = -1
+                    if q_count[r, p] == 0:
+                        continue
+                    o = held[r, p]
+                    if o < 0:
+                        d = q_dst[r, p, q_head[r, p]] >> 2
+                        o = _xy_port(xs[r], ys[r], xs[d], ys[d])
+                        if owner[r, o] >= 0:
+                            continue
+                    if o == 4 or credits[r, o] > 0:
+                        wanted[p] = o
+                for o in range(5):  # each output takes one of them, round robin
+                    for i in range(5):
+                        p = (rr[r, o] + i) % 5
+                        if wanted[p] != o:
+                            continue
+                        f = q_dst[r, p, q_head[r, p]]
+                        if o < 4:
+                            nb = r + STEP[0][o] + STEP[1][o] * k
+                            wire[write, nb, (o + 2) % 4] = f
+                            credits[r, o] -= 1
+                        else:
+                            delivered += 1
+                        if f & 2:
+                            held[r, p], owner[r, o] = o, p
+                        if f & 1:
+                            held[r, p], owner[r, o] = -1, -1
+                        q_head[r, p] = (q_head[r, p] + 1) % DEPTH
+                        q_count[r, p] -= 1
+                        if p < 4:
+                            up = r + STEP[0][p] + STEP[1][p] * k
+                            credit_wire[write, up, (p + 2) % 4] += 1
+                        rr[r, o] = (p + 1) % 5
+                        break
+            if left[r] == 0 and next_packet[r] <= t:  # the source, after the router
                 d = np.random.randint(0, n - 1)
                 dst[r] = d + 1 if d >= r else d
                 left[r] = PACKET_FLITS
-                next_packet[r] = t + 1 + int(np.log(np.random.random()) / log_q)
+                next_packet[r] += 1 + int(np.log(np.random.random()) / log_q)
             if left[r] > 0 and q_count[r, 4] < DEPTH:
                 slot = (q_head[r, 4] + q_count[r, 4]) % DEPTH
                 head, tail = left[r] == PACKET_FLITS, left[r] == 1
                 q_dst[r, 4, slot] = dst[r] * 4 + head * 2 + tail
                 q_count[r, 4] += 1
                 left[r] -= 1
-            if q_count[r, 0] + q_count[r, 1] + q_count[r, 2] + q_count[r, 3] + q_count[r, 4] == 0:
-                continue
-            for o in range(5):
-                for i in range(5):
-                    p = (rr[r, o] + i) % 5
-                    if q_count[r, p] == 0:
-                        continue
-                    f = q_dst[r, p, q_head[r, p]]
-                    want = held[r, p]
-                    if want < 0:
-                        d = f >> 2
-                        want = _xy_port(xs[r], ys[r], xs[d], ys[d])
-                        if owner[r, want] >= 0:
-                            continue
-                    if want != o or (o < 4 and credits[r, o] == 0):
-                        continue
-                    if o < 4:
-                        nb = r + STEP[0][o] + STEP[1][o] * k
-                        wire[write, nb, (o + 2) % 4] = f
-                        credits[r, o] -= 1
-                    else:
-                        delivered += 1
-                    if f & 2:
-                        held[r, p], owner[r, o] = o, p
-                    if f & 1:
-                        held[r, p], owner[r, o] = -1, -1
-                    q_head[r, p] = (q_head[r, p] + 1) % DEPTH
-                    q_count[r, p] -= 1
-                    if p < 4:
-                        up = r + STEP[0][p] + STEP[1][p] * k
-                        credit_wire[write, up, (p + 2) % 4] += 1
-                    rr[r, o] = (p + 1) % 5
-                    break
     return delivered
 
 

@@ -58,6 +58,7 @@ EVENTS, MOVES, UNTIL, NEXT_WAKE = 0, 1, 2, 3  # columns of the per-row cycle sum
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
 NEVER = 2**62  # a cycle that never comes
+MAX_COLORS = 1 << 6  # the color field of a wavelet's metadata (pack_meta)
 STALL_BITS = 12  # per output port in a packed count of one cycle's stalls (<= 5 x 64 each)
 STALL_MASK = (1 << STALL_BITS) - 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabric._kernels import MAX_COLORS
 from fabric.mesh import Mesh
 from wafer.errors import ConfigError
 from wafer.geometry import DIR_NAMES, NUM_PORTS, RAMP
@@ -13,8 +14,8 @@ class ColorRoutes:
     """A route table ``(P, 5, C)`` of output-port bitmasks, built and checked in Python."""
 
     def __init__(self, mesh: Mesh, colors: int) -> None:
-        if colors < 1:
-            raise ConfigError(f"colors={colors} must be >= 1")
+        if not 1 <= colors <= MAX_COLORS:
+            raise ConfigError(f"colors={colors} is out of range [1, {MAX_COLORS}]")
         self.mesh, self.colors = mesh, colors
         self.table = np.zeros((mesh.pes, NUM_PORTS, colors), np.uint8)
         self._link_ok = mesh.link_ok()

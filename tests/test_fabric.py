@@ -163,6 +163,13 @@ def test_routes_through_dead_links_are_rejected():
         ColorRoutes(broken, 1).add_path(0, [0, 1, 2])
 
 
+@pytest.mark.parametrize("colors", [0, 65])
+def test_color_counts_outside_the_wavelet_color_field_are_rejected(colors):
+    """A wavelet's metadata holds 6 bits of color: route tables of 1 to 64 colors only."""
+    with pytest.raises(ConfigError, match=rf"colors={colors} is out of range \[1, 64\]"):
+        ColorRoutes(Mesh.full(2, 1), colors)
+
+
 def test_program_sram_budget_is_enforced():
     """An op past the PE's SRAM names the bytes needed and available."""
     _, _, prog = line(1)

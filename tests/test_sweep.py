@@ -281,7 +281,7 @@ def test_chunks_grow_to_the_target_time_and_stay_bounded():
 
 
 def test_last_chunks_shrink_so_workers_finish_together(small):
-    """Near the end a chunk holds at most a share of the points left (guided scheduling)."""
+    """Near the end a chunk holds a share of the points left, an eighth of a full one at least."""
     from collections import deque
 
     from wafer.sweep import CHUNKS_IN_FLIGHT_PER_WORKER, MAX_CHUNK, MIN_CHUNK_SHARE, _ChunkFeed
@@ -324,13 +324,14 @@ def test_a_lost_chunk_goes_out_again_point_by_point(small):
 def test_serial_sweeps_and_dask_chunks_prepare_the_process_before_the_first_point(
     small, monkeypatch, tmp_path
 ):
-    """Both places that run points first set the malloc thresholds, start Numba and build
-    the parser, so that none of it is timed as part of a point."""
+    """Both runners set up malloc, Numba and the parser before a point, not inside its time."""
+    import wafer._numba_start as numba_start
     import wafer.sweep as sweep_module
 
     calls = []
-    for name in ("keep_freed_memory", "_first_numba_call", "cli_parser"):
-        monkeypatch.setattr(sweep_module, name, lambda name=name: calls.append(name))
+    for module, name in ((sweep_module, "keep_freed_memory"), (numba_start, "first_call"),
+                         (sweep_module, "cli_parser")):  # fmt: skip
+        monkeypatch.setattr(module, name, lambda name=name: calls.append(name))
     real_run_point = sweep_module.run_point
 
     def run_point(*args):
@@ -339,7 +340,7 @@ def test_serial_sweeps_and_dask_chunks_prepare_the_process_before_the_first_poin
 
     monkeypatch.setattr(sweep_module, "run_point", run_point)
     sweep = load_sweep(small)
-    prepare = ["keep_freed_memory", "_first_numba_call", "cli_parser"]
+    prepare = ["keep_freed_memory", "first_call", "cli_parser"]
     run_sweep(sweep, tmp_path / "r.h5", serial=True)
     assert calls == prepare + ["point"] * len(sweep.points)
     calls.clear()

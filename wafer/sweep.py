@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from numba import njit
-
 from wafer import __version__
 from wafer.errors import ConfigError
 from wafer.heap import WORKER_ENVIRON, keep_freed_memory
@@ -292,8 +290,9 @@ class _ChunkFeed:
     def _size(self, workers: int) -> int:
         """The sizer's chunk, but no more than a share of what is left (guided
         self-scheduling): the last chunks shrink, so the workers finish together. Not below
-        ``1 / MIN_CHUNK_SHARE`` of a full chunk: smaller ones would cost the client a write of
-        the results file each without evening out the finish any further."""
+        ``1 / MIN_CHUNK_SHARE`` of a full chunk (smaller ones would cost the client a write of
+        the results file each without evening out the finish any further), nor above what is
+        left."""
         full = self.sizer.size()
         share = -(-len(self.queue) // (CHUNKS_IN_FLIGHT_PER_WORKER * workers))
         return max(1, min(full, len(self.queue), max(share, full // MIN_CHUNK_SHARE)))
@@ -324,14 +323,11 @@ def _prepare_process() -> None:
     parser (building it imports every job's modules, 0.3 s). Those two landed in the first
     point's ``wall_s``, and the chunk sizer, fed that, sent small chunks for the next dozens
     of points."""
+    from wafer import _numba_start  # not at import: `wafersim presets` needs no Numba
+
     keep_freed_memory()
-    _first_numba_call()
+    _numba_start.first_call()
     cli_parser()
-
-
-@njit(cache=True)
-def _first_numba_call() -> int:
-    return 0
 
 
 class ChunkSizer:

@@ -1,0 +1,9 @@
+"""Numba's one-off set-up in a process, run when a caller chooses (``wafer.sweep``)."""
+
+from numba import njit
+
+
+@njit(cache=True)
+def first_call() -> int:
+    """The first call of any Numba function in a process sets Numba up (0.3 s)."""
+    return 0
