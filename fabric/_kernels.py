@@ -28,6 +28,8 @@ import sys
 
 import numpy as np
 from numba import njit, prange
+from numba.core.cpu import CPUTargetOptions
+from numba.core.options import TargetOptions
 
 from fabric._fp16 import get_half, set_half, word_half
 
@@ -40,6 +42,18 @@ def kernel(**options):
     atomically: measured at 1.7 M idle router-cycles/s against 500 M without.
     """
     return njit(cache=True, _nrt=False, **options)
+
+
+def _allow_noalias() -> None:
+    """Let :func:`kernel` take ``noalias=True``: Numba's compiler flag (its parfors set it)
+    that marks a function's array arguments as not overlapping, so that LLVM keeps a value
+    read from one array in a register across stores to another instead of reading it again.
+    Numba does not offer it as a decorator option; this registers it as its own are."""
+    if not hasattr(CPUTargetOptions, "noalias"):
+        CPUTargetOptions.noalias = TargetOptions.Mapping("noalias")
+
+
+_allow_noalias()
 
 
 RAMP = 4
@@ -680,14 +694,21 @@ def _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows):
         _row_call(y, t, fab, st, prog, tr, want_rows[y], row_events[y])
 
 
-@kernel()
+@kernel(noalias=True)
 def _row_call(y, t, fab, st, prog, tr, want, out):
-    """``_row`` as a real call: Numba's parfor pass must not see the inlined body."""
+    """``_row`` as a real call: Numba's parfor pass must not see the inlined body.
+    ``noalias`` as in ``_cycle_serial``."""
     _row(y, t, fab, st, prog, tr, want, out)
 
 
-@kernel()
+@kernel(noalias=True)
 def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
+    """One cycle, row after row. ``noalias``: within one cycle no two arrays share memory
+    that either writes (``link_any`` is a view of ``link_flags``, but a cycle reads and
+    clears slot ``(t - L) % S`` through one and writes slot ``t % S`` through the other).
+    A router's values then stay in registers across its stores (k=128, one thread: 30 %
+    load 12.3 vs 11.3 M router-cycles/s, medians of 7 interleaved runs; GEMM/GEMV programs
+    9 % faster; 1 % and 90 % load unchanged)."""
     for y in range(fab.height):
         _row(y, t, fab, st, prog, tr, want_rows[y], row_events[y])
 
