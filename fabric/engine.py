@@ -70,8 +70,9 @@ def fabric_arrays(
         neighbor=mesh.neighbors(),
         xs=xs,
         ys=ys,
-        cand_port=candidates // colors,
-        cand_color=candidates % colors,
+        # unsigned: the queue a grant picks is then indexed without a negative-index check
+        cand_port=(candidates // colors).astype(np.uint8),
+        cand_color=(candidates % colors).astype(np.uint8),
         route=route,
         color_dor=color_dor.astype(np.uint8),
         dor_mode=dor_mode,

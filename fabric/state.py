@@ -25,8 +25,8 @@ class FabricArrays(NamedTuple):
     neighbor: np.ndarray  # int64 (P, 4): PE across each link, -1 at the edge
     xs: np.ndarray  # int64 (P,): column of each PE
     ys: np.ndarray  # int64 (P,): row of each PE
-    cand_port: np.ndarray  # int64 (5C,): input port of arbitration candidate k
-    cand_color: np.ndarray  # int64 (5C,): color of arbitration candidate k
+    cand_port: np.ndarray  # uint8 (5C,): input port of arbitration candidate k
+    cand_color: np.ndarray  # uint8 (5C,): color of arbitration candidate k
     route: np.ndarray  # uint8 (P, 5, C): output-port mask per input port and static color
     color_dor: np.ndarray  # uint8 (C,): 1 = destination-routed (wormhole) color
     dor_mode: int  # destination routing: 0 = XY, 1 = YX, 2 = up*/down* table
