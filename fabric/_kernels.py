@@ -768,7 +768,10 @@ def _next_due(wake, flags, r, end, t):
     the routers it passed. A function of its own, which Numba does not inline (LLVM may,
     once it is optimized): written in the row loop, where every array of the state is live,
     the scan spilled and reloaded its values at each router (about 20 instructions a
-    sleeping router, most of a quiet mesh's time; about 12 now)."""
+    sleeping router, most of a quiet mesh's time; about 12 now). The router comes back as
+    uint32 (a mesh's state could not hold 2**32 routers): every access of the row's step
+    then skips Numba's negative-index check (k=128, one thread: 30 % load 11.9 vs 10.9 M
+    router-cycles/s, 1 % 149 vs 140 M, programs 7 % faster; medians of interleaved runs)."""
     earliest = NEVER
     while r < end:
         due = wake[r]
@@ -776,7 +779,7 @@ def _next_due(wake, flags, r, end, t):
             break
         earliest = min(earliest, due)
         r += 1
-    return r, earliest
+    return np.uint32(r), earliest
 
 
 @kernel()
