@@ -28,8 +28,6 @@ import sys
 
 import numpy as np
 from numba import njit, prange
-from numba.core.cpu import CPUTargetOptions
-from numba.core.options import TargetOptions
 
 from fabric._fp16 import get_half, set_half, word_half
 
@@ -40,20 +38,31 @@ def kernel(**options):
     These kernels never allocate, so they need no NRT. With it on, every call (and every
     inlined call) that passes the state's tuples of arrays increfs and decrefs each array
     atomically: measured at 1.7 M idle router-cycles/s against 500 M without.
+    ``noalias=True`` (see :func:`_noalias_option`) is dropped where Numba cannot take it.
     """
+    if not NOALIAS:
+        options.pop("noalias", None)
     return njit(cache=True, _nrt=False, **options)
 
 
-def _allow_noalias() -> None:
+def _noalias_option() -> bool:
     """Let :func:`kernel` take ``noalias=True``: Numba's compiler flag (its parfors set it)
     that marks a function's array arguments as not overlapping, so that LLVM keeps a value
     read from one array in a register across stores to another instead of reading it again.
-    Numba does not offer it as a decorator option; this registers it as its own are."""
+    Numba does not offer it as a decorator option; this registers it as its own are. Returns
+    whether it could: a later Numba may move these internals, and the kernels then run
+    without the flag (same results, some per cent slower)."""
+    try:
+        from numba.core.cpu import CPUTargetOptions
+        from numba.core.options import TargetOptions
+    except ImportError:
+        return False
     if not hasattr(CPUTargetOptions, "noalias"):
         CPUTargetOptions.noalias = TargetOptions.Mapping("noalias")
+    return True
 
 
-_allow_noalias()
+NOALIAS = _noalias_option()
 
 
 RAMP = 4
@@ -705,7 +714,8 @@ def _row_call(y, t, fab, st, prog, tr, want, out):
 def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
     """One cycle, row after row. ``noalias``: within one cycle no two arrays share memory
     that either writes (``link_any`` is a view of ``link_flags``, but a cycle reads and
-    clears slot ``(t - L) % S`` through one and writes slot ``t % S`` through the other).
+    clears slot ``(t - L) % S`` through one and writes slot ``t % S`` through the other,
+    which differ as ``L >= 1``: ``fabric_arrays`` checks it).
     A router's values then stay in registers across its stores (k=128, one thread: 30 %
     load 12.3 vs 11.3 M router-cycles/s, medians of 7 interleaved runs; GEMM/GEMV programs
     9 % faster; 1 % and 90 % load unchanged)."""
