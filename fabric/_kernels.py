@@ -715,7 +715,7 @@ def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
     """One cycle, row after row. ``noalias``: within one cycle no two arrays share memory
     that either writes (``link_any`` is a view of ``link_flags``, but a cycle reads and
     clears slot ``(t - L) % S`` through one and writes slot ``t % S`` through the other,
-    which differ as ``L >= 1``: ``fabric_arrays`` checks it).
+    which differ as ``L >= 1``: the spec's range, checked with the spec).
     A router's values then stay in registers across its stores (k=128, one thread: 30 %
     load 12.3 vs 11.3 M router-cycles/s, medians of 7 interleaved runs; GEMM/GEMV programs
     9 % faster; 1 % and 90 % load unchanged)."""

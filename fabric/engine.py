@@ -29,7 +29,7 @@ from fabric.state import (
 from fabric.trace import TraceRecorder
 from wafer.errors import ConfigError, DeadlockError
 from wafer.presets import preset
-from wafer.spec import WaferSpec, validate
+from wafer.spec import WaferSpec
 
 ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
 
@@ -58,7 +58,6 @@ def fabric_arrays(
     updown: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> FabricArrays:
     """The kernel's read-only arrays; ``updown`` is ``(table, in_down)`` for ``dor_mode`` 2."""
-    validate(spec.link)  # a cycle must read and write different link slots: L >= 1
     latency = spec.link.hop_latency_cycles
     ys, xs = np.divmod(np.arange(mesh.pes, dtype=np.int64), mesh.width)
     colors = route.shape[2]

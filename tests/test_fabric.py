@@ -1,7 +1,5 @@
 """The cycle engine: latency, values, backpressure, conservation, deadlock, determinism."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -170,14 +168,6 @@ def test_color_counts_outside_the_wavelet_color_field_are_rejected(colors):
     """A wavelet's metadata holds 6 bits of color: route tables of 1 to 64 colors only."""
     with pytest.raises(ConfigError, match=rf"colors={colors} is out of range \[1, 64\]"):
         ColorRoutes(Mesh.full(2, 1), colors)
-
-
-def test_spec_built_past_its_checks_with_zero_hop_latency_is_rejected():
-    """A spec made without ``spec_from_dict`` still needs a hop latency of 1 to 64 cycles."""
-    mesh, routes, prog = line(2)
-    spec = dataclasses.replace(SPEC, link=dataclasses.replace(SPEC.link, hop_latency_cycles=0))
-    with pytest.raises(ConfigError, match=r"hop_latency_cycles=0 is out of range \[1, 64\]"):
-        simulate(mesh, spec, routes, prog.build(), memory(2), max_cycles=10)
 
 
 def test_program_sram_budget_is_enforced():

@@ -1,5 +1,7 @@
 """Wafer specs: presets, validation, files and overrides."""
 
+import dataclasses
+
 import pytest
 
 from wafer.config_io import load_spec, parse_overrides, resolve_spec
@@ -88,3 +90,14 @@ def test_resolve_spec_rejects_two_sources():
     """--preset and --spec together are an error."""
     with pytest.raises(ConfigError, match="either --preset or --spec"):
         resolve_spec("tiny", "x.toml", {})
+
+
+def test_a_spec_built_directly_checks_its_sections():
+    """A section out of range is refused however the spec is built, not only from a dict
+    (a hop latency of 0 would make the engine read and write the same link slot)."""
+    spec = preset("tiny")
+    link = dataclasses.replace(spec.link, hop_latency_cycles=0)
+    with pytest.raises(
+        ConfigError, match=r"LinkSpec.hop_latency_cycles=0 is out of range \[1, 64\]"
+    ):
+        dataclasses.replace(spec, link=link)

@@ -125,10 +125,14 @@ class WaferSpec:
 
 
 def validate(obj: Any) -> None:
-    """Check every field of a spec dataclass against its type and declared range."""
+    """Check every field of a spec dataclass, and of its sections, against its type and
+    declared range."""
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value) or "low" not in f.metadata:
+        if dataclasses.is_dataclass(value):
+            validate(value)
+            continue
+        if "low" not in f.metadata:
             continue
         kind = int if f.type in ("int", int) else float
         label = f"{type(obj).__name__}.{f.name}"
@@ -159,10 +163,8 @@ def spec_from_dict(data: dict[str, Any]) -> WaferSpec:
         missing = allowed - set(part)
         if missing:
             raise ConfigError(f"{section} is missing keys: {', '.join(sorted(missing))}")
-        instance = cls(**part)
-        validate(instance)
-        kwargs[section] = instance
-    return WaferSpec(**kwargs)
+        kwargs[section] = cls(**part)
+    return WaferSpec(**kwargs)  # validates the sections too
 
 
 def _check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
