@@ -700,26 +700,25 @@ def _catch_up(r, t, st):
 @kernel(parallel=True)
 def _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows):
     for y in prange(fab.height):
-        _row_call(y, t, fab, st, prog, tr, want_rows[y], row_events[y])
+        # int64 as in the serial call (not the literal 0 there, nor the uint64 index of the
+        # lowered parfor): a second signature would compile the whole engine again
+        row = np.int64(y)
+        _rows(row, row + 1, t, fab, st, prog, tr, row_events, want_rows)
 
 
 @kernel(noalias=True)
-def _row_call(y, t, fab, st, prog, tr, want, out):
-    """``_row`` as a real call: Numba's parfor pass must not see the inlined body.
-    ``noalias`` as in ``_cycle_serial``."""
-    _row(y, t, fab, st, prog, tr, want, out)
-
-
-@kernel(noalias=True)
-def _cycle_serial(t, fab, st, prog, tr, row_events, want_rows):
-    """One cycle, row after row. ``noalias``: within one cycle no two arrays share memory
-    that either writes (``link_any`` is a view of ``link_flags``, but a cycle reads and
-    clears slot ``(t - L) % S`` through one and writes slot ``t % S`` through the other,
-    which differ as ``L >= 1``: the spec's range, checked with the spec).
-    A router's values then stay in registers across its stores (k=128, one thread: 30 %
-    load 12.3 vs 11.3 M router-cycles/s, medians of 7 interleaved runs; GEMM/GEMV programs
-    9 % faster; 1 % and 90 % load unchanged)."""
-    for y in range(fab.height):
+def _rows(y0, y1, t, fab, st, prog, tr, row_events, want_rows):
+    """One cycle of rows ``[y0, y1)``: the whole mesh in a serial run, one row per task in a
+    parallel one. A real call, compiled once for both: Numba's parfor pass must not see the
+    inlined body, and each inlined copy of the engine costs minutes of compile time.
+    ``noalias``: within one cycle no two arrays share memory that either writes
+    (``link_any`` is a view of ``link_flags``, but a cycle reads and clears slot
+    ``(t - L) % S`` through one and writes slot ``t % S`` through the other, which differ as
+    ``L >= 1``: the spec's range, checked with the spec). A router's values then stay in
+    registers across its stores (k=128, one thread: 30 % load 12.3 vs 11.3 M
+    router-cycles/s, medians of 7 interleaved runs; GEMM/GEMV programs 9 % faster; 1 % and
+    90 % load unchanged)."""
+    for y in range(y0, y1):
         _row(y, t, fab, st, prog, tr, want_rows[y], row_events[y])
 
 
@@ -872,4 +871,4 @@ def _cycle(t, parallel, fab, st, prog, tr, row_events, want_rows):
     if parallel:
         _cycle_parallel(t, fab, st, prog, tr, row_events, want_rows)
     else:
-        _cycle_serial(t, fab, st, prog, tr, row_events, want_rows)
+        _rows(np.int64(0), fab.height, t, fab, st, prog, tr, row_events, want_rows)
