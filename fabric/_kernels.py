@@ -39,6 +39,13 @@ def kernel(**options):
     inlined call) that passes the state's tuples of arrays increfs and decrefs each array
     atomically: measured at 1.7 M idle router-cycles/s against 500 M without.
     ``noalias=True`` (see :func:`_noalias_option`) is dropped where Numba cannot take it.
+
+    ``inline="always"`` inlines at Numba's IR level, and its cost grows faster than the
+    size of the caller: the bodies of the PE's vector ops (``_local_op``, ``_matmul_column``,
+    ``_consume_fp16``), each a loop over a vector per call, stay real calls; inlined, they
+    took the engine's compile from 80 to 142 s, for no speed (interleaved runs: programs
+    within 1-2 %, traffic unchanged). The per-wavelet steps stay inlined: ``_task_step``
+    as a call made programs 4x slower.
     """
     if not NOALIAS:
         options.pop("noalias", None)
@@ -441,7 +448,7 @@ def mul_rn(a, b):
     return a * b
 
 
-@kernel(inline="always")
+@kernel(noalias=True)
 def _consume_fp16(op, k, value, mem):
     """fp16 storage, fp32 arithmetic: recv_add of two halves, or fmacs of two scalars
     (rows ``2k`` and ``2k + 1`` of the fp16 matrix) into an fp32 accumulator."""
@@ -462,7 +469,7 @@ def _consume_fp16(op, k, value, mem):
             mem[acc + i] += mul_rn(get_half(mem, op[C_A], row * m + i), scalar)
 
 
-@kernel(inline="always")
+@kernel(noalias=True)
 def _matmul_column(op, j, mem):
     """Column ``j`` of ``C += A @ B``, all column-major: ``C[:, j] += A (m, k) @ B[:, j]``.
 
@@ -483,7 +490,7 @@ def _matmul_column(op, j, mem):
                 mem[c + i] += mul_rn(mem[a + i], b)
 
 
-@kernel(inline="always")
+@kernel(noalias=True)
 def _local_op(op, scalar, mem):
     code, dst, a, b, m = op[C_CODE], op[C_DST], op[C_A], op[C_B], op[C_M]
     if op[C_DTYPE] == FP16:
