@@ -8,7 +8,7 @@ at least 1.8x the points/s from the second worker. The Dask runs repeat ``--roun
 each round running every worker count once in turn, and the speedup is the median over
 rounds of that round's ratio: a shared virtual machine's speed drifts by 10-30 % over a
 minute, and back-to-back pairs see the same drift. Two rates per run: over the whole sweep
-(cluster start-up and shut-down included, about 2 s whatever the number of workers) and
+(cluster start-up and shut-down included, about 0.9 s whatever the number of workers) and
 steady (from the first finished batch to the last, what more points would add).
 """
 

@@ -284,3 +284,13 @@ def test_progress_prints_a_line_per_tenth_elsewhere():
     assert "\r" not in stream.getvalue()
     assert lines[0].startswith("study: 10/100 points")
     assert lines[-1].startswith("study: 100/100 points")
+
+
+def test_a_one_job_parser_parses_as_the_whole_cli_and_knows_no_other_job():
+    """A sweep worker builds only its job's subcommand; a point parses the same with it."""
+    from wafer.cli import build_parser
+
+    argv = ["defects", "--preset", "tiny", "--repair", "row", "--seed", "3", "--", "clock_hz=1e9"]
+    assert build_parser(only="defects").parse_args(argv) == build_parser().parse_args(argv)
+    with pytest.raises(SystemExit):
+        build_parser(only="defects").parse_args(["traffic", "--grid", "4x4"])

@@ -324,29 +324,35 @@ def test_a_lost_chunk_goes_out_again_point_by_point(small):
 def test_serial_sweeps_and_dask_chunks_prepare_the_process_before_the_first_point(
     small, monkeypatch, tmp_path
 ):
-    """Both runners set up malloc, Numba and the parser before a point, not inside its time."""
+    """Both runners set up malloc, Numba and the job's parser before a point, not inside its
+    time; a worker then freezes the garbage collector's view, once."""
+    import gc
+
     import wafer._numba_start as numba_start
     import wafer.sweep as sweep_module
 
     calls = []
     for module, name in ((sweep_module, "keep_freed_memory"), (numba_start, "first_call"),
-                         (sweep_module, "cli_parser")):  # fmt: skip
-        monkeypatch.setattr(module, name, lambda name=name: calls.append(name))
+                         (sweep_module, "cli_parser"), (gc, "freeze")):  # fmt: skip
+        monkeypatch.setattr(module, name, lambda *args, name=name: calls.append((name, *args)))
     real_run_point = sweep_module.run_point
 
     def run_point(*args):
-        calls.append("point")
+        calls.append(("point",))
         return real_run_point(*args)
 
     monkeypatch.setattr(sweep_module, "run_point", run_point)
+    sweep_module._prepare_worker.cache_clear()
     sweep = load_sweep(small)
-    prepare = ["keep_freed_memory", "first_call", "cli_parser"]
+    prepare = [("keep_freed_memory",), ("first_call",), ("cli_parser", "defects")]
     run_sweep(sweep, tmp_path / "r.h5", serial=True)
-    assert calls == prepare + ["point"] * len(sweep.points)
+    assert calls == prepare + [("point",)] * len(sweep.points)
     calls.clear()
-    records = sweep_module.run_points(sweep.job, [(sweep.points[0], 1)], sweep.metrics)
-    assert calls == [*prepare, "point"]
+    for _ in range(2):
+        records = sweep_module.run_points(sweep.job, [(sweep.points[0], 1)], sweep.metrics)
+    assert calls == [*prepare, ("freeze",), ("point",), ("point",)]
     assert records[0].status == "ok"
+    sweep_module._prepare_worker.cache_clear()
 
 
 def test_appended_rows_are_written_as_a_slice_and_scattered_ones_as_a_list():

@@ -28,13 +28,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="spec overrides")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI, or with ``only`` the one subcommand (a sweep worker imports only that
+    job's modules)."""
     from wafer import commands
 
     parser = _Parser(prog="wafersim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=_version())
     subs = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (add_arguments, _run, help_text) in commands.COMMANDS.items():
+        if only is not None and name != only:
+            continue
         sub = subs.add_parser(name, help=help_text, description=help_text)
         add_arguments(sub)
         _common(sub)

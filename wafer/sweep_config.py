@@ -297,11 +297,12 @@ def _option_argv(action: argparse.Action, value: Any) -> list[str]:
 
 
 @functools.cache
-def cli_parser() -> argparse.ArgumentParser:
-    """The CLI's parser, built once per process (building it imports every job's modules)."""
+def cli_parser(job: str) -> argparse.ArgumentParser:
+    """The CLI's parser with ``job``'s subcommand alone, built once per process and job
+    (building it imports the job's modules: 0.05 s for ``defects``, 0.2 s for all jobs)."""
     from wafer.cli import build_parser
 
-    return build_parser()
+    return build_parser(only=job)
 
 
 def parse_point_args(argv: tuple[str, ...]) -> argparse.Namespace:
@@ -309,7 +310,7 @@ def parse_point_args(argv: tuple[str, ...]) -> argparse.Namespace:
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            return cli_parser().parse_args(list(argv))
+            return cli_parser(argv[0]).parse_args(list(argv))
     except SystemExit:
         message = captured.getvalue().strip().splitlines() or ["cannot parse"]
         raise ConfigError(f"point {' '.join(argv)!r}: {message[-1]}") from None
