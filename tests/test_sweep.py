@@ -92,6 +92,20 @@ def test_local_cluster_gives_the_same_table_as_serial(small, tmp_path):
         assert list(serial[name]) == list(dask[name]), name
 
 
+def test_the_embedded_cluster_s_workers_run_no_profiler():
+    """The workers' 10 ms stack sampler took CPU from the points (``LOCAL_CLUSTER_CONFIG``)."""
+    pytest.importorskip("distributed")
+    from distributed import Client
+
+    from wafer.sweep import _local_cluster
+
+    with _local_cluster(1) as cluster, Client(cluster) as client:
+        callbacks = client.run(lambda dask_worker: sorted(dask_worker.periodic_callbacks))
+    (names,) = callbacks.values()
+    assert "heartbeat" in names  # the list is the one Dask keeps
+    assert "profile" not in names
+
+
 _KILLABLE = """
 import sys, time
 import wafer.sweep as sweep

@@ -37,12 +37,16 @@ MIN_CHUNK_SHARE = 8  # the last chunks shrink to an eighth of a full one at the 
 # the system monitor (500 ms) only feed warnings and the dashboard (off); the memory monitor
 # (100 ms) checks each worker against its memory limit (LocalCluster's "auto"), so a point
 # that runs away may now overshoot by up to a second of allocation before it is paused or
-# killed. Work stealing has nothing to move: chunks are fed a couple per worker.
+# killed. Work stealing has nothing to move: chunks are fed a couple per worker. Each
+# worker's statistical profiler (a stack sample every 10 ms, for the dashboard's profile
+# page) took CPU from the other worker's points: 2 workers ran a 1,000-point sweep 3-7 %
+# faster without it, 1 worker 1-2 % (benchmarks/bench_sweep.py, interleaved A/B).
 LOCAL_CLUSTER_CONFIG = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "5s",
     "distributed.worker.memory.monitor-interval": "1s",
     "distributed.scheduler.work-stealing": False,
+    "distributed.worker.profile.enabled": False,
 }
 log = logging.getLogger(__name__)
 
