@@ -63,6 +63,35 @@ def skip_dead_rows(bad: np.ndarray, height: int, max_skips: int) -> np.ndarray:
 
 
 @njit(cache=True)
+def inverse_map(to_physical: np.ndarray, dead_pe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The physical-to-logical map of a mapping and its holes, in one pass over it.
+
+    Parameters
+    ----------
+    to_physical : int64 (height, width)
+        Physical PE id of each logical PE; distinct ids.
+    dead_pe : bool (phys_height, phys_width)
+
+    Returns
+    -------
+    to_logical : int64 (phys_height, phys_width)
+        Logical PE id hosted by each physical PE, -1 if none.
+    hole : bool (height, width)
+        Logical PEs mapped onto dead physical PEs.
+    """
+    height, width = to_physical.shape
+    to_logical = np.full(dead_pe.shape, -1, dtype=np.int64)
+    hole = np.empty((height, width), dtype=np.bool_)
+    flat_logical, flat_dead = to_logical.reshape(-1), dead_pe.reshape(-1)
+    for y in range(height):
+        for x in range(width):
+            pe = to_physical[y, x]
+            flat_logical[pe] = y * width + x
+            hole[y, x] = flat_dead[pe]
+    return to_logical, hole
+
+
+@njit(cache=True)
 def _monotone_path(
     dead_pe: np.ndarray,
     dead_link: np.ndarray,
@@ -300,8 +329,10 @@ def _monotone_pass(
 def link_tables(
     dead_pe: np.ndarray, dead_link: np.ndarray, to_physical: np.ndarray, hole: np.ndarray,
     budget: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """The link tables of a logical grid (see :mod:`wafer.repair`), in one pass.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:  # fmt: skip
+    """The link tables of a logical grid (see :mod:`wafer.repair`), in one pass, and the two
+    figures a grid's summary gives of them (counted here: each is a pass over a table that
+    a sweep point would otherwise pay again).
 
     The hop tables are not pre-filled: each slot is written in order as the pass reaches
     it. The common wire, its far end physically next to the near one over a working link,
@@ -327,45 +358,63 @@ def link_tables(
         never has more hops than the wafer has PEs; int32 halves the tables' memory traffic.)
     unrepaired : bool (height, width, 4)
         Logical wires between working PEs that no repair path realises.
+    unrepaired_wires : int
+        Those wires, each counted once.
+    longest : int
+        The largest ``neighbour_hops``; 0 if there is no wire between working PEs.
     """
     height, width = to_physical.shape
     link_hops = np.empty((height, width, NUM_DIRS), dtype=np.int32)
     neighbour_hops = np.empty((height, width, NUM_DIRS), dtype=np.int32)
     unrepaired = np.zeros((height, width, NUM_DIRS), dtype=np.bool_)
     rare = np.empty(2 * height * width, dtype=np.int64)  # wires: 2 * pe + (direction == S)
-    count = 0
+    count, common = 0, False
     phys_width = dead_link.shape[1]
+    flat_to, flat_hole = to_physical.reshape(-1), hole.reshape(-1)
+    flat_dead = dead_link.reshape(-1)
+    flat_link, flat_neighbour = link_hops.reshape(-1), neighbour_hops.reshape(-1)
     for y in range(height):
         for x in range(width):
-            near = to_physical[y, x]
-            py, px = near // phys_width, near % phys_width
+            i = np.uint64(y * width + x)  # unsigned: no negative-index wrap on each access
+            near = flat_to[i]
+            px = near % phys_width
+            here_hole = flat_hole[i]
             for d in range(NUM_DIRS):
                 # inline, not a helper taking the arrays: each such call, inlined or not,
                 # increfs and decrefs them (NRT), which made this pass ten times slower
-                link_hops[y, x, d] = neighbour_hops[y, x, d] = -1
+                k = i * np.uint64(NUM_DIRS) + np.uint64(d)
+                hops = -1
                 nx, ny = x + _DX[d], y + _DY[d]
-                if nx < 0 or ny < 0 or nx >= width or ny >= height or hole[y, x] or hole[ny, nx]:
-                    continue
-                far_x = px + _DX[d]
-                step = _DY[d] * phys_width + _DX[d]
-                adjacent = to_physical[ny, nx] - near == step and 0 <= far_x < phys_width
-                if adjacent and not dead_link[py, px, d]:  # the common wire
-                    link_hops[y, x, d] = neighbour_hops[y, x, d] = 1
-                    continue
-                if d in (E, S):  # the rest, from their near end (dead_link is symmetric)
-                    rare[count] = 2 * (y * width + x) + (d == S)
-                    count += 1
+                inside = 0 <= nx < width and 0 <= ny < height
+                if inside and not here_hole:
+                    j = np.uint64(ny * width + nx)
+                    if not flat_hole[j]:
+                        far_x = px + _DX[d]
+                        step = _DY[d] * phys_width + _DX[d]
+                        adjacent = flat_to[j] - near == step and 0 <= far_x < phys_width
+                        if adjacent and not flat_dead[np.uint64(near * NUM_DIRS + d)]:
+                            hops = 1  # the common wire
+                            common = True
+                        elif d in (E, S):  # the rest, from their near end (symmetric)
+                            rare[count] = 2 * (y * width + x) + (d == S)
+                            count += 1
+                flat_link[k] = flat_neighbour[k] = hops
+    unrepaired_wires, longest = 0, 1 if common else 0
     if count:
-        _resolve_rare(dead_pe, dead_link, to_physical, rare[:count], budget,
-                      link_hops, neighbour_hops, unrepaired)  # fmt: skip
-    return link_hops, neighbour_hops, unrepaired
+        unrepaired_wires, rare_longest = _resolve_rare(
+            dead_pe, dead_link, to_physical, rare[:count], budget,
+            link_hops, neighbour_hops, unrepaired,
+        )  # fmt: skip
+        longest = max(longest, rare_longest)
+    return link_hops, neighbour_hops, unrepaired, unrepaired_wires, longest
 
 
 @njit(cache=True)
 def _resolve_rare(
     dead_pe, dead_link, to_physical, rare, budget, link_hops, neighbour_hops, unrepaired
 ):
-    """Solve the wires listed in ``rare`` and write them at both ends."""
+    """Solve the wires listed in ``rare`` and write them at both ends; returns how many
+    have no repair path and their longest working path."""
     width = to_physical.shape[1]
     src = np.empty(rare.size, dtype=np.int64)
     dst = np.empty(rare.size, dtype=np.int64)
@@ -374,9 +423,13 @@ def _resolve_rare(
         src[k] = to_physical[y, x]
         dst[k] = to_physical[y + _DY[d], x + _DX[d]]
     rare_link, rare_neighbour = resolve_pairs(dead_pe, dead_link, src, dst, budget)
+    unrepaired_wires, longest = 0, 0
     for k in range(rare.size):
         y, x, d = _wire_end(rare[k], width)
         _set_wire(link_hops, neighbour_hops, unrepaired, y, x, d, rare_link[k], rare_neighbour[k])
+        unrepaired_wires += rare_link[k] < 0
+        longest = max(longest, rare_neighbour[k])
+    return unrepaired_wires, longest
 
 
 @njit(cache=True, inline="always")

@@ -41,7 +41,7 @@ import numpy as np
 from wafer import _repair_kernels as kernels
 from wafer.defects import DefectMap
 from wafer.errors import ConfigError, DefectMapError
-from wafer.geometry import NUM_DIRS, E, S
+from wafer.geometry import NUM_DIRS
 from wafer.spec import WaferSpec
 
 BFS_BUDGET_PES = 1 << 14  # PEs one detour search may reach before connectivity is labelled
@@ -74,6 +74,8 @@ class LogicalGrid:
     neighbour_hops: np.ndarray  # int32 (height, width, 4): shortest working path, -1 if none
     spare_rows_used: int
     spare_cols_used: int
+    unrepaired_links: int  # dead logical wires, each wire counted once
+    max_neighbour_hops: int  # longest shortest path between working neighbours, 0 if none
     defects: DefectMap
 
     def __post_init__(self) -> None:
@@ -90,22 +92,10 @@ class LogicalGrid:
     def unrepaired_pes(self) -> int:
         return int(np.count_nonzero(self.hole))
 
-    @property
-    def max_neighbour_hops(self) -> int:
-        """Longest shortest path between working logical neighbours, 0 if there are none."""
-        return int(self.neighbour_hops.max(initial=0))
-
-    @property
-    def unrepaired_links(self) -> int:
-        """Dead logical wires, each wire counted once."""
-        return int(
-            np.count_nonzero(self.dead_link[..., E]) + np.count_nonzero(self.dead_link[..., S])
-        )
-
 
 def _physical_ids(rows: np.ndarray, phys_width: int, width: int) -> np.ndarray:
-    """Physical pe ids from a per-column (or shared, one-column) physical row table."""
-    rows = np.broadcast_to(rows, (rows.shape[0], width))
+    """Physical pe ids from a per-column (or shared, one-column) physical row table (a
+    shared one broadcasts in the sum: one pass over the ids, not three)."""
     return rows * phys_width + np.arange(width, dtype=np.int64)
 
 
@@ -181,12 +171,8 @@ def _build_grid(
 ) -> LogicalGrid:
     """Holes, inverse map, spare usage and link tables for a finished mapping."""
     height, width = logical_to_physical.shape
-    hole = dead_pe.reshape(-1)[logical_to_physical]
-    physical_to_logical = np.full(dead_pe.shape, -1, dtype=np.int64)
-    physical_to_logical.reshape(-1)[logical_to_physical.reshape(-1)] = np.arange(
-        height * width, dtype=np.int64
-    )
-    link_hops, neighbour_hops, dead = kernels.link_tables(
+    physical_to_logical, hole = kernels.inverse_map(logical_to_physical, dead_pe)
+    link_hops, neighbour_hops, dead, unrepaired_links, longest = kernels.link_tables(
         dead_pe, dead_link, logical_to_physical, hole, BFS_BUDGET_PES
     )
     return LogicalGrid(
@@ -201,6 +187,8 @@ def _build_grid(
         neighbour_hops=neighbour_hops,
         spare_rows_used=int(np.count_nonzero((physical_to_logical[height:] >= 0).any(axis=1))),
         spare_cols_used=int(np.count_nonzero((physical_to_logical[:, width:] >= 0).any(axis=0))),
+        unrepaired_links=int(unrepaired_links),
+        max_neighbour_hops=int(longest),
         defects=defects,
     )
 
@@ -213,4 +201,5 @@ def warm_up() -> None:
     dead_pe = _readonly(dead_pe)
     dead_link = _readonly(np.zeros((3, 3, NUM_DIRS), dtype=np.bool_))
     to_physical = np.array([[0, 1], [3, 5]], dtype=np.int64)
+    kernels.inverse_map(to_physical, dead_pe)
     kernels.link_tables(dead_pe, dead_link, to_physical, np.zeros((2, 2), np.bool_), 1)
