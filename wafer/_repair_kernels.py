@@ -333,11 +333,11 @@ def link_tables(
     figures a grid's summary gives of them (counted here: each is a pass over a table that
     a sweep point would otherwise pay again).
 
-    The hop tables are not pre-filled: each slot is written in order as the pass reaches
-    it. The common wire, its far end physically next to the near one over a working link,
-    is settled there; the rest (listed from their east or south end) go to
-    :func:`resolve_pairs` together and are written again, at both ends, after. A wse2
-    map's tables are ~30 MB, so memory traffic is what this costs.
+    The hop tables are not pre-filled: the pass visits each wire once, from the PE at its
+    west or north end, and writes both of its ends. The common wire, its far end physically
+    next to the near one over a working link, is settled there; the rest go to
+    :func:`resolve_pairs` together and are written again, at both ends, after. (Visiting
+    each PE's four directions instead took 8.2 ms instead of 6.5 on a wse2 map.)
 
     Parameters
     ----------
@@ -375,29 +375,32 @@ def link_tables(
     for y in range(height):
         for x in range(width):
             i = np.uint64(y * width + x)  # unsigned: no negative-index wrap on each access
+            here = i * np.uint64(NUM_DIRS)
+            if x == 0:  # the wires from the west and north edges lead nowhere
+                flat_link[here + W] = flat_neighbour[here + W] = -1
+            if y == 0:
+                flat_link[here + N] = flat_neighbour[here + N] = -1
             near = flat_to[i]
             px = near % phys_width
-            here_hole = flat_hole[i]
-            for d in range(NUM_DIRS):
+            for d in range(E, S + 1):
                 # inline, not a helper taking the arrays: each such call, inlined or not,
                 # increfs and decrefs them (NRT), which made this pass ten times slower
-                k = i * np.uint64(NUM_DIRS) + np.uint64(d)
                 hops = -1
                 nx, ny = x + _DX[d], y + _DY[d]
-                inside = 0 <= nx < width and 0 <= ny < height
-                if inside and not here_hole:
+                if nx < width and ny < height:
                     j = np.uint64(ny * width + nx)
-                    if not flat_hole[j]:
-                        far_x = px + _DX[d]
+                    if not flat_hole[i] and not flat_hole[j]:
                         step = _DY[d] * phys_width + _DX[d]
-                        adjacent = flat_to[j] - near == step and 0 <= far_x < phys_width
+                        adjacent = flat_to[j] - near == step and px + _DX[d] < phys_width
                         if adjacent and not flat_dead[np.uint64(near * NUM_DIRS + d)]:
                             hops = 1  # the common wire
                             common = True
-                        elif d in (E, S):  # the rest, from their near end (symmetric)
+                        else:  # the rest (dead_link is symmetric: one end tells)
                             rare[count] = 2 * (y * width + x) + (d == S)
                             count += 1
-                flat_link[k] = flat_neighbour[k] = hops
+                    there = j * np.uint64(NUM_DIRS) + np.uint64(_OPPOSITE[d])
+                    flat_link[there] = flat_neighbour[there] = hops
+                flat_link[here + d] = flat_neighbour[here + d] = hops
     unrepaired_wires, longest = 0, 1 if common else 0
     if count:
         unrepaired_wires, rare_longest = _resolve_rare(
