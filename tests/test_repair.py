@@ -240,6 +240,18 @@ def test_unknown_strategy_lists_valid_ones() -> None:
         repair(make_map("..\n.."), "diagonal")
 
 
+@pytest.mark.parametrize("pe", [-1, 9])
+def test_a_strategy_placing_a_pe_off_the_wafer_is_an_error(monkeypatch, pe: int) -> None:
+    """A strategy's out-of-range id raises instead of writing outside the maps."""
+
+    def off_the_wafer(dead_pe, spec):
+        return np.array([[0, 1], [3, pe]], dtype=np.int64)
+
+    monkeypatch.setitem(REPAIR_STRATEGIES, "off", off_the_wafer)
+    with pytest.raises(ValueError, match="'off' placed a logical PE off the wafer"):
+        repair(make_map("...\n...\n...", spare_rows=1, spare_cols=1), "off")
+
+
 def test_same_input_same_output() -> None:
     """Repair is deterministic."""
     dm = make_map("X...\n..X.\n....\n.X..\n....", spare_rows=2, dead_links=((3, 0, "S"),))

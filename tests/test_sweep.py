@@ -92,8 +92,8 @@ def test_local_cluster_gives_the_same_table_as_serial(small, tmp_path):
         assert list(serial[name]) == list(dask[name]), name
 
 
-def test_the_embedded_cluster_s_workers_run_no_profiler():
-    """The workers' 10 ms stack sampler took CPU from the points (``LOCAL_CLUSTER_CONFIG``)."""
+def test_embedded_cluster_workers_run_without_the_profiler():
+    """The embedded cluster's workers run without Dask's statistical profiler."""
     pytest.importorskip("distributed")
     from distributed import Client
 
@@ -104,6 +104,7 @@ def test_the_embedded_cluster_s_workers_run_no_profiler():
     (names,) = callbacks.values()
     assert "heartbeat" in names  # the list is the one Dask keeps
     assert "profile" not in names
+    assert "profile-cycle" not in names
 
 
 _KILLABLE = """

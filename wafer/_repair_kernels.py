@@ -62,7 +62,9 @@ def skip_dead_rows(bad: np.ndarray, height: int, max_skips: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def inverse_map(to_physical: np.ndarray, dead_pe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def inverse_map(
+    to_physical: np.ndarray, dead_pe: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, bool]:
     """The physical-to-logical map of a mapping and its holes, in one pass over it.
 
     Parameters
@@ -77,6 +79,8 @@ def inverse_map(to_physical: np.ndarray, dead_pe: np.ndarray) -> tuple[np.ndarra
         Logical PE id hosted by each physical PE, -1 if none.
     hole : bool (height, width)
         Logical PEs mapped onto dead physical PEs.
+    in_range : bool
+        False if an id lies outside the physical grid (the maps are then incomplete).
     """
     height, width = to_physical.shape
     to_logical = np.full(dead_pe.shape, -1, dtype=np.int64)
@@ -85,9 +89,11 @@ def inverse_map(to_physical: np.ndarray, dead_pe: np.ndarray) -> tuple[np.ndarra
     for y in range(height):
         for x in range(width):
             pe = to_physical[y, x]
+            if pe < 0 or pe >= flat_dead.size:
+                return to_logical, hole, False
             flat_logical[pe] = y * width + x
             hole[y, x] = flat_dead[pe]
-    return to_logical, hole
+    return to_logical, hole, True
 
 
 @njit(cache=True)
@@ -360,7 +366,7 @@ def link_tables(
     unrepaired_wires : int
         Those wires, each counted once.
     longest : int
-        The largest ``neighbour_hops``; 0 if there is no wire between working PEs.
+        The largest ``neighbour_hops``; 0 if none is positive.
     """
     height, width = to_physical.shape
     link_hops = np.empty((height, width, NUM_DIRS), dtype=np.int32)
@@ -377,9 +383,9 @@ def link_tables(
             i = np.uint64(y * width + x)  # unsigned: no negative-index wrap on each access
             here = i * np.uint64(NUM_DIRS)
             if x == 0:  # the wires from the west and north edges lead nowhere
-                flat_link[here + W] = flat_neighbour[here + W] = -1
+                flat_link[here + np.uint64(W)] = flat_neighbour[here + np.uint64(W)] = -1
             if y == 0:
-                flat_link[here + N] = flat_neighbour[here + N] = -1
+                flat_link[here + np.uint64(N)] = flat_neighbour[here + np.uint64(N)] = -1
             near = flat_to[i]
             px = near % phys_width
             for d in range(E, S + 1):
@@ -400,7 +406,7 @@ def link_tables(
                             count += 1
                     there = j * np.uint64(NUM_DIRS) + np.uint64(_OPPOSITE[d])
                     flat_link[there] = flat_neighbour[there] = hops
-                flat_link[here + d] = flat_neighbour[here + d] = hops
+                flat_link[here + np.uint64(d)] = flat_neighbour[here + np.uint64(d)] = hops
     unrepaired_wires, longest = 0, 1 if common else 0
     if count:
         unrepaired_wires, rare_longest = _resolve_rare(
@@ -416,7 +422,8 @@ def _resolve_rare(
     dead_pe, dead_link, to_physical, rare, budget, link_hops, neighbour_hops, unrepaired
 ):
     """Solve the wires listed in ``rare`` and write them at both ends; returns how many
-    have no repair path and their longest working path."""
+    have no repair path and the largest ``neighbour_hops`` among them all (0 if none is
+    positive)."""
     width = to_physical.shape[1]
     src = np.empty(rare.size, dtype=np.int64)
     dst = np.empty(rare.size, dtype=np.int64)

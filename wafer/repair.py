@@ -61,6 +61,9 @@ class LogicalGrid:
 
     Arrays are read-only. ``spare_rows_used`` and ``spare_cols_used`` count physical rows
     and columns past the logical grid that host at least one logical PE.
+    ``unrepaired_links`` and ``max_neighbour_hops`` summarise ``dead_link`` and
+    ``neighbour_hops``; they are counted as the tables are built (``repair`` is the one
+    maker of grids), and tests check that they agree.
     """
 
     strategy: str
@@ -171,7 +174,9 @@ def _build_grid(
 ) -> LogicalGrid:
     """Holes, inverse map, spare usage and link tables for a finished mapping."""
     height, width = logical_to_physical.shape
-    physical_to_logical, hole = kernels.inverse_map(logical_to_physical, dead_pe)
+    physical_to_logical, hole, in_range = kernels.inverse_map(logical_to_physical, dead_pe)
+    if not in_range:  # a strategy's bug: the kernel would write outside its arrays
+        raise ValueError(f"repair strategy {strategy!r} placed a logical PE off the wafer")
     link_hops, neighbour_hops, dead, unrepaired_links, longest = kernels.link_tables(
         dead_pe, dead_link, logical_to_physical, hole, BFS_BUDGET_PES
     )
