@@ -39,8 +39,8 @@ MIN_CHUNK_SHARE = 8  # the last chunks shrink to an eighth of a full one at the 
 # that runs away may now overshoot by up to a second of allocation before it is paused or
 # killed. Work stealing has nothing to move: chunks are fed a couple per worker. Each
 # worker's statistical profiler (a stack sample every 10 ms, for the dashboard's profile
-# page) took CPU from the points: 2 workers ran a 1,000-point sweep 3-7 %
-# faster without it, 1 worker 1-2 % (benchmarks/bench_sweep.py, interleaved A/B).
+# page) took CPU from the points: without it 2 workers ran the 1,000-point sweep of
+# benchmarks/bench_sweep.py 3-7 % faster, 1 worker 1-2 % (three interleaved A/B rounds).
 LOCAL_CLUSTER_CONFIG = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "5s",
