@@ -59,7 +59,6 @@ def fabric_arrays(
 ) -> FabricArrays:
     """The kernel's read-only arrays; ``updown`` is ``(table, in_down)`` for ``dor_mode`` 2."""
     latency = spec.link.hop_latency_cycles
-    ys, xs = np.divmod(np.arange(mesh.pes, dtype=np.int64), mesh.width)
     colors = route.shape[2]
     candidates = np.arange(5 * colors, dtype=np.int64)
     return FabricArrays(
@@ -68,8 +67,7 @@ def fabric_arrays(
         alive=mesh.alive.reshape(-1).astype(np.uint8),
         link_ok=mesh.link_ok(),
         neighbor=mesh.neighbors(),
-        xs=xs,
-        ys=ys,
+        inv_width=1.0 / mesh.width,
         # unsigned: the queue a grant picks is then indexed without a negative-index check
         cand_port=(candidates // colors).astype(np.uint8),
         cand_color=(candidates % colors).astype(np.uint8),

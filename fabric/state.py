@@ -23,8 +23,7 @@ class FabricArrays(NamedTuple):
     alive: np.ndarray  # uint8 (P,): router and PE work
     link_ok: np.ndarray  # uint8 (P, 4): the wire to that neighbour carries wavelets
     neighbor: np.ndarray  # int64 (P, 4): PE across each link, -1 at the edge
-    xs: np.ndarray  # int64 (P,): column of each PE
-    ys: np.ndarray  # int64 (P,): row of each PE
+    inv_width: float  # 1 / width, for the coordinates of a router
     cand_port: np.ndarray  # uint8 (5C,): input port of arbitration candidate k
     cand_color: np.ndarray  # uint8 (5C,): color of arbitration candidate k
     route: np.ndarray  # uint8 (P, 5, C): output-port mask per input port and static color

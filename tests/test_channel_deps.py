@@ -76,7 +76,7 @@ def dor_reference(mesh: Mesh, order: str, color: int = 0) -> set:
         for dst in working:
             hops, here, channel = [], int(src), (int(src), RAMP, color)
             while here != dst:
-                out = int(K.dor_output(here, dst, xs, ys, ROUTINGS[order]))
+                out = int(K.dor_output(xs[here], ys[here], xs[dst], ys[dst], ROUTINGS[order]))
                 if not link_ok[here, out]:
                     break
                 nxt = (int(nbr[here, out]), int(OPPOSITE[out]), color)
