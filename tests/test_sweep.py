@@ -107,6 +107,22 @@ def test_embedded_cluster_workers_run_without_the_profiler():
     assert "profile-cycle" not in names
 
 
+def test_two_embedded_clusters_at_once_take_no_fixed_port():
+    """Each embedded scheduler's HTTP server listens on a free local port, not on Dask's
+    8787, so two sweeps on one machine do not compete for it."""
+    pytest.importorskip("distributed")
+    from wafer.sweep import _local_cluster
+
+    with _local_cluster(1) as first, _local_cluster(1) as second:
+        ports = [_http_ports(cluster.scheduler) for cluster in (first, second)]
+    assert 8787 not in ports[0] + ports[1]
+    assert not set(ports[0]) & set(ports[1])
+
+
+def _http_ports(scheduler) -> list[int]:
+    return [sock.getsockname()[1] for sock in scheduler.http_server._sockets.values()]
+
+
 _KILLABLE = """
 import sys, time
 import wafer.sweep as sweep

@@ -381,6 +381,9 @@ def _local_cluster(n: int):
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
+            # no dashboard, but the scheduler still serves HTTP (dask/distributed#7207), by
+            # default on port 8787: a second sweep at once warned that it was taken
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             silence_logs=logging.ERROR,
         )
 
