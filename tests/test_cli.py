@@ -224,6 +224,18 @@ STUDY_ARGV = [
 ]
 
 
+def test_defects_study_keeps_freed_memory_for_the_next_map(capsys, monkeypatch):
+    """A study builds every map's tables in one process: it sets the malloc thresholds
+    (wafer.heap) first, as sweep workers do."""
+    import wafer.heap
+
+    calls = []
+    monkeypatch.setattr(wafer.heap, "keep_freed_memory", lambda: calls.append(1))
+    code, _, _ = run(capsys, [*STUDY_ARGV, "--json"])
+    assert code == 0
+    assert calls == [1]
+
+
 def test_defects_study_json_has_aggregates_and_config_and_saves(capsys, tmp_path):
     """`defects --study --json` prints the config and one aggregate per density and repair,
     writes the table to --out and the plot to --plot, and reports progress on stderr."""

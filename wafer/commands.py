@@ -187,6 +187,7 @@ def _defects_text(r: dict[str, Any]) -> str:
 
 def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
     """``defects --study``: the study's aggregates and config; --out and --plot save it."""
+    from wafer.heap import keep_freed_memory
     from wafer.study import run_study
     from wafer.study_config import StudyConfig
 
@@ -199,6 +200,7 @@ def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--study needs --densities D1 D2 ... (defects per cm^2)")
     spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
     config = StudyConfig(**_study_fields(args))
+    keep_freed_memory()  # one map's tables reuse the last one's pages (wafer.heap)
     progress = ProgressLine(sys.stderr)
     try:
         result = run_study(spec, config, progress=progress)
