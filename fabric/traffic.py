@@ -126,11 +126,12 @@ def run_traffic(
     _check_mesh(cfg, mesh)
     if cfg.queue_depth is not None:
         spec = spec.replace({"router.queue_depth_wavelets": cfg.queue_depth})
-    route = np.zeros((mesh.pes, 5, 1), np.uint8)
+    route = np.zeros((mesh.pes, 5, K.TRAFFIC_COLORS), np.uint8)
     mode = ROUTINGS[cfg.routing]
     updown = updown_tables(mesh) if mode == K.DOR_TABLE else None
-    fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), True, mode, updown)
-    st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
+    color_dor = np.ones(K.TRAFFIC_COLORS, np.uint8)
+    fab = fabric_arrays(mesh, spec, route, color_dor, True, mode, updown)
+    st = allocate_state(mesh.pes, K.TRAFFIC_COLORS, fab.depth, fab.slots, 1, 1)
     tr = traffic_arrays(cfg, mesh)
     st.wake[~mesh.alive.reshape(-1)] = NEVER  # holes never wake
     start = time.perf_counter()
