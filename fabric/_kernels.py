@@ -187,7 +187,7 @@ def _dequeue(q_head, q_count, r, p, c, depth):
 
 
 @kernel(inline="always")
-def _ingest(r, read, fab, st, colors):
+def _ingest(r, read, fab, st, traffic):
     """Step 1: wavelets and credits that entered this router's links at ``t - L``.
 
     The eight flags of the slot are read and cleared as one little-endian uint64.
@@ -205,29 +205,42 @@ def _ingest(r, read, fab, st, colors):
             _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta, fab.depth)
             st.occupancy[r] += 1
             events += 1
-    _absorb_credits(r, read, flags, st, colors)
+    _absorb_credits(r, read, flags, st, traffic)
     st.link_any[read, r] = 0
     return events
 
 
 @kernel(inline="always")
-def _absorb_credits(r, read, flags, st, colors):
+def _absorb_credits(r, read, flags, st, traffic):
     """Add the credits returned on each out-port whose flag (bytes 4-7) is set."""
     for p in range(4):
         if (flags >> np.uint64(8 * p + 32)) & np.uint64(0xFF):
-            for c in range(colors):
+            for c in range(_colors(traffic, st)):
                 st.credits[r, p, c] += st.credit_ret[read, r, p, c]
                 st.credit_ret[read, r, p, c] = 0
 
 
 @kernel(inline="always")
-def _requests(r, fab, st, want, colors):
+def _colors(traffic, st):
+    """The state's color count: a constant in the traffic step's copy (see ``_fabric_step``)."""
+    return TRAFFIC_COLORS if traffic else st.credits.shape[2]
+
+
+@kernel(inline="always")
+def _wormhole(traffic, c, fab):
+    """Whether color ``c`` is destination-routed: always in traffic mode, and known there."""
+    return traffic or fab.color_dor[c] != 0
+
+
+@kernel(inline="always")
+def _requests(r, fab, st, want, traffic):
     """List the input queues whose head asks for outputs that can take it now.
 
     Fills ``want[0, i]`` (candidate ``k = port * colors + color``) and ``want[1, i]`` (the
     output bitmask) for ``i < n``; returns ``n``, the union of the masks and the stalls:
     per output, the heads that need it and find no room, packed ``STALL_BITS`` a port.
     """
+    colors = _colors(traffic, st)
     n = 0
     any_request = 0
     stalled = 0
@@ -235,7 +248,7 @@ def _requests(r, fab, st, want, colors):
         for c in range(colors):
             if st.q_count[r, p, c] == 0:
                 continue
-            if fab.color_dor[c]:
+            if _wormhole(traffic, c, fab):
                 mask, blocked = _dor_request(r, p, c, fab, st)
             else:
                 mask, blocked = _static_request(r, p, c, fab, st)
@@ -291,15 +304,15 @@ def _has_room(r, o, c, fab, st):
 
 
 @kernel(inline="always")
-def _route(r, write, fab, st, want, colors):
+def _route(r, write, fab, st, want, traffic):
     """Step 2: each output grants one request, round-robin; returns the wavelets moved and
     the packed stalls."""
-    candidates = NUM_PORTS * colors
-    n, requested, stalled = _requests(r, fab, st, want, colors)
+    candidates = NUM_PORTS * _colors(traffic, st)
+    n, requested, stalled = _requests(r, fab, st, want, traffic)
     if n == 1 and requested & (requested - 1) == 0:  # one head wants one output
         best = want[0, 0]
         o = _port_of(requested)
-        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st)
+        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic)
         st.rr[r, o] = _wrap(best + 1, candidates)
         return 1, stalled
     moved = 0
@@ -314,7 +327,7 @@ def _route(r, write, fab, st, want, colors):
                 distance += candidates if distance < 0 else 0
                 if distance < best_distance:
                     best, best_distance = want[0, i], distance
-        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st)
+        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic)
         st.rr[r, o] = _wrap(best + 1, candidates)
         moved += 1
     return moved, stalled
@@ -332,14 +345,14 @@ def _port_of(mask):
 
 
 @kernel(inline="always")
-def _route_unless_stuck(r, write, fab, st, want, colors):
+def _route_unless_stuck(r, write, fab, st, want, traffic):
     """``_route``, or, when the last one moved nothing and nothing that it reads changed
     since (no wavelet or credit came in, the PE neither sent nor received), the same
     outcome without the work: the same stalls again."""
     if st.stuck[r]:
         _add_stalls(r, st.stuck_stalls[r], 1, st)
         return 0
-    moved, stalled = _route(r, write, fab, st, want, colors)
+    moved, stalled = _route(r, write, fab, st, want, traffic)
     if stalled:
         _add_stalls(r, stalled, 1, st)
     if moved == 0:
@@ -349,7 +362,7 @@ def _route_unless_stuck(r, write, fab, st, want, colors):
 
 
 @kernel(inline="always")
-def _grant(r, o, p, c, write, fab, st):
+def _grant(r, o, p, c, write, fab, st, traffic):
     """Move the head of queue (p, c) out through port ``o``."""
     h = st.q_head[r, p, c]
     data, meta = st.q_data[r, p, c, h], st.q_meta[r, p, c, h]
@@ -366,7 +379,7 @@ def _grant(r, o, p, c, write, fab, st):
         st.in_meta[write, n, q] = meta
         st.credits[r, o, c] -= 1
     st.link_flits[r, o] += 1
-    if fab.color_dor[c]:
+    if _wormhole(traffic, c, fab):
         done = True
         if meta_head(meta):
             st.owner[r, o, c] = p
@@ -672,26 +685,28 @@ def _destination(r, tr):
 
 
 @kernel(inline="always")
-def _fabric_step(r, read, write, fab, st, want, colors):
+def _fabric_step(r, read, write, fab, st, want, traffic):
     """Steps 1 and 2 for router ``r``; returns the wavelets it took in and moved.
 
-    ``colors`` is the state's color count, passed down rather than read from the arrays'
-    shape: the traffic step passes the constant ``TRAFFIC_COLORS``, so that in its inlined
-    copy LLVM unrolls the loops over ports and drops those over colors (k=128, one thread,
-    30 % load: 25.7 vs 23.4 M router-cycles/s, medians of 4 interleaved best-of-5 pairs;
-    1 % and 90 % 4-5 % faster; programs unchanged)."""
+    ``traffic`` is a constant at each call, ``True`` from the traffic step and ``False``
+    from the program step, rather than ``fab.traffic`` read at run time: the traffic step's
+    inlined copy is then compiled for ``TRAFFIC_COLORS`` wormhole colors, its loops over
+    ports unrolled and those over colors and the static-route code gone (k=128, one
+    thread, 30 % load: 25.7 vs 23.4 M router-cycles/s with the color count alone, 2 % more
+    with the wormhole test, medians of interleaved best-of-5 pairs; 1 % and 90 % 4-5 %
+    faster; programs 1.5 % faster)."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
-        moves += _ingest(r, read, fab, st, colors)
+        moves += _ingest(r, read, fab, st, traffic)
         if st.occupancy[r]:
-            moves += _route_unless_stuck(r, write, fab, st, want, colors)
+            moves += _route_unless_stuck(r, write, fab, st, want, traffic)
     return moves
 
 
 @kernel(inline="always")
 def _traffic_cycle(r, t, read, write, fab, st, tr, want):
     """One cycle of router ``r`` and its traffic source and sink; returns its events."""
-    events = _fabric_step(r, read, write, fab, st, want, TRAFFIC_COLORS)
+    events = _fabric_step(r, read, write, fab, st, want, True)
     if tr.left[r] or tr.next_arrival[r] <= t or st.rx_count[r, 0]:
         events += _traffic_step(r, t, fab, st, tr)
     busy = st.occupancy[r] or tr.left[r] or st.rx_count[r, 0]
@@ -707,7 +722,7 @@ def _program_cycle(r, t, read, write, fab, st, prog, want):
     running (``t`` if none). Then notes what the router's skipped cycles will repeat: until
     the next wake-up (the first cycle an op cost runs out, or a wavelet or credit comes in)
     each such cycle adds the same busy and stall counts and counts every op cost down."""
-    moves = _fabric_step(r, read, write, fab, st, want, st.credits.shape[2])
+    moves = _fabric_step(r, read, write, fab, st, want, False)
     events, next_step, until = moves, NEVER, t
     counting, stalled = 0, 0
     for task in range(prog.task_end.shape[1]):
