@@ -1,12 +1,15 @@
 """Numba kernels of the cycle engine. Arrays and scalars in, arrays and status codes out.
 
 Cycle semantics (the pure-Python reference in tests/reference_fabric.py follows them line by
-line). With hop latency ``L`` every link is a delay line of ``S = L + 1`` slots; each cycle
-``t`` every working router ``r``, in any order (the result does not depend on it):
+line). With hop latency ``L`` every link is a delay line of ``S = L + X + 1`` slots, where a
+link repair stretched over ``h`` physical hops adds ``(h - 1) L`` cycles (``X`` the most any
+link adds): what a router sends at ``t`` over a link that adds ``x`` goes into slot
+``(t + x) % S``, and lands at ``t + x + L``. Each cycle ``t`` every working router ``r``, in
+any order (the result does not depend on it):
 
-1. *ingest*: takes the wavelet that entered each incoming link at ``t - L`` (slot
-   ``(t - L) % S``) into the input queue of that port and color, and the credits its
-   downstream neighbours returned at ``t - L``;
+1. *ingest*: takes the wavelet that landed on each incoming link (slot ``(t - L) % S``) into
+   the input queue of that port and color, and the credits its downstream neighbours
+   returned, which land the same way;
 2. *route*: every input queue (port, color) offers its head wavelet to the outputs it still
    needs: static colors use the route table (a set of outputs, i.e. multicast, each output
    taking the head once); destination colors use dimension-order routing, holding the output
@@ -374,9 +377,10 @@ def _grant(r, o, p, c, write, fab, st, traffic):
     else:
         n = fab.neighbor[r, o]
         q = OPPOSITE[o]
-        st.link_flags[write, n, q] = 1
-        st.in_data[write, n, q] = data
-        st.in_meta[write, n, q] = meta
+        slot = _wrap(write + fab.extra[r, o], fab.slots)
+        st.link_flags[slot, n, q] = 1
+        st.in_data[slot, n, q] = data
+        st.in_meta[slot, n, q] = meta
         st.credits[r, o, c] -= 1
     st.link_flits[r, o] += 1
     if _wormhole(traffic, c, fab):
@@ -397,8 +401,9 @@ def _grant(r, o, p, c, write, fab, st, traffic):
         if p != RAMP:
             up = fab.neighbor[r, p]
             q = OPPOSITE[p]
-            st.credit_ret[write, up, q, c] += 1
-            st.link_flags[write, up, 4 + q] = 1
+            slot = _wrap(write + fab.extra[r, p], fab.slots)
+            st.credit_ret[slot, up, q, c] += 1
+            st.link_flags[slot, up, 4 + q] = 1
 
 
 @kernel(inline="always")
@@ -773,8 +778,9 @@ def _rows(y0, y1, t, fab, st, prog, tr, row_events, want_rows):
     inlined body, and each inlined copy of the engine costs minutes of compile time.
     ``noalias``: within one cycle no two arrays share memory that either writes
     (``link_any`` is a view of ``link_flags``, but a cycle reads and clears slot
-    ``(t - L) % S`` through one and writes slot ``t % S`` through the other, which differ as
-    ``L >= 1``: the spec's range, checked with the spec). A router's values then stay in
+    ``(t - L) % S`` through one and writes slots ``(t + x) % S``, ``0 <= x <= X``, through
+    the other, which differ as ``L >= 1`` (the spec's range, checked with the spec) and
+    ``S = L + X + 1``). A router's values then stay in
     registers across its stores (k=128, one thread: 30 % load 12.3 vs 11.3 M
     router-cycles/s, medians of 7 interleaved runs; GEMM/GEMV programs 9 % faster; 1 % and
     90 % load unchanged)."""
@@ -886,13 +892,13 @@ def run_cycles(t0, max_cycles, parallel, fab, st, prog, tr, row_events, want_row
             if _column_max(row_events, MOVES) > 0:
                 last_move = t
         wake = _column_min(row_events, NEXT_WAKE)
-        if t - last_move >= fab.latency and not fab.traffic and wake < NEVER:
+        if t - last_move >= fab.flight and not fab.traffic and wake < NEVER:
             t = min(max(t, wake - 1), max_cycles - 1)
         if last_event < t and not _pending_work(fab, st, prog, tr):
             if not fab.traffic:
                 _settle(t, fab, st)
                 return STATUS_DONE, last_event + 1
-        elif t - last_event > fab.latency + 1:
+        elif t - last_event > fab.flight + 1:
             _settle(t, fab, st)
             return STATUS_DEADLOCK, last_event + 1
         t += 1

@@ -32,6 +32,7 @@ from wafer.presets import preset
 from wafer.spec import WaferSpec
 
 ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
+MAX_EXTRA_CYCLES = 255  # the most a stretched link adds to the hop latency (uint8)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ def fabric_arrays(
 ) -> FabricArrays:
     """The kernel's read-only arrays; ``updown`` is ``(table, in_down)`` for ``dor_mode`` 2."""
     latency = spec.link.hop_latency_cycles
+    extra = link_extra(mesh, latency)
+    flight = latency + int(extra.max(initial=0))
     colors = route.shape[2]
     candidates = np.arange(5 * colors, dtype=np.int64)
     return FabricArrays(
@@ -66,6 +69,7 @@ def fabric_arrays(
         height=mesh.height,
         alive=mesh.alive.reshape(-1).astype(np.uint8),
         link_ok=mesh.link_ok(),
+        extra=extra,
         neighbor=mesh.neighbors(),
         inv_width=1.0 / mesh.width,
         # unsigned: the queue a grant picks is then indexed without a negative-index check
@@ -78,10 +82,25 @@ def fabric_arrays(
         in_down=updown[1] if updown else np.zeros((mesh.pes, 5), np.uint8),
         depth=spec.router.queue_depth_wavelets,
         latency=latency,
-        slots=latency + 1,
+        slots=flight + 1,
+        flight=flight,
         startup=spec.pe.op_startup_cycles,
         traffic=int(traffic),
     )
+
+
+def link_extra(mesh: Mesh, latency: int) -> np.ndarray:
+    """uint8 (P, 4): the cycles each link adds to the hop latency, ``(hops - 1) x latency``
+    for a link of ``hops`` physical hops (the longer end's count, should the two differ)."""
+    hops, nbr = mesh.hops(), mesh.neighbors()
+    far = hops[np.maximum(nbr, 0), [2, 3, 0, 1]]  # the same wire, seen from its other end
+    extra = np.where(nbr >= 0, (np.maximum(hops, far) - 1) * latency, 0)
+    if extra.max(initial=0) > MAX_EXTRA_CYCLES:
+        raise ConfigError(
+            f"a link of {int(hops.max())} physical hops at {latency} cycles a hop is longer "
+            f"than the engine's {MAX_EXTRA_CYCLES + latency} cycles a link"
+        )
+    return extra.astype(np.uint8)
 
 
 def chunk_runner(engine: str):

@@ -12,12 +12,15 @@ from wafer.geometry import NUM_DIRS, mirror_links, neighbor_table
 
 @dataclass(frozen=True)
 class Mesh:
-    """A ``width x height`` grid; ``alive`` (H, W) and ``dead_link`` (H, W, 4) masks."""
+    """A ``width x height`` grid; ``alive`` (H, W) and ``dead_link`` (H, W, 4) masks, and
+    ``link_hops`` (H, W, 4; default all one): the physical hops of each link, where repair
+    stretched a logical link past skipped PEs (a wavelet takes ``hops x`` the hop latency)."""
 
     width: int
     height: int
     alive: np.ndarray
     dead_link: np.ndarray
+    link_hops: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.width < 1 or self.height < 1:
@@ -26,6 +29,12 @@ class Mesh:
             raise ConfigError(f"alive mask shape {self.alive.shape} != {(self.height, self.width)}")
         if self.dead_link.shape != (self.height, self.width, NUM_DIRS):
             raise ConfigError(f"dead_link mask shape {self.dead_link.shape} is not (H, W, 4)")
+        if self.link_hops is not None:
+            hops = np.asarray(self.link_hops)
+            if hops.shape != self.dead_link.shape:
+                raise ConfigError(f"link_hops shape {hops.shape} is not (H, W, 4)")
+            if (hops[self.link_ok().reshape(hops.shape) > 0] < 1).any():
+                raise ConfigError("link_hops must be >= 1 on every working link")
 
     @classmethod
     def full(cls, width: int, height: int) -> Mesh:
@@ -39,8 +48,10 @@ class Mesh:
 
     @classmethod
     def from_logical_grid(cls, grid) -> Mesh:
-        """The repaired logical grid: holes are dead routers, unrepaired links are dead."""
-        return cls(grid.width, grid.height, ~grid.hole, mirror_links(grid.dead_link))
+        """The repaired logical grid: holes are dead routers, unrepaired links are dead,
+        links repair stretched take their physical hops."""
+        dead = mirror_links(grid.dead_link)
+        return cls(grid.width, grid.height, ~grid.hole, dead, np.maximum(grid.link_hops, 1))
 
     @property
     def pes(self) -> int:
@@ -48,6 +59,12 @@ class Mesh:
 
     def neighbors(self) -> np.ndarray:
         return neighbor_table(self.width, self.height)
+
+    def hops(self) -> np.ndarray:
+        """int64 (P, 4): physical hops of each link (1 where none is stretched or none is)."""
+        if self.link_hops is None:
+            return np.ones((self.pes, NUM_DIRS), np.int64)
+        return np.maximum(np.asarray(self.link_hops, np.int64), 1).reshape(self.pes, NUM_DIRS)
 
     def link_ok(self) -> np.ndarray:
         """uint8 (P, 4): 1 where both routers work and the wire between them is not dead."""

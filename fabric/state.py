@@ -3,7 +3,8 @@
 ``FabricArrays`` is what does not change during a run (the mesh, routes, constants);
 ``EngineState`` is everything a cycle updates; ``ProgramArrays`` the PE programs;
 ``TrafficArrays`` the synthetic-traffic sources and sinks. Shapes use ``P`` PEs, ``C``
-colors in use, ``D`` queue depth, ``S = L + 1`` link slots, ``T`` tasks per PE.
+colors in use, ``D`` queue depth, ``S = L + X + 1`` link slots (``X`` the most any link adds
+to the hop latency ``L``), ``T`` tasks per PE.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class FabricArrays(NamedTuple):
     height: int
     alive: np.ndarray  # uint8 (P,): router and PE work
     link_ok: np.ndarray  # uint8 (P, 4): the wire to that neighbour carries wavelets
+    extra: np.ndarray  # uint8 (P, 4): cycles the link adds to the hop latency (stretched)
     neighbor: np.ndarray  # int64 (P, 4): PE across each link, -1 at the edge
     inv_width: float  # 1 / width, for the coordinates of a router
     cand_port: np.ndarray  # uint8 (5C,): input port of arbitration candidate k
@@ -33,7 +35,8 @@ class FabricArrays(NamedTuple):
     in_down: np.ndarray  # uint8 (P, 5): 1 where the link into that port goes "down"
     depth: int  # input queue depth, wavelets per port and color
     latency: int  # hop latency, cycles
-    slots: int  # latency + 1
+    slots: int  # flight + 1
+    flight: int  # the longest a wavelet or credit is on a wire: latency + most extra
     startup: int  # op startup cycles
     traffic: int  # 1 = synthetic-traffic mode
 

@@ -242,6 +242,7 @@ class ReferenceFabric:
         self.pes = mesh.width * mesh.height
         self.depth = spec.router.queue_depth_wavelets
         self.latency = spec.link.hop_latency_cycles
+        self.link_hops = mesh.hops()  # (P, 4): a link of h physical hops takes h hop latencies
         self.startup = spec.pe.op_startup_cycles
         self.routers = [Router(pe, self.width, colors, self.depth) for pe in range(self.pes)]
         table = np.zeros((self.pes, 5, colors), np.uint8) if route_table is None else route_table
@@ -400,7 +401,8 @@ class ReferenceFabric:
         else:
             router.credits[output, color] -= 1
             there = self._neighbor(router.pe, output)
-            self.wavelets_due[t + self.latency].append((there, OPPOSITE[output], wavelet))
+            due = t + self.latency * int(self.link_hops[router.pe, output])
+            self.wavelets_due[due].append((there, OPPOSITE[output], wavelet))
         router.flits_out[output] += 1
         self.grants.append((t, router.pe, output, port, color))
         if color not in self.wormhole:
@@ -422,7 +424,8 @@ class ReferenceFabric:
         queue.served.clear()
         if port != RAMP:
             upstream = self._neighbor(router.pe, port)
-            self.credits_due[t + self.latency].append((upstream, OPPOSITE[port], color))
+            due = t + self.latency * int(self.link_hops[router.pe, port])
+            self.credits_due[due].append((upstream, OPPOSITE[port], color))
 
     def _dimension_order(self, router: Router, dst: int) -> int:
         """XY: along the row first, then the column; YX the other way round."""

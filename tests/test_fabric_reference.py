@@ -189,6 +189,42 @@ def test_point_to_point_stream(hops, latency, depth, words, cycles):
     assert whole.cycles == cycles  # stepping a cycle at a time changes nothing
 
 
+def stretched(mesh: Mesh, hops: dict[tuple[int, int], int]) -> Mesh:
+    """``mesh`` with the wire from PE ``a`` to its east or south neighbour ``b`` (keys
+    ``(a, b)``) stretched over so many physical hops, both ends alike."""
+    table = np.ones((mesh.height, mesh.width, 4), np.int64)
+    for (a, b), h in hops.items():
+        d = E if b == a + 1 else S
+        table[a // mesh.width, a % mesh.width, d] = h
+        table[b // mesh.width, b % mesh.width, (d + 2) % 4] = h
+    return Mesh(mesh.width, mesh.height, mesh.alive, mesh.dead_link, table)
+
+
+#   link hops  latency  depth  words  cycles
+STRETCHED = [
+    ((1, 3, 1), 1, 4, 4, 12),  # s + 1 + 5 L + n
+    ((1, 3, 1), 1, 4, 5, 15),  # four wavelets per 6-cycle credit round trip on the long wire
+    ((2, 1, 1), 2, 4, 3, 14),
+    ((4, 1), 1, 2, 6, 26),  # two wavelets per 8-cycle round trip: they leave at 3, 4, 11, ..., 20
+]
+
+
+@pytest.mark.parametrize(("hops", "latency", "depth", "words", "cycles"), STRETCHED)
+def test_a_stretched_link_costs_its_physical_hops(hops, latency, depth, words, cycles):
+    """A wavelet (and a credit) takes h hop latencies over a link repair stretched over h
+    physical hops: s + 1 + (sum of h) L + n, or D wavelets per credit round trip."""
+    mesh, routes = line(len(hops) + 1)
+    mesh = stretched(mesh, {(i, i + 1): h for i, h in enumerate(hops)})
+    routes.add_path(0, list(range(len(hops) + 1)))
+    calls = [("send", 0, 0, 0, 0, words), ("recv", len(hops), 0, 0, 64, words)]
+    mem = random_memory(len(hops) + 1)
+    spec = spec_with(depth, latency)
+    run = lockstep(mesh, spec, routes, calls, mem)
+    assert run.cycles == cycles
+    prog, _ = build_programs(mesh, spec, 1, 1, calls)
+    assert simulate(mesh, spec, routes, prog, mem, max_cycles=1000).cycles == cycles
+
+
 #   latency  depth  slow leaf's fmacs length m  cycles
 MULTICAST = [
     (1, 4, 0, 13),  # all leaves recv: s + 1 + 2L + n
@@ -611,8 +647,12 @@ def receiver_calls(data, pe: int, color: int, wavelets: int, dtype: str) -> list
     data=st.data(),
 )
 def test_random_multicast_programs_in_lockstep(trees, dtype, depth, latency, pe_knobs, seed, data):
-    """Random multicast trees, op mixes, lengths and PE specs on a 3x3 grid agree."""
-    mesh = Mesh.full(GRID, GRID)
+    """Random multicast trees, op mixes, lengths, PE specs and stretched links on a 3x3
+    grid agree."""
+    wires = [(a, a + 1) for a in range(GRID * GRID) if a % GRID < GRID - 1]
+    wires += [(a, a + GRID) for a in range(GRID * (GRID - 1))]
+    long = data.draw(st.dictionaries(st.sampled_from(wires), st.integers(2, 4), max_size=3))
+    mesh = stretched(Mesh.full(GRID, GRID), long)
     routes = ColorRoutes(mesh, 2)
     calls = []
     for color in range(trees):  # one tree, sender task and receiver tasks per color
