@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric.program import words
+from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
     check_operands,
     gather_c,
@@ -147,7 +148,7 @@ def cannon(
     arrays = _Grid.of(pes, tiles)
     for s in range(p):
         _step(plan, cuts, pes, arrays, s, dtype)
-    analytic = cannon_cycles(m, k, n, p, p, spec, dtype, ring)
+    analytic = cannon_cycles(m, k, n, p, p, spec, dtype, ring, grid.detour)
     sim = plan.run(max_cycles_for(analytic))
     placed = [
         (int(pe), tiles[int(pe)].c, *cuts[0][r : r + 2], *cuts[2][c : c + 2])
@@ -231,9 +232,11 @@ def ring_hops(p: int, ring: str) -> list[int]:
 
 
 def cannon_cycles(
-    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, ring: str
-) -> int:
-    """Analytic cycles; see the module docstring. ``q`` must equal ``p``."""
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, ring: str,
+    detour=NO_DETOUR,
+) -> int:  # fmt: skip
+    """Analytic cycles; see the module docstring. ``q`` must equal ``p``. With ``detour``,
+    each of the ring's longest hops takes the longest detour a logical hop takes."""
     if p != q:
         raise ConfigError(f"cannon needs a square grid (rows == cols), got {p} x {q}")
     mi, nj = -(-m // p), -(-n // p)
@@ -243,5 +246,6 @@ def cannon_cycles(
         blocks = words(mi * kl, dtype) + words(kl * nj, dtype)  # A and B share the ramp
         recv = 2 * wait_cycles(spec) + spec.pe.op_startup_cycles + blocks if p > 1 else 0
         total += max(mul, recv)
-    hops = ring_hops(p, ring)
-    return total + (max(hops) + sum(sorted(hops)[-2:]) if p > 1 else 0)
+    hops = [h + detour.hop for h in ring_hops(p, ring)]
+    latency = spec.link.hop_latency_cycles
+    return total + ((max(hops) + sum(sorted(hops)[-2:])) * latency if p > 1 else 0)

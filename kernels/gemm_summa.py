@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric.program import words
+from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
     check_operands,
     gather_c,
@@ -138,7 +139,7 @@ def summa(
     arrays = _arrays(grid.pe, tiles, lines)
     for t in range(steps.count):
         _step(plan, steps, tiles, arrays, t, dtype)
-    analytic = summa_cycles(m, k, n, grid.rows, grid.cols, spec, dtype)
+    analytic = summa_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, grid.detour)
     sim = plan.run(max_cycles_for(analytic))
     placed = [
         (int(pe), tiles[int(pe)].c, *steps.rows[i : i + 2], *steps.cols[j : j + 2])
@@ -255,13 +256,16 @@ def _broadcast(plan, tiles, grid: _Grid, owner: int, t, side, n_values, dtype):
     return buf, grid.received[side][t]
 
 
-def summa_cycles(m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str) -> int:
+def summa_cycles(
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, detour=NO_DETOUR
+) -> int:
     """Analytic cycles: per step the slower of its multiply (two waits, the ``matmul``) and
     its broadcasts, plus what does not overlap: the first broadcast or the last multiply.
 
     A broadcast step is the slower of the ramp (both pieces of a step enter each PE through
     it) and half the chain through a tree: step ``t + 2`` leaves its root once step ``t`` has
-    gone from its root up to the port and back down to it (two trees alternate)."""
+    gone from its root up to the port and back down to it (two trees alternate), each way
+    with the extra hops of the slowest row (``A``) or column (``B``) of ``detour``."""
     steps = summa_steps(m, k, n, p, q)
     mi, nj = -(-m // p), -(-n // q)
     start, comms, muls = spec.pe.op_startup_cycles, [], []
@@ -269,7 +273,11 @@ def summa_cycles(m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype:
         later = min(t + 2, steps.count - 1)
         sizes = (words(mi * kk, dtype) if q > 1 else 0, words(kk * nj, dtype) if p > 1 else 0)
         hops = (steps.a_col[t] + steps.a_col[later], steps.b_row[t] + steps.b_row[later])
-        chains = [p2p_cycles(spec, int(h) + 2, w) for h, w in zip(hops, sizes, strict=True) if w]
+        chains = [
+            p2p_cycles(spec, int(h) + 2 + 2 * extra, w)
+            for h, w, extra in zip(hops, sizes, detour[:2], strict=True)
+            if w
+        ]
         ramp = wait_cycles(spec) + start + sum(sizes)
         comms.append(max(wait_cycles(spec) + max(chains) // 2, ramp) if chains else 0)
         muls.append(2 * wait_cycles(spec) + matmul_cycles(spec, mi, kk, nj, dtype))

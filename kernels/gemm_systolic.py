@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from fabric.program import WORD_BYTES, value_bytes, vector_cycles, words
+from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
     check_operands,
     gather_c,
@@ -74,7 +75,7 @@ def systolic(
         c = plan.alloc(int(pe), int((r1 - r0) * (c1 - c0)), "fp32 C tile")
         _program(plan, int(pe), c, r1 - r0, c1 - c0, chunks, (a_colors[i], b_colors[j]), dtype)
         placed.append((int(pe), c, r0, r1, c0, c1))
-    analytic = systolic_cycles(m, k, n, grid.rows, grid.cols, spec, dtype)
+    analytic = systolic_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, grid.detour)
     sim = plan.run(max_cycles_for(analytic))
     out = gather_c(sim, placed, m, n)
     return gemm_result("systolic", dtype, a, b, plan, sim, analytic, out)
@@ -126,17 +127,20 @@ def _program(plan, pe: int, c: int, mi, nj, chunks, colors, dtype) -> None:
         done.append(prog.ops_in(pe, MUL_TASK))
 
 
-def systolic_cycles(m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str) -> int:
-    """Analytic cycles; see the module docstring."""
+def systolic_cycles(
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, detour=NO_DETOUR
+) -> int:
+    """Analytic cycles; see the module docstring. ``detour``: the first chunk's trip and
+    the skew take the extra hops of the slowest row and column (:mod:`kernels.detour`)."""
     mi, nj = -(-m // p), -(-n // q)
     chunks = np.diff(split(k, -(-k // chunk_width(k, mi, spec)), "k"))
     size = value_bytes(dtype)
     macs = mi * WORD_BYTES // size  # per streamed wavelet
     per_value = vector_cycles(spec.pe, macs, macs * (size + 4), macs * 4, dtype) * size / WORD_BYTES
-    fill = p2p_cycles(spec, q, words(mi * int(chunks[0]), dtype))
+    fill = p2p_cycles(spec, q + detour.across, words(mi * int(chunks[0]), dtype))
     start = wait_cycles(spec) + spec.pe.op_startup_cycles
     chunk = [
         start + max(math.ceil(kc * nj * per_value), words(mi * kc, dtype) + words(kc * nj, dtype))
         for kc in (int(w) for w in chunks)
     ]  # the multiply, or the ramp that both operands share
-    return fill + sum(chunk) + p
+    return fill + sum(chunk) + p + detour.down * spec.link.hop_latency_cycles

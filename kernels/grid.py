@@ -12,7 +12,11 @@ is fed from the nearest working one (its stream detours on a spare color).
 Placement skips holes column by column: logical row ``i`` of column ``j`` is the ``i``-th
 working PE of that column (the ``column_shift`` rule of :mod:`wafer.repair`, applied to the
 kernel's patch), so holes get no work and routes between logical neighbours detour around
-dead routers and wires (:mod:`kernels.wiring`).
+dead routers and wires (:mod:`kernels.wiring`). The kernel's columns may also leave patch
+columns out (``lines``: a column with too few working PEs), whose routers then only pass
+wavelets on. A link repair stretched over several physical hops (``link_hops``) costs them
+all (:class:`fabric.mesh.Mesh`); :meth:`KernelGrid.detour` counts the hops a kernel's rows
+and columns take beyond the straight ones.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric.mesh import Mesh
+from kernels.detour import Detour, LineTables
 from wafer.errors import ConfigError
 from wafer.geometry import E, N, S, W, mirror_links
 
@@ -66,6 +71,15 @@ class KernelGrid:
         """Wafer-patch coordinates of a mesh PE (ports at -1)."""
         return mesh_pe % self.mesh.width - 1, mesh_pe // self.mesh.width - 1
 
+    @functools.cached_property
+    def detour(self) -> Detour:
+        """Extra hops of the slowest kernel row and column (:mod:`kernels.detour`)."""
+        width = self.mesh.width
+        hole = ~self.mesh.alive[1:, 1:]
+        hops = self.mesh.hops().reshape(self.mesh.height, width, 4)[1:, 1:]
+        lines = self.pe[0] % width - 1
+        return LineTables(hole, hops).detour(lines, self.rows, self.rows, self.cols)
+
 
 def _nearest(candidates: list[int], at: int, edge: str) -> int:
     if not candidates:
@@ -78,25 +92,38 @@ def kernel_grid(
     cols: int,
     dead_pe: np.ndarray | None = None,
     dead_link: np.ndarray | None = None,
+    lines: np.ndarray | None = None,
+    link_hops: np.ndarray | None = None,
 ) -> KernelGrid:
-    """Place a ``rows x cols`` kernel on a patch with ``dead_pe`` (H, cols) and ``dead_link``
-    (H, cols, 4) masks (default: a defect-free ``rows x cols`` patch)."""
+    """Place a ``rows x cols`` kernel on a patch with ``dead_pe`` (H, W) and ``dead_link``
+    (H, W, 4) masks (default: a defect-free ``rows x cols`` patch): kernel column ``j`` on
+    patch column ``lines[j]`` (default ``j``; increasing), kernel row ``i`` on its ``i``-th
+    working PE. ``link_hops`` (H, W, 4): physical hops of each link (default one)."""
     for name, value in (("rows", rows), ("cols", cols)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"grid {name}={value!r} must be an integer >= 1")
     dead_pe = np.zeros((rows, cols), bool) if dead_pe is None else np.asarray(dead_pe, bool)
+    lines = np.arange(cols) if lines is None else np.asarray(lines, np.int64)
     height = dead_pe.shape[0]
-    if dead_pe.ndim != 2 or dead_pe.shape[1] != cols or height < rows:
-        raise ConfigError(f"dead_pe shape {dead_pe.shape} must be (H >= {rows}, {cols})")
+    if dead_pe.ndim != 2 or height < rows or dead_pe.shape[1] < cols:
+        raise ConfigError(f"dead_pe shape {dead_pe.shape} must be (H >= {rows}, W >= {cols})")
+    width = dead_pe.shape[1]
+    if (
+        lines.shape != (cols,)
+        or (np.diff(lines) <= 0).any()
+        or not 0 <= lines[0] <= lines[-1] < width
+    ):
+        raise ConfigError(f"lines {lines.tolist()} must be {cols} increasing patch columns")
+    for name, table in (("dead_link", dead_link), ("link_hops", link_hops)):
+        if table is not None and np.shape(table) != (height, width, 4):
+            raise ConfigError(f"{name} shape {np.shape(table)} must be {(height, width, 4)}")
     if dead_link is None:
-        dead_link = np.zeros((height, cols, 4), bool)
-    if np.shape(dead_link) != (height, cols, 4):
-        raise ConfigError(f"dead_link shape {np.shape(dead_link)} must be {(height, cols, 4)}")
-    mesh = _framed_mesh(dead_pe, mirror_links(np.asarray(dead_link, bool)))
-    return KernelGrid(mesh, _place(dead_pe, rows))
+        dead_link = np.zeros((height, width, 4), bool)
+    mesh = _framed_mesh(dead_pe, mirror_links(np.asarray(dead_link, bool)), link_hops)
+    return KernelGrid(mesh, _place(dead_pe, rows, lines))
 
 
-def _framed_mesh(dead_pe: np.ndarray, dead_link: np.ndarray) -> Mesh:
+def _framed_mesh(dead_pe: np.ndarray, dead_link: np.ndarray, link_hops) -> Mesh:
     height, cols = dead_pe.shape
     alive = np.ones((height + 1, cols + 1), bool)
     alive[1:, 1:] = ~dead_pe
@@ -105,19 +132,23 @@ def _framed_mesh(dead_pe: np.ndarray, dead_link: np.ndarray) -> Mesh:
     links[:, 0, N] = links[:, 0, S] = True  # ports connect only to the wafer
     links[0, :, E] = links[0, :, W] = True
     links[0, 0] = True
-    return Mesh(cols + 1, height + 1, alive, mirror_links(links))
+    hops = None
+    if link_hops is not None:  # a port's wire is one hop
+        hops = np.ones((height + 1, cols + 1, 4), np.int64)
+        hops[1:, 1:] = np.maximum(link_hops, 1)
+        hops[1:, 1, W] = hops[1, 1:, N] = 1
+    return Mesh(cols + 1, height + 1, alive, mirror_links(links), hops)
 
 
-def _place(dead_pe: np.ndarray, rows: int) -> np.ndarray:
-    height, cols = dead_pe.shape
-    width = cols + 1
-    pe = np.empty((rows, cols), np.int64)
-    for j in range(cols):
-        working = np.flatnonzero(~dead_pe[:, j])
+def _place(dead_pe: np.ndarray, rows: int, lines: np.ndarray) -> np.ndarray:
+    width = dead_pe.shape[1] + 1
+    pe = np.empty((rows, len(lines)), np.int64)
+    for j, line in enumerate(lines.tolist()):
+        working = np.flatnonzero(~dead_pe[:, line])
         if len(working) < rows:
             raise ConfigError(
-                f"column {j} of the patch has {len(working)} working PEs, the kernel needs "
-                f"{rows}: use a smaller grid or more spare rows"
+                f"column {line} of the patch has {len(working)} working PEs, the kernel "
+                f"needs {rows}: use a smaller grid or more spare rows"
             )
-        pe[:, j] = (working[:rows] + 1) * width + j + 1
+        pe[:, j] = (working[:rows] + 1) * width + line + 1
     return pe

@@ -35,7 +35,9 @@ class Wiring:
 
     The top :data:`DETOUR_COLORS` colors are kept for streams whose own color is blocked
     (a detour around a hole into channels that neighbouring streams hold): kernels take
-    their colors from :attr:`palette`.
+    their colors from :attr:`palette`. Where those are blocked too (holes close together),
+    a detour takes a palette color the kernel has not asked for so far, from the top down;
+    should the kernel ask for it later, its channels are still never shared.
     """
 
     def __init__(self, mesh: Mesh, colors: int) -> None:
@@ -46,6 +48,7 @@ class Wiring:
         self.palette = range(max(1, colors - DETOUR_COLORS))
         self.detours = range(len(self.palette), colors)
         self._built: dict[tuple, int] = {}
+        self._asked: set[int] = set()  # colors the kernel asked for
         self._ok = mesh.link_ok()
         self._nbr = mesh.neighbors()
 
@@ -57,13 +60,15 @@ class Wiring:
                 f"kernel needs color {color}: router.colors={self.routes.colors} leaves "
                 f"colors 0..{len(self.palette) - 1} for kernels"
             )
+        self._asked.add(color)
         key = (color, src, tuple(dsts), owner)
         if key not in self._built:  # the same stream again (the next chunk) is routed already
             self._built[key] = self._route(color, src, dsts, owner)
         return self._built[key]
 
     def _route(self, color, src, dsts, owner) -> int:
-        for candidate in (color, *self.detours):
+        spare = [c for c in reversed(self.palette) if c not in self._asked]
+        for candidate in (color, *self.detours, *spare):
             edges = self._tree(candidate, src, dsts, owner)
             if edges is not None:
                 for pe, in_port, out in edges:

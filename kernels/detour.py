@@ -1,0 +1,56 @@
+"""Detours: the hops a kernel's slowest row and column take beyond one per logical hop.
+
+On a mesh with holes a kernel's rows and columns are not straight: kernel row ``i`` sits on
+the ``i``-th working PE of each of its lines (:func:`kernels.grid.kernel_grid`), so a row
+steps between positions from line to line and passes lines left without work; a line's
+route goes round each run of holes (two hops through the next line); and a logical link that
+repair stretched over skipped PEs takes its physical hops (``link_hops``). The analytic costs
+add these hops where a stream crosses a whole row or column (:mod:`kernels.registry`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from kernels import _detour_kernels
+from wafer.geometry import E, S
+
+
+class Detour(NamedTuple):
+    """Extra hops along the slowest kernel row (``across`` its lines), the slowest kernel
+    column (``down`` a line, from the edge port), and on the longest single logical hop
+    (``hop``)."""
+
+    across: int = 0
+    down: int = 0
+    hop: int = 0
+
+
+NO_DETOUR = Detour()
+
+
+class LineTables:
+    """A grid seen as lines: ``hole`` (positions, lines) and the extra hops of each link
+    (``link_hops`` (positions, lines, 4) less one, ``S`` along a line, ``E`` toward the
+    next line)."""
+
+    def __init__(self, hole: np.ndarray, link_hops: np.ndarray) -> None:
+        self.hole = np.ascontiguousarray(np.asarray(hole, np.bool_).T)  # line-major
+        extra = np.maximum(np.asarray(link_hops, np.int64), 1) - 1
+        self.east = np.ascontiguousarray(extra[..., E].T, np.int32)
+        self.south = np.ascontiguousarray(extra[..., S].T, np.int32)
+
+    def detour(self, lines: np.ndarray, depth: int, rows: int, cols: int) -> Detour:
+        """The :class:`Detour` of each ``rows x cols`` block of a kernel frame ``depth``
+        rows deep on ``lines`` (replicas of a batched kernel take one block each; the worst
+        counts). Across lines: the lines skipped (and, for the first block, those before
+        it), the step between a kernel row's positions in neighbouring lines, the stretch of
+        the link toward the next line. Along a line: positions skipped, two hops round each
+        run of holes, the stretch of the links passed (and, for the first block, the
+        positions above it). ``hop``: the most of these on one logical hop."""
+        lines = np.ascontiguousarray(lines, np.int64)
+        found = _detour_kernels.frame_detour(self.hole, self.east, self.south, lines,
+                                             depth, rows, cols)  # fmt: skip
+        return Detour(*(int(value) for value in found))
