@@ -1,71 +1,99 @@
 """Where a pass's work lands on the logical grid: the plan's ``pe_assignment``.
 
-A pass's PEs start at the logical grid's top-left corner (``origin`` ``[0, 0]``), where a
-run places its kernels (:mod:`memoryx.wafer_gemm`): kernel column ``j`` on logical column
-``j`` (turned a quarter, ``orientation`` north edge: on logical row ``j``, the kernel rows
-running along it), kernel row ``i`` on the ``i``-th working PE of that line, so holes are
-skipped and get no work (the column-shift placement of :func:`kernels.grid.kernel_grid`).
+A pass's kernel runs down ``lines`` of the wafer (:mod:`compiler.working`): wafer columns, or
+turned a quarter (``orientation`` north edge) wafer rows, listed as ``[first, stop)`` ranges
+in wafer order. Kernel column ``j`` takes the ``j``-th listed line and kernel row ``i`` the
+line's ``i``-th working PE, ``depth`` of them a line, so holes, and PEs cut off from the
+rest, are skipped and get no work: :func:`assigned_pes` lists every PE given work, as a run
+places its kernels (:mod:`memoryx.wafer_gemm`) and the tests check.
 
-Replicas of a batched GEMM (attention's) tile the kernel frame in ``blocks`` of
-``grid[0] x grid[1]`` kernel PEs, row-major: replica ``r`` of a wave takes block
-``(r // across, r % across)`` with ``across = blocks[1]``. ``rows`` and ``cols`` give the
-logical rectangle from the origin that holds every PE with work, ``holes_skipped`` the holes
-inside it.
+Replicas of a batched GEMM (attention's) tile the frame in ``blocks`` of ``grid[0] x
+grid[1]`` kernel PEs, row-major: replica ``r`` of a wave takes block ``(r // across, r %
+across)`` with ``across = blocks[1]``. ``rows`` and ``cols`` give the logical rectangle from
+the ``origin`` that holds every PE with work, ``holes_skipped`` the holes inside it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from compiler.placement import Target
-from wafer.errors import ConfigError
+from compiler.working import TURN, WorkingGrid
+from kernels.grid import KernelGrid, kernel_grid
 
 REPLICA_ORDER = "row-major"  # over blocks of the kernel frame
 
 
-@dataclass(frozen=True)
-class HoleFrame:
-    """The logical grid's holes (None: none), with the depths already asked for."""
-
-    holes: np.ndarray | None
-    _depths: dict = field(default_factory=dict, compare=False, repr=False)
-
-    def depth(self, turned: bool, rows: int, cols: int) -> tuple[int, int]:
-        """Logical rows (turned: columns) from the origin that hold ``rows`` working PEs in
-        each of the first ``cols`` logical columns (turned: rows), and the holes among
-        them."""
-        if self.holes is None:
-            return rows, 0
-        key = (turned, rows, cols)
-        if key not in self._depths:
-            patch = (self.holes.T if turned else self.holes)[:, :cols]
-            working = np.cumsum(~patch, axis=0)
-            if (working[-1] < rows).any():
-                raise ConfigError(f"a line of the logical grid has fewer than {rows} working PEs")
-            depth = int((working >= rows).argmax(axis=0).max()) + 1
-            self._depths[key] = depth, int(patch[:depth].sum())
-        return self._depths[key]
-
-
-def pe_assignment(placed: dict[str, Any], target: Target, frame: HoleFrame) -> dict[str, Any]:
+def pe_assignment(placed: dict[str, Any], target: Target) -> dict[str, Any]:
     """The ``pe_assignment`` of a placement (its ``grid``, and for GEMMs ``orientation``
     and ``replicas``) on ``target``'s working grid."""
     rows, cols = placed["grid"]
     orientation = placed.get("orientation", "west edge")
     turned = orientation == "north edge"
     count = placed.get("replicas", 1)
-    across = min(count, target.sides(turned)[1] // cols)
-    blocks = [-(-count // across), across]
-    depth, skipped = frame.depth(turned, blocks[0] * rows, across * cols)
-    span = [across * cols, depth] if turned else [depth, across * cols]
+    lines = target.lines(turned)
+    blocks = lines.blocks(count, rows, cols)
+    depth = blocks[0] * rows
+    used, pos = lines.frame(depth, blocks[1] * cols)
+    span = [int(used[-1]) + 1, int(pos.max()) + 1]  # across the lines, along them
+    height, width = span[::-1] if not turned else span
+    hole = target.working.hole
     return {
         "origin": [0, 0],
-        "rows": span[0],
-        "cols": span[1],
+        "rows": height,
+        "cols": width,
         "orientation": orientation,
-        "holes_skipped": skipped,
-        "replicas": {"count": count, "blocks": blocks, "order": REPLICA_ORDER},
+        "lines": ranges(used),
+        "depth": depth,
+        "pes": depth * len(used),
+        "holes_skipped": int(hole[:height, :width].sum()),
+        "replicas": {"count": count, "blocks": list(blocks), "order": REPLICA_ORDER},
     }
+
+
+def ranges(values: np.ndarray) -> list[list[int]]:
+    """Increasing integers as ``[first, stop)`` runs."""
+    values = np.asarray(values, np.int64)
+    breaks = np.flatnonzero(np.diff(values) != 1) + 1
+    return [[int(run[0]), int(run[-1]) + 1] for run in np.split(values, breaks) if len(run)]
+
+
+def assignment_lines(assignment: dict[str, Any]) -> np.ndarray:
+    """int64: the wafer lines an assignment's kernel columns run down, in order."""
+    return np.concatenate([np.arange(a, b) for a, b in assignment["lines"]])
+
+
+def assigned_pes(assignment: dict[str, Any], hole: np.ndarray) -> np.ndarray:
+    """int64 (pes, 2): ``(row, col)`` on the logical grid of every PE the assignment gives
+    work, line after line, each line's first ``depth`` PEs that are not holes (``hole``:
+    the working grid's, cut-off PEs included)."""
+    turned = assignment["orientation"] == "north edge"
+    oriented = hole.T if turned else hole
+    lines, depth = assignment_lines(assignment), assignment["depth"]
+    working = ~oriented[:, lines]
+    taken = working & (np.cumsum(working, axis=0) <= depth)
+    line_index, position = np.nonzero(taken.T)
+    if len(position) != depth * len(lines):
+        raise ValueError("a line of the assignment holds fewer working PEs than its depth")
+    along, across = position, lines[line_index]
+    return np.stack([across, along] if turned else [along, across], axis=1)
+
+
+def assignment_grid(placed: dict[str, Any], working: WorkingGrid | None) -> KernelGrid:
+    """The kernel grid of one replica of a GEMM placement (its ``grid`` and
+    ``pe_assignment``), on the working grid's holes (cut-off PEs included), dead links and
+    stretched links: what a run simulates (:mod:`memoryx.wafer_gemm`)."""
+    rows, cols = placed["grid"]
+    where = placed["pe_assignment"]
+    lines = assignment_lines(where)[:cols]
+    if working is None:
+        return kernel_grid(rows, cols, lines=lines)
+    turned = where["orientation"] == "north edge"
+    hole, link, hops = working.hole, working.dead_link, working.link_hops
+    if turned:  # kernel rows run along the wafer's x: swap the axes, N<->W and E<->S
+        hole = hole.T
+        link, hops = (table.transpose(1, 0, 2)[..., TURN] for table in (link, hops))
+    width = int(lines[-1]) + 1
+    return kernel_grid(rows, cols, hole[:, :width], link[:, :width], lines, hops[:, :width])

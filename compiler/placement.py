@@ -8,10 +8,13 @@ then fewest PEs.
 
 Candidates, in a fixed order (so the search is deterministic): every strategy, both
 orientations of the kernel grid on the wafer (operands entering at the west edge, or turned a
-quarter so they enter at the north edge), and grid sides that are powers of two or the whole
-working side, each within the router colors kernels may use (:mod:`compiler.colors`).
-Independent GEMMs (attention's, one per sequence and head) run as replicas on disjoint
-sub-grids, in waves.
+quarter so they enter at the north edge), kernel depths that are powers of two, the deepest
+line or the shallowest one (whose depth every line holds), and as many lines as hold that
+depth or a power of two fewer, each within the router colors kernels may use
+(:mod:`compiler.colors`). Kernel rows skip the holes of each line, and lines too shallow are
+left out (:mod:`compiler.working`): every working PE can take work, and the estimates add the
+detours this costs (:mod:`kernels.detour`). Independent GEMMs (attention's, one per
+sequence and head) run as replicas on disjoint blocks of lines, in waves.
 
 Each placement names its bottleneck, the largest of: ``compute`` (FMACs at the PE's rate),
 ``SRAM`` (the bytes those FMACs read and write), ``fabric`` (what the kernel's estimate adds
@@ -29,7 +32,9 @@ from typing import Any
 from compiler.colors import fits_palette, kernel_colors
 from compiler.passes import Gemm, Vector
 from compiler.strategies import Strategy, grid_sizes
+from compiler.working import Lines, WorkingGrid
 from fabric.program import words
+from kernels.detour import Detour
 from kernels.lines import reduce_cycles
 from kernels.registry import analytic_cycles
 from wafer.errors import ConfigError
@@ -40,13 +45,11 @@ ACCUMULATOR_BYTES = 4  # fp32 partial sums and outputs
 
 @dataclass(frozen=True)
 class Target:
-    """The working grid a layer may use (``rows x cols`` PEs free of holes)."""
+    """The working grid a layer may use, and the SRAM each PE has left for it."""
 
-    rows: int
-    cols: int
+    working: WorkingGrid
     spec: WaferSpec
     dtype: str
-    turned: tuple[int, int] | None = None  # sides turned a quarter (default: cols, rows)
     reserved_bytes: int = 0  # per PE, held by activations kept for backward
 
     @property
@@ -54,13 +57,19 @@ class Target:
         """SRAM bytes per PE a layer's working set may use."""
         return self.spec.pe.sram_bytes - self.reserved_bytes
 
-    def sides(self, turned: bool) -> tuple[int, int]:
-        """(kernel rows, kernel columns) at most. Kernel rows shift past holes within a
-        wafer column (or, turned, a wafer row), so with holes a kernel loses the wafer rows
-        that hold one, or, turned, the wafer columns that do."""
-        if not turned:
-            return self.rows, self.cols
-        return self.turned if self.turned is not None else (self.cols, self.rows)
+    @property
+    def pes(self) -> int:
+        """PEs that can take work."""
+        return self.working.working_pes
+
+    def lines(self, turned: bool) -> Lines:
+        """The lines a kernel runs down: wafer columns, or turned a quarter, wafer rows."""
+        return self.working.lines(turned)
+
+    def orientations(self) -> tuple[bool, ...]:
+        """Not turned, and turned unless that is the same grid (a square wafer that is
+        symmetric about its diagonal)."""
+        return (False,) if self.working.symmetric else (False, True)
 
 
 def place_gemm(layer: str, work: Gemm, target: Target, strategies: dict[str, Strategy]):
@@ -103,9 +112,13 @@ class _Shape:
     need: int
     index: int
 
+    def blocks(self, work: Gemm, target: Target) -> tuple[int, int]:
+        """Replica blocks down and across the lines (:meth:`Lines.blocks`)."""
+        return target.lines(self.turned).blocks(work.count, self.rows, self.cols)
+
     def replicas(self, work: Gemm, target: Target) -> int:
-        sides = target.sides(self.turned)
-        return min(work.count, (sides[0] // self.rows) * (sides[1] // self.cols))
+        down, across = self.blocks(work, target)
+        return min(work.count, down * across)
 
 
 def _lower_bound(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, int, int]:
@@ -127,14 +140,13 @@ def _local_costs(work: Gemm, target: Target, pes: int) -> dict[str, int]:
 
 def _grids(work: Gemm, target: Target, strategy: Strategy):
     """(turned, rows, cols) candidates the strategy can cut the GEMM over, within the
-    router colors kernels may use."""
-    sides = [(False, *target.sides(False))]
-    if target.sides(True) != target.sides(False) and min(target.sides(True)) > 0:
-        sides.append((True, *target.sides(True)))
+    router colors kernels may use: per orientation, each candidate depth (kernel rows) on as
+    many lines as hold it, or a power of two fewer."""
     options = tuple(sorted(strategy.options.items()))
-    for turned, rows_max, cols_max in sides:
-        for rows in grid_sizes(rows_max):
-            for cols in grid_sizes(cols_max):
+    for turned in target.orientations():
+        lines = target.lines(turned)
+        for rows in lines.depths():
+            for cols in grid_sizes(lines.usable(rows)):
                 if strategy.usable(work.m, work.k, work.n, rows, cols) and fits_palette(
                     strategy.algo, rows, cols, work.n, options, target.spec
                 ):
@@ -151,9 +163,11 @@ def _too_big(layer: str, needed: float, target: Target) -> ConfigError:
 
 
 @functools.lru_cache(maxsize=65536)
-def _kernel_cycles(algo: str, options: tuple, m, k, n, rows, cols, spec, dtype) -> int:
+def _kernel_cycles(algo: str, options: tuple, m, k, n, rows, cols, spec, dtype,
+                   detour: Detour) -> int:  # fmt: skip
     shape = {"m": m, "k": k, "n": n}
-    return analytic_cycles("gemm", algo, shape, rows, cols, spec, dtype, **dict(options))
+    return analytic_cycles("gemm", algo, shape, rows, cols, spec, dtype, detour=detour,
+                           **dict(options))  # fmt: skip
 
 
 def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]:
@@ -161,8 +175,10 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]
     replicas = shape.replicas(work, target)
     waves = -(-work.count // replicas)
     options = tuple(sorted(strategy.options.items()))
+    lines = target.lines(shape.turned)
+    detour = lines.detour(rows, cols, lines.blocks(replicas, rows, cols))
     kernel = waves * _kernel_cycles(strategy.algo, options, work.m, work.k, work.n, rows, cols,
-                                    spec, target.dtype)  # fmt: skip
+                                    spec, target.dtype, detour)  # fmt: skip
     costs = _local_costs(work, target, rows * cols * replicas)
     costs["fabric"] = max(0, kernel - max(costs["compute"], costs["SRAM"]))
     costs["edge bandwidth"] = math.ceil(work.edge_bytes / spec.edge_bytes_per_cycle)
@@ -177,6 +193,7 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]
         "replicas": replicas,
         "waves": waves,
         "colors": len(kernel_colors(strategy.algo, rows, cols, work.n, options)),
+        "detour_hops": detour._asdict(),
         "pes": rows * cols * replicas,
         "sram_bytes_per_pe": shape.need,
         "kernel_cycles": kernel,
@@ -203,10 +220,13 @@ def _verdict(kernel: int, costs: dict[str, int]) -> dict[str, Any]:
 
 
 def place_vector(layer: str, work: Vector, target: Target) -> dict[str, Any]:
-    """Element-wise work spread over the whole working grid (tokens over columns, features
-    over rows), with a per-token tree reduction down the columns where the op needs one."""
+    """Element-wise work spread over the working grid (tokens over the wafer's columns,
+    features down them, skipping holes: :meth:`Lines.widest`), with a per-token tree
+    reduction down the columns where the op needs one."""
     spec, size = target.spec, 2 if target.dtype == "fp16" else 4
-    rows, cols = min(target.rows, work.features), min(target.cols, work.tokens)
+    lines = target.lines(False)
+    depth, count = lines.widest()
+    rows, cols = min(depth, work.features), min(count, work.tokens)
     values = -(-work.tokens // cols) * -(-work.features // rows)
     need = 2 * values * size  # input and output resident
     if need > target.budget:
@@ -218,6 +238,7 @@ def place_vector(layer: str, work: Vector, target: Target) -> dict[str, Any]:
     fabric = 0
     if work.per_token_reduce and rows > 1:
         fabric = 2 * reduce_cycles("tree", rows, 0, words(tokens_per_col, "fp32"), spec)
+        fabric += 2 * lines.detour(rows, cols).down * spec.link.hop_latency_cycles
     costs["fabric"] = fabric
     costs["edge bandwidth"] = math.ceil(work.edge_bytes / spec.edge_bytes_per_cycle)
     kernel = max(costs["compute"], costs["SRAM"]) + fabric

@@ -9,10 +9,11 @@ activations kept for backward are reserved in every PE's SRAM first (``activatio
 while a content hash of every input (model file bytes, resolved spec, defect summary,
 compiler version, options) is unchanged.
 
-Weight streaming maps each layer, one at a time, onto the whole working grid. With holes, the
-working grid is the logical grid less every row that holds one (a conservative first cut: no
-work lands on a hole, at the price of whole rows); a kernel turned a quarter loses the columns
-that hold one instead.
+Weight streaming maps each layer, one at a time, onto the whole working grid: every working
+PE of the repaired logical grid that can reach the wafer edge (:mod:`compiler.working`).
+Kernel rows skip the holes of each wafer column (or, turned a quarter, of each wafer row), and
+lines with too few working PEs for a kernel are left out; the estimates add the detours and
+the physical hops of links that repair stretched.
 """
 
 from __future__ import annotations
@@ -23,10 +24,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from compiler import activations
-from compiler.assignment import HoleFrame, pe_assignment
+from compiler.assignment import pe_assignment
 from compiler.colors import palette_size
 from compiler.graph import Layer, LayerGraph
 from compiler.model_file import ModelFile, load_model
@@ -35,13 +34,14 @@ from compiler.placement import Target, place_gemm, place_vector
 from compiler.routes import route_families
 from compiler.strategies import strategies
 from compiler.tile_order import IN_PASSES, tile_order
+from compiler.working import WorkingGrid
 from fabric.program import value_bytes
 from wafer import __version__
 from wafer.atomic import write_json
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
-COMPILER_VERSION = "6"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "7"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
 RECOMPUTE = "recompute"  # a block's forward run again before its backward (a stream segment)
 
@@ -72,25 +72,42 @@ class CompileOptions:
         return replace(self, seq=seq)
 
 
-def working_grid(spec: WaferSpec, holes: np.ndarray | None) -> tuple[int, int, dict]:
-    """Rows and columns of the hole-free grid, and the defect summary that goes in the hash
-    (with ``cols_with_holes``: a kernel turned a quarter loses those columns instead)."""
+def working_grid(spec: WaferSpec, defects=None) -> WorkingGrid:
+    """The working grid of the spec's logical grid with ``defects``: None (no defect), a hole
+    mask (H, W), a repaired :class:`wafer.repair.LogicalGrid` (its holes, dead links and
+    stretched links) or a :class:`WorkingGrid`."""
     shape = (spec.logical_height_pes, spec.logical_width_pes)
-    if holes is None:
-        return *shape, {"holes": 0, "rows_left_out": []}
-    holes = np.asarray(holes, bool)
-    if holes.shape != shape:
-        raise ConfigError(f"hole mask shape {holes.shape} must be the logical grid {shape}")
-    bad = np.flatnonzero(holes.any(axis=1))
-    if len(bad) == shape[0]:
-        raise ConfigError("every row of the logical grid holds a hole: nothing to compile onto")
-    summary = {
-        "holes": int(holes.sum()),
-        "rows_left_out": bad.tolist(),
-        "cols_with_holes": int(holes.any(axis=0).sum()),
-        "mask_sha256": hashlib.sha256(np.packbits(holes).tobytes()).hexdigest(),
+    if defects is None:
+        return WorkingGrid.clean(*shape)
+    if isinstance(defects, WorkingGrid):
+        working = defects
+    elif hasattr(defects, "link_hops"):
+        working = WorkingGrid.from_logical(defects)
+    else:
+        working = WorkingGrid.of(defects)
+    if working.shape != shape:
+        raise ConfigError(f"hole mask shape {working.shape} must be the logical grid {shape}")
+    return working
+
+
+def working_summary(working: WorkingGrid) -> dict[str, Any]:
+    """The plan's ``working``: PEs that can take work, and per orientation the depth of the
+    shallowest and deepest line (the shallowest line bounds a kernel on every line)."""
+    return {
+        "logical_grid": list(working.shape),
+        "pes": working.working_pes,
+        **{
+            name: {
+                "lines": lines.count,
+                "shallowest": lines.shallowest,
+                "deepest": lines.deepest,
+            }  # fmt: skip
+            for name, lines in (
+                ("west edge", working.lines(False)),
+                ("north edge", working.lines(True)),
+            )  # fmt: skip
+        },
     }
-    return shape[0] - len(bad), shape[1], summary
 
 
 def cache_key(model: ModelFile, spec: WaferSpec, defects: dict, options: CompileOptions) -> str:
@@ -106,28 +123,24 @@ def cache_key(model: ModelFile, spec: WaferSpec, defects: dict, options: Compile
 
 
 def compile_plan(
-    model: ModelFile, spec: WaferSpec, options: CompileOptions, holes: np.ndarray | None = None
+    model: ModelFile, spec: WaferSpec, options: CompileOptions, defects=None
 ) -> dict[str, Any]:
-    """Place every layer and pass; a layer that fits no candidate raises ConfigError."""
+    """Place every layer and pass on the working grid of ``defects`` (see
+    :func:`working_grid`); a layer that fits no candidate raises ConfigError."""
     options = options.resolved(model.graph.context)
-    rows, cols, defects = working_grid(spec, holes)
-    turned = None
-    if defects["holes"] and cols > defects["cols_with_holes"]:  # else no turned kernel fits
-        turned = (cols - defects["cols_with_holes"], spec.logical_height_pes)
-    elif defects["holes"]:
-        turned = (0, 0)
-    target = Target(rows, cols, spec, options.dtype, turned)
-    frame = HoleFrame(None if holes is None else np.asarray(holes, bool))
-    layers, memory = _fit_activations(model.graph, options, target, frame)
+    working = working_grid(spec, defects)
+    target = Target(working, spec, options.dtype)
+    summary = working.summary
+    layers, memory = _fit_activations(model.graph, options, target)
     return {
         "model": model.graph.name,
         "params": model.graph.params,
         "options": asdict(options),
-        "working_grid": [rows, cols],
-        "defects": defects,
+        "working": working_summary(working),
+        "defects": summary,
         "detour_colors": list(range(palette_size(spec), spec.router.colors)),
         "spec": spec.to_dict(),
-        "cache_key": cache_key(model, spec, defects, options),
+        "cache_key": cache_key(model, spec, summary, options),
         "compiler_version": COMPILER_VERSION,
         "wafersim_version": __version__,
         "layers": layers,
@@ -136,13 +149,13 @@ def compile_plan(
     }
 
 
-def _fit_activations(graph: LayerGraph, options: CompileOptions, target: Target,
-                     frame: HoleFrame) -> tuple[list[dict], dict[str, Any]]:  # fmt: skip
+def _fit_activations(graph: LayerGraph, options: CompileOptions,
+                     target: Target) -> tuple[list[dict], dict[str, Any]]:  # fmt: skip
     """The layers placed around the activations kept for backward: per policy the fewest
     micro-batches whose reserve leaves every layer room; of those, the fewest step cycles
     (the first policy on a tie)."""
     kept = activations.kept_per_sequence(graph, options.seq, value_bytes(options.dtype))
-    pes, sram = target.rows * target.cols, target.spec.pe.sram_bytes
+    pes, sram = target.pes, target.spec.pe.sram_bytes
     chosen = strategies(None if options.strategies is None else list(options.strategies))
     found, considered = {}, []
     tries = activations.candidates(kept, options.batch, options.activations,
@@ -154,7 +167,7 @@ def _fit_activations(graph: LayerGraph, options: CompileOptions, target: Target,
             continue
         budget = replace(target, reserved_bytes=reserve)
         try:
-            layers = _place_layers(graph, options, sequences, budget, chosen, frame)
+            layers = _place_layers(graph, options, sequences, budget, chosen)
         except ConfigError:
             continue  # more micro-batches, or the next policy, may fit
         memory = _memory(kept, policy, micro, sequences, reserve, options)
@@ -162,15 +175,15 @@ def _fit_activations(graph: LayerGraph, options: CompileOptions, target: Target,
         found[policy] = layers, memory
         considered.append({k: memory[k] for k in ("policy", "micro_batches", "step_cycles")})
     if not found:
-        raise _nothing_fits(graph, options, kept, target, chosen, frame)
+        raise _nothing_fits(graph, options, kept, target, chosen)
     layers, memory = min(found.values(), key=lambda item: item[1]["step_cycles"])
     return layers, {**memory, "considered": considered}
 
 
 def _place_layers(graph: LayerGraph, options: CompileOptions, sequences: int, target: Target,
-                  chosen: dict, frame: HoleFrame) -> list[dict]:  # fmt: skip
+                  chosen: dict) -> list[dict]:  # fmt: skip
     """Every layer's passes for ``sequences`` sequences; ConfigError if one does not fit."""
-    place = _Placer(target, chosen, frame)
+    place = _Placer(target, chosen)
     return [
         _layer_entry(layer, {name: place(layer.name, name, work) for name, work in
                              layer_passes(layer, sequences, options.seq, options.dtype).items()})
@@ -178,33 +191,32 @@ def _place_layers(graph: LayerGraph, options: CompileOptions, sequences: int, ta
     ]  # fmt: skip
 
 
-def _nothing_fits(graph, options: CompileOptions, kept, target: Target, chosen: dict,
-                  frame: HoleFrame) -> ConfigError:  # fmt: skip
+def _nothing_fits(graph, options: CompileOptions, kept, target: Target,
+                  chosen: dict) -> ConfigError:  # fmt: skip
     """Why no candidate fits: a layer's own working set, even with nothing kept aside (the
     layer's error), or else the activations kept for backward."""
     forced = options.micro_batches
     sequences = options.batch // forced if forced else 1
     try:
-        _place_layers(graph, options, sequences, target, chosen, frame)
+        _place_layers(graph, options, sequences, target, chosen)
     except ConfigError as error:
         return error
-    return activations.too_big(kept, sequences, target.rows * target.cols,
+    return activations.too_big(kept, sequences, target.pes,
                                target.spec.pe.sram_bytes, options.activations, forced)  # fmt: skip
 
 
 def check_activations_fit(model: ModelFile, spec: WaferSpec, options: CompileOptions,
-                          holes: np.ndarray | None = None) -> None:  # fmt: skip
+                          defects=None) -> None:  # fmt: skip
     """ConfigError unless the activations one micro-batch keeps for backward (one sequence,
     or what a forced micro-batch count leaves), under the best policy allowed, fit the
     working grid's SRAM (``--validate-only``: places nothing)."""
     options = options.resolved(model.graph.context)
-    rows, cols, _ = working_grid(spec, holes)
+    pes = working_grid(spec, defects).working_pes
     kept = activations.kept_per_sequence(model.graph, options.seq, value_bytes(options.dtype))
     tries = activations.candidates(kept, options.batch, options.activations,
                                    options.micro_batches)  # fmt: skip
     forced = options.micro_batches
     sequences = options.batch // forced if forced else 1
-    pes = rows * cols
     need = min(activations.reserved_per_pe(kept, policy, sequences, pes) for policy, _ in tries)
     if need >= spec.pe.sram_bytes:
         raise activations.too_big(kept, sequences, pes, spec.pe.sram_bytes, options.activations,
@@ -232,7 +244,6 @@ class _Placer:
 
     target: Target
     chosen: dict
-    frame: HoleFrame
     memo: dict = field(default_factory=dict)
 
     def __call__(self, layer: str, pass_name: str, work: Work) -> dict[str, Any]:
@@ -243,7 +254,7 @@ class _Placer:
                 place_gemm(layer, work, self.target, self.chosen) if gemm
                 else place_vector(layer, work, self.target)
             )  # fmt: skip
-            placed["pe_assignment"] = pe_assignment(placed, self.target, self.frame)
+            placed["pe_assignment"] = pe_assignment(placed, self.target)
             if gemm:
                 placed["memoryx_tile_order"] = self._tiles(placed, pass_name, work)
                 placed["routes"] = route_families(placed)
@@ -304,15 +315,17 @@ def compile_cached(
     spec: WaferSpec,
     options: CompileOptions,
     out_dir: str | Path | None = None,
-    holes: np.ndarray | None = None,
+    defects=None,
 ) -> tuple[dict[str, Any], bool]:
-    """The plan, and whether it came from ``out_dir``'s saved plan (same cache key)."""
+    """The plan, and whether it came from ``out_dir``'s saved plan (same cache key);
+    ``defects`` as :func:`compile_plan` takes them."""
     model = load_model(model_path)
+    working = working_grid(spec, defects)
     if out_dir is None:
-        return compile_plan(model, spec, options, holes), False
+        return compile_plan(model, spec, options, working), False
     path = plan_path(out_dir, model.graph.name)
     resolved = options.resolved(model.graph.context)
-    key = cache_key(model, spec, working_grid(spec, holes)[2], resolved)
+    key = cache_key(model, spec, working.summary, resolved)
     if path.is_file():
         try:
             saved = json.loads(path.read_text())
@@ -320,6 +333,6 @@ def compile_cached(
             saved = {}
         if saved.get("cache_key") == key:
             return saved, True
-    plan = compile_plan(model, spec, options, holes)
+    plan = compile_plan(model, spec, options, working)
     write_json(path, plan)
     return plan, False

@@ -7,6 +7,7 @@ plan alone (each layer's cycles as the larger of its kernel and its edge transfe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ import h5py
 import numpy as np
 
 import wafer
+from compiler.assignment import assigned_pes
+from compiler.plan import working_grid
 from memoryx.data import input_bound, input_pipeline
-from memoryx.run import RunResult
+from memoryx.run import RunResult, Wafer
 from memoryx.streaming import no_stall_threshold
 from memoryx.swarmx import scaling, tree_levels
 from wafer.atomic import atomic_path, write_json
@@ -169,25 +172,33 @@ def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
     written = [str(plots.timeline(stream, out_dir / "timeline.png"))]
     first = result.wafers[0]
     measured = result.history is not None and result.history.busy is not None
-    busy = np.array(result.history.busy) if measured else assigned_cycles(first.plan, result)
+    busy = np.array(result.history.busy) if measured else assigned_cycles(first, result)
     holes = None if first.logical is None else first.logical.hole
     label = "busy cycles (cycle engine)" if measured else "cycles of work placed (analytic)"
     written.append(str(plots.heatmap(busy, holes, label, out_dir / "wafer.png")))
     return written
 
 
-def assigned_cycles(plan: dict[str, Any], result: RunResult) -> np.ndarray:
-    """Per logical PE, the kernel cycles of the layers placed on it in one step (timing-only
-    runs have no measured busy counts): each pass covers its ``pe_assignment`` rectangle,
-    once per micro-batch, and a recomputed forward twice."""
-    spec = result.config.spec
-    out = np.zeros((spec.logical_height_pes, spec.logical_width_pes), np.int64)
+def assigned_cycles(placed_on: Wafer, result: RunResult) -> np.ndarray:
+    """Per logical PE of a wafer, the kernel cycles of the layers placed on it in one step
+    (timing-only runs have no measured busy counts): each pass on the PEs its
+    ``pe_assignment`` gives work (:func:`compiler.assignment.assigned_pes`), once per
+    micro-batch, and a recomputed forward twice."""
+    spec, plan = result.config.spec, placed_on.plan
+    shape = (spec.logical_height_pes, spec.logical_width_pes)
+    hole = working_grid(spec, placed_on.logical).hole
+    out = np.zeros(shape, np.int64)
     memory = plan["activations"]
+    masks: dict[str, np.ndarray] = {}
     for layer in plan["layers"]:
         again = memory["policy"] == "recompute" and bool(layer["block"])
         for name, placed in layer["passes"].items():
             where = placed["pe_assignment"]
-            (y, x), rows, cols = where["origin"], where["rows"], where["cols"]
+            key = json.dumps(where, sort_keys=True)
+            if key not in masks:
+                masks[key] = np.zeros(shape, bool)
+                rows, cols = assigned_pes(where, hole).T
+                masks[key][rows, cols] = True
             runs = memory["micro_batches"] * (1 + (again and name == "forward"))
-            out[y : y + rows, x : x + cols] += runs * placed["kernel_cycles"]
+            out[masks[key]] += runs * placed["kernel_cycles"]
     return out

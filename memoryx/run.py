@@ -98,9 +98,8 @@ def _wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
     logical = _logical_grid(config, index)
     options = CompileOptions(config["batch"], config["seq"], config["dtype"], _strategies(config),
                              config["activations"], config["micro_batches"])  # fmt: skip
-    holes = None if logical is None else logical.hole
     folder = out_dir / "plans" / f"wafer_{index}"  # each wafer's defects: its own plan
-    plan, _ = compile_cached(config.model_path, config.spec, options, folder, holes)
+    plan, _ = compile_cached(config.model_path, config.spec, options, folder, logical)
     return Wafer(logical, plan)
 
 

@@ -127,8 +127,7 @@ def step_order(plan: dict[str, Any]) -> list[tuple[int, str]]:
 def prefetch_buffer_bytes(plan: dict[str, Any], spec) -> int:
     """SRAM of the working grid left over by the activations kept for backward and the
     largest layer's working set: where the next layer's weight tiles can wait."""
-    rows, cols = plan["working_grid"]
-    free = rows * cols * (spec.pe.sram_bytes - plan["activations"]["bytes_per_pe"])
+    free = plan["working"]["pes"] * (spec.pe.sram_bytes - plan["activations"]["bytes_per_pe"])
     used = max(p["sram_bytes_per_pe"] * p["pes"] for lay in plan["layers"]
                for p in lay["passes"].values())  # fmt: skip
     return max(1, free - used)

@@ -1,10 +1,11 @@
 """GEMMs of a run on the cycle engine, placed as the plan says, on the wafer's working PEs.
 
 Each (layer, pass) runs the plan's algorithm on its ``rows x cols`` kernel grid, placed on
-the leftmost columns of the logical grid (turned a quarter when the plan enters at the north
-edge), over the repaired wafer's holes and dead links: the kernel's column-shift placement
-skips holes and its routes detour around dead links. The measured cycles and per-PE busy
-cycles are kept per (layer, pass).
+the lines its ``pe_assignment`` lists (wafer columns, or wafer rows when the plan enters at
+the north edge), over the repaired wafer's holes, cut-off PEs, dead links and stretched links
+(:mod:`compiler.working`): the kernel's column-shift placement skips holes, its routes
+detour around dead links, and a stretched link costs its physical hops. The measured cycles
+and per-PE busy cycles are kept per (layer, pass).
 
 Layers in ``sparse`` (pruned weights) stream only the weight blocks that hold a nonzero and
 skip the others' multiply-adds (see :mod:`kernels.gemm_weight_stream`); their dense cycles
@@ -14,15 +15,18 @@ are measured once beside, so a run can report the cycles and bytes sparsity save
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from compiler.assignment import assignment_grid, assignment_lines
 from compiler.tile_order import IN_PASSES  # the passes that stream the weights in
+from compiler.working import WorkingGrid
 from fabric.program import WORD_BYTES
 from kernels.gemm_weight_stream import stream_words
-from kernels.grid import KernelGrid, kernel_grid
+from kernels.grid import KernelGrid
 from kernels.registry import algorithm
 from kernels.replay import GemmReplay
 from wafer.errors import ConfigError
@@ -42,12 +46,15 @@ class WaferGemm:
     busy: np.ndarray | None = None  # int64 (height, width): busy cycles per logical PE
     dense_cycles: dict[tuple[str, str], int] = field(default_factory=dict)  # sparse passes
     stream_bytes: dict[tuple[str, str], int] = field(default_factory=dict)  # compressed
-    _grids: dict[tuple[int, int, bool], KernelGrid] = field(default_factory=dict)
+    _grids: dict[tuple, KernelGrid] = field(default_factory=dict)
     _passes: dict[tuple[str, str], dict] = field(default_factory=dict)
     _kernels: dict[tuple, Any] = field(default_factory=dict)
+    _working: WorkingGrid | None = None
 
     def __post_init__(self) -> None:
         self.busy = np.zeros((self.spec.logical_height_pes, self.spec.logical_width_pes), np.int64)
+        if self.logical is not None:
+            self._working = WorkingGrid.from_logical(self.logical)
         for layer in self.plan["layers"]:
             for name, placed in layer["passes"].items():
                 self._passes[(layer["name"], name)] = placed
@@ -82,10 +89,11 @@ class WaferGemm:
         programs are built once), built afresh in fp16 (packed operands cannot be traced)."""
         rows, cols = placed["grid"]
         options = tuple(sorted(placed["options"].items()))
-        key = (placed["algorithm"], rows, cols, turned, options)
+        lines = tuple(assignment_lines(placed["pe_assignment"]).tolist())
+        key = (placed["algorithm"], rows, cols, turned, options, lines)
         if key not in self._kernels:
             apply = algorithm("gemm", placed["algorithm"]).apply
-            grid, dtype = self._grid(rows, cols, turned), self.plan["options"]["dtype"]
+            grid, dtype = self._grid(placed), self.plan["options"]["dtype"]
             if dtype == "fp32":
                 self._kernels[key] = GemmReplay(placed["algorithm"], apply, grid, self.spec,
                                                 placed["options"])  # fmt: skip
@@ -95,21 +103,12 @@ class WaferGemm:
                     options=placed["options"])  # fmt: skip
         return self._kernels[key]
 
-    def _grid(self, rows: int, cols: int, turned: bool) -> KernelGrid:
-        key = (rows, cols, turned)
+    def _grid(self, placed: dict) -> KernelGrid:
+        where = placed["pe_assignment"]
+        key = (*placed["grid"], where["orientation"], json.dumps(where["lines"]))
         if key not in self._grids:
-            dead_pe, dead_link = self._patch(cols, turned)
-            self._grids[key] = kernel_grid(rows, cols, dead_pe, dead_link)
+            self._grids[key] = assignment_grid(placed, self._working)
         return self._grids[key]
-
-    def _patch(self, cols: int, turned: bool):
-        """Hole and dead-link masks of the first ``cols`` columns (rows, if turned)."""
-        if self.logical is None:
-            return None, None
-        hole, link = self.logical.hole, self.logical.dead_link
-        if turned:  # kernel rows run along the wafer's x: swap the axes, N<->W and E<->S
-            hole, link = hole.T, link.transpose(1, 0, 2)[..., [3, 2, 1, 0]]
-        return hole[:, :cols], link[:, :cols]
 
     def _add_busy(self, busy: np.ndarray, turned: bool) -> None:
         patch = busy.T if turned else busy

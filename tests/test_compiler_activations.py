@@ -85,8 +85,7 @@ def test_digits_keep_everything_in_one_micro_batch():
     memory = plan["activations"]
     assert (memory["policy"], memory["micro_batches"]) == ("keep", 1)
     assert memory["bytes"] == 64 * (64 + 256 + 256 + 128 + 128 + 10) * 4
-    rows, cols = plan["working_grid"]
-    assert memory["bytes_per_pe"] == -(-memory["bytes"] // (rows * cols))
+    assert memory["bytes_per_pe"] == -(-memory["bytes"] // plan["working"]["pes"])
 
 
 @pytest.mark.parametrize("batch", [1, 8])
@@ -96,9 +95,7 @@ def test_gpt3_reserve_and_layers_fit_sram_together(batch):
     spec = preset("wse2")
     plan = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), spec, CompileOptions(batch=batch))
     memory = plan["activations"]
-    assert memory["keep_all_bytes"] > plan["working_grid"][0] * plan["working_grid"][1] * (
-        spec.pe.sram_bytes
-    )
+    assert memory["keep_all_bytes"] > plan["working"]["pes"] * spec.pe.sram_bytes
     assert memory["policy"] == "recompute"
     assert memory["micro_batches"] * memory["sequences_per_micro_batch"] == batch
     assert memory["micro_batches"] == (1 if batch == 1 else 2)
@@ -141,8 +138,7 @@ def test_ignore_reserves_nothing_and_keep_reserves_the_buffer(blocks):
     keep = compile_plan(blocks, spec, CompileOptions(batch=4, seq=1, activations="keep"))
     assert ignore["activations"]["bytes_per_pe"] == 0
     assert keep["activations"]["bytes_per_pe"] > 0
-    rows, cols = keep["working_grid"]
-    pes = rows * cols
+    pes = keep["working"]["pes"]
     assert prefetch_buffer_bytes(ignore, spec) - prefetch_buffer_bytes(keep, spec) == (
         pes * keep["activations"]["bytes_per_pe"]
     )

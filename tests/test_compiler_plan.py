@@ -10,12 +10,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from compiler.assignment import assigned_pes, assignment_grid, assignment_lines, pe_assignment
 from compiler.colors import fits_palette, kernel_colors
 from compiler.model_file import load_model
+from compiler.passes import Gemm
+from compiler.placement import Target, place_gemm
 from compiler.plan import CompileOptions, compile_cached, compile_plan
 from compiler.strategies import STRATEGIES
 from compiler.tile_order import LISTED_TILES, tile_order
+from compiler.working import WorkingGrid
 from kernels.gemm_weight_stream import chunk_offsets, weight_stream
 from kernels.grid import kernel_grid
 from kernels.registry import algorithm
@@ -23,8 +29,9 @@ from kernels.wiring import DETOUR_COLORS
 from wafer import commands
 from wafer.cli import main
 from wafer.compile_command import add_compile_arguments, compile_text, run_compile_command
-from wafer.defects import DefectMap
+from wafer.defects import DefectMap, generate
 from wafer.errors import ConfigError
+from wafer.geometry import E, N, S, W, mirror_links
 from wafer.presets import preset
 from wafer.repair import repair
 
@@ -41,7 +48,8 @@ def test_every_pass_fits_sram_and_the_working_grid(model, batch):
     """Each placement fits a PE's SRAM, stays on the working grid and names a bottleneck."""
     spec = preset("wse2")
     plan = compile_plan(load_model(ZOO / f"{model}.yaml"), spec, CompileOptions(batch=batch))
-    rows, cols = plan["working_grid"]
+    rows, cols = plan["working"]["logical_grid"]
+    assert plan["working"]["pes"] == rows * cols
     for _, p in passes(plan):
         assert 0 < p["sram_bytes_per_pe"] <= spec.pe.sram_bytes
         assert p["pes"] <= rows * cols
@@ -70,17 +78,22 @@ def test_batch_one_gpt3_is_edge_bound():
     assert all(p["bottleneck"] == "edge bandwidth" for p in linear)
 
 
-def test_holes_take_their_rows_out_of_the_working_grid():
-    """With holes, no placement uses more rows than the hole-free ones."""
+def test_holes_take_only_themselves_out_of_the_working_grid():
+    """With holes, every other PE can take work: the shallowest line loses the holes it
+    holds, not whole rows, and no pass lands on a hole."""
     spec = preset("small")
     holes = np.zeros((64, 64), bool)
     holes[[3, 3, 40], [5, 6, 7]] = True
     model = load_model(ZOO / "fc-digits.yaml")
     plan = compile_plan(model, spec, CompileOptions(batch=64), holes)
-    assert plan["working_grid"] == [62, 64]
+    assert plan["working"]["pes"] == 64 * 64 - 3
+    assert plan["working"]["west edge"] == {"lines": 64, "shallowest": 63, "deepest": 64}
+    assert plan["working"]["north edge"] == {"lines": 64, "shallowest": 62, "deepest": 64}
     assert plan["defects"]["holes"] == 3
-    assert plan["defects"]["rows_left_out"] == [3, 40]
-    assert all(p["pes"] <= 62 * 64 for _, p in passes(plan))
+    for _, p in passes(plan):
+        pes = assigned_pes(p["pe_assignment"], holes)
+        assert len(pes) == p["pe_assignment"]["pes"] >= p["pes"] > 0
+        assert not holes[pes[:, 0], pes[:, 1]].any()
 
 
 def test_a_layer_too_big_names_it_and_suggests_micro_batches():
@@ -228,15 +241,14 @@ def saved_map(path: Path, dead: list[tuple[int, int]], spec_name: str = "small")
     return path
 
 
-def engine_pes(assignment: dict, grid: list[int], holes: np.ndarray) -> np.ndarray:
+def engine_pes(assignment: dict, holes: np.ndarray) -> np.ndarray:
     """(row, col) on the logical grid of every PE the engine's column-shift placement
     (``kernels.grid.kernel_grid``) gives work, for the kernel frame the assignment names."""
     turned = assignment["orientation"] == "north edge"
-    blocks = assignment["replicas"]["blocks"]
-    rows, cols = blocks[0] * grid[0], blocks[1] * grid[1]
-    patch = (holes.T if turned else holes)[:, :cols]
-    placed = kernel_grid(rows, cols, patch)
-    xy = np.array([placed.xy(int(pe)) for pe in placed.pe.ravel()])  # (x, y) in the patch
+    lines = assignment_lines(assignment)
+    patch = (holes.T if turned else holes)[:, : lines[-1] + 1]
+    placed = kernel_grid(assignment["depth"], len(lines), patch, lines=lines)
+    xy = np.array([placed.xy(int(pe)) for pe in placed.pe.T.ravel()])  # (x, y) in the patch
     return xy if turned else xy[:, ::-1]
 
 
@@ -257,7 +269,8 @@ def test_holes_of_a_saved_map_get_no_work(compile_cli, capsys, tmp_path, model, 
     assert plan["defects"]["dead_pes"] == 4
     for _, p in passes(plan):
         a = p["pe_assignment"]
-        pes = engine_pes(a, p["grid"], holes)
+        pes = engine_pes(a, holes)
+        np.testing.assert_array_equal(pes, assigned_pes(a, holes))
         assert not holes[pes[:, 0], pes[:, 1]].any()
         assert a["origin"] == [0, 0]
         assert [pes[:, 0].max() + 1, pes[:, 1].max() + 1] == [a["rows"], a["cols"]]
@@ -420,16 +433,77 @@ def test_plan_passes_carry_assignment_colors_and_tile_order():
         assert len(tiles["order"]) == min(tiles["tiles"], LISTED_TILES)
 
 
-def test_a_wafer_with_a_hole_in_every_column_compiles_without_turning():
-    """Holes in every column leave no turned kernel; the plan uses the hole-free rows."""
+def test_a_wafer_with_holes_in_every_row_and_column_compiles():
+    """Holes in every row and every column (the old rule kept hole-free rows only) still
+    leave every line all but one of its PEs."""
     spec = preset("tiny").replace({"logical_width_pes": 16, "logical_height_pes": 16})
     holes = np.zeros((16, 16), bool)
-    for i in range(8):  # rows 0-7 hold two holes each, rows 8-15 none
-        holes[i, 2 * i : 2 * i + 2] = True
+    holes[np.arange(16), 5 * np.arange(16) % 16] = True  # no two touch, even diagonally
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec,
                         CompileOptions(batch=8, dtype="fp32"), holes)  # fmt: skip
-    assert plan["working_grid"] == [8, 16]
-    assert all(p["orientation"] == "west edge" for _, p in passes(plan) if "gemm" in p)
+    assert plan["working"]["pes"] == 240
+    for edge in ("west edge", "north edge"):
+        assert plan["working"][edge] == {"lines": 16, "shallowest": 15, "deepest": 15}
+    for _, p in passes(plan):
+        pes = assigned_pes(p["pe_assignment"], holes)
+        assert not holes[pes[:, 0], pes[:, 1]].any()
+
+
+def test_pes_cut_off_by_dead_links_get_no_work():
+    """Working PEs walled off by dead links (and the smaller part of a wafer that holes cut
+    in two) count as holes: they take no work."""
+    spec = preset("tiny").replace({"logical_width_pes": 16, "logical_height_pes": 16})
+    holes, dead = np.zeros((16, 16), bool), np.zeros((16, 16, 4), bool)
+    dead[5:7, 5, W] = dead[5:7, 6, E] = dead[5, 5:7, N] = dead[6, 5:7, S] = True  # a box
+    plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec,
+                        CompileOptions(batch=8, dtype="fp32"),
+                        WorkingGrid.of(holes, dead))  # fmt: skip
+    assert plan["defects"]["cut_off_pes"] == 4
+    assert plan["working"]["pes"] == 252
+    cut = np.zeros((16, 16), bool)
+    cut[5:7, 5:7] = True
+    for _, p in passes(plan):
+        pes = assigned_pes(p["pe_assignment"], cut)
+        assert not cut[pes[:, 0], pes[:, 1]].any()
+    split = np.eye(16, dtype=bool)[::-1]  # an anti-diagonal of holes halves the wafer
+    assert WorkingGrid.of(split).cut_off == 120
+
+
+def compiled_or_error(spec, logical) -> tuple[dict | None, str]:
+    """The digits model's plan on ``logical``, or None and the compiler's error."""
+    try:
+        options = CompileOptions(batch=4, dtype="fp32")
+        return compile_plan(load_model(ZOO / "fc-digits.yaml"), spec, options, logical), ""
+    except ConfigError as error:
+        return None, str(error)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**16), rate=st.sampled_from([0.02, 0.1, 0.3]))
+def test_random_maps_give_no_work_to_dead_or_cut_off_pes(seed, rate):
+    """On random maps of dead PEs and wires, repaired by each strategy, every pass's PEs
+    (as its pe_assignment lists them, which is where the engine's placement puts them)
+    work and reach the rest; each line holds the depth it is given."""
+    spec = preset("tiny").replace({"logical_width_pes": 12, "logical_height_pes": 12,
+                                   "spare_rows": 2})  # fmt: skip
+    rng = np.random.default_rng(seed)
+    shape = (spec.physical_height_pes, spec.physical_width_pes)
+    dead_pe = rng.random(shape) < rate
+    dead_link = mirror_links(rng.random((*shape, 4)) < rate / 4)
+    defects = DefectMap(dead_pe, dead_link, "explicit", {}, seed, spec)
+    for strategy in ("none", "row", "column_shift"):
+        logical = repair(defects, strategy)
+        working = WorkingGrid.from_logical(logical)
+        assert not (working.hole < logical.hole).any()  # holes stay holes
+        plan, error = compiled_or_error(spec, logical)
+        if plan is None:  # too little left: the error says which layer and why
+            assert re.search(r"layer '\w+' does not fit: .* of SRAM per PE", error), error
+            continue
+        for _, p in passes(plan):
+            a = p["pe_assignment"]
+            pes = assigned_pes(a, working.hole)
+            assert not working.hole[pes[:, 0], pes[:, 1]].any()
+            assert len(pes) == a["pes"] == a["depth"] * len(assignment_lines(a))
 
 
 def _family(algo: str, owner) -> str:
@@ -485,3 +559,28 @@ def test_plan_names_the_detour_colors():
     assert plan["detour_colors"] == list(range(10 - DETOUR_COLORS, 10))
     assert all(max(p["routes"][0]["colors"]) < 10 - DETOUR_COLORS
                for _, p in passes(plan) if "gemm" in p)  # fmt: skip
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+@pytest.mark.parametrize("fraction", [0.0, 0.03, 0.1])
+def test_placed_gemms_run_as_estimated(strategy, fraction):
+    """A GEMM the compiler places on a 16 x 16 patch with dead PEs (holes and dead wires,
+    no spares), run where its pe_assignment says, equals numpy and takes the compiler's
+    cycles within 10 %."""
+    spec = preset("tiny").replace({"logical_width_pes": 16, "logical_height_pes": 16})
+    working = WorkingGrid.clean(16, 16)
+    if fraction:
+        defects = generate(spec, "poisson", 3, pe_defect_prob=fraction)
+        working = WorkingGrid.from_logical(repair(defects, "none"))
+    target = Target(working, spec, "fp32")
+    placed = place_gemm("test", Gemm(128, 128, 128, 1, 0), target,
+                        {strategy: STRATEGIES[strategy]})  # fmt: skip
+    placed["pe_assignment"] = pe_assignment(placed, target)
+    grid = assignment_grid(placed, working)
+    shape = {"m": 128, "k": 128, "n": 128}
+    result = algorithm("gemm", placed["algorithm"]).run(shape, grid, spec, "fp32", 1,
+                                                        **placed["options"])  # fmt: skip
+    assert result.max_abs_error < 1e-3
+    pes = assigned_pes(placed["pe_assignment"], working.hole)
+    assert not working.hole[pes[:, 0], pes[:, 1]].any()
+    assert abs(placed["kernel_cycles"] / result.cycles - 1) <= 0.10

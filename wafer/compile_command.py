@@ -91,8 +91,7 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
     if args.validate_only:
         model = load_model(args.model)
         resolved = options.resolved(model.graph.context)
-        holes = None if logical is None else logical.hole
-        check_activations_fit(model, spec, resolved, holes)
+        check_activations_fit(model, spec, resolved, logical)
         return {
             "mode": "validate-only",
             "model": model.graph.name,
@@ -105,8 +104,7 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
             "wafersim_version": __version__,
             "compile_time_s": time.perf_counter() - start,
         }
-    holes = None if logical is None else logical.hole
-    plan, hit = compile_cached(args.model, spec, options, args.out, holes)
+    plan, hit = compile_cached(args.model, spec, options, args.out, logical)
     path = None
     if args.out:
         from compiler.plan import plan_path
@@ -194,8 +192,8 @@ def compile_text(r: dict[str, Any]) -> str:
         f"{kept['bytes_per_pe']} B/PE reserved"
     )
     lines.append(
-        f"{r['model']} on {r['spec']['name']} ({r['working_grid'][0]}x{r['working_grid'][1]} "
-        f"working PEs): {t['cycles']:,} cycles ({t['seconds'] * 1e3:.2f} ms) per step, "
+        f"{r['model']} on {r['spec']['name']} ({r['working']['pes']:,} working PEs): "
+        f"{t['cycles']:,} cycles ({t['seconds'] * 1e3:.2f} ms) per step, "
         f"SRAM peak {t['sram_peak_bytes_per_pe']} B/PE; cache {r['cache']}; "
         f"compiled in {r['compile_time_s']:.2f} s"
     )
@@ -205,8 +203,8 @@ def compile_text(r: dict[str, Any]) -> str:
 def _defects_line(d: dict[str, Any]) -> str:
     if d.get("source") is None:
         return ""
-    left_out = f", {len(d['rows_left_out'])} rows left out" if "rows_left_out" in d else ""
+    cut = f", {d['cut_off_pes']} more cut off by dead links" if d.get("cut_off_pes") else ""
     return (
         f"\ndefects ({d['source']}): {d['model']}, seed {d['seed']}, {d['dead_pes']} dead PEs, "
-        f"repair {d['repair']}: {d['unrepaired_pes']} holes left, given no work{left_out}"
+        f"repair {d['repair']}: {d['unrepaired_pes']} holes left{cut}, given no work"
     )
