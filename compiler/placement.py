@@ -176,7 +176,8 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]
     waves = -(-work.count // replicas)
     options = tuple(sorted(strategy.options.items()))
     lines = target.lines(shape.turned)
-    detour = lines.detour(rows, cols, lines.blocks(replicas, rows, cols))
+    tree = strategy.options.get("reduce") == "tree"  # its reductions crowd links round holes
+    detour = lines.detour(rows, cols, lines.blocks(replicas, rows, cols), tree)
     kernel = waves * _kernel_cycles(strategy.algo, options, work.m, work.k, work.n, rows, cols,
                                     spec, target.dtype, detour)  # fmt: skip
     costs = _local_costs(work, target, rows * cols * replicas)

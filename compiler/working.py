@@ -199,14 +199,23 @@ class Lines:
             self._frames[key] = lines, self.positions(depth, lines)
         return self._frames[key]
 
-    def detour(self, rows: int, cols: int, blocks: tuple[int, int] = (1, 1)) -> Detour:
+    def detour(self, rows: int, cols: int, blocks: tuple[int, int] = (1, 1),
+               tree: bool = False) -> Detour:  # fmt: skip
         """Extra hops, beyond one a logical hop, of the slowest kernel row and column of a
-        ``rows x cols`` kernel (each replica block of a ``blocks`` frame on its own)."""
+        ``rows x cols`` kernel (each replica block of a ``blocks`` frame on its own); with
+        ``tree``, also how binomial-tree reductions down its columns crowd the links round
+        holes (:class:`kernels.detour.Detour`)."""
         if self.clean:
-            return NO_DETOUR
+            return Detour(shares=(1,) * rows, crowd=1) if tree else NO_DETOUR
         key = (rows, cols, tuple(blocks))
         if key not in self._detours:
             depth = blocks[0] * rows
             lines = self.chosen(depth, blocks[1] * cols)
             self._detours[key] = self.tables.detour(lines, depth, rows, cols)
-        return self._detours[key]
+        if not tree:
+            return self._detours[key]
+        if (*key, tree) not in self._detours:
+            lines = self.chosen(blocks[0] * rows, cols)
+            shares, crowd = self.tables.tree_shares(lines, rows)
+            self._detours[(*key, tree)] = self._detours[key]._replace(shares=shares, crowd=crowd)
+        return self._detours[(*key, tree)]

@@ -57,3 +57,73 @@ def frame_detour(hole, east, south, lines, depth, rows, cols):
             across = max(across, acc.max())
         prev, cur = cur, prev
     return across, down, hop
+
+
+@njit(cache=True)
+def tree_shares(hole, lines, rows):
+    """How crowded a column's binomial-tree reduction gets round holes: per sender row
+    ``d`` the most streams of its round that share a link of its path (``share[d]``, 1 on
+    a clean column), and the most streams of all rounds any one link carries (returned).
+
+    Each stream runs along its line from sender to receiver; round a run of holes it
+    takes the next line (or the previous one) for the stretch, as the kernels' shortest
+    detours do, sharing that line's links with its own streams.
+
+    Parameters
+    ----------
+    hole : bool (all lines, positions), line-major
+    lines : int64 (Q,): the frame's lines; each holds ``rows`` working positions
+    rows : int
+    """
+    count, length = hole.shape
+    pos = np.zeros((rows, len(lines)), np.int64)
+    for j in range(len(lines)):
+        i = 0
+        for p in range(length):
+            if i < rows and not hole[lines[j], p]:
+                pos[i, j] = p
+                i += 1
+    share = np.ones(rows, np.int64)
+    load = np.zeros((count, length), np.int64)  # this round's streams on link p -> p + 1
+    total = np.zeros((count, length), np.int64)
+    span = 1
+    while span < rows:
+        load[:] = 0
+        for sweep in range(2):  # lay the round's streams, then read what they share
+            for j in range(len(lines)):
+                for d in range(span, rows, 2 * span):
+                    most = _route(hole, lines[j], pos[d - span, j], pos[d, j], load, total,
+                                  sweep == 0)  # fmt: skip
+                    share[d] = max(share[d], most)
+        span *= 2
+    return share, total.max()
+
+
+@njit(cache=True)
+def _route(hole, line, low, high, load, total, lay):
+    """Walk a stream's links from position ``low`` to ``high`` of ``line`` (round holes
+    through a neighbouring line): add it to ``load`` and ``total`` if ``lay``, else return
+    the most streams on one of its links."""
+    count = hole.shape[0]
+    most, p = 1, low
+    while p < high:
+        q, on = p + 1, line
+        if hole[line, q]:  # a run of holes: from p to the first working position after it
+            while q < high and hole[line, q]:
+                q += 1
+            on = line + 1 if line + 1 < count and _clear(hole, line + 1, p, q) else line - 1
+            on = max(on, 0)
+        for r in range(p, q):
+            if lay:
+                load[on, r] += 1
+                total[on, r] += 1
+            else:
+                most = max(most, load[on, r])
+        p = q
+    return most
+
+
+@njit(cache=True)
+def _clear(hole, line, low, high):
+    """Whether ``line`` has no hole from position ``low`` to ``high``."""
+    return not hole[line, low : high + 1].any()

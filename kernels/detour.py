@@ -21,11 +21,16 @@ from wafer.geometry import E, S
 class Detour(NamedTuple):
     """Extra hops along the slowest kernel row (``across`` its lines), the slowest kernel
     column (``down`` a line, from the edge port), and on the longest single logical hop
-    (``hop``)."""
+    (``hop``). For binomial-tree reductions down the kernel columns (asked for: see
+    :meth:`LineTables.detour`), ``shares[d]``: the most streams of its round that share a
+    link of the stream kernel row ``d`` sends, and ``crowd``: the most streams of all rounds
+    on any one link; both 1 on a clean frame, empty and 0 when not asked for."""
 
     across: int = 0
     down: int = 0
     hop: int = 0
+    shares: tuple[int, ...] = ()
+    crowd: int = 0
 
 
 NO_DETOUR = Detour()
@@ -42,15 +47,27 @@ class LineTables:
         self.east = np.ascontiguousarray(extra[..., E].T, np.int32)
         self.south = np.ascontiguousarray(extra[..., S].T, np.int32)
 
-    def detour(self, lines: np.ndarray, depth: int, rows: int, cols: int) -> Detour:
+    def detour(self, lines: np.ndarray, depth: int, rows: int, cols: int,
+               tree: bool = False) -> Detour:  # fmt: skip
         """The :class:`Detour` of each ``rows x cols`` block of a kernel frame ``depth``
         rows deep on ``lines`` (replicas of a batched kernel take one block each; the worst
         counts). Across lines: the lines skipped (and, for the first block, those before
         it), the step between a kernel row's positions in neighbouring lines, the stretch of
         the link toward the next line. Along a line: positions skipped, two hops round each
         run of holes, the stretch of the links passed (and, for the first block, the
-        positions above it). ``hop``: the most of these on one logical hop."""
+        positions above it). ``hop``: the most of these on one logical hop. ``tree``: also
+        how the streams of binomial-tree reductions down the first block's columns crowd
+        the links round holes (:meth:`tree_shares`)."""
         lines = np.ascontiguousarray(lines, np.int64)
         found = _detour_kernels.frame_detour(self.hole, self.east, self.south, lines,
                                              depth, rows, cols)  # fmt: skip
-        return Detour(*(int(value) for value in found))
+        crowding = self.tree_shares(lines[:cols], rows) if tree else ((), 0)
+        return Detour(*(int(value) for value in found), *crowding)
+
+    def tree_shares(self, lines: np.ndarray, rows: int) -> tuple[tuple[int, ...], int]:
+        """Per kernel row, the most streams of its round that share a link of its binomial
+        tree stream to row 0 (1 on a clean frame), and the most streams of all rounds on any
+        one link (:func:`kernels._detour_kernels.tree_shares`)."""
+        lines = np.ascontiguousarray(lines, np.int64)
+        share, most = _detour_kernels.tree_shares(self.hole, lines, rows)
+        return tuple(share.tolist()), int(most)

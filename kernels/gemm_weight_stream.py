@@ -93,8 +93,9 @@ def weight_stream(
     for c in range(len(chunks) - 1):
         layout.chunk(c)
     density = float(mask.mean())
+    detour = grid.tree_detour if reduce == "tree" else grid.detour
     analytic = weight_stream_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, reduce, density,
-                                    grid.detour)  # fmt: skip
+                                    detour)  # fmt: skip
     sim = plan.run(max_cycles_for(analytic))
     return gemm_result("weight_stream", dtype, a, b, plan, sim, analytic, layout.gather(sim.mem))
 
@@ -305,22 +306,25 @@ def weight_stream_cycles(
     and, roughly, adds an op startup per extra run of nonzero columns in a chunk (blocks taken
     as independent: ``d + (width - 1) d (1 - d)`` runs) or takes off the one of an empty chunk.
     ``detour`` adds the extra hops of the slowest row to the fill and of the slowest column
-    to the end.
+    to the end; a tree's streams that share links round holes move at their share of the
+    link, and the busiest link bounds each chunk's reduction (``shares`` and ``crowd``).
     """
     if isinstance(density, bool) or not isinstance(density, Real) or not 0 <= density <= 1:
         raise ConfigError(f"density={density!r} must be a number in [0, 1]")
-    chunks = chunk_offsets(n, p)
-    count, width = len(chunks) - 1, int(np.diff(chunks).max())
+    widths = np.diff(chunk_offsets(n, p))
     mj, ki = -(-m // q), -(-k // p)
     s, latency = spec.pe.op_startup_cycles, spec.link.hop_latency_cycles
-    stream = words(ki * width, dtype) * max(1, fmacs_cycles(spec.pe, mj, dtype))
-    runs = density + (width - 1) * density * (1 - density)
-    per_chunk = stream * density + s * (runs - 1)  # the multiply of one chunk, on average
+    per_word = max(1, fmacs_cycles(spec.pe, mj, dtype))
+    runs = density + (widths - 1) * density * (1 - density)
+    per_chunk = words(ki * widths, dtype) * per_word * density + s * (runs - 1)  # a multiply
     fill = p2p_cycles(spec, q + detour.across, 0)
     if p == 1:
-        return fill + round(count * per_chunk) + (count - 1) * s
-    zero = vector_cycles(spec.pe, mj * width, mj * width * 4, mj * width * 4, "fp32")
+        return fill + round(per_chunk.sum()) + (len(widths) - 1) * s
+    zero = np.array([vector_cycles(spec.pe, mj * w, mj * w * 4, mj * w * 4, "fp32")
+                     for w in widths.tolist()], np.int64)  # fmt: skip
+    shares = np.array(detour.shares or (1,) * p, np.int64)
     end = _weight_stream_kernels.stream_cycles(
-        p, count, reduce == "chain", s, latency, mj * width, zero, round(per_chunk), fill
-    )
+        p, reduce == "chain", s, latency, fill, np.round(per_chunk).astype(np.int64), zero,
+        mj * widths.astype(np.int64), shares, detour.crowd,
+    )  # fmt: skip
     return int(end) + 1 + detour.down * latency

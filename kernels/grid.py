@@ -74,11 +74,19 @@ class KernelGrid:
     @functools.cached_property
     def detour(self) -> Detour:
         """Extra hops of the slowest kernel row and column (:mod:`kernels.detour`)."""
+        return self._detour(tree=False)
+
+    @functools.cached_property
+    def tree_detour(self) -> Detour:
+        """:attr:`detour` with the crowding of binomial-tree reductions down the columns."""
+        return self._detour(tree=True)
+
+    def _detour(self, tree: bool) -> Detour:
         width = self.mesh.width
         hole = ~self.mesh.alive[1:, 1:]
         hops = self.mesh.hops().reshape(self.mesh.height, width, 4)[1:, 1:]
         lines = self.pe[0] % width - 1
-        return LineTables(hole, hops).detour(lines, self.rows, self.rows, self.cols)
+        return LineTables(hole, hops).detour(lines, self.rows, self.rows, self.cols, tree)
 
 
 def _nearest(candidates: list[int], at: int, edge: str) -> int:
