@@ -55,6 +55,7 @@ def performance(result: RunResult) -> dict[str, Any]:
         "update_wait_cycles": summary["update_wait_cycles"],
         "wafers": wafers,
         "slowest_wafer": slowest,
+        **_working(result.wafers[slowest].plan, spec),
         "tier": config["tier"],
         "activations_kept": result.wafers[slowest].plan["activations"],
         "swarmx": _swarmx(result, summary["total_cycles"]),
@@ -68,6 +69,13 @@ def performance(result: RunResult) -> dict[str, Any]:
         "wafersim_version": wafer.__version__,
     }
     return out
+
+
+def _working(plan: dict[str, Any], spec) -> dict[str, Any]:
+    """The slowest wafer's PEs that can take work, and their share of its logical grid:
+    a defect study's ideal is the clean wafer's samples/s times that share."""
+    pes = plan["working"]["pes"]
+    return {"working_pes": pes, "working_fraction": pes / spec.logical_pes}
 
 
 def _swarmx(result: RunResult, cycles: int) -> dict[str, Any]:

@@ -13,12 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.assignment import assigned_pes, assignment_grid, assignment_lines, pe_assignment
+from compiler.assignment import assigned_pes, assignment_lines
 from compiler.colors import fits_palette, kernel_colors
 from compiler.model_file import load_model
-from compiler.passes import Gemm
-from compiler.placement import Target, place_gemm
 from compiler.plan import CompileOptions, compile_cached, compile_plan
+from compiler.single_gemm import place_single_gemm, run_placed_gemm
 from compiler.strategies import STRATEGIES
 from compiler.tile_order import LISTED_TILES, tile_order
 from compiler.working import WorkingGrid
@@ -565,22 +564,25 @@ def test_plan_names_the_detour_colors():
 @pytest.mark.parametrize("fraction", [0.0, 0.03, 0.1])
 def test_placed_gemms_run_as_estimated(strategy, fraction):
     """A GEMM the compiler places on a 16 x 16 patch with dead PEs (holes and dead wires,
-    no spares), run where its pe_assignment says, equals numpy and takes the compiler's
-    cycles within 10 %."""
+    no spares), run where its pe_assignment says, equals numpy, takes no dead PE and takes
+    the compiler's cycles within 10 %."""
     spec = preset("tiny").replace({"logical_width_pes": 16, "logical_height_pes": 16})
-    working = WorkingGrid.clean(16, 16)
+    defects = None
     if fraction:
-        defects = generate(spec, "poisson", 3, pe_defect_prob=fraction)
-        working = WorkingGrid.from_logical(repair(defects, "none"))
-    target = Target(working, spec, "fp32")
-    placed = place_gemm("test", Gemm(128, 128, 128, 1, 0), target,
-                        {strategy: STRATEGIES[strategy]})  # fmt: skip
-    placed["pe_assignment"] = pe_assignment(placed, target)
-    grid = assignment_grid(placed, working)
+        defects = repair(generate(spec, "poisson", 3, pe_defect_prob=fraction), "none")
     shape = {"m": 128, "k": 128, "n": 128}
-    result = algorithm("gemm", placed["algorithm"]).run(shape, grid, spec, "fp32", 1,
-                                                        **placed["options"])  # fmt: skip
+    placed, working = place_single_gemm(shape, spec, "fp32", defects, [strategy])
+    result = run_placed_gemm(placed, working, spec, "fp32", seed=1)
     assert result.max_abs_error < 1e-3
     pes = assigned_pes(placed["pe_assignment"], working.hole)
     assert not working.hole[pes[:, 0], pes[:, 1]].any()
     assert abs(placed["kernel_cycles"] / result.cycles - 1) <= 0.10
+
+
+def test_single_gemm_docstring_example_runs():
+    """The example in compiler.single_gemm's docstring runs as written."""
+    import doctest
+
+    from compiler import single_gemm
+
+    assert doctest.testmod(single_gemm).failed == 0

@@ -231,10 +231,36 @@ def test_random_sampling_is_seeded_and_within_bounds(tmp_path):
     assert all(0.5 <= p.config["defect_density_per_cm2"] <= 8.0 for p in first)
 
 
+def test_panels_expand_one_after_the_other(tmp_path):
+    """A list of axes tables gives each table's points in turn, each with its own keys."""
+    text = """\
+    job: defects
+    base: {preset: small, repair: none}
+    axes:
+      - {defect_density_per_cm2: [0.5, 1.0], seed: [0, 1]}
+      - {pe_defect_prob: [0.01], seed: [0, 1]}
+    metrics: [working_pes]
+    """
+    points = load_sweep(_write(tmp_path, text)).points
+    assert [p.index for p in points] == list(range(6))
+    assert [p.config.get("defect_density_per_cm2") for p in points] == [
+        0.5,
+        0.5,
+        1.0,
+        1.0,
+        None,
+        None,
+    ]
+    assert [p.config.get("pe_defect_prob") for p in points[4:]] == [0.01, 0.01]
+    assert "--pe-defect-prob" in points[4].argv
+
+
 BAD = {
     "unknown top-level key": ("job: defects\naxes: {seed: [1]}\nmetrics: [a]\nsteps: 3\n", "steps"),
     "unknown job": ("job: train\naxes: {seed: [1]}\nmetrics: [a]\n", "job='train'"),
     "no axes": ("job: defects\nmetrics: [a]\n", "axes=None"),
+    "empty panel": ("job: defects\naxes: [{seed: [1]}, {}]\nmetrics: [a]\n", "axes[1]={}"),
+    "panel not a table": ("job: defects\naxes: [{seed: [1]}, 3]\nmetrics: [a]\n", "axes[1]=3"),
     "unknown axis key": ("job: defects\naxes: {sram: [1]}\nmetrics: [a]\n", "axes.sram"),
     "axis not a list": ("job: defects\naxes: {seed: 3}\nmetrics: [a]\n", "axes.seed=3"),
     "zipped lengths differ": (

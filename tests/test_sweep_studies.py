@@ -16,7 +16,7 @@ from wafer.sweep_plot import curves
 from wafer.sweep_results import read_table
 
 REPO = Path(__file__).resolve().parent.parent
-STUDIES = {"no_stall": 84, "scaling": 7, "defect_throughput": 72, "kernel_placement": 12}
+STUDIES = {"no_stall": 84, "scaling": 7, "defect_throughput": 252, "kernel_placement": 12}
 
 
 @pytest.mark.parametrize(("name", "points"), STUDIES.items())
@@ -94,3 +94,55 @@ def test_a_seed_axis_is_the_run_configs_seed(tmp_path):
     argvs = [p.argv for p in load_sweep(path).points]
     assert argvs[1][-1] == "seed=1"
     assert "--seed" not in argvs[1]
+
+
+def test_panels_and_the_ideal_line(tmp_path, capsys, monkeypatch):
+    """A sweep of two panels (dead-PE fraction, defect density) plots each on its own axis,
+    the other panel's points left out; --ideal scales each series' clean point (x = 0) by
+    the share of PEs that still work."""
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": str(REPO / "examples/models/gpt2-small.yaml"), "tier": "analytic",
+        "wafer": {"preset": "wse2", "defects": {"repair": "none"}}, "batch": 4,
+        "activations": "ignore", "seq": 512, "dtype": "fp16", "steps": 1,
+    }))  # fmt: skip
+    sweep = tmp_path / "panels.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "job": "run", "base": {"args": str(config), "summary_only": True},
+        "axes": [{"wafer.defects.pe_defect_prob": [0, 0.05]},
+                 {"wafer.defects.defect_density_per_cm2": [0, 1]}],
+        "metrics": ["samples_per_sec", "working_fraction"],
+    }))  # fmt: skip
+    out = tmp_path / "panels.h5"
+    assert run_sweep(load_sweep(sweep), out, serial=True).ok == 4
+    fraction = curves(out, "wafer.defects.pe_defect_prob", "samples_per_sec", [],
+                      "working_fraction")[""]  # fmt: skip
+    assert fraction["x"] == [0.0, 0.05]
+    assert fraction["n"] == [1, 1]
+    assert fraction["ideal"][0] == fraction["mean"][0]
+    assert 0.9 * fraction["mean"][0] < fraction["ideal"][1] < 0.97 * fraction["mean"][0]
+    assert fraction["mean"][1] <= fraction["mean"][0]  # dead PEs never make it faster
+    relative = curves(out, "wafer.defects.pe_defect_prob", "samples_per_sec", [],
+                      "working_fraction", relative=True)[""]  # fmt: skip
+    assert relative["mean"][0] == relative["ideal"][0] == 1.0
+    assert relative["ideal"][1] == pytest.approx(fraction["ideal"][1] / fraction["mean"][0])
+    png = tmp_path / "density.png"
+    argv = [
+        "plot",
+        str(out),
+        "--x",
+        "wafer.defects.defect_density_per_cm2",
+        "--y",
+        "samples_per_sec",
+        "--ideal",
+        "working_fraction",
+        "--logx",
+        "--out",
+        str(png),
+    ]
+    assert main(argv) == 0
+    assert "ideal:" in capsys.readouterr().out
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ConfigError, match="no_metric"):
+        curves(out, "wafer.defects.pe_defect_prob", "samples_per_sec", [], "no_metric")

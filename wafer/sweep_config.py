@@ -8,6 +8,10 @@ A sweep file (YAML or TOML) holds::
     axes: {defect_density_per_cm2: [0.05, 0.1], repair: [row, column_shift], seed: [0, 1]}
     metrics: [working_pes, unrepaired_pes]
 
+``axes`` may also be a list of such tables, *panels* expanded one by one (each with the
+sampling) and run one after the other: a study of defect density and one of the dead-PE
+fraction in one file, say, or a model crossed with the settings that go with it.
+
 A key that is an option of the job (``defect_density_per_cm2`` or ``--defect-density-per-cm2``)
 becomes that option; any other key is a spec override (``pe.sram_bytes: 65536``), or for
 ``run`` a run-config override (``batch: 8``, ``wafer.defects.seed: 3``). ``base`` may
@@ -101,15 +105,16 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
     job = _choice("job", data.get("job"), JOBS)
     sampling = _choice("sampling", data.get("sampling", "grid"), SAMPLINGS)
     base = _mapping("base", data.get("base", {}))
-    axes = _mapping("axes", data.get("axes"))
-    if not axes:
-        raise ConfigError("axes={} must name at least one key to vary")
+    axes = data.get("axes")
+    panels = _panels(axes)
     samples = _samples(sampling, data.get("samples"))
     sample_seed = _int("sample_seed", data.get("sample_seed", 0), minimum=0)
     metrics = _metrics(data.get("metrics"))
     options = job_options(job)
-    _check_keys(job, base, axes, options)
-    values = _axis_values(sampling, axes, samples, sample_seed)
+    values = []
+    for panel in panels:
+        _check_keys(job, base, panel, options)
+        values += _axis_values(sampling, panel, samples, sample_seed)
     points = tuple(_point(i, job, base, v, options) for i, v in enumerate(values))
     return SweepConfig(
         path=str(path),
@@ -123,6 +128,19 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
         metrics=metrics,
         points=points,
     )
+
+
+def _panels(axes: Any) -> list[dict[str, Any]]:
+    """The axes as a list of panels: one table, or a non-empty list of them."""
+    tables = axes if isinstance(axes, list) and axes else [axes]
+    panels = []
+    for i, table in enumerate(tables):
+        field = "axes" if len(tables) == 1 and not isinstance(axes, list) else f"axes[{i}]"
+        panel = _mapping(field, table)
+        if not panel:
+            raise ConfigError(f"{field}={{}} must name at least one key to vary")
+        panels.append(panel)
+    return panels
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> str:

@@ -4,7 +4,14 @@ Points that share the x value and the series (the other axes, seeds for example)
 averaged; the band is the 95 % confidence interval of the mean (Student's t, as published
 defect-yield studies report). An x value written ``PxQ`` (a kernel grid) is plotted as its
 number of PEs. Labels are the keys themselves, which carry their units (``AXIS_UNITS`` adds
-them to the few that do not).
+them to the few that do not). Points without the x key (another panel of the sweep) are left
+out.
+
+``ideal``: a metric that scales the series' point at ``x = 0`` (a clean wafer, say) into an
+ideal line, dashed in the series' colour: with ``working_fraction``, a defect study's ideal,
+the clean throughput times the share of PEs that still work. A series needs its ``x = 0``
+point, which a logarithmic axis does not draw. ``relative``: every series divided by its
+point at ``x = 0``, so that series of different scales (two models) share the axes.
 """
 
 from __future__ import annotations
@@ -32,21 +39,31 @@ AXIS_UNITS = {  # the config keys whose names do not carry their units
 }
 
 
-def curves(path: str | Path, x: str, y: str, series: list[str]) -> dict[str, dict[str, list]]:
+def curves(path: str | Path, x: str, y: str, series: list[str], ideal: str | None = None,
+           relative: bool = False) -> dict[str, dict[str, list]]:  # fmt: skip
     """Per series label (the values of the ``series`` keys): sorted ``x``, mean ``y``, 95 %
-    half-width and samples per point."""
-    groups: dict[str, dict[float, list[float]]] = {}
+    half-width and samples per point, and with ``ideal`` the ideal line (``ideal``: its y
+    per x); ``relative``: divided by the series' ``x = 0`` mean (see the module docstring)."""
+    groups: dict[str, dict[float, list[tuple[float, float]]]] = {}
     records = [r for r in read_records(path) if r.status == "ok"]
     if not records:
         raise ConfigError(f"{path}: no finished points to plot")
     for record in records:
         config = json.loads(record.config)
-        if y not in record.metrics:
-            raise ConfigError(f"--y {y!r} is not a metric of {path}: {', '.join(record.metrics)}")
+        for metric, flag in ((y, "--y"), (ideal, "--ideal")):
+            if metric is not None and metric not in record.metrics:
+                metrics = ", ".join(record.metrics)
+                raise ConfigError(f"{flag} {metric!r} is not a metric of {path}: {metrics}")
+        if x not in config:
+            continue  # a point of another panel
         label = ", ".join(f"{key}={_value(config, key)}" for key in series)
+        scale = record.metrics[ideal] if ideal else 1.0
         xs = groups.setdefault(label, {})
-        xs.setdefault(_number(x, _value(config, x)), []).append(record.metrics[y])
-    return {label: _summarise(points) for label, points in sorted(groups.items())}
+        xs.setdefault(_number(x, config[x]), []).append((record.metrics[y], scale))
+    if not groups:
+        _value(json.loads(records[0].config), x)  # no point has it: the error names the keys
+    out = {label: _summarise(points, ideal) for label, points in sorted(groups.items())}
+    return {label: _relative(c) for label, c in out.items()} if relative else out
 
 
 def _value(config: dict[str, Any], key: str) -> Any:
@@ -64,15 +81,34 @@ def _number(key: str, value: Any) -> float:
     return float(value)
 
 
-def _summarise(points: dict[float, list[float]]) -> dict[str, list]:
+def _summarise(points: dict[float, list[tuple[float, float]]], ideal: str | None) -> dict:
     xs = sorted(points)
-    stats = [mean_ci(np.array(points[x])) for x in xs]
-    return {
+    stats = [mean_ci(np.array([value for value, _ in points[x]])) for x in xs]
+    out = {
         "x": xs,
         "mean": [c.mean for c in stats],
         "ci95": [0.0 if math.isnan(c.half_width) else c.half_width for c in stats],
         "n": [c.n for c in stats],
     }
+    if ideal:
+        clean = out["mean"][_clean(xs, "--ideal")]
+        out["ideal"] = [clean * float(np.mean([s for _, s in points[x]])) for x in xs]
+    return out
+
+
+def _clean(xs: list[float], flag: str) -> int:
+    """The index of ``x = 0`` in ``xs``, which ``flag`` needs."""
+    if 0.0 not in xs:
+        raise ConfigError(f"{flag} needs each series' point at x = 0 (a clean wafer): a series "
+                          "has none; add 0 to the sweep's axis")  # fmt: skip
+    return xs.index(0.0)
+
+
+def _relative(c: dict[str, list]) -> dict[str, list]:
+    """A series divided by its ``x = 0`` mean."""
+    clean = c["mean"][_clean(c["x"], "--relative")]
+    scaled = {key: [v / clean for v in c[key]] for key in ("mean", "ci95", "ideal") if key in c}
+    return {**c, **scaled}
 
 
 LINE_STYLES = ("-", "--", ":", "-.")
@@ -90,11 +126,16 @@ def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path
     many = len(data) > LEGEND_INSIDE_MAX
     fig, ax = plt.subplots(figsize=(11 if many else 7, 4.5))
     for i, (label, c) in enumerate(data.items()):
-        mean, band = np.array(c["mean"]), np.array(c["ci95"])
+        keep = np.array(c["x"]) > 0 if logx else np.ones(len(c["x"]), bool)  # no 0 on a log axis
+        xs, mean, band = (np.array(c[key])[keep] for key in ("x", "mean", "ci95"))
         style = LINE_STYLES[i // COLORS_PER_STYLE % len(LINE_STYLES)]  # past the color cycle
-        ax.plot(c["x"], mean, marker="o", linestyle=style, label=label or y)
+        (line,) = ax.plot(xs, mean, marker="o", linestyle=style, label=label or y)
         if band.any():
-            ax.fill_between(c["x"], mean - band, mean + band, alpha=0.2)
+            ax.fill_between(xs, mean - band, mean + band, alpha=0.2)
+        if "ideal" in c:
+            ideal = np.array(c["ideal"])[keep]
+            ax.plot(xs, ideal, linestyle="--", color=line.get_color(), alpha=0.7,
+                    label=f"{label}, ideal" if label else "ideal")  # fmt: skip
     ax.set_xlabel(f"{x} ({AXIS_UNITS[x]})" if x in AXIS_UNITS else x)
     ax.set_ylabel(y)
     if logx:

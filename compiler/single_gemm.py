@@ -1,0 +1,55 @@
+"""One GEMM placed as the compiler places a layer's pass, and run on the cycle engine where
+it is placed: the building block of placement experiments, and of the check of the
+compiler's estimates against the engine (``benchmarks/bench_fidelity.py``).
+
+>>> from wafer.presets import preset
+>>> spec = preset("tiny").replace({"logical_width_pes": 8, "logical_height_pes": 8})
+>>> placed, working = place_single_gemm({"m": 64, "k": 64, "n": 64}, spec)
+>>> run_placed_gemm(placed, working, spec).cycles > 0
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.assignment import assignment_grid, pe_assignment
+from compiler.passes import Gemm
+from compiler.placement import Target, place_gemm
+from compiler.plan import working_grid
+from compiler.strategies import strategies
+from compiler.working import WorkingGrid
+from kernels.registry import algorithm
+from kernels.result import KernelResult
+from wafer.spec import WaferSpec
+
+
+def place_single_gemm(
+    shape: dict[str, int],
+    spec: WaferSpec,
+    dtype: str = "fp32",
+    defects=None,
+    names: list[str] | None = None,
+) -> tuple[dict[str, Any], WorkingGrid]:
+    """The placement of ``C = A @ B`` (``shape``: ``m``, ``k``, ``n``) on the working grid
+    of ``defects`` (as :func:`compiler.plan.compile_plan` takes them), searched over the
+    strategies ``names`` (default all), with its ``pe_assignment``; and that working grid."""
+    working = working_grid(spec, defects)
+    target = Target(working, spec, dtype)
+    work = Gemm(shape["m"], shape["k"], shape["n"], 1, 0)
+    placed = place_gemm("gemm", work, target, strategies(names))
+    placed["pe_assignment"] = pe_assignment(placed, target)
+    return placed, working
+
+
+def run_placed_gemm(
+    placed: dict[str, Any], working: WorkingGrid, spec: WaferSpec, dtype: str = "fp32",
+    seed: int = 0,
+) -> KernelResult:  # fmt: skip
+    """Run a placement of :func:`place_single_gemm` on the engine, with operands drawn from
+    ``seed``, on the PEs its ``pe_assignment`` gives work."""
+    gemm = placed["gemm"]
+    shape = {key: gemm[key] for key in ("m", "k", "n")}
+    grid = assignment_grid(placed, working)
+    return algorithm("gemm", placed["algorithm"]).run(shape, grid, spec, dtype, seed,
+                                                      **placed["options"])  # fmt: skip
