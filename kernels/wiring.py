@@ -10,7 +10,8 @@ may share channels: a kernel does that deliberately where its program orders the
 
 Paths are shortest paths over working routers and wires whose channels are free, found by a
 breadth-first search restricted to the bounding box of the endpoints widened by
-:data:`DETOUR_MARGIN`; on a defect-free mesh that is the straight (XY) path.
+:data:`DETOUR_MARGIN` (and, where holes crowd that box, by the whole mesh); on a
+defect-free mesh that is the straight (XY) path.
 """
 
 from __future__ import annotations
@@ -68,31 +69,37 @@ class Wiring:
 
     def _route(self, color, src, dsts, owner) -> int:
         spare = [c for c in reversed(self.palette) if c not in self._asked]
-        for candidate in (color, *self.detours, *spare):
-            edges = self._tree(candidate, src, dsts, owner)
-            if edges is not None:
-                for pe, in_port, out in edges:
-                    self.routes.add(pe, in_port, candidate, (out,))
-                    if out == RAMP:
-                        self.owner[(pe, DELIVER, candidate)] = owner
-                    else:
-                        self.owner[(int(self._nbr[pe, out]), (out + 2) % 4, candidate)] = owner
-                self.owner[(src, RAMP, candidate)] = owner
-                self.colors_used.add(candidate)
-                return candidate
+        candidates = (color, *self.detours, *spare)
+        for margin in (DETOUR_MARGIN, self.mesh.width + self.mesh.height):  # then the whole mesh
+            for candidate in candidates:
+                edges = self._tree(candidate, src, dsts, owner, margin)
+                if edges is not None:
+                    self._claim(candidate, src, edges, owner)
+                    return candidate
         raise ConfigError(
             f"no free route for color {color} (nor a detour color) from PE "
             f"{_xy(src, self.mesh.width)}: holes, dead wires or other streams block every path"
         )
 
-    def _tree(self, color, src, dsts, owner) -> list[tuple[int, int, int]] | None:
+    def _claim(self, color, src, edges, owner) -> None:
+        """Add a tree's edges to the routes; its channels belong to ``owner`` from now on."""
+        for pe, in_port, out in edges:
+            self.routes.add(pe, in_port, color, (out,))
+            if out == RAMP:
+                self.owner[(pe, DELIVER, color)] = owner
+            else:
+                self.owner[(int(self._nbr[pe, out]), (out + 2) % 4, color)] = owner
+        self.owner[(src, RAMP, color)] = owner
+        self.colors_used.add(color)
+
+    def _tree(self, color, src, dsts, owner, margin) -> list[tuple[int, int, int]] | None:
         """Edges ``(pe, in_port, out_port)`` of a multicast tree, or None if blocked."""
         if not self._free(src, RAMP, color, owner):
             return None
         tree_in, edges = {src: RAMP}, []
         for dst in dsts:
             if dst not in tree_in:
-                path = self._search(color, tree_in, dst, owner)
+                path = self._search(color, tree_in, dst, owner, margin)
                 if path is None:
                     return None
                 for (a, in_a), (b, in_b) in zip(path, path[1:], strict=False):
@@ -103,12 +110,11 @@ class Wiring:
             edges.append((dst, tree_in[dst], RAMP))
         return edges
 
-    def _search(self, color, tree_in, dst, owner) -> list[tuple[int, int]] | None:
+    def _search(self, color, tree_in, dst, owner, margin) -> list[tuple[int, int]] | None:
         width = self.mesh.width
         xs = [p % width for p in tree_in] + [dst % width]
         ys = [p // width for p in tree_in] + [dst // width]
-        box = (min(xs) - DETOUR_MARGIN, max(xs) + DETOUR_MARGIN,
-               min(ys) - DETOUR_MARGIN, max(ys) + DETOUR_MARGIN)  # fmt: skip
+        box = (min(xs) - margin, max(xs) + margin, min(ys) - margin, max(ys) + margin)
         prev: dict[int, tuple[int, int] | None] = dict.fromkeys(tree_in)
         entry = dict(tree_in)
         queue = deque(_nearest_first(tree_in, dst, width))
