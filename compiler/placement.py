@@ -10,11 +10,12 @@ Candidates, in a fixed order (so the search is deterministic): every strategy, b
 orientations of the kernel grid on the wafer (operands entering at the west edge, or turned a
 quarter so they enter at the north edge), kernel depths that are powers of two, the deepest
 line or the shallowest one (whose depth every line holds), and as many lines as hold that
-depth or a power of two fewer, each within the router colors kernels may use
-(:mod:`compiler.colors`). Kernel rows skip the holes of each line, and lines too shallow are
-left out (:mod:`compiler.working`): every working PE can take work, and the estimates add the
-detours this costs (:mod:`kernels.detour`). Independent GEMMs (attention's, one per
-sequence and head) run as replicas on disjoint blocks of lines, in waves.
+depth, a power of two fewer or as many as the depth (a square grid), each within the router
+colors kernels may use (:mod:`compiler.colors`). Kernel rows skip the holes of each line,
+and lines too shallow are left out (:mod:`compiler.working`): every working PE can take
+work, and the estimates add the detours this costs (:mod:`kernels.detour`). Independent
+GEMMs (attention's, one per sequence and head) run as replicas on disjoint blocks of lines,
+in waves.
 
 Each placement names its bottleneck, the largest of: ``compute`` (FMACs at the PE's rate),
 ``SRAM`` (the bytes those FMACs read and write), ``fabric`` (what the kernel's estimate adds
@@ -141,12 +142,14 @@ def _local_costs(work: Gemm, target: Target, pes: int) -> dict[str, int]:
 def _grids(work: Gemm, target: Target, strategy: Strategy):
     """(turned, rows, cols) candidates the strategy can cut the GEMM over, within the
     router colors kernels may use: per orientation, each candidate depth (kernel rows) on as
-    many lines as hold it, or a power of two fewer."""
+    many lines as hold it, a power of two fewer, or as many as it is deep (square)."""
     options = tuple(sorted(strategy.options.items()))
     for turned in target.orientations():
         lines = target.lines(turned)
         for rows in lines.depths():
-            for cols in grid_sizes(lines.usable(rows)):
+            usable = lines.usable(rows)
+            square = {rows} if rows <= usable else set()
+            for cols in sorted({*grid_sizes(usable), *square}):
                 if strategy.usable(work.m, work.k, work.n, rows, cols) and fits_palette(
                     strategy.algo, rows, cols, work.n, options, target.spec
                 ):
