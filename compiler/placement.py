@@ -35,7 +35,7 @@ from compiler.passes import Gemm, Vector
 from compiler.strategies import Strategy, grid_sizes
 from compiler.working import Lines, WorkingGrid
 from fabric.program import words
-from kernels.detour import Detour
+from kernels.detour import NO_DETOUR, Detour
 from kernels.lines import reduce_cycles
 from kernels.registry import analytic_cycles
 from wafer.errors import ConfigError
@@ -94,6 +94,8 @@ def place_gemm(layer: str, work: Gemm, target: Target, strategies: dict[str, Str
     for bound, shape in sorted(fitting, key=lambda item: item[0]):
         if best_key is not None and bound[:3] >= best_key:
             break
+        if best_key is not None and _straight_key(work, target, shape) >= best_key:
+            continue  # it loses even on straight lines: no need to count its detours
         found = _gemm_placement(work, target, shape)
         key = (found["cycles"], found["kernel_cycles"], found["pes"])
         if best_key is None or key < best_key:
@@ -171,6 +173,19 @@ def _kernel_cycles(algo: str, options: tuple, m, k, n, rows, cols, spec, dtype,
     shape = {"m": m, "k": k, "n": n}
     return analytic_cycles("gemm", algo, shape, rows, cols, spec, dtype, detour=detour,
                            **dict(options))  # fmt: skip
+
+
+def _straight_key(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, int]:
+    """The search key (cycles, kernel cycles, PEs) of a candidate as if its lines held no
+    detour: detours only add cycles, so a candidate that loses here loses anyway."""
+    replicas = shape.replicas(work, target)
+    options = tuple(sorted(shape.strategy.options.items()))
+    kernel = -(-work.count // replicas) * _kernel_cycles(
+        shape.strategy.algo, options, work.m, work.k, work.n, shape.rows, shape.cols,
+        target.spec, target.dtype, NO_DETOUR,
+    )  # fmt: skip
+    edge = math.ceil(work.edge_bytes / target.spec.edge_bytes_per_cycle)
+    return max(kernel, edge), kernel, shape.rows * shape.cols * replicas
 
 
 def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]:
