@@ -117,7 +117,8 @@ LEGEND_INSIDE_MAX = 4  # more series than this: the legend goes beside the axes
 
 
 def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path, logx: bool):
-    """Write the PNG: one line (and its confidence band) per series."""
+    """Write the PNG: one line (and its confidence band) per series, each ideal line dashed
+    in its series' colour; the legend lists the series' values under their keys."""
     import matplotlib as mpl
 
     mpl.use("Agg")
@@ -126,27 +127,44 @@ def plot(data: dict[str, dict[str, list]], x: str, y: str, title: str, out: Path
     many = len(data) > LEGEND_INSIDE_MAX
     fig, ax = plt.subplots(figsize=(11 if many else 7, 4.5))
     for i, (label, c) in enumerate(data.items()):
-        keep = np.array(c["x"]) > 0 if logx else np.ones(len(c["x"]), bool)  # no 0 on a log axis
-        xs, mean, band = (np.array(c[key])[keep] for key in ("x", "mean", "ci95"))
         style = LINE_STYLES[i // COLORS_PER_STYLE % len(LINE_STYLES)]  # past the color cycle
-        (line,) = ax.plot(xs, mean, marker="o", linestyle=style, label=label or y)
-        if band.any():
-            ax.fill_between(xs, mean - band, mean + band, alpha=0.2)
-        if "ideal" in c:
-            ideal = np.array(c["ideal"])[keep]
-            ax.plot(xs, ideal, linestyle="--", color=line.get_color(), alpha=0.7,
-                    label=f"{label}, ideal" if label else "ideal")  # fmt: skip
+        _series(ax, c, _values(label) or y, style, logx)
+    if any("ideal" in c for c in data.values()):
+        ax.plot([], [], linestyle="--", color="grey", label="dashed: ideal")
     ax.set_xlabel(f"{x} ({AXIS_UNITS[x]})" if x in AXIS_UNITS else x)
     ax.set_ylabel(y)
     if logx:
         ax.set_xscale("log")
     ax.set_title(title)
     ax.grid(alpha=0.3)
+    keys = _keys(next(iter(data), ""))
     if many:  # beside the axes, where it hides no data
-        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), title=keys,
+                  title_fontsize="x-small")  # fmt: skip
     else:
-        ax.legend(fontsize="small")
+        ax.legend(fontsize="small", title=keys, title_fontsize="small")
     fig.tight_layout()
     with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
+
+
+def _series(ax, c: dict[str, list], label: str, style: str, logx: bool) -> None:
+    """One series: its means, band and ideal line (no ``x = 0`` on a log axis)."""
+    keep = np.array(c["x"]) > 0 if logx else np.ones(len(c["x"]), bool)
+    xs, mean, band = (np.array(c[key])[keep] for key in ("x", "mean", "ci95"))
+    (line,) = ax.plot(xs, mean, marker="o", linestyle=style, label=label)
+    if band.any():
+        ax.fill_between(xs, mean - band, mean + band, alpha=0.2)
+    if "ideal" in c:
+        ax.plot(xs, np.array(c["ideal"])[keep], linestyle="--", color=line.get_color(), alpha=0.7)
+
+
+def _values(label: str) -> str:
+    """``k1=v1, k2=v2`` -> ``v1, v2``."""
+    return ", ".join(part.split("=", 1)[-1] for part in label.split(", ")) if label else ""
+
+
+def _keys(label: str) -> str | None:
+    """``k1=v1, k2=v2`` -> ``k1, k2`` (None without series)."""
+    return ", ".join(part.split("=", 1)[0] for part in label.split(", ")) if label else None
