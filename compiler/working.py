@@ -2,8 +2,8 @@
 
 A PE gets work only if it works and its router can reach the wafer edge, where MemoryX
 feeds the kernels: holes (dead PEs the repair left) get none, and neither do working PEs cut
-off from the rest by dead links and holes (every island but the largest, :func:`fabric.reroute
-.islands`). :attr:`WorkingGrid.hole` marks both.
+off from the rest by dead links and holes (every island but the largest, as
+:func:`fabric.reroute.islands` labels them). :attr:`WorkingGrid.hole` marks both.
 
 Lines. A kernel grid runs its columns down *lines* of the wafer: wafer columns when its
 operands enter at the west edge, wafer rows when it is turned a quarter (north edge). Kernel
@@ -53,6 +53,7 @@ class WorkingGrid:
 
     @classmethod
     def clean(cls, height: int, width: int) -> WorkingGrid:
+        """A grid without defects."""
         return cls.of(np.zeros((height, width), bool))
 
     @classmethod
