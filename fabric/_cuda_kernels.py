@@ -292,7 +292,7 @@ def _after_step(run, first, fab, ctl):
         if slot[ANY_MOVE]:
             run[R_LAST_MOVE] = t
     wake = slot[NEXT_WAKE]
-    if t - run[R_LAST_MOVE] >= fab.flight and not fab.traffic and wake < NEVER:
+    if t - run[R_LAST_MOVE] >= fab.slots - 1 and not fab.traffic and wake < NEVER:
         t = min(max(t, wake - 1), run[R_END] - 1)
         run[R_T] = t
     if run[R_LAST_EVENT] < t:
@@ -345,7 +345,7 @@ def _after_pending(run, fab, ctl):
         if not fab.traffic:
             _stop(run, STATUS_DONE, last_event + 1, t)
             return
-    elif t - last_event > fab.flight + 1:
+    elif t - last_event > fab.slots:
         _stop(run, STATUS_DEADLOCK, last_event + 1, t)
         return
     _advance(run)

@@ -32,7 +32,7 @@ from wafer.presets import preset
 from wafer.spec import WaferSpec
 
 ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
-MAX_EXTRA_CYCLES = 255  # the most a stretched link adds to the hop latency (uint8)
+MAX_EXTRA_CYCLES = 254  # the most a stretched link adds to the hop latency (1 + it: uint8)
 
 
 @dataclass(frozen=True)
@@ -60,16 +60,14 @@ def fabric_arrays(
 ) -> FabricArrays:
     """The kernel's read-only arrays; ``updown`` is ``(table, in_down)`` for ``dor_mode`` 2."""
     latency = spec.link.hop_latency_cycles
-    extra = link_extra(mesh, latency)
-    flight = latency + int(extra.max(initial=0))
+    extra = np.zeros((mesh.pes, 4), np.uint8) if traffic else link_extra(mesh, latency)
     colors = route.shape[2]
     candidates = np.arange(5 * colors, dtype=np.int64)
     return FabricArrays(
         width=mesh.width,
         height=mesh.height,
         alive=mesh.alive.reshape(-1).astype(np.uint8),
-        link_ok=mesh.link_ok(),
-        extra=extra,
+        link_ok=mesh.link_ok() * (1 + extra),  # 1 + the cycles a working link adds
         neighbor=mesh.neighbors(),
         inv_width=1.0 / mesh.width,
         # unsigned: the queue a grant picks is then indexed without a negative-index check
@@ -82,8 +80,8 @@ def fabric_arrays(
         in_down=updown[1] if updown else np.zeros((mesh.pes, 5), np.uint8),
         depth=spec.router.queue_depth_wavelets,
         latency=latency,
-        slots=flight + 1,
-        flight=flight,
+        slots=latency + int(extra.max(initial=0)) + 1,
+        stretched=int(extra.any()),
         startup=spec.pe.op_startup_cycles,
         traffic=int(traffic),
     )
@@ -91,7 +89,8 @@ def fabric_arrays(
 
 def link_extra(mesh: Mesh, latency: int) -> np.ndarray:
     """uint8 (P, 4): the cycles each link adds to the hop latency, ``(hops - 1) x latency``
-    for a link of ``hops`` physical hops (the longer end's count, should the two differ)."""
+    for a link of ``hops`` physical hops (the longer end's count, should the two differ).
+    Programs only: synthetic traffic takes every link as one hop (see ``_kernels._grant``)."""
     hops, nbr = mesh.hops(), mesh.neighbors()
     far = hops[np.maximum(nbr, 0), [2, 3, 0, 1]]  # the same wire, seen from its other end
     extra = np.where(nbr >= 0, (np.maximum(hops, far) - 1) * latency, 0)

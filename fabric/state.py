@@ -22,8 +22,8 @@ class FabricArrays(NamedTuple):
     width: int
     height: int
     alive: np.ndarray  # uint8 (P,): router and PE work
-    link_ok: np.ndarray  # uint8 (P, 4): the wire to that neighbour carries wavelets
-    extra: np.ndarray  # uint8 (P, 4): cycles the link adds to the hop latency (stretched)
+    link_ok: np.ndarray  # uint8 (P, 4): 0 = no working wire to that neighbour, else 1 + the
+    #                      cycles it adds to the hop latency (a link repair stretched)
     neighbor: np.ndarray  # int64 (P, 4): PE across each link, -1 at the edge
     inv_width: float  # 1 / width, for the coordinates of a router
     cand_port: np.ndarray  # uint8 (5C,): input port of arbitration candidate k
@@ -35,8 +35,8 @@ class FabricArrays(NamedTuple):
     in_down: np.ndarray  # uint8 (P, 5): 1 where the link into that port goes "down"
     depth: int  # input queue depth, wavelets per port and color
     latency: int  # hop latency, cycles
-    slots: int  # flight + 1
-    flight: int  # the longest a wavelet or credit is on a wire: latency + most extra
+    slots: int  # one more than the longest a wavelet or credit is on a wire
+    stretched: int  # 1 if some link is stretched (programs: its sends take the slow path)
     startup: int  # op startup cycles
     traffic: int  # 1 = synthetic-traffic mode
 

@@ -9,7 +9,10 @@ packets created at or after ``warmup`` and delivered before ``cycles``.
 
 At zero load a packet of ``F`` flits over ``h`` hops takes ``h * hop_latency + F`` cycles:
 one cycle from the source queue into the router, ``h`` link traversals, and ``F - 1``
-cycles for the body to follow the head.
+cycles for the body to follow the head. Every link is one hop here, also one that repair
+stretched over several physical hops (PE programs pay those; tested on every grant, they
+cost the traffic copy of the engine's step 2-3 %); the summary counts such links
+(``stretched_links_as_one_hop``).
 """
 
 from __future__ import annotations
@@ -137,7 +140,8 @@ def run_traffic(
     start = time.perf_counter()
     run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
     wall = time.perf_counter() - start
-    return summarize(cfg, tr, st, wall)
+    stretched = int(np.count_nonzero(mesh.hops() > 1)) // 2  # each wire from both ends
+    return {**summarize(cfg, tr, st, wall), "stretched_links_as_one_hop": stretched}
 
 
 def _check_mesh(cfg: TrafficConfig, mesh: Mesh) -> None:

@@ -281,6 +281,7 @@ class ReferenceFabric:
         """Wormhole color 0; ``schedule[pe]`` lists the creation cycles of its packets
         (those from ``stop`` on never start)."""
         fabric = cls(mesh, spec, 1, wormhole=(0,), yx=yx)
+        fabric.link_hops = np.ones_like(fabric.link_hops)  # traffic: every link one hop
         fabric.pattern, fabric.packet_flits, fabric.warmup = pattern, packet_flits, warmup
         fabric.stop = stop
         fabric.sources = [Source(deque(schedule.get(pe, ()))) for pe in range(fabric.pes)]

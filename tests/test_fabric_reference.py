@@ -22,7 +22,7 @@ from fabric.mesh import Mesh
 from fabric.program import ProgramBuilder
 from fabric.routes import ColorRoutes
 from fabric.state import allocate_state, empty_program, empty_traffic
-from fabric.traffic import NEVER, ROUTINGS, TrafficConfig, traffic_arrays
+from fabric.traffic import NEVER, ROUTINGS, TrafficConfig, run_traffic, traffic_arrays
 from wafer.errors import DeadlockError
 from wafer.geometry import RAMP, E, N, S, W
 from wafer.presets import preset
@@ -104,14 +104,15 @@ def lockstep(mesh, spec, routes, calls, memory, tasks=1, max_cycles=3000) -> Run
     pytest.fail(f"no end within {max_cycles} cycles")
 
 
-def lockstep_traffic(width, height, spec, pattern, flits, schedule, cycles, yx=False, warmup=0):
+def lockstep_traffic(width, height, spec, pattern, flits, schedule, cycles, yx=False, warmup=0,
+                     hops=None):  # fmt: skip
     """Wormhole traffic: ``schedule[pe]`` lists the cycles PE ``pe`` creates its packets.
 
     The engine draws arrivals at random; before every cycle the test writes each PE's next
     creation cycle from the schedule into ``next_arrival``, which is exactly what that
     array means to the kernel (a start shows as the kernel moving it on).
     """
-    mesh = Mesh.full(width, height)
+    mesh = stretched(Mesh.full(width, height), hops or {})
     routing = "yx" if yx else "xy"
     cfg = TrafficConfig(
         width, height, pattern, 1.0, flits, routing=routing, cycles=cycles, warmup=warmup
@@ -496,6 +497,18 @@ def test_single_packet_zero_load_latency(
     assert state["packets"].sum() == 1
     assert state["latency_sum"].sum() == cycles == hops * latency + flits
     assert state["hops"][source] == hops
+
+
+def test_traffic_takes_a_stretched_link_as_one_hop():
+    """Synthetic traffic takes every link as one hop, also one that repair stretched over 3
+    (engine and reference in lockstep): a lone packet of 3 flits over it arrives L + 3
+    cycles after it was created, and the summary counts the link."""
+    spec = spec_with(depth=4, latency=2)
+    ref = lockstep_traffic(4, 1, spec, "neighbor", 3, {0: [0]}, 20, hops={(0, 1): 3})
+    assert ref.state()["latency_sum"].sum() == 2 + 3
+    cfg = TrafficConfig(4, 1, "uniform", 0.1, 2, cycles=50, warmup=10)
+    mesh = stretched(Mesh.full(4, 1), {(0, 1): 3, (2, 3): 2})
+    assert run_traffic(cfg, spec, mesh)["stretched_links_as_one_hop"] == 2
 
 
 def test_wormhole_packet_holds_its_output_until_the_tail():
