@@ -86,6 +86,19 @@ def send_recv(engine):
     return outcome(engine, mesh, spec, routes, program(mesh, spec, 1, calls), memory(4))
 
 
+def stretched_link(engine):
+    """``send_recv`` over a wire repair stretched over 3 physical hops (link_hops 3): the
+    wavelets and credits on it go through ``_send_late`` / ``_credit_late``."""
+    mesh, spec = Mesh.full(4, 1), spec_with(depth=2, latency=2)
+    hops = np.ones((1, 4, 4), np.int64)
+    hops[0, 1, E], hops[0, 2, W] = 3, 3
+    mesh = Mesh(mesh.width, mesh.height, mesh.alive, mesh.dead_link, hops)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1, 2, 3])
+    calls = [("send", 0, 0, 0, 0, 5), ("recv", 3, 0, 0, 64, 5)]
+    return outcome(engine, mesh, spec, routes, program(mesh, spec, 1, calls), memory(4))
+
+
 def multicast(engine):
     """A 3x3 multicast tree from the centre to four leaves (tests/test_fabric.py)."""
     mesh = Mesh.full(3, 3)
@@ -293,6 +306,7 @@ CASES = {
     f.__name__: f
     for f in (
         send_recv,
+        stretched_link,
         multicast,
         fmacs_backpressure,
         reduction_chain,
