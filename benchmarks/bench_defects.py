@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench_defects.py [--repeats N] [--out out/bench_defects.json]
 Target (issue 2): well under 0.5 s per map on one core, so 1,000-map studies take minutes.
-Maps are timed as a study or sweep runs them: with freed memory kept (wafer.heap).
+Maps are timed as a study or sweep runs them: with freed memory kept (wafersim.heap).
 """
 
 import argparse
@@ -11,9 +11,9 @@ import time
 
 from wafer.atomic import write_json
 from wafer.defects import generate
-from wafer.heap import keep_freed_memory
 from wafer.presets import preset
 from wafer.repair import REPAIR_STRATEGIES, repair, warm_up
+from wafersim.heap import keep_freed_memory
 
 CASES = [
     ("poisson", {"defect_density_per_cm2": 0.1}),

@@ -17,8 +17,9 @@ import time
 
 from plain_mesh import plain_rate
 
-from fabric.engine import ENGINES, warm_up
+from fabric.engine import ENGINES
 from fabric.traffic import TrafficConfig, run_traffic
+from fabric.warm_up import warm_up
 from wafer.atomic import write_json
 from wafer.presets import preset
 

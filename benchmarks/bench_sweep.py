@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 
 from wafer.atomic import write_json
-from wafer.sweep import run_sweep
-from wafer.sweep_config import load_sweep
+from wafersim.sweep import run_sweep
+from wafersim.sweep_config import load_sweep
 
 
 def sweep_file(folder: Path, points: int) -> Path:

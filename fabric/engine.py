@@ -16,7 +16,6 @@ from fabric import _kernels as K
 from fabric.channel_deps import check_routes as check_deadlock_free_routes
 from fabric.deadlock import deadlock_message
 from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
 from fabric.routes import ColorRoutes
 from fabric.state import (
     EngineState,
@@ -28,7 +27,6 @@ from fabric.state import (
 )
 from fabric.trace import TraceRecorder
 from wafer.errors import ConfigError, DeadlockError
-from wafer.presets import preset
 from wafer.spec import WaferSpec
 
 ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
@@ -225,28 +223,3 @@ def _result(mesh: Mesh, st: EngineState, cycles: int, wall: float) -> SimResult:
         leftover_wavelets=int(st.occupancy.sum() + st.rx_count.sum()),
         sim_wall_s=wall,
     )
-
-
-def warm_up(engine: str = "cpu") -> None:
-    """Compile (or load from cache) every kernel of ``engine``, serial and parallel, on tiny
-    meshes, so benchmarks can time JIT compilation apart."""
-    from fabric.traffic import TrafficConfig, run_traffic
-
-    spec = preset("tiny")
-    mesh = Mesh.full(2, 1)
-    routes = ColorRoutes(mesh, 1)
-    routes.add_path(0, [0, 1])
-    builder = ProgramBuilder(2, spec.pe, 1)
-    builder.send(0, 0, 0, 0, 1)
-    builder.recv(1, 0, 0, 0, 1)
-    memory = np.zeros((2, 4), np.float32)
-    simulate(mesh, spec, routes, builder.build(), memory, max_cycles=100, engine=engine)
-    if engine == "cuda":  # the kernels that auto launches on large meshes only
-        from fabric import cuda_engine
-
-        fab = fabric_arrays(mesh, spec, routes.table, np.zeros(1, np.uint8), False)
-        st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 4, 1)
-        cuda_engine.compile_kernels(fab, st, builder.build(), empty_traffic(2, 1))
-    threads = min(2, numba.config.NUMBA_NUM_THREADS)
-    cfg = TrafficConfig(width=2, height=2, rate=0.1, cycles=50, warmup=10, threads=threads)
-    run_traffic(cfg, spec, engine=engine)

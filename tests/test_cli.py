@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from wafer.cli import main
-from wafer.progress_line import ProgressLine
-from wafer.study import StudyProgress
-from wafer.study_result import StudyResult
+from wafersim.cli import main
+from wafersim.progress_line import ProgressLine
+from wafersim.study import StudyProgress
+from wafersim.study_result import StudyResult
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -145,7 +145,7 @@ def test_readme_main_job_runs(tmp_path):
     """The README's first command (the main job) runs as written (text out), shortened to
     two steps; performance.json holds the result."""
     done = subprocess.run(
-        [sys.executable, "-m", "wafer.cli", *readme_main_job(), "steps=2",
+        [sys.executable, "-m", "wafersim.cli", *readme_main_job(), "steps=2",
          "--out", str(tmp_path)],
         capture_output=True,
         text=True,
@@ -226,11 +226,11 @@ STUDY_ARGV = [
 
 def test_defects_study_keeps_freed_memory_for_the_next_map(capsys, monkeypatch):
     """A study builds every map's tables in one process: it sets the malloc thresholds
-    (wafer.heap) first, as sweep workers do."""
-    import wafer.heap
+    (wafersim.heap) first, as sweep workers do."""
+    import wafersim.heap
 
     calls = []
-    monkeypatch.setattr(wafer.heap, "keep_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(wafersim.heap, "keep_freed_memory", lambda: calls.append(1))
     code, _, _ = run(capsys, [*STUDY_ARGV, "--json"])
     assert code == 0
     assert calls == [1]
@@ -300,7 +300,7 @@ def test_progress_prints_a_line_per_tenth_elsewhere():
 
 def test_a_one_job_parser_parses_as_the_whole_cli_and_knows_no_other_job():
     """A sweep worker builds only its job's subcommand; a point parses the same with it."""
-    from wafer.cli import build_parser
+    from wafersim.parser import build_parser
 
     argv = ["defects", "--preset", "tiny", "--repair", "row", "--seed", "3", "--", "clock_hz=1e9"]
     assert build_parser(only="defects").parse_args(argv) == build_parser().parse_args(argv)

@@ -25,14 +25,12 @@ from kernels.gemm_weight_stream import chunk_offsets, weight_stream
 from kernels.grid import kernel_grid
 from kernels.registry import algorithm
 from kernels.wiring import DETOUR_COLORS
-from wafer import commands
-from wafer.cli import main
-from wafer.compile_command import add_compile_arguments, compile_text, run_compile_command
 from wafer.defects import DefectMap, generate
 from wafer.errors import ConfigError
 from wafer.geometry import E, N, S, W, mirror_links
 from wafer.presets import preset
 from wafer.repair import repair
+from wafersim.cli import main
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 BOTTLENECKS = {"compute", "SRAM", "fabric", "edge bandwidth"}
@@ -144,21 +142,12 @@ def test_cache_hits_when_nothing_changed_and_misses_when_anything_did(tmp_path):
     assert compile_cached(model, spec, options, out)[1] is True
 
 
-@pytest.fixture
-def compile_cli(monkeypatch):
-    """``wafersim compile`` registered as wafer/commands.py will register it."""
-    monkeypatch.setitem(
-        commands.COMMANDS, "compile", (add_compile_arguments, run_compile_command, "compile")
-    )
-    monkeypatch.setitem(commands.TEXT_FORMATTERS, "compile", compile_text)
-
-
 def run_json(capsys, argv):
     assert main([*argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
-def test_compile_cli_json_has_layers_totals_and_time(compile_cli, capsys, tmp_path):
+def test_compile_cli_json_has_layers_totals_and_time(capsys, tmp_path):
     """JSON per layer and pass, totals, compile_time_s; a second run is a cache hit."""
     argv = ["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small", "--batch", "32",
             "--dtype", "fp32", "--out", str(tmp_path)]  # fmt: skip
@@ -173,7 +162,7 @@ def test_compile_cli_json_has_layers_totals_and_time(compile_cli, capsys, tmp_pa
     assert "cache hit" in capsys.readouterr().out
 
 
-def test_compile_cli_validate_only_and_errors(compile_cli, capsys):
+def test_compile_cli_validate_only_and_errors(capsys):
     """--validate-only reports the graph; a bad option is one line and exit 2."""
     result = run_json(capsys, ["compile", str(ZOO / "llama-7b.yaml"), "--validate-only"])
     assert result["params"] == 6_738_415_616
@@ -255,7 +244,7 @@ def engine_pes(assignment: dict, holes: np.ndarray) -> np.ndarray:
     ("model", "extra"),
     [("fc-digits.yaml", ["--batch", "64"]), ("gpt2-small.yaml", ["--seq", "32"])],
 )
-def test_holes_of_a_saved_map_get_no_work(compile_cli, capsys, tmp_path, model, extra):
+def test_holes_of_a_saved_map_get_no_work(capsys, tmp_path, model, extra):
     """Every pass's PEs, placed as the engine places them, miss the holes of --defects and
     fill exactly the rectangle its pe_assignment names."""
     path = saved_map(tmp_path / "map.h5", [(3, 5), (3, 6), (40, 7), (10, 60)])
@@ -290,7 +279,7 @@ def test_holes_of_a_saved_map_get_no_work(compile_cli, capsys, tmp_path, model, 
         (["--defect-model", "explicit", "--pe-defect-prob", "0.1"], "invalid choice"),
     ],
 )
-def test_compile_cli_rejects_bad_defect_options(compile_cli, capsys, options, message):
+def test_compile_cli_rejects_bad_defect_options(capsys, options, message):
     """Conflicting or bad defect options are a one-line error and exit status 2."""
     try:
         status = main(["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small", *options])
@@ -302,7 +291,7 @@ def test_compile_cli_rejects_bad_defect_options(compile_cli, capsys, options, me
     assert err.count("\n") == 1
 
 
-def test_a_saved_map_must_be_of_the_compile_spec(compile_cli, capsys, tmp_path):
+def test_a_saved_map_must_be_of_the_compile_spec(capsys, tmp_path):
     """A map drawn for another wafer is refused, naming both specs."""
     path = saved_map(tmp_path / "tiny.h5", [(1, 1)], "tiny")
     assert main(["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small",
@@ -310,7 +299,7 @@ def test_a_saved_map_must_be_of_the_compile_spec(compile_cli, capsys, tmp_path):
     assert "defect map of spec 'tiny', the compile spec is 'small'" in capsys.readouterr().err
 
 
-def test_a_drawn_map_follows_the_seed(compile_cli, capsys):
+def test_a_drawn_map_follows_the_seed(capsys):
     """--defect-model draws its map from --seed: the same seed, the same holes."""
     argv = ["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small", "--batch", "16",
             "--defect-model", "clustered", "--defect-density-per-cm2", "200"]  # fmt: skip
@@ -325,7 +314,7 @@ def test_a_drawn_map_follows_the_seed(compile_cli, capsys):
     assert first["defects"]["mask_sha256"] != other["defects"]["mask_sha256"]
 
 
-def test_cache_key_changes_with_the_defect_map(compile_cli, capsys, tmp_path):
+def test_cache_key_changes_with_the_defect_map(capsys, tmp_path):
     """Another map's holes recompile under a new cache key; the same map hits the cache."""
     out = tmp_path / "plans"
     argv = ["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small", "--batch", "16",

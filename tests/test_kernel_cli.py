@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from wafer.cli import main
+from wafersim.cli import main
 
 FIELDS = {
     "cycles", "seconds", "flops", "utilization", "analytic_cycles", "max_abs_error",

@@ -26,8 +26,8 @@ from memoryx.run_config import load_run_config
 from memoryx.sparsity import apply_masks, prune_masks
 from memoryx.store import WeightStore
 from memoryx.training import Trainer, checkpoints
-from wafer.cli import main
 from wafer.errors import ConfigError
+from wafersim.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "examples" / "models" / "fc-digits.yaml"
@@ -145,7 +145,7 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     """A run killed mid-way (a real subprocess) resumes and ends with the same weights."""
     path = write_config(tmp_path, steps=6)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    argv = [sys.executable, "-m", "wafer.cli", "run", str(path), "--out", str(tmp_path / "k")]
+    argv = [sys.executable, "-m", "wafersim.cli", "run", str(path), "--out", str(tmp_path / "k")]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not checkpoints(tmp_path / "k") and time.monotonic() < deadline:

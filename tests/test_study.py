@@ -14,12 +14,13 @@ from wafer.defects import generate
 from wafer.errors import ConfigError
 from wafer.geometry import NUM_DIRS, E, S, W, mirror_links
 from wafer.presets import preset
-from wafer.stats import T_CRITICAL_95, mean_ci, t_critical_95
-from wafer.study import run_study
-from wafer.study_config import StudyConfig
-from wafer.study_result import ROW_COLUMNS, StudyResult
-from wafer.study_routes import route_stretch
-from wafer.study_traffic import (
+from wafersim.stats import T_CRITICAL_95, mean_ci, t_critical_95
+from wafersim.study import run_study
+from wafersim.study_config import StudyConfig
+from wafersim.study_plot import plot_study
+from wafersim.study_result import ROW_COLUMNS, StudyResult
+from wafersim.study_routes import route_stretch
+from wafersim.study_traffic import (
     FAULT_ROUTING,
     TRAFFIC_STATUS,
     Window,
@@ -322,9 +323,9 @@ def test_a_file_that_is_not_a_study_is_an_error(tmp_path):
 
 
 def test_plot_writes_a_png(study, tmp_path):
-    """plot() writes a PNG file."""
+    """plot_study writes a PNG file."""
     path = tmp_path / "study.png"
-    study.plot(path)
+    plot_study(study, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_size > 10_000
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wafer.cli import main
 from wafer.errors import ConfigError
-from wafer.sweep import run_sweep
-from wafer.sweep_config import load_sweep
-from wafer.sweep_plot import curves
-from wafer.sweep_results import read_table
+from wafersim.cli import main
+from wafersim.sweep import run_sweep
+from wafersim.sweep_config import load_sweep
+from wafersim.sweep_plot import curves
+from wafersim.sweep_results import read_table
 
 REPO = Path(__file__).resolve().parent.parent
 STUDIES = {"no_stall": 84, "scaling": 7, "defect_throughput": 252, "kernel_placement": 12}

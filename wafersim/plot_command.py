@@ -15,6 +15,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from wafersim.jobs import Command
+
 
 def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", help="a wafersim sweep results file (.h5)")
@@ -33,7 +35,7 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plot_command(args: argparse.Namespace) -> dict[str, Any]:
-    from wafer.sweep_plot import curves, plot
+    from wafersim.sweep_plot import curves, plot
 
     data = curves(args.results, args.x, args.y, args.series, args.ideal, args.relative)
     results = Path(args.results)
@@ -56,3 +58,6 @@ def plot_text(r: dict[str, Any]) -> str:
             ideal = ", ".join(f"{x:g}: {v:.4g}" for x, v in zip(c["x"], c["ideal"], strict=True))
             lines.append(f"    ideal: {ideal}")
     return "\n".join(lines)
+
+
+COMMAND = Command(add_plot_arguments, run_plot_command, plot_text)

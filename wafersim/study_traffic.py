@@ -1,5 +1,5 @@
 """Traffic on the study window: its mesh, its faults, its zero-load latency and its
-saturation throughput, and the defect-free window's figures (see :mod:`wafer.study`)."""
+saturation throughput, and the defect-free window's figures (see :mod:`wafersim.study`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from fabric.traffic import ROUTINGS, TrafficConfig, run_traffic
 from wafer.errors import ConfigError, ConnectivityError, DeadlockError
 from wafer.geometry import E, N, S, W
 from wafer.spec import WaferSpec
-from wafer.study_config import WINDOW_PES_RANGE, StudyConfig
+from wafersim.study_config import WINDOW_PES_RANGE, StudyConfig
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
-from wafer.sweep_config import SweepConfig
+from wafersim.sweep_config import SweepConfig
 
 FORMAT = "wafersim-sweep/1"
 TEXT_COLUMNS = ("config", "wafersim_version", "status", "error")

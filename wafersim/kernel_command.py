@@ -14,6 +14,7 @@ import numpy as np
 from wafer import __version__
 from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
+from wafersim.jobs import Command
 
 DEFAULT_KERNEL_PRESET = "wse2"
 
@@ -39,7 +40,7 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     from kernels.grid import kernel_grid
     from kernels.registry import run_kernel, shape_of
-    from wafer.commands import parse_grid
+    from wafersim.options import parse_grid
 
     rows, cols = parse_grid(args.grid)
     spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
@@ -95,3 +96,6 @@ def kernel_text(r: dict[str, Any]) -> str:
             f"simulated in {r['sim_wall_s']:.2f} s",
         ]
     )
+
+
+COMMAND = Command(add_kernel_arguments, run_kernel_command, kernel_text)

@@ -17,7 +17,8 @@ from typing import Any
 
 from wafer.config_io import parse_overrides
 from wafer.errors import ConfigError
-from wafer.progress_line import ProgressLine
+from wafersim.jobs import Command
+from wafersim.progress_line import ProgressLine
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,3 +83,6 @@ def run_text(r: dict[str, Any]) -> str:
                      + (f", test accuracy {r['test_accuracy']:.4f}"
                         if r["test_accuracy"] is not None else ""))  # fmt: skip
     return "\n".join(lines)
+
+
+COMMAND = Command(add_run_arguments, run_run_command, run_text)

@@ -33,11 +33,11 @@ Aggregates per (density, strategy) are the mean over seeds of the finite samples
 95 % confidence interval, ``mean +- t * s / sqrt(n)`` with Student's t for ``n - 1``
 degrees of freedom (:data:`T_CRITICAL_95`).
 
-This module runs the study; the rest lives by concept: :mod:`wafer.study_config` (what a
-study sweeps), :mod:`wafer.study_routes` (route stretch), :mod:`wafer.study_traffic` (the
-window and its traffic, :data:`FAULT_ROUTING`, :data:`TRAFFIC_STATUS`), :mod:`wafer.stats`
-(:data:`T_CRITICAL_95`, the intervals), :mod:`wafer.study_result` (the table, aggregates,
-JSON and HDF5) and :mod:`wafer.study_plot` (the PNG).
+This module runs the study; the rest lives by concept: :mod:`wafersim.study_config` (what a
+study sweeps), :mod:`wafersim.study_routes` (route stretch), :mod:`wafersim.study_traffic` (the
+window and its traffic, :data:`FAULT_ROUTING`, :data:`TRAFFIC_STATUS`), :mod:`wafersim.stats`
+(:data:`T_CRITICAL_95`, the intervals), :mod:`wafersim.study_result` (the table, aggregates,
+JSON and HDF5) and :mod:`wafersim.study_plot` (the PNG).
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ from fabric.mesh import Mesh
 from wafer.defects import DefectMap, generate
 from wafer.repair import repair
 from wafer.spec import WaferSpec
-from wafer.study_config import StudyConfig
-from wafer.study_result import ROW_COLUMNS, StudyResult
-from wafer.study_routes import route_stretch
-from wafer.study_traffic import (
+from wafersim.study_config import StudyConfig
+from wafersim.study_result import ROW_COLUMNS, StudyResult
+from wafersim.study_routes import route_stretch
+from wafersim.study_traffic import (
     CLEAN_ROUTING,
     Window,
     baselines,

@@ -1,4 +1,4 @@
-"""Numba's one-off set-up in a process, run when a caller chooses (``wafer.sweep``)."""
+"""Numba's one-off set-up in a process, run when a caller chooses (``wafersim.sweep``)."""
 
 from numba import njit
 

@@ -23,6 +23,8 @@ from wafer import __version__
 from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
+from wafersim.jobs import Command
+from wafersim.options import defects_summary
 
 if TYPE_CHECKING:
     from wafer.repair import LogicalGrid
@@ -162,9 +164,8 @@ def _map_summary(args: argparse.Namespace, logical: LogicalGrid | None) -> dict[
     has it), and where it came from."""
     if logical is None:
         return {"source": None}
-    from wafer.commands import _defects_summary
 
-    summary = _defects_summary(logical.defects, logical, 0.0)
+    summary = defects_summary(logical.defects, logical, 0.0)
     for key in ("spec", "wafersim_version", "wall_s"):
         del summary[key]
     return {**summary, "source": args.defects or "drawn from --seed"}
@@ -208,3 +209,6 @@ def _defects_line(d: dict[str, Any]) -> str:
         f"\ndefects ({d['source']}): {d['model']}, seed {d['seed']}, {d['dead_pes']} dead PEs, "
         f"repair {d['repair']}: {d['unrepaired_pes']} holes left{cut}, given no work"
     )
+
+
+COMMAND = Command(add_compile_arguments, run_compile_command, compile_text)

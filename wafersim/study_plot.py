@@ -11,11 +11,11 @@ import numpy as np
 
 from fabric.plot import _pyplot
 from wafer.atomic import atomic_path
-from wafer.stats import MeanCI, mean_ci
-from wafer.study_traffic import CLEAN_ROUTING, FAULT_ROUTING
+from wafersim.stats import MeanCI, mean_ci
+from wafersim.study_traffic import CLEAN_ROUTING, FAULT_ROUTING
 
 if TYPE_CHECKING:
-    from wafer.study_result import StudyResult
+    from wafersim.study_result import StudyResult
 
 
 MARKERS = ("o", "s", "^", "v", "D")  # one per repair strategy in plots

@@ -26,8 +26,8 @@ import numpy as np
 
 from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
-from wafer.stats import mean_ci
-from wafer.sweep_results import read_records
+from wafersim.stats import mean_ci
+from wafersim.sweep_results import read_records
 
 GRID = re.compile(r"^(\d+)x(\d+)$")
 AXIS_UNITS = {  # the config keys whose names do not carry their units

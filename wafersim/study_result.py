@@ -15,10 +15,9 @@ import wafer
 from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec, spec_from_dict
-from wafer.stats import MeanCI, mean_ci
-from wafer.study_config import StudyConfig
-from wafer.study_plot import plot_study
-from wafer.study_traffic import TRAFFIC_STATUS, Window, window_summary
+from wafersim.stats import MeanCI, mean_ci
+from wafersim.study_config import StudyConfig
+from wafersim.study_traffic import TRAFFIC_STATUS, Window, window_summary
 
 FORMAT = "wafersim-defect-study"
 FORMAT_VERSION = 1
@@ -147,11 +146,6 @@ class StudyResult:
                 return _read_study(f)
         except (KeyError, ValueError, TypeError, OSError) as error:
             raise ConfigError(f"{path}: not a valid wafersim defect study: {error}") from None
-
-    def plot(self, path: str | Path) -> None:
-        """PNG: relative saturation throughput and mean route stretch against defect density,
-        one line per repair strategy with its 95 % interval as a band."""
-        plot_study(self, path)
 
 
 def _read_study(f: h5py.File) -> StudyResult:

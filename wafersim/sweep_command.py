@@ -8,8 +8,9 @@ from dataclasses import asdict
 from typing import Any
 
 from wafer.errors import ConfigError
-from wafer.progress_line import ProgressLine
-from wafer.sweep import SweepProgress
+from wafersim.jobs import Command
+from wafersim.progress_line import ProgressLine
+from wafersim.sweep import SweepProgress
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,8 +24,8 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_sweep_command(args: argparse.Namespace) -> dict[str, Any]:
-    from wafer.sweep import run_sweep
-    from wafer.sweep_config import load_sweep
+    from wafersim.sweep import run_sweep
+    from wafersim.sweep_config import load_sweep
 
     if args.overrides:
         raise ConfigError(
@@ -68,3 +69,6 @@ def sweep_text(r: dict[str, Any]) -> str:
         f"({r['ran']} run now, {r['skipped']} already done) on {r['executor']}; "
         f"{r['wall_s']:.1f} s{rate} -> {r['out']}"
     )
+
+
+COMMAND = Command(add_sweep_arguments, run_sweep_command, sweep_text)

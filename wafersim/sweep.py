@@ -22,9 +22,10 @@ from typing import Any
 
 from wafer import __version__
 from wafer.errors import ConfigError
-from wafer.heap import WORKER_ENVIRON, keep_freed_memory
-from wafer.sweep_config import SweepConfig, SweepPoint, cli_parser, parse_point_args
-from wafer.sweep_results import PointRecord, open_results, write_records
+from wafersim.heap import WORKER_ENVIRON, keep_freed_memory
+from wafersim.jobs import command
+from wafersim.sweep_config import SweepConfig, SweepPoint, cli_parser, parse_point_args
+from wafersim.sweep_results import PointRecord, open_results, write_records
 
 MAX_ATTEMPTS = 2  # the first run and one retry
 CHUNK_TARGET_S = 1.0  # a Dask task runs about this long once point times are known
@@ -82,14 +83,12 @@ Progress = Callable[[SweepProgress], None]
 
 def run_point(job: str, point: SweepPoint, metrics: tuple[str, ...], attempt: int) -> PointRecord:
     """Run one point (on a worker or in-process); never raises: a failure is a record."""
-    from wafer import commands
-
     start = time.perf_counter()
     seed, values, error = -1, {}, ""
     try:
         args = parse_point_args(point.argv)
         seed = args.seed
-        result = commands.COMMANDS[job][1](args)
+        result = command(job).run(args)
         values = {name: _metric(result, name) for name in metrics}
     except Exception as exc:  # any failure of a point is data, not a crash
         error = f"attempt {attempt}: {type(exc).__name__}: {exc}"
@@ -135,7 +134,7 @@ def run_sweep(
     """Run the points ``out`` lacks; on Dask unless ``serial`` (or Dask is not installed).
 
     A serial sweep runs in this process and sets its malloc thresholds for good (up to
-    256 MiB of freed memory kept: :mod:`wafer.heap`).
+    256 MiB of freed memory kept: :mod:`wafersim.heap`).
     """
     start = time.perf_counter()
     previous = open_results(out, sweep)
@@ -325,11 +324,11 @@ def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str
 
 def _prepare_process(job: str) -> None:
     """Set-up before a process runs points (cheap after the first call): malloc thresholds
-    (:mod:`wafer.heap`), Numba's set-up (its first call in a process, 0.3 s) and the job's
+    (:mod:`wafersim.heap`), Numba's set-up (its first call in a process, 0.3 s) and the job's
     CLI parser (building it imports the job's modules). Those two landed in the first
     point's ``wall_s``, and the chunk sizer, fed that, sent small chunks for the next dozens
     of points."""
-    from wafer import _numba_start  # not at import: `wafersim presets` needs no Numba
+    from wafersim import _numba_start  # not at import: `wafersim presets` needs no Numba
 
     keep_freed_memory()
     _numba_start.first_call()
@@ -369,7 +368,7 @@ class ChunkSizer:
 
 def _local_cluster(n: int):
     """``n`` single-threaded worker processes whose threads all share glibc's main arena
-    (see :mod:`wafer.heap`), with little background work (``LOCAL_CLUSTER_CONFIG``)."""
+    (see :mod:`wafersim.heap`), with little background work (``LOCAL_CLUSTER_CONFIG``)."""
     import dask
     from distributed import LocalCluster
 

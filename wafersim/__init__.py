@@ -1,0 +1,1 @@
+"""The application layer: the ``wafersim`` command, sweeps, studies and plots."""

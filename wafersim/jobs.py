@@ -1,0 +1,58 @@
+"""The table of ``wafersim`` subcommands: each one's help line and the module that holds it.
+
+A command's module defines ``COMMAND``, a :class:`Command`: how it adds its options to a
+parser, the job (parsed arguments -> a JSON-ready dict) and its text output. The table names
+modules rather than importing them, so ``wafersim --help`` and each command import only what
+they use, and a command that runs others (``sweep``) finds them here without the table
+importing it back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its options, its job and its text output."""
+
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], dict[str, Any]]
+    text: Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A subcommand's entry in the table: where it lives and its one-line help."""
+
+    module: str
+    help: str
+
+
+JOBS: dict[str, Job] = {
+    "presets": Job("presets_command", "list the built-in wafer presets"),
+    "defects": Job(
+        "defects_command",
+        "generate a defect map and repair it, or (--study) sweep densities and repairs",
+    ),
+    "traffic": Job("traffic_command", "synthetic traffic on the fabric"),
+    "kernel": Job("kernel_command", "run a kernel (GEMM, GEMV, collective) on the cycle engine"),
+    "compile": Job("compile_command", "compile a model into a per-layer placement plan"),
+    "run": Job(
+        "run_command", "train (or time) a model on simulated wafers with MemoryX weight streaming"
+    ),
+    "plot": Job("plot_command", "plot a sweep's metric against a config key (study plots, PNG)"),
+    "sweep": Job(
+        "sweep_command",
+        "run a parameter sweep of defects/traffic/kernel/compile/run into one HDF5 table",
+    ),
+}
+
+
+def command(name: str) -> Command:
+    """The subcommand ``name`` (its module is imported now)."""
+    return importlib.import_module(f"wafersim.{JOBS[name].module}").COMMAND
