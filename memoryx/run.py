@@ -37,7 +37,7 @@ from memoryx.training import History, Trainer, train
 from memoryx.wafer_gemm import WaferGemm
 from wafer.defects import generate
 from wafer.errors import ConfigError
-from wafer.repair import LogicalGrid, repair
+from wafer.repair import DEFAULT_REPAIR, LogicalGrid, repair
 
 SPARSE_STRATEGIES = ("weight_stream_chain", "weight_stream_tree")
 MIN_TILE_BYTES = 4096  # default tiles never get smaller (the stream sim keeps one per tile)
@@ -154,7 +154,7 @@ def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
     if not defects:
         return None
     model = defects.pop("model", "poisson")
-    strategy = defects.pop("repair", "column_shift")
+    strategy = defects.pop("repair", DEFAULT_REPAIR)
     stride = config["swarmx"].get("defect_seed_stride", 1)
     seed = defects.pop("seed", 0) + index * stride
     return repair(generate(config.spec, model, seed, **defects), strategy)

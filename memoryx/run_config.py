@@ -44,12 +44,12 @@ from memoryx.data import input_pipeline
 from memoryx.swarmx import MAX_WAFERS
 from wafer.config_io import load_mapping
 from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafer.presets import DEFAULT_PRESET, preset
 from wafer.spec import WaferSpec
 
 TIERS = ("cycle", "fast", "analytic")
 DEFAULTS: dict[str, Any] = {
-    "wafer": {"preset": "tiny"},
+    "wafer": {"preset": DEFAULT_PRESET},
     "data": {"name": "digits"},
     "input": {},
     "batch": 32,
@@ -156,7 +156,7 @@ def _check_strategies(names: Any) -> None:
 def wafer_spec(wafer: Any) -> WaferSpec:
     """The spec named by the ``wafer`` section (a preset plus overrides)."""
     _check_section("wafer", wafer, WAFER_KEYS)
-    spec = preset(str(wafer.get("preset", "tiny")))
+    spec = preset(str(wafer.get("preset", DEFAULT_PRESET)))
     defects = wafer.get("defects")
     if defects is not None and not isinstance(defects, dict):
         raise ConfigError(

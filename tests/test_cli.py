@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wafersim.cli import main
-from wafersim.progress_line import ProgressLine
+from wafersim.progress import ProgressBar, ProgressLine, progress_for, study_line
 from wafersim.study import StudyProgress
 from wafersim.study_result import StudyResult
 
@@ -193,7 +193,8 @@ def test_traffic_json_has_the_documented_fields(capsys):
         "seed",
     ):
         assert key in r
-    assert r["grid"] == [6, 4]
+    assert (r["width_pes"], r["height_pes"]) == (6, 4)
+    assert "grid" not in r
     assert r["seed"] == 4
     assert r["offered_rate"] == 0.05
     assert 0 < r["accepted_rate"] < 0.1
@@ -275,7 +276,7 @@ def test_progress_rewrites_one_line_on_a_terminal():
     stream = _Terminal()
     show = ProgressLine(stream)
     for done in range(1, 4):
-        show(StudyProgress(done, 3, float(done)))
+        show.show(*study_line(StudyProgress(done, 3, float(done))))
     assert "\n" not in stream.getvalue()
     show.close()
     show.close()
@@ -290,7 +291,7 @@ def test_progress_prints_a_line_per_tenth_elsewhere():
     stream = io.StringIO()
     show = ProgressLine(stream)
     for done in range(1, 101):
-        show(StudyProgress(done, 100, done / 10))
+        show.show(*study_line(StudyProgress(done, 100, done / 10)))
     lines = stream.getvalue().splitlines()
     assert len(lines) == 10
     assert "\r" not in stream.getvalue()
@@ -306,3 +307,18 @@ def test_a_one_job_parser_parses_as_the_whole_cli_and_knows_no_other_job():
     assert build_parser(only="defects").parse_args(argv) == build_parser().parse_args(argv)
     with pytest.raises(SystemExit):
         build_parser(only="defects").parse_args(["traffic", "--grid", "4x4"])
+
+
+def test_progress_draws_a_tqdm_bar_on_a_terminal_where_tqdm_is_installed(monkeypatch):
+    """tqdm (the progress extra) draws the job's line beside a bar on a terminal; off a
+    terminal, or without tqdm, the plain line is used."""
+    pytest.importorskip("tqdm")
+    stream = _Terminal()
+    show = progress_for(stream)
+    assert isinstance(show, ProgressBar)
+    show.show(*study_line(StudyProgress(2, 4, 1.0)))
+    show.close()
+    assert "study: 2/4 points, 1.0 s elapsed, ~1 s left |" in stream.getvalue()
+    assert isinstance(progress_for(io.StringIO()), ProgressLine)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert isinstance(progress_for(_Terminal()), ProgressLine)

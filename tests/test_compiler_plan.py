@@ -272,11 +272,15 @@ def test_holes_of_a_saved_map_get_no_work(capsys, tmp_path, model, extra):
         (["--defects", "m.h5", "--pe-defect-prob", "0.1"], "--defects loads a saved map"),
         (["--defects", "m.h5", "--defect-model", "poisson"], "--defects loads a saved map"),
         (["--repair", "row"], "--repair needs a defect map"),
-        (["--defect-model", "clustered"], "--defect-model clustered needs a defect map"),
+        (["--defect-model", "clustered"], "--defect-model clustered needs a rate"),
         (["--pe-defect-prob", "0.1", "--defect-density-per-cm2", "1"], "not allowed with"),
         (["--pe-defect-prob", "2"], r"pe_defect_prob=2.0 is out of range"),
         (["--defects", "missing.h5"], "no such file"),
-        (["--defect-model", "explicit", "--pe-defect-prob", "0.1"], "invalid choice"),
+        (["--defect-model", "explicit"], "--defect-model explicit needs --defect-list"),
+        (
+            ["--defect-model", "explicit", "--defect-list", "x.toml", "--pe-defect-prob", "0.1"],
+            "unknown parameter",
+        ),
     ],
 )
 def test_compile_cli_rejects_bad_defect_options(capsys, options, message):
@@ -296,7 +300,7 @@ def test_a_saved_map_must_be_of_the_compile_spec(capsys, tmp_path):
     path = saved_map(tmp_path / "tiny.h5", [(1, 1)], "tiny")
     assert main(["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small",
                  "--defects", str(path)]) == 2  # fmt: skip
-    assert "defect map of spec 'tiny', the compile spec is 'small'" in capsys.readouterr().err
+    assert "defect map of spec 'tiny', this command's spec is 'small'" in capsys.readouterr().err
 
 
 def test_a_drawn_map_follows_the_seed(capsys):

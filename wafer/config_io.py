@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafer.presets import DEFAULT_PRESET, preset
 from wafer.spec import WaferSpec, spec_from_dict
 
 
@@ -92,5 +92,5 @@ def resolve_spec(
     """The spec a command asked for: a preset or a file, then ``key=value`` overrides."""
     if preset_name and spec_file:
         raise ConfigError("give either --preset or --spec, not both")
-    base = load_spec(spec_file) if spec_file else preset(preset_name or "tiny")
+    base = load_spec(spec_file) if spec_file else preset(preset_name or DEFAULT_PRESET)
     return base.replace(overrides) if overrides else base

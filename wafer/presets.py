@@ -96,6 +96,7 @@ def _wse3() -> WaferSpec:
     )
 
 
+DEFAULT_PRESET = "wse2"  # what every command and run config uses when none is named
 PRESETS = {
     "tiny": lambda: _wse_like("tiny", 8, 8, 1),
     "small": lambda: _wse_like("small", 64, 64, 1),

@@ -131,7 +131,10 @@ REPAIR_STRATEGIES: dict[str, Callable[[np.ndarray, WaferSpec], np.ndarray]] = {
 }
 
 
-def repair(defects: DefectMap, strategy: str = "row") -> LogicalGrid:
+DEFAULT_REPAIR = "column_shift"  # what every command and run config uses when none is named
+
+
+def repair(defects: DefectMap, strategy: str = DEFAULT_REPAIR) -> LogicalGrid:
     """Map ``defects``' physical grid onto its logical grid with the named strategy."""
     if strategy not in REPAIR_STRATEGIES:
         raise ConfigError(

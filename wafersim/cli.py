@@ -11,13 +11,12 @@ import sys
 from typing import Any
 
 from wafer.errors import WaferSimError
-from wafersim.jobs import JOBS, command
-from wafersim.parser import build_parser
+from wafersim.jobs import command
+from wafersim.parser import parse_command_line
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(only=_named_job(argv)).parse_args(argv)
+    args = parse_command_line(sys.argv[1:] if argv is None else list(argv))
     job = command(args.command)
     try:
         result = job.run(args)
@@ -26,12 +25,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _emit(result, args.json, job.text)
     return 0
-
-
-def _named_job(argv: list[str]) -> str:
-    """The subcommand on the line ("" if none is): the first word that is not an option."""
-    name = next((word for word in argv if not word.startswith("-")), "")
-    return name if name in JOBS else ""
 
 
 def _emit(result: dict[str, Any], as_json: bool, text: Any) -> None:

@@ -20,25 +20,23 @@ from typing import TYPE_CHECKING, Any
 
 from compiler.activations import CHOICES as ACTIVATION_CHOICES
 from wafer import __version__
-from wafer.config_io import parse_overrides, resolve_spec
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
 from wafersim.jobs import Command
-from wafersim.options import defects_summary
+from wafersim.options import (
+    add_defect_options,
+    add_repair_option,
+    add_spec_options,
+    defects_summary,
+    repaired_grid,
+    spec_from,
+)
 
 if TYPE_CHECKING:
     from wafer.repair import LogicalGrid
 
-DEFAULT_COMPILE_PRESET = "wse2"
-DEFAULT_REPAIR = "column_shift"
-RANDOM_DEFECT_MODELS = ("poisson", "clustered")
-RATES = ("defect_density_per_cm2", "pe_defect_prob")
-
 
 def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="model file (.yaml/.toml), e.g. examples/models/*.yaml")
-    parser.add_argument("--preset", default=DEFAULT_COMPILE_PRESET, help="wafer preset")
-    parser.add_argument("--spec", help="wafer spec file (.toml/.yaml)")
+    add_spec_options(parser)
     parser.add_argument("--batch", type=int, default=1, help="sequences per step")
     parser.add_argument("--seq", type=int, help="tokens per sequence (default: model context)")
     parser.add_argument("--dtype", default="fp16", choices=["fp16", "fp32"])
@@ -56,28 +54,8 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--validate-only", action="store_true", help="check inputs, place nothing")
     mode.add_argument("--compile-only", action="store_true", help="place every layer (default)")
     parser.add_argument("--out", help="folder for the plan JSON (and its cache)")
-    add_defect_arguments(parser)
-
-
-def add_defect_arguments(parser: argparse.ArgumentParser) -> None:
-    from wafer.defects import DEFECT_MODELS
-    from wafer.repair import REPAIR_STRATEGIES
-
-    group = parser.add_argument_group("defects (the holes left after repair get no work)")
-    group.add_argument("--defects", help="a saved defect map (.h5, from `wafersim defects`)")
-    group.add_argument(
-        "--defect-model",
-        choices=[m for m in DEFECT_MODELS if m in RANDOM_DEFECT_MODELS],
-        help="draw a map from --seed (default poisson when a rate is given)",
-    )
-    rate = group.add_mutually_exclusive_group()
-    rate.add_argument("--defect-density-per-cm2", type=float, help="defects per cm^2")
-    rate.add_argument("--pe-defect-prob", type=float, help="probability a PE is dead")
-    group.add_argument(
-        "--repair",
-        choices=list(REPAIR_STRATEGIES),
-        help=f"repair strategy (default {DEFAULT_REPAIR})",
-    )
+    add_defect_options(parser, "the holes left after repair get no work")
+    add_repair_option(parser)
 
 
 def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -85,7 +63,7 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
     from compiler.plan import CompileOptions, check_activations_fit, compile_cached
 
     start = time.perf_counter()
-    spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
+    spec = spec_from(args)
     options = CompileOptions(
         args.batch, args.seq, args.dtype, None, args.activations, args.micro_batches
     )
@@ -116,47 +94,6 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
     return {**plan, "defects": defects, "seed": args.seed, "mode": "compile-only",
             "cache": "hit" if hit else "miss", "plan_path": path,
             "compile_time_s": time.perf_counter() - start}  # fmt: skip
-
-
-def repaired_grid(args: argparse.Namespace, spec: WaferSpec) -> LogicalGrid | None:
-    """The repaired logical grid the defect options ask for (None: a defect-free wafer)."""
-    from wafer.defects import DefectMap, generate
-    from wafer.repair import repair
-
-    rates = {name: getattr(args, name) for name in RATES if getattr(args, name) is not None}
-    if args.defects and (rates or args.defect_model):
-        raise ConfigError(
-            "--defects loads a saved map: it takes no --defect-model, "
-            "--defect-density-per-cm2 or --pe-defect-prob"
-        )
-    if not args.defects and not rates:
-        if args.defect_model or args.repair:
-            given = f"--defect-model {args.defect_model}" if args.defect_model else "--repair"
-            raise ConfigError(
-                f"{given} needs a defect map: --defects MAP.h5, or "
-                "--defect-density-per-cm2 D or --pe-defect-prob P"
-            )
-        return None
-    if args.defects:
-        defects = DefectMap.load(args.defects)
-        _check_spec(args.defects, defects.spec, spec)
-    else:
-        defects = generate(spec, args.defect_model or "poisson", args.seed, **rates)
-    return repair(defects, args.repair or DEFAULT_REPAIR)
-
-
-def _check_spec(path: str, drawn_for: WaferSpec, spec: WaferSpec) -> None:
-    """A saved map must be of the wafer being compiled for."""
-    if drawn_for != spec:
-        ours, theirs = spec.to_dict(), drawn_for.to_dict()
-        keys = sorted(
-            key for key in ours.keys() | theirs.keys() if ours.get(key) != theirs.get(key)
-        )
-        raise ConfigError(
-            f"{path} is a defect map of spec {drawn_for.name!r}, the compile spec is "
-            f"{spec.name!r} (they differ in: {', '.join(keys)}); pass the map's --preset, "
-            "--spec and overrides"
-        )
 
 
 def _map_summary(args: argparse.Namespace, logical: LogicalGrid | None) -> dict[str, Any]:

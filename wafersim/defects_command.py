@@ -8,33 +8,24 @@ import sys
 import time
 from typing import Any
 
-from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
+from wafer.repair import DEFAULT_REPAIR
 from wafersim.jobs import Command
-from wafersim.options import add_spec_options, defects_summary
-from wafersim.progress_line import ProgressLine
+from wafersim.options import (
+    add_defect_options,
+    add_repair_option,
+    add_spec_options,
+    defect_map,
+    defects_summary,
+    spec_from,
+)
+from wafersim.progress import progress_for, study_line
 
 
 def add_defects_arguments(parser: argparse.ArgumentParser) -> None:
-    from wafer.defects import DEFECT_MODELS
-    from wafer.repair import REPAIR_STRATEGIES
-
     add_spec_options(parser)
-    parser.add_argument("--model", default="poisson", choices=sorted(DEFECT_MODELS))
-    rate = parser.add_mutually_exclusive_group()
-    rate.add_argument("--pe-defect-prob", type=float, help="probability a PE is dead")
-    rate.add_argument("--defect-density-per-cm2", type=float, help="defects per cm^2")
-    parser.add_argument("--alpha", type=float, help="clustering parameter (clustered model)")
-    parser.add_argument("--cluster-size-pes", type=int, help="cluster block side (clustered)")
-    parser.add_argument("--link-defect-fraction", type=float, help="share of defects on wires")
-    parser.add_argument("--path", help="defect list file (explicit model)")
-    parser.add_argument("--defects", help="load a saved defect map (.h5) instead")
-    parser.add_argument(
-        "--repair",
-        nargs="+",
-        choices=list(REPAIR_STRATEGIES),
-        help="repair strategy (default row); with --study one or more (default all)",
-    )
+    add_defect_options(parser, "one of them, or with --study a model and its parameters")
+    add_repair_option(parser, many="; with --study one or more (default all)")
     parser.add_argument("--out", help="save the defect map (--study: the study) to this .h5")
     add_study_arguments(parser)
 
@@ -55,18 +46,8 @@ def add_study_arguments(parser: argparse.ArgumentParser) -> None:
     study.add_argument("--plot", help="save throughput and stretch against density to this PNG")
 
 
-_MODEL_OPTIONS = (
-    "pe_defect_prob",
-    "defect_density_per_cm2",
-    "alpha",
-    "cluster_size_pes",
-    "link_defect_fraction",
-    "path",
-)
-
-
 _STUDY_ONLY = ("densities", "seeds", "window_pes", "plot")
-_NOT_IN_STUDY = ("defects", "pe_defect_prob", "defect_density_per_cm2", "path")
+_NOT_IN_STUDY = ("defects", "pe_defect_prob", "defect_density_per_cm2", "defect_list")
 
 
 def _option(name: str) -> str:
@@ -74,7 +55,6 @@ def _option(name: str) -> str:
 
 
 def run_defects(args: argparse.Namespace) -> dict[str, Any]:
-    from wafer.defects import DefectMap, generate
     from wafer.repair import repair
 
     if args.study:
@@ -82,16 +62,16 @@ def run_defects(args: argparse.Namespace) -> dict[str, Any]:
     for name in _STUDY_ONLY:
         if getattr(args, name) is not None:
             raise ConfigError(f"{_option(name)} needs --study")
-    strategies = args.repair or ["row"]
+    strategies = args.repair or [DEFAULT_REPAIR]
     if len(strategies) > 1:
         raise ConfigError(f"--repair takes one strategy without --study, got {len(strategies)}")
     start = time.perf_counter()
-    if args.defects:
-        defects = DefectMap.load(args.defects)
-    else:
-        spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
-        params = {k: getattr(args, k) for k in _MODEL_OPTIONS if getattr(args, k) is not None}
-        defects = generate(spec, args.model, args.seed, **params)
+    defects = defect_map(args, spec_from(args))
+    if defects is None:
+        raise ConfigError(
+            "defects needs a map: --defects MAP.h5, --defect-density-per-cm2 D, "
+            "--pe-defect-prob P, or --defect-model explicit --defect-list FILE"
+        )
     grid = repair(defects, strategies[0])
     if args.out:
         defects.save(args.out)
@@ -131,14 +111,14 @@ def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
             )
     if args.densities is None:
         raise ConfigError("--study needs --densities D1 D2 ... (defects per cm^2)")
-    spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
+    spec = spec_from(args)
     config = StudyConfig(**_study_fields(args))
     keep_freed_memory()  # one map's tables reuse the last one's pages (wafersim.heap)
-    progress = ProgressLine(sys.stderr)
+    show = progress_for(sys.stderr)
     try:
-        result = run_study(spec, config, progress=progress)
+        result = run_study(spec, config, progress=lambda p: show.show(*study_line(p)))
     finally:
-        progress.close()
+        show.close()
     if args.out:
         result.save_hdf5(args.out)
     if args.plot:
@@ -154,7 +134,7 @@ def _study_fields(args: argparse.Namespace) -> dict[str, Any]:
         "densities_per_cm2": tuple(args.densities),
         "strategies": tuple(args.repair or REPAIR_STRATEGIES),
         "seed": args.seed,
-        "model": args.model,
+        "model": args.defect_model or "poisson",
         "model_params": {
             name: getattr(args, name)
             for name in ("alpha", "cluster_size_pes", "link_defect_fraction")

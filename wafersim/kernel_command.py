@@ -1,22 +1,37 @@
-"""``wafersim kernel``: run one kernel on the cycle engine and report it.
+"""``wafersim kernel``: one kernel on a patch of PEs or a whole wafer, at a fidelity tier.
 
-``--grid PxQ`` is P rows by Q columns of PEs. With defects, the kernel runs on a patch of
-``P + --spare-rows`` rows whose dead PEs it skips column by column (routes detour).
+``--grid WxH`` is W PEs wide (columns) by H high (rows); ``--grid wafer`` is the spec's
+whole logical grid. ``--tier cycle`` (default) runs the kernel on the cycle engine and checks
+its output against numpy; ``--tier fast`` (GEMMs) fits the engine's per-unit costs on two
+reduced grids and scales them to the full one (:mod:`kernels.fast_tier`); ``--tier analytic``
+is the closed-form estimate the compiler uses. With defects, the kernel runs on a patch of
+``H + --spare-rows`` rows drawn (or loaded) as ``wafersim defects`` draws a map, not
+repaired: each column skips its own dead PEs and routes detour around them.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 import numpy as np
 
 from wafer import __version__
-from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
 from wafersim.jobs import Command
+from wafersim.options import (
+    add_defect_options,
+    add_grid_option,
+    add_spec_options,
+    defect_map,
+    parse_grid,
+    spec_from,
+)
 
-DEFAULT_KERNEL_PRESET = "wse2"
+TIERS = ("cycle", "fast", "analytic")
+ENGINES = ("cpu", "cuda")
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,55 +41,117 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algo", required=True, help="algorithm (see the docs per kernel)")
     for dim in ("m", "k", "n"):
         parser.add_argument(f"--{dim}", type=int, default=1, help=f"matrix dimension {dim}")
-    parser.add_argument("--grid", default="8x8", help="PxQ: P rows by Q columns of PEs")
+    add_grid_option(parser, "8x8", "; 'wafer': the spec's whole logical grid")
     parser.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"])
-    parser.add_argument("--preset", default=DEFAULT_KERNEL_PRESET, help="wafer preset")
-    parser.add_argument("--spec", help="wafer spec file (.toml/.yaml)")
-    parser.add_argument("--defect-density-per-cm2", type=float, help="random dead PEs/wires")
-    parser.add_argument("--defects", help="defect map (.h5): its top-left patch is used")
-    parser.add_argument("--spare-rows", type=int, default=1, help="rows kept for holes")
+    parser.add_argument("--tier", default="cycle", choices=TIERS, help="fidelity (default cycle)")
+    parser.add_argument(
+        "--engine", default="cpu", choices=ENGINES, help="cycle engine (cycle and fast tiers)"
+    )
+    add_spec_options(parser)
+    add_defect_options(parser, "on the kernel's patch, not repaired")
+    parser.add_argument("--spare-rows", type=int, default=1, help="patch rows kept for holes")
     parser.add_argument("--reduce", help="weight_stream partial-sum reduction: chain|tree")
     parser.add_argument("--scope", help="collectives: row|column|grid (default grid)")
 
 
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     from kernels.grid import kernel_grid
-    from kernels.registry import run_kernel, shape_of
-    from wafersim.options import parse_grid
+    from kernels.registry import algorithm, shape_of
 
-    rows, cols = parse_grid(args.grid)
-    spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
+    spec = spec_from(args)
+    width, height = _grid_size(args.grid, spec)
     shape = shape_of(args.kernel, args.m, args.k, args.n)
-    dead_pe, dead_link = _patch(args, rows, cols, spec)
-    grid = kernel_grid(rows, cols, dead_pe, dead_link)
+    algorithm(args.kernel, args.algo)  # an unknown algorithm is an error before any work
+    if args.tier == "fast" and args.kernel != "gemm":
+        raise ConfigError(f"--tier fast runs GEMMs only, not {args.kernel}")
+    dead_pe, dead_link = _patch(args, height, width, spec)
+    grid = kernel_grid(height, width, dead_pe, dead_link)
     options = {k: v for k in ("reduce", "scope") if (v := getattr(args, k)) is not None}
-    result = run_kernel(args.kernel, args.algo, shape, grid, spec, args.dtype, args.seed, **options)
+    start = time.perf_counter()
+    holes = 0.0 if dead_pe is None else float(dead_pe.mean())
+    estimate = TIER_RUNS[args.tier](args, shape, grid, spec, options, holes)
     return {
-        **result.summary(),
+        **estimate,
+        "tier": args.tier,
+        "width_pes": width,
+        "height_pes": height,
         "holes": int(dead_pe.sum()) if dead_pe is not None else 0,
         "spec": spec.name,
         "seed": args.seed,
         "wafersim_version": __version__,
+        "wall_s": time.perf_counter() - start,
     }
+
+
+def _grid_size(text: str, spec: WaferSpec) -> tuple[int, int]:
+    if text == "wafer":
+        return spec.logical_width_pes, spec.logical_height_pes
+    return parse_grid(text)
+
+
+def _cycle(args, shape, grid, spec, options, _holes) -> dict[str, Any]:
+    """The kernel on the cycle engine, its output checked against numpy."""
+    from kernels.plan import engine_used
+    from kernels.registry import run_kernel
+
+    with engine_used(args.engine):
+        result = run_kernel(args.kernel, args.algo, shape, grid, spec, args.dtype, args.seed,
+                            **options)  # fmt: skip
+    summary = result.summary()
+    del summary["grid"]  # (rows, cols): said as width_pes and height_pes
+    return summary
+
+
+def _analytic(args, shape, grid, spec, options, _holes) -> dict[str, Any]:
+    """The closed-form estimate (a GEMM's with the detours of the patch's holes)."""
+    from kernels.registry import analytic_cycles
+
+    if args.kernel == "gemm":
+        tree = options.get("reduce") == "tree"
+        options = {**options, "detour": grid.tree_detour if tree else grid.detour}
+    cycles = analytic_cycles(args.kernel, args.algo, shape, grid.rows, grid.cols, spec,
+                             args.dtype, **options)  # fmt: skip
+    return _estimate(args, shape, spec, cycles, cycles)
+
+
+def _fast(args, shape, grid, spec, options, holes) -> dict[str, Any]:
+    """The fast tier: engine runs on two reduced grids with ``holes`` (the patch's share of
+    dead PEs) dead."""
+    from kernels.fast_tier import fast_cycles
+    from kernels.plan import engine_used
+
+    with engine_used(args.engine):
+        fast = fast_cycles(args.algo, shape, grid.rows, grid.cols, spec, args.dtype,
+                           holes, args.seed, **options)  # fmt: skip
+    summary = _estimate(args, shape, spec, fast.cycles, fast.analytic_cycles)
+    summary.update(fit=list(fast.fit), units=fast.units, reduced_runs=fast.reduced)
+    return summary
+
+
+def _estimate(args, shape, spec, cycles: int, analytic: int) -> dict[str, Any]:
+    return {
+        "kernel": args.kernel,
+        "algo": args.algo,
+        "dtype": args.dtype,
+        "shape": shape,
+        "cycles": int(cycles),
+        "seconds": cycles / spec.clock_hz,
+        "analytic_cycles": int(analytic),
+    }
+
+
+TIER_RUNS = {"cycle": _cycle, "fast": _fast, "analytic": _analytic}
 
 
 def _patch(args, rows: int, cols: int, spec) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Dead PE and wire masks of the kernel's patch, or (None, None) without defects."""
-    from wafer.defects import DefectMap, generate
-
-    if args.defects is None and args.defect_density_per_cm2 is None:
-        return None, None
     if args.spare_rows < 0:
         raise ConfigError(f"--spare-rows={args.spare_rows} must be >= 0")
     height = rows + args.spare_rows
-    if args.defects:
-        defects = DefectMap.load(args.defects)
-    else:
-        patch = spec.replace(
-            {"logical_width_pes": cols, "logical_height_pes": height, "spare_rows": 0}
-        )
-        density = args.defect_density_per_cm2
-        defects = generate(patch, "poisson", args.seed, defect_density_per_cm2=density)
+    patch = spec.replace({"logical_width_pes": cols, "logical_height_pes": height, "spare_rows": 0})
+    defects = defect_map(args, patch)
+    if defects is None:
+        return None, None
     if defects.dead_pe.shape[0] < height or defects.dead_pe.shape[1] < cols:
         raise ConfigError(
             f"defect map {defects.dead_pe.shape[1]}x{defects.dead_pe.shape[0]} is smaller "
@@ -85,10 +162,18 @@ def _patch(args, rows: int, cols: int, spec) -> tuple[np.ndarray | None, np.ndar
 
 def kernel_text(r: dict[str, Any]) -> str:
     shape = " ".join(f"{k}={v}" for k, v in r["shape"].items())
+    head = (
+        f"{r['kernel']} {r['algo']} {shape} {r['dtype']} on {r['width_pes']}x{r['height_pes']} "
+        f"PEs (WxH, {r['holes']} holes), {r['spec']}, {r['tier']} tier"
+    )
+    if r["tier"] != "cycle":
+        return (
+            f"{head}\n{r['cycles']} cycles ({r['seconds'] * 1e6:.1f} us), analytic "
+            f"{r['analytic_cycles']} ({r['wall_s']:.2f} s)"
+        )
     return "\n".join(
         [
-            f"{r['kernel']} {r['algo']} {shape} {r['dtype']} on {r['grid'][0]}x{r['grid'][1]} "
-            f"PEs ({r['holes']} holes), {r['spec']}",
+            head,
             f"{r['cycles']} cycles ({r['seconds'] * 1e6:.1f} us), analytic "
             f"{r['analytic_cycles']}, utilization {r['utilization']:.1%}",
             f"max abs error {r['max_abs_error']:.3g}, colors {r['colors_used']}, "

@@ -1,36 +1,183 @@
-"""Options that several ``wafersim`` subcommands share, with one meaning and one help each."""
+"""Options that several ``wafersim`` subcommands share, with one meaning, one name and one
+default each: the wafer (``--preset`` / ``--spec``, default
+:data:`wafer.presets.DEFAULT_PRESET`), its defects and their repair (default
+:data:`wafer.repair.DEFAULT_REPAIR`), the mesh (``--grid WxH``: W PEs
+wide, H high), and ``--json``, ``--seed`` and ``key=value`` overrides (anywhere on the line).
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING, Any
 
 from wafer import __version__
+from wafer.config_io import parse_overrides, resolve_spec
 from wafer.errors import ConfigError
+from wafer.presets import DEFAULT_PRESET
+from wafer.spec import WaferSpec
 
 if TYPE_CHECKING:
     from wafer.defects import DefectMap
     from wafer.repair import LogicalGrid
+
+OVERRIDE = re.compile(r"[A-Za-z_][\w.]*=")  # a key=value word
+# A map's model and its parameters, by option dest (random models draw from --seed).
+MODEL_OPTIONS = (
+    "pe_defect_prob",
+    "defect_density_per_cm2",
+    "alpha",
+    "cluster_size_pes",
+    "link_defect_fraction",
+    "defect_list",
+)
+MODEL_PARAMS = {"defect_list": "path"}  # option dest -> the defect model's parameter name
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     """``--json``, ``--seed`` and ``key=value`` overrides: every subcommand takes them."""
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--seed", type=int, default=0, help="seed for every random stream")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="spec overrides")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="spec overrides, anywhere on the line"
+    )
+
+
+def split_overrides(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list, list]:
+    """``argv`` without its ``key=value`` words, and those words: an override may stand
+    anywhere, except as the value of an option that takes one."""
+    takes_value = {
+        flag
+        for action in parser._actions  # the subcommand's own options
+        if action.option_strings and action.nargs != 0
+        for flag in action.option_strings
+    }
+    rest, overrides = [], []
+    for i, word in enumerate(argv):
+        after_option = i > 0 and argv[i - 1] in takes_value
+        if OVERRIDE.match(word) and not after_option:
+            overrides.append(word)
+        else:
+            rest.append(word)
+    return rest, overrides
 
 
 def add_spec_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", help="built-in wafer (see `wafersim presets`)")
-    parser.add_argument("--spec", help="wafer spec file (.toml/.yaml)")
+    parser.add_argument(
+        "--preset", help=f"built-in wafer (default {DEFAULT_PRESET}; see `wafersim presets`)"
+    )
+    parser.add_argument("--spec", help="wafer spec file (.toml/.yaml) instead of a preset")
+
+
+def spec_from(args: argparse.Namespace) -> WaferSpec:
+    """The spec the options name: a preset or a file, then the ``key=value`` overrides."""
+    return resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
+
+
+def add_grid_option(parser: argparse.ArgumentParser, default: str, more: str = "") -> None:
+    parser.add_argument(
+        "--grid", default=default, help=f"WxH: W PEs wide by H PEs high (default {default}){more}"
+    )
 
 
 def parse_grid(text: str) -> tuple[int, int]:
-    """``"64x32"`` -> ``(64, 32)``."""
+    """``"64x32"`` -> ``(64, 32)``: width, height."""
     width, sep, height = text.lower().partition("x")
     if not sep or not width.isdigit() or not height.isdigit():
-        raise ConfigError(f"grid={text!r} must look like WxH, e.g. 64x64")
+        raise ConfigError(f"grid={text!r} must look like WxH (width x height in PEs), e.g. 64x32")
     return int(width), int(height)
+
+
+def add_defect_options(parser: argparse.ArgumentParser, title: str) -> None:
+    """A saved map (``--defects``) or one drawn from ``--seed`` by a defect model."""
+    from wafer.defects import DEFECT_MODELS
+
+    group = parser.add_argument_group(f"defects ({title})")
+    group.add_argument("--defects", help="a saved defect map (.h5, from `wafersim defects --out`)")
+    group.add_argument(
+        "--defect-model",
+        choices=list(DEFECT_MODELS),
+        help="draw a map from --seed (default poisson when a rate is given)",
+    )
+    rate = group.add_mutually_exclusive_group()
+    rate.add_argument("--defect-density-per-cm2", type=float, help="defects per cm^2")
+    rate.add_argument("--pe-defect-prob", type=float, help="probability a PE is dead")
+    group.add_argument("--alpha", type=float, help="clustering parameter (clustered model)")
+    group.add_argument("--cluster-size-pes", type=int, help="cluster block side (clustered)")
+    group.add_argument("--link-defect-fraction", type=float, help="share of defects on wires")
+    group.add_argument("--defect-list", help="defect list file (explicit model)")
+
+
+def add_repair_option(parser: argparse.ArgumentParser, many: str = "") -> None:
+    """``--repair``, one strategy (``many``: the help for taking one or more)."""
+    from wafer.repair import DEFAULT_REPAIR, REPAIR_STRATEGIES
+
+    parser.add_argument(
+        "--repair",
+        nargs="+" if many else None,
+        choices=list(REPAIR_STRATEGIES),
+        help=f"repair strategy (default {DEFAULT_REPAIR}){many}",
+    )
+
+
+def defect_map(args: argparse.Namespace, spec: WaferSpec) -> DefectMap | None:
+    """The map the defect options ask for: loaded, drawn for ``spec`` from ``--seed``, or
+    None when no option names one (a defect-free wafer)."""
+    from wafer.defects import DefectMap, generate
+
+    given = {name: getattr(args, name) for name in MODEL_OPTIONS}
+    given = {name: value for name, value in given.items() if value is not None}
+    if args.defects:
+        if given or args.defect_model:
+            named = _option(next(iter(given))) if given else "--defect-model"
+            raise ConfigError(f"--defects loads a saved map: it takes no {named}")
+        return DefectMap.load(args.defects)
+    if not given and args.defect_model is None:
+        return None
+    model = args.defect_model or "poisson"
+    if model == "explicit" and args.defect_list is None:
+        raise ConfigError("--defect-model explicit needs --defect-list FILE (.toml/.yaml/.json)")
+    if model != "explicit" and args.pe_defect_prob is None and args.defect_density_per_cm2 is None:
+        raise ConfigError(
+            f"--defect-model {model} needs a rate: --defect-density-per-cm2 D or --pe-defect-prob P"
+        )
+    params = {MODEL_PARAMS.get(name, name): value for name, value in given.items()}
+    return generate(spec, model, args.seed, **params)
+
+
+def repaired_grid(args: argparse.Namespace, spec: WaferSpec) -> LogicalGrid | None:
+    """The repaired logical grid the defect options ask for (None: a defect-free wafer)."""
+    from wafer.repair import DEFAULT_REPAIR, repair
+
+    defects = defect_map(args, spec)
+    if defects is None:
+        if args.repair:
+            raise ConfigError(
+                "--repair needs a defect map: --defects MAP.h5, or "
+                "--defect-density-per-cm2 D or --pe-defect-prob P"
+            )
+        return None
+    if args.defects:
+        check_map_spec(args.defects, defects.spec, spec)
+    return repair(defects, args.repair or DEFAULT_REPAIR)
+
+
+def check_map_spec(path: str, drawn_for: WaferSpec, spec: WaferSpec) -> None:
+    """A saved map must be of the wafer the command runs on."""
+    if drawn_for != spec:
+        ours, theirs = spec.to_dict(), drawn_for.to_dict()
+        keys = sorted(
+            key for key in ours.keys() | theirs.keys() if ours.get(key) != theirs.get(key)
+        )
+        raise ConfigError(
+            f"{path} is a defect map of spec {drawn_for.name!r}, this command's spec is "
+            f"{spec.name!r} (they differ in: {', '.join(keys)}); pass the map's --preset, "
+            "--spec and overrides"
+        )
+
+
+def _option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
 
 
 def defects_summary(defects: DefectMap, grid: LogicalGrid, wall_s: float) -> dict[str, Any]:

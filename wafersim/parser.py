@@ -8,7 +8,7 @@ from typing import NoReturn
 
 from wafer import __version__
 from wafersim.jobs import JOBS, command
-from wafersim.options import add_common_options
+from wafersim.options import add_common_options, split_overrides
 
 DESCRIPTION = "wafersim: a cycle-approximate simulator of a wafer-scale accelerator"
 
@@ -33,3 +33,29 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             command(name).add_arguments(sub)
             add_common_options(sub)
     return parser
+
+
+def named_job(argv: list[str]) -> str:
+    """The subcommand on the line ("" if none is): the first word that is not an option."""
+    name = next((word for word in argv if not word.startswith("-")), "")
+    return name if name in JOBS else ""
+
+
+def parse_command_line(
+    argv: list[str], parser: argparse.ArgumentParser | None = None
+) -> argparse.Namespace:
+    """``argv`` parsed (by ``parser``, default one built for the job named on the line), with
+    its ``key=value`` words, wherever they stand, in ``overrides``."""
+    name = named_job(argv)
+    parser = parser or build_parser(only=name)
+    overrides: list[str] = []
+    if name:
+        argv, overrides = split_overrides(argv, _subparser(parser, name))
+    args = parser.parse_args(argv)
+    args.overrides = [*overrides, *args.overrides]
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return subs.choices[name]

@@ -18,7 +18,7 @@ from typing import Any
 from wafer.config_io import parse_overrides
 from wafer.errors import ConfigError
 from wafersim.jobs import Command
-from wafersim.progress_line import ProgressLine
+from wafersim.progress import progress_for
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("wafersim run takes its seed from the config: use seed=N")
     config = load_run_config(args.config, parse_overrides(args.overrides))
     out = Path(args.out) if args.out else default_out(args.config, config.digest)
-    line = ProgressLine(sys.stderr)
+    line = progress_for(sys.stderr)
     started = time.perf_counter()
 
     def progress(stage: str, done: int, total: int, detail: str) -> None:

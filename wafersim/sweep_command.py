@@ -9,7 +9,7 @@ from typing import Any
 
 from wafer.errors import ConfigError
 from wafersim.jobs import Command
-from wafersim.progress_line import ProgressLine
+from wafersim.progress import progress_for
 from wafersim.sweep import SweepProgress
 
 
@@ -35,7 +35,7 @@ def run_sweep_command(args: argparse.Namespace) -> dict[str, Any]:
     if args.seed != 0:
         raise ConfigError(f"sweep takes no --seed ({args.seed}); vary or set seed in the file")
     sweep = load_sweep(args.sweep_file)
-    progress = SweepProgressLine(sys.stderr)
+    show = progress_for(sys.stderr)
     try:
         summary = run_sweep(
             sweep,
@@ -43,23 +43,21 @@ def run_sweep_command(args: argparse.Namespace) -> dict[str, Any]:
             scheduler=args.scheduler,
             workers=args.workers,
             serial=args.serial,
-            progress=progress,
+            progress=lambda p: show.show(*sweep_line(p)),
         )
     finally:
-        progress.close()
+        show.close()
     return {**asdict(summary), "sweep": sweep.path, "sweep_sha256": sweep.sha256}
 
 
-class SweepProgressLine(ProgressLine):
-    """The study's progress line, with the sweep's failures and time left."""
-
-    def __call__(self, p: SweepProgress) -> None:
-        left = "?" if p.eta_s is None else f"{p.eta_s:.0f}"
-        line = (
-            f"sweep: {p.done}/{p.total} points done, {p.failed} failed, "
-            f"{p.elapsed_s:.1f} s elapsed, ~{left} s left"
-        )
-        self.show(line, p.done, p.total)
+def sweep_line(p: SweepProgress) -> tuple[str, int, int]:
+    """The sweep's progress line: points done and failed, time spent and left."""
+    left = "?" if p.eta_s is None else f"{p.eta_s:.0f}"
+    line = (
+        f"sweep: {p.done}/{p.total} points done, {p.failed} failed, "
+        f"{p.elapsed_s:.1f} s elapsed, ~{left} s left"
+    )
+    return line, p.done, p.total
 
 
 def sweep_text(r: dict[str, Any]) -> str:

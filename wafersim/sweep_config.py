@@ -38,7 +38,7 @@ import numpy as np
 from wafer.config_io import flatten, load_mapping
 from wafer.errors import ConfigError
 from wafersim.jobs import command
-from wafersim.parser import build_parser
+from wafersim.parser import build_parser, parse_command_line
 
 JOBS = ("defects", "traffic", "kernel", "compile", "run")
 CONFIG_JOBS = ("run",)  # their key=value overrides set run-config keys, not spec keys
@@ -326,7 +326,7 @@ def parse_point_args(argv: tuple[str, ...]) -> argparse.Namespace:
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):
-            return cli_parser(argv[0]).parse_args(list(argv))
+            return parse_command_line(list(argv), cli_parser(argv[0]))
     except SystemExit:
         message = captured.getvalue().strip().splitlines() or ["cannot parse"]
         raise ConfigError(f"point {' '.join(argv)!r}: {message[-1]}") from None

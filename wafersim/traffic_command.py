@@ -6,23 +6,24 @@ import argparse
 from typing import Any
 
 from wafer import __version__
-from wafer.config_io import parse_overrides, resolve_spec
 from wafersim.jobs import Command
-from wafersim.options import add_spec_options, parse_grid
+from wafersim.options import add_grid_option, add_spec_options, parse_grid, spec_from
 
 
 def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     from fabric.traffic import PATTERNS, ROUTINGS
 
     add_spec_options(parser)
-    parser.add_argument("--grid", default="8x8", help="mesh size WxH")
+    add_grid_option(parser, "8x8")
     parser.add_argument("--pattern", default="uniform", choices=list(PATTERNS))
     parser.add_argument("--rate", type=float, default=0.1, help="flits offered per PE per cycle")
     parser.add_argument("--packet-size", type=int, default=4, help="flits per packet")
     parser.add_argument("--queue-depth", type=int, help="flits per input queue (default: spec)")
     parser.add_argument("--routing", default="xy", choices=list(ROUTINGS))
     parser.add_argument("--cycles", type=int, default=2000)
-    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument(
+        "--warmup", type=int, help="cycles before packets count (default: a quarter of --cycles)"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--trace", help="write link/PE utilization samples to this HDF5 file")
     parser.add_argument("--trace-every", type=int, default=100, help="cycles per trace sample")
@@ -35,7 +36,7 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
     from fabric.traffic import TrafficConfig, run_traffic
 
     width, height = parse_grid(args.grid)
-    spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
+    spec = spec_from(args)
     config = TrafficConfig(
         width=width,
         height=height,
@@ -45,13 +46,15 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
         queue_depth=args.queue_depth,
         routing=args.routing,
         cycles=args.cycles,
-        warmup=args.warmup,
+        warmup=args.cycles // 4 if args.warmup is None else args.warmup,
         seed=args.seed,
         threads=args.threads,
     )
     wants_trace = args.trace or args.plot
     trace = TraceRecorder(args.trace_every, width, height) if wants_trace else None
     result = {**run_traffic(config, spec, trace=trace), "spec": spec.name}
+    del result["grid"]  # [width, height]: said by name below, as every command says it
+    result.update(width_pes=width, height_pes=height)
     result["wafersim_version"] = __version__
     if args.trace:
         trace.save(args.trace, {"command": "traffic", **result, "spec": spec.to_dict()})
@@ -62,7 +65,7 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _traffic_text(r: dict[str, Any]) -> str:
-    w, h = r["grid"]
+    w, h = r["width_pes"], r["height_pes"]
     latency = r["avg_packet_latency_cycles"]
     latency_text = "n/a" if latency is None else f"{latency:.1f}"
     return "\n".join(
