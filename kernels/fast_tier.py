@@ -9,7 +9,9 @@ tier measures it: it runs the kernel on the cycle engine on two *reduced* instan
 :data:`REDUCED_SIDE` PEs a side, the same tile per PE, the same share of dead PEs placed at
 random, fewer units), fits ``a`` and ``b`` to the engine-minus-analytic differences, and adds
 ``a + b * u_full`` to the analytic cycles of the full grid. The distance terms (hops across
-the full grid) stay analytic; everything per PE and per unit is simulated.
+the full grid) stay analytic; everything per PE and per unit is simulated. What a unit is, and
+how the reduced instances cut them, each algorithm's record says
+(:class:`kernels.algorithm.FastTierSampling`).
 """
 
 from __future__ import annotations
@@ -20,21 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.gemm_systolic import chunk_width
-from kernels.gemm_weight_stream import chunk_offsets
+from kernels.algorithm import GemmAlgorithm
+from kernels.gemm_algorithms import GEMM_ALGORITHMS
 from kernels.grid import kernel_grid
-from kernels.registry import analytic_cycles, run_kernel
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 REDUCED_SIDE = 16  # largest side of a reduced instance (cheap on the engine)
-GRID_DIMS = {  # the dimensions cut across grid rows and columns
-    "weight_stream": ("k", "m"),
-    "summa": ("m", "n"),
-    "cannon_naive": ("m", "n"),
-    "cannon_interleaved": ("m", "n"),
-    "systolic": ("m", "n"),
-}
 
 
 @dataclass(frozen=True)
@@ -63,75 +57,60 @@ def fast_cycles(
 ) -> FastEstimate:
     """Cycles of ``algo`` on ``rows x cols`` PEs (``hole_fraction`` of the patch dead),
     from engine runs on at most ``reduced_side`` PEs a side."""
-    if algo not in GRID_DIMS:
-        raise ConfigError(f"algo={algo!r} has no fast tier; one of: {', '.join(GRID_DIMS)}")
+    if algo not in GEMM_ALGORITHMS:
+        raise ConfigError(f"algo={algo!r} has no fast tier; one of: {', '.join(GEMM_ALGORITHMS)}")
+    record = GEMM_ALGORITHMS[algo]
     if not 0.0 <= hole_fraction < 0.5:
         raise ConfigError(f"hole_fraction={hole_fraction!r} must be in [0, 0.5)")
     start = time.perf_counter()
-    full = analytic_cycles("gemm", algo, shape, rows, cols, spec, dtype, **options)
+    full = record.cycles(shape, rows, cols, spec, dtype, **options)
     if isinstance(reduced_side, bool) or not isinstance(reduced_side, int) or reduced_side < 2:
         raise ConfigError(f"reduced_side={reduced_side!r} must be an integer >= 2")
     sides = (min(rows, reduced_side), min(cols, reduced_side))
     runs = [
-        _reduced_run(algo, shape, (rows, cols), sides, spec, dtype, hole_fraction, seed, step,
+        _reduced_run(record, shape, (rows, cols), sides, spec, dtype, hole_fraction, seed, step,
                      options)
         for step in (1, 2)
     ]  # fmt: skip
     (u1, e1), (u2, e2) = ((r["units"], r["cycles"] - r["analytic"]) for r in runs)
     b = (e2 - e1) / (u2 - u1) if u2 != u1 else 0.0
     a = e1 - b * u1
-    units = _units(algo, shape, rows, cols)
+    units = record.fast_tier.units(shape, rows, cols)
     cycles = max(1, round(full + a + b * units))
     return FastEstimate(cycles, full, units, (a, b), runs, time.perf_counter() - start)
 
 
-def _reduced_run(algo, shape, full, sides, spec, dtype, hole_fraction, seed, step, options):
+def _reduced_run(record: GemmAlgorithm, shape, full, sides, spec, dtype, hole_fraction, seed,
+                 step, options):  # fmt: skip
     """Engine run ``step`` (1 or 2) of the fit: a small grid, the same tile per PE."""
     rows, cols = full
-    p, q = _reduced_sides(algo, *sides, step)
-    small = _reduced_shape(algo, shape, rows, cols, p, q, step, spec)
+    p, q = _reduced_sides(record, *sides, step)
+    small = _reduced_shape(record, shape, rows, cols, p, q, step, spec)
     grid = grid_with_holes(p, q, hole_fraction, seed + step)
-    result = run_kernel("gemm", algo, small, grid, spec, dtype, seed, **options)
-    analytic = analytic_cycles("gemm", algo, small, p, q, spec, dtype, **options)
-    return {"grid": [p, q], "shape": small, "units": _units(algo, small, p, q),
+    result = record.run(small, grid, spec, dtype, seed, **options)
+    analytic = record.cycles(small, p, q, spec, dtype, **options)
+    return {"grid": [p, q], "shape": small, "units": record.fast_tier.units(small, p, q),
             "cycles": result.cycles, "analytic": analytic}  # fmt: skip
 
 
-def _reduced_sides(algo: str, p: int, q: int, step: int) -> tuple[int, int]:
-    """SUMMA and Cannon count their units (k steps) by grid side: the two runs differ in
-    side; the streaming kernels keep the side and differ in streamed length."""
-    if algo in ("weight_stream", "systolic"):
+def _reduced_sides(record: GemmAlgorithm, p: int, q: int, step: int) -> tuple[int, int]:
+    """Kernels that count their units by grid side (SUMMA's and Cannon's k steps): the two
+    runs differ in side; the streaming kernels keep the side and differ in streamed length."""
+    if not record.fast_tier.halves_grid:
         return p, q
     half = (max(1, p // 2), max(1, q // 2))
     return half if step == 1 else (p, q)
 
 
-def _reduced_shape(algo, shape, rows, cols, p, q, step, spec) -> dict[str, int]:
-    """Grid dimensions scaled to keep each PE's tile; the streamed one cut to ``step`` (of
-    two) units per grid row."""
-    across, down = GRID_DIMS[algo]
+def _reduced_shape(record: GemmAlgorithm, shape, rows, cols, p, q, step, spec) -> dict[str, int]:
+    """Grid dimensions scaled to keep each PE's tile; the third one as the record's sampling
+    cuts it for run ``step``."""
+    across, down = record.grid_dims
     small = dict(shape)
     small[across] = math.ceil(shape[across] / rows) * p
     small[down] = math.ceil(shape[down] / cols) * q
-    if algo == "weight_stream":
-        width = int(np.diff(chunk_offsets(shape["n"], rows)).max())
-        small["n"] = min(shape["n"], step * p * width)
-    elif algo == "systolic":
-        kc = chunk_width(shape["k"], math.ceil(shape["m"] / rows), spec)
-        small["k"] = min(shape["k"], 2 * step * kc)
-    else:  # k cut over the grid: keep each PE's share of k
-        small["k"] = math.ceil(shape["k"] / max(rows, cols)) * max(p, q)
+    small[record.third_dim] = record.fast_tier.reduced_length(shape, rows, cols, p, q, step, spec)
     return small
-
-
-def _units(algo: str, shape: dict[str, int], rows: int, cols: int) -> int:
-    """How many identical units the kernel runs through: columns streamed (weight
-    streaming: of ``B``; systolic: of ``A``), or ``k`` steps (one per PE of a side)."""
-    if algo == "weight_stream":
-        return shape["n"]
-    if algo == "systolic":
-        return shape["k"]
-    return max(rows, cols)
 
 
 def grid_with_holes(p: int, q: int, fraction: float, seed: int):

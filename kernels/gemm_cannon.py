@@ -43,17 +43,24 @@ per-step synchronisation and link contention that this model does not have.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from fabric.program import words
+from kernels.algorithm import GemmAlgorithm, RouteFamily, Tiles, Variant, spans
 from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
+    C_STAYS_PUT,
+    K_STEPS,
+    ceil_div,
     check_operands,
     gather_c,
     gemm_result,
+    line_colors,
     matmul_cycles,
+    output_blocks,
     wait_cycles,
 )
 from kernels.grid import KernelGrid
@@ -249,3 +256,68 @@ def cannon_cycles(
     hops = [h + detour.hop for h in ring_hops(p, ring)]
     latency = spec.link.hop_latency_cycles
     return total + ((max(hops) + sum(sorted(hops)[-2:])) * latency if p > 1 else 0)
+
+
+# ---- the records (one per ring): what the compiler and the fast tier need ----
+
+
+def cannon_words(m, k, n, p, q, spec, dtype) -> int:
+    """SRAM words of the fullest PE: double buffers of its ``A`` and ``B`` blocks, and ``C``."""
+    mr, kl, nc = ceil_div(m, p), ceil_div(k, p), ceil_div(n, p)
+    return 2 * words(mr * kl, dtype) + 2 * words(kl * nc, dtype) + mr * nc
+
+
+def cannon_routes(ring: str):
+    """The route rule of a ring: every PE of a line longer than one streams to its ring
+    predecessor; the longest shift takes ``P - 1`` hops (naive) or at most two."""
+
+    def shift(line: int, across: int) -> tuple[int, int]:
+        """Routes (every PE of a line longer than one) and the longest shift's hops."""
+        if line < 2:
+            return 0, 0
+        return across * line, line - 1 if ring == "naive" else min(2, line - 1)
+
+    def routes(rows: int, cols: int, options: dict) -> dict[str, RouteFamily]:
+        return {
+            "A": RouteFamily("every PE, each shift", "its ring predecessor along the row",
+                             *shift(cols, rows)),
+            "B": RouteFamily("every PE, each shift", "its ring predecessor along the column",
+                             *shift(rows, cols)),
+        }  # fmt: skip
+
+    return routes
+
+
+def cannon_tiles_in(m, k, n, p, q, spec) -> Tiles:
+    """The ``P x P`` blocks ``B[K_l, N_c]``, loaded skewed before the first step: logical row
+    ``r`` gets ``l = (r + c) mod P``, row after row."""
+    ks, ns = split(k, p, "k"), split(n, p, "n")
+    kspans, nspans = spans(ks), spans(ns)
+    order = ((kspans[(r + c) % p], nspans[c]) for r in range(p) for c in range(p))
+    return Tiles(ks, ns, p * p, order)
+
+
+def _cannon_record(ring: str) -> GemmAlgorithm:
+    name = f"cannon_{ring}"
+    return GemmAlgorithm(
+        name=name,
+        apply=functools.partial(cannon, ring=ring),
+        analytic_cycles=functools.partial(cannon_cycles, ring=ring),
+        sram_words=cannon_words,
+        grid_dims=("m", "n"),
+        third_dim_mapping="ring shifts",
+        strategies=(Variant(name),),
+        square=True,
+        k_over_grid=True,
+        colors=line_colors(A_COLORS, B_COLORS),
+        routes=cannon_routes(ring),
+        tiles_in=cannon_tiles_in,
+        tiles_out=output_blocks,
+        tiles_in_moved_by="every PE, skewed, before the first step",
+        tiles_out_moved_by=C_STAYS_PUT,
+        fast_tier=K_STEPS,
+    )
+
+
+CANNON_NAIVE = _cannon_record("naive")
+CANNON_INTERLEAVED = _cannon_record("interleaved")

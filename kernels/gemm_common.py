@@ -1,12 +1,18 @@
-"""Pieces the GEMM kernels share: operand checks, tile storage, result assembly, op costs."""
+"""Pieces the GEMM kernels share: operand checks, tile storage, result assembly, op costs;
+and pieces their records (:mod:`kernels.algorithm`) share: colors by line parity, ``C``
+blocks sent out at the end, fast-tier sampling by ``k`` steps."""
 
 from __future__ import annotations
+
+import itertools
+import math
 
 import numpy as np
 
 from fabric.engine import SimResult
 from fabric.program import value_bytes, vector_cycles
-from kernels.plan import KernelPlan, decode, encode
+from kernels.algorithm import Families, FastTierSampling, Tiles, spans
+from kernels.plan import KernelPlan, decode, encode, split
 from kernels.result import KernelResult, kernel_result
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
@@ -66,6 +72,53 @@ def matmul_cycles(spec: WaferSpec, m: int, k: int, n: int, dtype: str) -> int:
     return spec.pe.op_startup_cycles + n * column
 
 
+def ceil_div(a: int, b: int) -> int:
+    """``a / b`` rounded up (positive integers)."""
+    return -(-a // b)
+
+
 def wait_cycles(spec: WaferSpec) -> int:
     """Cycles of a ``wait`` whose condition already holds."""
     return spec.pe.op_startup_cycles + WAIT_OP_CYCLES
+
+
+# ---- pieces of the records ----
+
+C_STAYS_PUT = "every PE at the end (C stays put)"  # what sends an output-stationary kernel's C
+
+
+def by_parity(colors, lines: int) -> set[int]:
+    """Colors of ``lines`` lines that each take ``colors[line parity]`` (a color, or a tuple
+    of colors)."""
+    picked = colors[: min(lines, 2)]
+    return {c for pair in picked for c in (pair if isinstance(pair, tuple) else (pair,))}
+
+
+def line_colors(a_colors, b_colors):
+    """The color rule of a kernel whose ``A`` lines (rows) take ``a_colors[row parity]`` and
+    ``B`` lines (columns) ``b_colors[column parity]``."""
+
+    def colors(rows: int, cols: int, n: int, options: dict) -> Families:
+        return {"A": by_parity(a_colors, rows), "B": by_parity(b_colors, cols)}
+
+    return colors
+
+
+def output_blocks(m: int, k: int, n: int, p: int, q: int, spec: WaferSpec) -> Tiles:
+    """``C``'s tiles out of an output-stationary kernel: block ``C[M_i, N_j]`` of each PE,
+    row after row, all at the end."""
+    ms, ns = split(m, p, "m"), split(n, q, "n")
+    return Tiles(ms, ns, p * q, itertools.product(spans(ms), spans(ns)))
+
+
+def _k_steps(shape: dict[str, int], rows: int, cols: int) -> int:
+    return max(rows, cols)
+
+
+def _k_share(shape, rows: int, cols: int, p: int, q: int, step: int, spec) -> int:
+    """``k`` cut over the grid: each PE keeps its share of ``k``."""
+    return math.ceil(shape["k"] / max(rows, cols)) * max(p, q)
+
+
+# SUMMA and Cannon: one k step per PE of a grid side; the two runs differ in side
+K_STEPS = FastTierSampling(units=_k_steps, reduced_length=_k_share, halves_grid=True)

@@ -44,12 +44,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric.program import words
+from kernels.algorithm import Families, GemmAlgorithm, RouteFamily, Tiles, Variant, spans
 from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
+    C_STAYS_PUT,
+    K_STEPS,
+    by_parity,
+    ceil_div,
     check_operands,
     gather_c,
     gemm_result,
     matmul_cycles,
+    output_blocks,
     store,
     wait_cycles,
 )
@@ -282,3 +288,65 @@ def summa_cycles(
         comms.append(max(wait_cycles(spec) + max(chains) // 2, ramp) if chains else 0)
         muls.append(2 * wait_cycles(spec) + matmul_cycles(spec, mi, kk, nj, dtype))
     return sum(map(max, comms, muls)) + min(2 * comms[0], muls[-1])
+
+
+# ---- the record: what the compiler and the fast tier need ----
+
+
+def summa_words(m, k, n, p, q, spec, dtype) -> int:
+    """SRAM words of the fullest PE: its pieces of ``A`` and ``B`` (fp16 pieces padded to
+    whole words), the double buffers of received pieces and ``C``."""
+    mi, nj, widest = ceil_div(m, p), ceil_div(n, q), min(ceil_div(k, q), ceil_div(k, p))
+    pieces_a, pieces_b = p // q + 2, q // p + 2  # k-steps in a column's (row's) share
+    a = words(mi * ceil_div(k, q), dtype) + pieces_a
+    b = words(ceil_div(k, p) * nj, dtype) + pieces_b
+    bufs = (2 * words(mi * widest, dtype) if q > 1 else 0) + (
+        2 * words(widest * nj, dtype) if p > 1 else 0
+    )
+    return a + b + bufs + mi * nj
+
+
+def summa_colors(rows: int, cols: int, n: int, options: dict) -> Families:
+    """A row's broadcast trees take ``A_COLORS[row parity]`` (even and odd steps), a
+    column's ``B_COLORS[column parity]``; a line of one PE broadcasts nothing."""
+    a = by_parity(A_COLORS, rows) if cols > 1 else set()
+    b = by_parity(B_COLORS, cols) if rows > 1 else set()
+    return {"A": a, "B": b}
+
+
+def summa_routes(rows: int, cols: int, options: dict) -> dict[str, RouteFamily]:
+    """Two turnaround trees per line (even and odd steps)."""
+    return {
+        "A": RouteFamily(
+            "each k step's owner PE, up its row's tree to the {west} edge port and back",
+            "every PE of the row (two trees per row, even and odd steps)", 2 * rows, 2 * cols),
+        "B": RouteFamily(
+            "each k step's owner PE, up its column's tree to the {north} edge port and back",
+            "every PE of the column", 2 * cols, 2 * rows),
+    }  # fmt: skip
+
+
+def summa_tiles_in(m, k, n, p, q, spec) -> Tiles:
+    """The ``k`` steps, each the rows of ``B`` one grid row owns, spread over the columns."""
+    steps = summa_steps(m, k, n, p, q).k
+    return Tiles(steps, np.array([0, n]), len(steps) - 1, ((s, (0, n)) for s in spans(steps)))
+
+
+SUMMA = GemmAlgorithm(
+    name="summa",
+    apply=summa,
+    analytic_cycles=summa_cycles,
+    sram_words=summa_words,
+    grid_dims=("m", "n"),
+    third_dim_mapping="broadcast steps",
+    strategies=(Variant("summa"),),
+    square=False,
+    k_over_grid=True,
+    colors=summa_colors,
+    routes=summa_routes,
+    tiles_in=summa_tiles_in,
+    tiles_out=output_blocks,
+    tiles_in_moved_by="the grid row that owns each k step, spread over the grid columns",
+    tiles_out_moved_by=C_STAYS_PUT,
+    fast_tier=K_STEPS,
+)

@@ -33,11 +33,16 @@ import math
 import numpy as np
 
 from fabric.program import WORD_BYTES, value_bytes, vector_cycles, words
+from kernels.algorithm import FastTierSampling, GemmAlgorithm, RouteFamily, Tiles, Variant, spans
 from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
+    C_STAYS_PUT,
+    ceil_div,
     check_operands,
     gather_c,
     gemm_result,
+    line_colors,
+    output_blocks,
     wait_cycles,
 )
 from kernels.grid import KernelGrid
@@ -144,3 +149,67 @@ def systolic_cycles(
         for kc in (int(w) for w in chunks)
     ]  # the multiply, or the ramp that both operands share
     return fill + sum(chunk) + p + detour.down * spec.link.hop_latency_cycles
+
+
+# ---- the record: what the compiler and the fast tier need ----
+
+
+def _k_chunks(k: int, m: int, p: int, spec: WaferSpec) -> np.ndarray:
+    """Offsets of the ``k`` chunks on ``p`` grid rows."""
+    return split(k, ceil_div(k, chunk_width(k, ceil_div(m, p), spec)), "k")
+
+
+def systolic_words(m, k, n, p, q, spec, dtype) -> int:
+    """SRAM words of the fullest PE: ``C`` and the two ``A`` chunk buffers."""
+    mi, nj = ceil_div(m, p), ceil_div(n, q)
+    chunk = ceil_div(k, ceil_div(k, chunk_width(k, mi, spec)))
+    return mi * nj + 2 * words(mi * chunk, dtype)
+
+
+def systolic_routes(rows: int, cols: int, options: dict) -> dict[str, RouteFamily]:
+    """A multicast along each line from its edge port."""
+    return {
+        "A": RouteFamily("the {west} edge port of each kernel row",
+                         "every PE of the row (multicast)", rows, cols),
+        "B": RouteFamily("the {north} edge port of each kernel column",
+                         "every PE of the column (multicast)", cols, rows),
+    }  # fmt: skip
+
+
+def systolic_tiles_in(m, k, n, p, q, spec) -> Tiles:
+    """The ``k`` chunks, each streamed by every grid column's edge port at once."""
+    chunks = _k_chunks(k, m, p, spec)
+    return Tiles(chunks, np.array([0, n]), len(chunks) - 1,
+                 ((c, (0, n)) for c in spans(chunks)))  # fmt: skip
+
+
+def _k_streamed(shape: dict[str, int], rows: int, cols: int) -> int:
+    return shape["k"]
+
+
+def _two_chunks_a_step(shape, rows: int, cols: int, p: int, q: int, step: int, spec) -> int:
+    """Run ``step`` streams ``2 * step`` chunks of ``k`` (all of ``k`` if shorter)."""
+    kc = chunk_width(shape["k"], math.ceil(shape["m"] / rows), spec)
+    return min(shape["k"], 2 * step * kc)
+
+
+SYSTOLIC = GemmAlgorithm(
+    name="systolic",
+    apply=systolic,
+    analytic_cycles=systolic_cycles,
+    sram_words=systolic_words,
+    grid_dims=("m", "n"),
+    third_dim_mapping="streamed in chunks",
+    strategies=(Variant("systolic"),),
+    square=False,
+    k_over_grid=False,
+    colors=line_colors(A_COLORS, B_COLORS),
+    routes=systolic_routes,
+    tiles_in=systolic_tiles_in,
+    tiles_out=output_blocks,
+    tiles_in_moved_by="every kernel column's {north} port at once (column j sends N_j)",
+    tiles_out_moved_by=C_STAYS_PUT,
+    fast_tier=FastTierSampling(
+        units=_k_streamed, reduced_length=_two_chunks_a_step, halves_grid=False
+    ),
+)

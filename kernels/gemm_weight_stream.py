@@ -43,8 +43,17 @@ import numpy as np
 
 from fabric.program import WORD_BYTES, fmacs_cycles, value_bytes, vector_cycles, words
 from kernels import _weight_stream_kernels
+from kernels.algorithm import (
+    Families,
+    FastTierSampling,
+    GemmAlgorithm,
+    RouteFamily,
+    Tiles,
+    Variant,
+    spans,
+)
 from kernels.detour import NO_DETOUR
-from kernels.gemm_common import check_operands, gemm_result
+from kernels.gemm_common import ceil_div, check_operands, gemm_result
 from kernels.grid import KernelGrid
 from kernels.lines import reduce_colors, reduce_lines
 from kernels.plan import KernelPlan, decode, encode, split
@@ -328,3 +337,103 @@ def weight_stream_cycles(
         mj * widths.astype(np.int64), shares, detour.crowd,
     )  # fmt: skip
     return int(end) + 1 + detour.down * latency
+
+
+# ---- the record: what the compiler and the fast tier need ----
+
+
+def weight_stream_words(m, k, n, p, q, spec, dtype, reduce="chain") -> int:
+    """SRAM words of the fullest PE: its ``A`` tile, the ``C`` chunks it owns (a tree's
+    row 0 owns them all) and the two partial buffers."""
+    mj, ki = ceil_div(m, q), ceil_div(k, p)
+    chunks = np.diff(chunk_offsets(n, p))
+    width = int(chunks.max())
+    owned = n if reduce == "tree" else ceil_div(len(chunks), p) * width
+    return words(mj * ki, dtype) + mj * owned + 2 * mj * width
+
+
+def weight_stream_colors(rows: int, cols: int, n: int, options: dict) -> Families:
+    """The weights' color, and the reductions': the kernel hands ``reduce_line`` the colors
+    ``1 .. 2 * per_side``; a root's side toward row 0 takes the first ``per_side``, the
+    other side the last ones. Roots are the chunks' owner rows (chain: ``0 .. top``; tree:
+    row 0), and a longer side uses every color a shorter one does, so the side from the
+    highest root up and the side from row 0 down hold them all."""
+    reduce = options.get("reduce", "chain")
+    per_side = reduce_colors(reduce, rows, 0) or 1
+    palette = list(range(1, 1 + 2 * per_side))
+    top = min(len(chunk_offsets(n, rows)) - 1, rows) - 1 if reduce == "chain" else 0
+    up = _side_colors(reduce, top + 1, palette[:per_side])
+    down = _side_colors(reduce, rows, palette[-per_side:])
+    return {"weights": {W_COLOR}, "partial sums": up | down}
+
+
+def _side_colors(reduce: str, length: int, palette: list[int]) -> set[int]:
+    """Colors one side of ``length`` PEs (root included) routes on, as ``kernels.lines``
+    streams them: chain: ``palette[d % 2]`` from distance ``d``; tree: ``palette[k]`` in
+    round ``k``."""
+    if reduce == "chain":
+        return {palette[d % 2] for d in range(1, min(length, 3))}
+    return set(palette[: reduce_colors("tree", length, 0)])
+
+
+def weight_stream_routes(rows: int, cols: int, options: dict) -> dict[str, RouteFamily]:
+    """A multicast of the weights along each row; the reductions down each column."""
+    reduce = options.get("reduce", "chain")
+    tree = reduce == "tree"
+    reach = "its parent in a binomial tree" if tree else "its neighbour toward the root"
+    return {
+        "weights": RouteFamily("the {west} edge port of each kernel row",
+                               "every PE of the row (multicast)", rows, cols),
+        "partial sums": RouteFamily(f"each PE of a column, for each chunk of C ({reduce})",
+                                    f"{reach}; the chunk's owner row holds the sum",
+                                    cols * (rows - 1), max(1, rows // 2) if tree else 1),
+    }  # fmt: skip
+
+
+def weight_stream_tiles_in(m, k, n, p, q, spec) -> Tiles:
+    """The column chunks of ``B``, each streamed by every kernel row's port at once."""
+    chunks = chunk_offsets(n, p)
+    return Tiles(np.array([0, k]), chunks, len(chunks) - 1,
+                 (((0, k), c) for c in spans(chunks)))  # fmt: skip
+
+
+def weight_stream_tiles_out(m, k, n, p, q, spec) -> Tiles:
+    """The column chunks of ``C``, each sent once it is reduced."""
+    chunks = chunk_offsets(n, p)
+    return Tiles(np.array([0, m]), chunks, len(chunks) - 1,
+                 (((0, m), c) for c in spans(chunks)))  # fmt: skip
+
+
+def _n_streamed(shape: dict[str, int], rows: int, cols: int) -> int:
+    return shape["n"]
+
+
+def _chunks_a_row_per_step(shape, rows: int, cols: int, p: int, q: int, step: int, spec) -> int:
+    """Run ``step`` streams ``step`` chunks per grid row (all of ``n`` if shorter)."""
+    width = int(np.diff(chunk_offsets(shape["n"], rows)).max())
+    return min(shape["n"], step * p * width)
+
+
+WEIGHT_STREAM = GemmAlgorithm(
+    name="weight_stream",
+    apply=weight_stream,
+    analytic_cycles=weight_stream_cycles,
+    sram_words=weight_stream_words,
+    grid_dims=("k", "m"),
+    third_dim_mapping="streamed from the west edge in chunks",
+    strategies=(
+        Variant("weight_stream_chain", {"reduce": "chain"}),
+        Variant("weight_stream_tree", {"reduce": "tree"}, tree_reduction=True),
+    ),
+    square=False,
+    k_over_grid=False,
+    colors=weight_stream_colors,
+    routes=weight_stream_routes,
+    tiles_in=weight_stream_tiles_in,
+    tiles_out=weight_stream_tiles_out,
+    tiles_in_moved_by="every kernel row's {west} port at once (row i sends its K_i rows)",
+    tiles_out_moved_by="each chunk's owner row, once the chunk is reduced",
+    fast_tier=FastTierSampling(
+        units=_n_streamed, reduced_length=_chunks_a_row_per_step, halves_grid=False
+    ),
+)

@@ -1,8 +1,11 @@
 """Every kernel by name: run one on the cycle engine, or get its analytic cycle count.
 
-``KERNELS[kernel][algo]`` is a :class:`Algorithm`: ``run(inputs, grid, spec, dtype, **opts)``
-on the engine and ``cycles(shape, rows, cols, spec, dtype, **opts)`` analytically. Inputs are
-drawn from the seed (standard normal float32), so a run is reproducible from its arguments.
+``KERNELS[kernel][algo]`` has ``run(shape, grid, spec, dtype, seed, **opts)`` on the engine
+and ``cycles(shape, rows, cols, spec, dtype, **opts)`` analytically. Inputs are drawn from the
+seed (standard normal float32), so a run is reproducible from its arguments. GEMV and the
+collectives are :class:`Algorithm` entries built here; ``KERNELS["gemm"]`` is the table of
+GEMM records (:mod:`kernels.gemm_algorithms`), each of which also holds everything the
+compiler and the fast tier need (:mod:`kernels.algorithm`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels import collectives, gemm_cannon, gemm_summa, gemm_systolic, gemv
-from kernels.gemm_weight_stream import weight_stream, weight_stream_cycles
+from kernels import collectives, gemv
+from kernels.algorithm import GemmAlgorithm
+from kernels.gemm_algorithms import GEMM_ALGORITHMS
 from kernels.grid import KernelGrid
 from kernels.result import KernelResult
 from wafer.errors import ConfigError
@@ -22,30 +26,12 @@ from wafer.spec import WaferSpec
 
 @dataclass(frozen=True)
 class Algorithm:
-    """``run`` draws its inputs from a seed; a GEMM's ``apply(a, b, grid, spec, dtype,
-    **opts)`` multiplies the operands given (a training run's activations and weights)."""
+    """A GEMV or collective: ``run`` draws its inputs from a seed, ``cycles`` estimates. (A
+    GEMM record has both too, and ``apply(a, b, grid, spec, dtype, **opts)``, which
+    multiplies the operands given: a training run's activations and weights.)"""
 
     run: Callable[..., KernelResult]
     cycles: Callable[..., int]
-    apply: Callable[..., KernelResult] | None = None
-
-
-def _gemm(fn, cycles_fn, **fixed) -> Algorithm:
-    def apply(a, b, grid, spec, dtype, **opts):
-        return fn(a, b, grid, spec, dtype, **fixed, **opts)
-
-    def run(shape, grid, spec, dtype, seed, **opts):
-        rng = np.random.default_rng(seed)
-        a = rng.standard_normal((shape["m"], shape["k"])).astype(np.float32)
-        b = rng.standard_normal((shape["k"], shape["n"])).astype(np.float32)
-        return apply(a, b, grid, spec, dtype, **opts)
-
-    def cycles(shape, rows, cols, spec, dtype, **opts):
-        return cycles_fn(
-            shape["m"], shape["k"], shape["n"], rows, cols, spec, dtype, **fixed, **opts
-        )
-
-    return Algorithm(run, cycles, apply)
 
 
 def _gemv(algo: str) -> Algorithm:
@@ -71,16 +57,8 @@ def _collective(op: str, algo: str) -> Algorithm:
     return Algorithm(run, cycles)
 
 
-KERNELS: dict[str, dict[str, Algorithm]] = {
-    "gemm": {
-        "weight_stream": _gemm(weight_stream, weight_stream_cycles),
-        "summa": _gemm(gemm_summa.summa, gemm_summa.summa_cycles),
-        "cannon_naive": _gemm(gemm_cannon.cannon, gemm_cannon.cannon_cycles, ring="naive"),
-        "cannon_interleaved": _gemm(
-            gemm_cannon.cannon, gemm_cannon.cannon_cycles, ring="interleaved"
-        ),
-        "systolic": _gemm(gemm_systolic.systolic, gemm_systolic.systolic_cycles),
-    },
+KERNELS: dict[str, dict[str, Algorithm | GemmAlgorithm]] = {
+    "gemm": GEMM_ALGORITHMS,  # the same table: an algorithm registered at run time is here
     "gemv": {algo: _gemv(algo) for algo in ("chain", "tree", "ktree")},
     **{
         op: {algo: _collective(op, algo) for algo in ("chain", "tree", "ktree")}
@@ -90,7 +68,7 @@ KERNELS: dict[str, dict[str, Algorithm]] = {
 SHAPE_KEYS = {"gemm": ("m", "k", "n"), "gemv": ("m", "n")}  # collectives: ("n",)
 
 
-def algorithm(kernel: str, algo: str) -> Algorithm:
+def algorithm(kernel: str, algo: str) -> Algorithm | GemmAlgorithm:
     """The registered algorithm; an unknown name is an error listing the valid ones."""
     if kernel not in KERNELS:
         raise ConfigError(f"kernel={kernel!r} is not one of: {', '.join(KERNELS)}")

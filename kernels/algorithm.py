@@ -1,0 +1,163 @@
+"""The record of one GEMM algorithm: everything the kernels, the compiler and the fast tier
+know about it, in one place.
+
+A :class:`GemmAlgorithm` holds the program builder (``apply``), the analytic cost, the SRAM
+words per PE, how the compiler may cut a GEMM over its grid (``grid_dims``, ``square``,
+``k_over_grid``, its ``strategies``), the router colors and route families it sets up, the
+order in which its weight tiles cross the wafer edge, and how the fast tier samples it. The
+kernels' registry (:mod:`kernels.gemm_algorithms`), the compiler (:mod:`compiler.strategies`,
+:mod:`compiler.colors`, :mod:`compiler.routes`, :mod:`compiler.tile_order`) and the fast tier
+(:mod:`kernels.fast_tier`) read every per-algorithm fact from the record.
+
+How to add a GEMM algorithm: one file, one registration line
+-------------------------------------------------------------
+Write ``kernels/gemm_<name>.py`` with the kernel and, at its end, the record::
+
+    MY_GEMM = GemmAlgorithm(
+        name="my_gemm",             # the kernel name (``wafersim kernel gemm --algo my_gemm``)
+        apply=my_gemm,              # (a, b, grid, spec, dtype, **options) -> KernelResult
+        analytic_cycles=my_cycles,  # (m, k, n, rows, cols, spec, dtype, **options) -> int
+        sram_words=my_words,        # (m, k, n, rows, cols, spec, dtype, **options) -> int
+        grid_dims=("m", "n"),       # the dimensions cut across grid rows and grid columns
+        third_dim_mapping="...",    # the plan's ``mapping`` of the third dimension
+        strategies=(Variant("my_gemm"),),  # compiler strategy names and their options
+        square=False,               # whether it needs rows == cols
+        k_over_grid=False,          # whether k is also cut along both grid axes
+        colors=my_colors,           # (rows, cols, n, options) -> {family: {color, ...}}
+        routes=my_routes,           # (rows, cols, options) -> {family: RouteFamily}
+        tiles_in=my_tiles_in,       # (m, k, n, rows, cols, spec) -> Tiles of B, as taken in
+        tiles_out=my_tiles_out,     # (m, k, n, rows, cols, spec) -> Tiles of C, as sent out
+        tiles_in_moved_by="...",    # what sends B's tiles ({west}/{north}: the kernel's edges)
+        tiles_out_moved_by="...",   # what takes C's tiles out
+        fast_tier=FastTierSampling(units=..., reduced_length=..., halves_grid=...),
+    )
+
+and add one line to :mod:`kernels.gemm_algorithms`: ``register(MY_GEMM)`` (a script or a
+test may call :func:`kernels.gemm_algorithms.register` at run time instead).
+``tests/test_algorithm_records.py`` checks that every registered record is complete.
+Helpers shared by several records (colors by line parity, ``C`` blocks sent out at the end,
+sampling by ``k`` steps) live in :mod:`kernels.gemm_common`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from kernels.grid import KernelGrid
+from kernels.result import KernelResult
+from wafer.spec import WaferSpec
+
+DIMS = ("m", "k", "n")
+Span = tuple[int, int]  # [first, stop) of one dimension
+Families = dict[str, set[int]]  # route family -> the colors it routes on
+ColorRule = Callable[[int, int, int, dict], Families]  # (rows, cols, n, options)
+
+
+class RouteFamily(NamedTuple):
+    """One kind of stream repeated over the grid's lines (see :mod:`compiler.routes`);
+    ``{west}`` and ``{north}`` in ``source`` name the kernel's edges."""
+
+    source: str  # where each route starts
+    reach: str  # what it reaches
+    routes: int  # how many routes (one replica)
+    hops_max: int  # the most hops one takes
+
+
+RouteRule = Callable[[int, int, dict], dict[str, RouteFamily]]  # (rows, cols, options)
+
+
+class Tiles(NamedTuple):
+    """An operand's tiles as they cross the wafer edge (see :mod:`compiler.tile_order`)."""
+
+    row_offsets: np.ndarray  # offsets of the operand's rows (the largest cut bounds a tile)
+    col_offsets: np.ndarray  # offsets of its columns
+    count: int  # how many tiles
+    order: Iterator[tuple[Span, Span]]  # (row span, column span) of each tile, in order
+
+
+TileRule = Callable[[int, int, int, int, int, WaferSpec], Tiles]  # (m, k, n, rows, cols, spec)
+
+
+def spans(offsets: np.ndarray) -> list[Span]:
+    """The ``[first, stop)`` pairs between consecutive ``offsets``."""
+    return [(int(a), int(b)) for a, b in itertools.pairwise(offsets)]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiler strategy: its name and the kernel options it runs with."""
+
+    strategy: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    tree_reduction: bool = False  # reductions down binomial trees crowd the links round holes
+
+
+@dataclass(frozen=True)
+class FastTierSampling:
+    """How the fast tier (:mod:`kernels.fast_tier`) shrinks a run: the two reduced runs keep
+    each PE's tile and differ in how many identical *units* they run through.
+
+    ``units(shape, rows, cols)``: the units of a GEMM on ``rows x cols`` PEs.
+    ``reduced_length(shape, rows, cols, p, q, step, spec)``: the length of the third
+    dimension (the one not cut over the grid) in reduced run ``step`` (1 or 2) on
+    ``p x q`` PEs of a GEMM ``shape`` placed on ``rows x cols``.
+    ``halves_grid``: the units are counted by grid side, so run 1 takes half the sides of
+    run 2; otherwise both take the same sides and differ in streamed length.
+    """
+
+    units: Callable[[dict[str, int], int, int], int]
+    reduced_length: Callable[..., int]
+    halves_grid: bool
+
+
+@dataclass(frozen=True, eq=False)
+class GemmAlgorithm:
+    """Everything known about one GEMM algorithm (see the module docstring for each field).
+
+    Records compare and hash by identity. ``run`` and ``cycles`` are the interface of
+    :class:`kernels.registry.Algorithm`, so a record is the registry's GEMM entry."""
+
+    name: str
+    apply: Callable[..., KernelResult]
+    analytic_cycles: Callable[..., int]
+    sram_words: Callable[..., int]
+    grid_dims: tuple[str, str]
+    third_dim_mapping: str
+    strategies: tuple[Variant, ...]
+    square: bool
+    k_over_grid: bool
+    colors: ColorRule
+    routes: RouteRule
+    tiles_in: TileRule
+    tiles_out: TileRule
+    tiles_in_moved_by: str
+    tiles_out_moved_by: str
+    fast_tier: FastTierSampling
+
+    @property
+    def third_dim(self) -> str:
+        """The dimension not cut over the grid (streamed, stepped through or shifted)."""
+        return next(dim for dim in DIMS if dim not in self.grid_dims)
+
+    @property
+    def mapping(self) -> dict[str, str]:
+        """Where each dimension goes, as the plan reports it."""
+        rows, cols = self.grid_dims
+        return {rows: "grid rows", cols: "grid columns", self.third_dim: self.third_dim_mapping}
+
+    def run(self, shape, grid: KernelGrid, spec: WaferSpec, dtype, seed, **options):
+        """Run on the engine with standard normal float32 operands drawn from ``seed``."""
+        rng = np.random.default_rng(seed)
+        a = rng.standard_normal((shape["m"], shape["k"])).astype(np.float32)
+        b = rng.standard_normal((shape["k"], shape["n"])).astype(np.float32)
+        return self.apply(a, b, grid, spec, dtype, **options)
+
+    def cycles(self, shape, rows: int, cols: int, spec: WaferSpec, dtype, **options) -> int:
+        """The analytic cycles of GEMM ``shape`` (``m``, ``k``, ``n``) on ``rows x cols``."""
+        m, k, n = (shape[dim] for dim in DIMS)
+        return self.analytic_cycles(m, k, n, rows, cols, spec, dtype, **options)
