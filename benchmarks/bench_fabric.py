@@ -18,8 +18,8 @@ import time
 from plain_mesh import plain_rate
 
 from fabric.engine import ENGINES
+from fabric.precompile import warm_up
 from fabric.traffic import TrafficConfig, run_traffic
-from fabric.warm_up import warm_up
 from wafer.atomic import write_json
 from wafer.presets import preset
 

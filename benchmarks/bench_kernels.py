@@ -16,7 +16,7 @@ the analytic model at the engine's size dotted, at the large size solid.
 import argparse
 import time
 
-from fabric.warm_up import warm_up
+from fabric.precompile import warm_up
 from kernels.grid import kernel_grid
 from kernels.registry import KERNELS, analytic_cycles, run_kernel
 from kernels.result import peak_flops_per_cycle

@@ -73,5 +73,5 @@ def test_the_graph_holds_imports_at_the_top_and_inside_functions():
     """The graph is built from the import statements: edges known to exist are in it."""
     graph = import_graph()
     assert graph.has_edge("wafersim.cli", "wafersim.parser")
-    assert graph.has_edge("fabric.warm_up", "fabric.traffic")  # an import inside the module
+    assert graph.has_edge("fabric.precompile", "fabric.traffic")  # an import inside the module
     assert graph.has_edge("wafersim.defects_command", "wafersim.study_plot")  # in a function
