@@ -1,1 +1,18 @@
-"""Programs for the fabric: matmul/GEMV variants, broadcasts, reductions."""
+"""Programs for the fabric (GEMMs, GEMVs, collectives), their analytic costs and the fast
+tier: run one on a kernel grid, or estimate it."""
+
+from wafer.lazy import lazy_exports
+
+EXPORTS = {
+    "kernel_grid": "kernels.grid",
+    "KernelGrid": "kernels.grid",
+    "KernelPlan": "kernels.plan",
+    "engine_used": "kernels.plan",
+    "KernelResult": "kernels.result",
+    "KERNELS": "kernels.registry",
+    "run_kernel": "kernels.registry",
+    "analytic_cycles": "kernels.registry",
+    "fast_cycles": "kernels.fast_tier",
+}
+__all__ = list(EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

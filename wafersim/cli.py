@@ -16,6 +16,8 @@ from wafersim.parser import parse_command_line
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); returns the exit status
+    (0, or 2 after a one-line error on stderr)."""
     args = parse_command_line(sys.argv[1:] if argv is None else list(argv))
     job = command(args.command)
     try:
