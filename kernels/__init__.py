@@ -13,6 +13,8 @@ EXPORTS = {
     "run_kernel": "kernels.registry",
     "analytic_cycles": "kernels.registry",
     "fast_cycles": "kernels.fast_tier",
+    "estimate": "kernels.tiers",
+    "Estimate": "kernels.tiers",
 }
 __all__ = list(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

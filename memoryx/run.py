@@ -70,19 +70,15 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     """Run ``config``, keeping plans and checkpoints in ``out_dir``."""
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    if config["tier"] == "cycle":
+    tier = RUN_TIERS[config["tier"]]
+    if tier.functional:
         check_functional(load_model(config.model_path).graph)  # before the costly parts
     compile_start = time.perf_counter()
     wafers = [_wafer(config, w, out_dir) for w in range(_count(config))]
     compile_time = time.perf_counter() - compile_start
     start = time.perf_counter()  # sim_wall_s counts the simulation, not the compile
-    history, data = None, load_dataset(config["data"], config["seed"])
-    if config["tier"] == "cycle":
-        history, matmuls = _train(config, wafers, data, out_dir, progress)
-    elif config["tier"] == "fast":
-        matmuls = [FastCycles(w, config.spec, progress) for w in wafers]
-    else:
-        matmuls = [None] * len(wafers)
+    data = load_dataset(config["data"], config["seed"])
+    history, matmuls = tier.measure(config, wafers, data, out_dir, progress)
     count = len(wafers)
     streams = [_stream(config, wafers, i, history, matmuls[i], count) for i in range(count)]
     baseline = _stream(config, wafers, 0, history, matmuls[0], 1) if count > 1 else streams[0]
@@ -141,7 +137,7 @@ def _strategies(config: RunConfig) -> tuple[str, ...] | None:
     names = config["strategies"]
     if not config["sparsity"]:
         return None if names is None else tuple(names)
-    if config["tier"] != "cycle":
+    if not RUN_TIERS[config["tier"]].functional:
         raise ConfigError("sparsity is measured on the cycle engine: it needs tier: cycle")
     if names is not None and not set(names) <= set(SPARSE_STRATEGIES):
         raise ConfigError(f"sparsity needs strategies among {', '.join(SPARSE_STRATEGIES)}")
@@ -192,6 +188,32 @@ def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path,
         trainer, store, config["steps"], out_dir, every, config.digest, step_progress
     )
     return history, matmuls
+
+
+def _fast_tier(config: RunConfig, wafers: list[Wafer], data, out_dir, progress):
+    return None, [FastCycles(w, config.spec, progress) for w in wafers]
+
+
+def _analytic_tier(config: RunConfig, wafers: list[Wafer], data, out_dir, progress):
+    return None, [None] * len(wafers)  # the plans' own cycles
+
+
+@dataclass(frozen=True)
+class RunTier:
+    """How a run finds its GEMM cycles: ``measure(config, wafers, data, out_dir, progress)``
+    gives the training history (None unless ``functional``: the model trains on the cycle
+    engine, which measures every GEMM) and, per wafer, what holds its measured cycles
+    (None: the plan's analytic ones)."""
+
+    functional: bool
+    measure: Callable[..., tuple[History | None, list]]
+
+
+RUN_TIERS: dict[str, RunTier] = {  # kernels.tiers.TIERS' names, for a whole run
+    "cycle": RunTier(True, _train),
+    "fast": RunTier(False, _fast_tier),
+    "analytic": RunTier(False, _analytic_tier),
+}
 
 
 def _optimizer_params(section: Any) -> dict[str, Any]:

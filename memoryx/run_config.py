@@ -40,6 +40,7 @@ from typing import Any
 
 from compiler import activations
 from compiler.strategies import strategies
+from kernels.tiers import TIERS
 from memoryx.data import input_pipeline
 from memoryx.swarmx import MAX_WAFERS
 from wafer.config_io import load_mapping
@@ -47,7 +48,6 @@ from wafer.errors import ConfigError
 from wafer.presets import DEFAULT_PRESET, preset
 from wafer.spec import WaferSpec
 
-TIERS = ("cycle", "fast", "analytic")
 DEFAULTS: dict[str, Any] = {
     "wafer": {"preset": DEFAULT_PRESET},
     "data": {"name": "digits"},

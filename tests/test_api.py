@@ -50,8 +50,9 @@ def test_importing_a_root_loads_nothing_heavy():
 def test_root_docstring_examples_run():
     import doctest
 
+    import kernels.tiers
     import wafer
     import wafersim
 
-    for module in (wafer, wafersim):
+    for module in (wafer, wafersim, kernels.tiers):
         assert doctest.testmod(module).failed == 0

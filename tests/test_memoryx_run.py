@@ -279,3 +279,12 @@ def test_a_finished_swarmx_run_reports_the_same_when_run_again(tmp_path):
     again = run(config, tmp_path / "out")
     assert [s.total_cycles for s in again.streams] == [s.total_cycles for s in first.streams]
     assert first.streams[0].total_cycles != first.streams[1].total_cycles  # own defect maps
+
+
+def test_a_run_has_each_kernel_tier_and_no_other():
+    """The run's tiers are the kernels' tiers, by the same names (kernels.tiers.TIERS)."""
+    from kernels.tiers import TIERS
+    from memoryx.run import RUN_TIERS
+
+    assert list(RUN_TIERS) == list(TIERS)
+    assert [name for name, tier in RUN_TIERS.items() if tier.functional] == ["cycle"]

@@ -33,6 +33,7 @@ EXPORTS = {
     "run_kernel": "kernels.registry",
     "analytic_cycles": "kernels.registry",
     "fast_cycles": "kernels.fast_tier",
+    "estimate": "kernels.tiers",
     "engine_used": "kernels.plan",
     # the compiler
     "load_model": "compiler.model_file",

@@ -30,7 +30,6 @@ from wafersim.options import (
     spec_from,
 )
 
-TIERS = ("cycle", "fast", "analytic")
 ENGINES = ("cpu", "cuda")
 
 
@@ -43,7 +42,12 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{dim}", type=int, default=1, help=f"matrix dimension {dim}")
     add_grid_option(parser, "8x8", "; 'wafer': the spec's whole logical grid")
     parser.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"])
-    parser.add_argument("--tier", default="cycle", choices=TIERS, help="fidelity (default cycle)")
+    parser.add_argument(
+        "--tier",
+        default="cycle",
+        choices=["cycle", "fast", "analytic"],
+        help="fidelity (default cycle; kernels.tiers)",
+    )
     parser.add_argument(
         "--engine", default="cpu", choices=ENGINES, help="cycle engine (cycle and fast tiers)"
     )
@@ -57,6 +61,7 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     from kernels.grid import kernel_grid
     from kernels.registry import algorithm, shape_of
+    from kernels.tiers import estimate
 
     spec = spec_from(args)
     width, height = _grid_size(args.grid, spec)
@@ -67,12 +72,14 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     dead_pe, dead_link = _patch(args, height, width, spec)
     grid = kernel_grid(height, width, dead_pe, dead_link)
     options = {k: v for k in ("reduce", "scope") if (v := getattr(args, k)) is not None}
-    start = time.perf_counter()
     holes = 0.0 if dead_pe is None else float(dead_pe.mean())
-    estimate = TIER_RUNS[args.tier](args, shape, grid, spec, options, holes)
+    start = time.perf_counter()
+    result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,
+                      args.seed, args.engine, holes, **options)  # fmt: skip
+    summary = result.summary()
+    summary.pop("grid", None)  # an engine run's (rows, cols): said as width_pes, height_pes
     return {
-        **estimate,
-        "tier": args.tier,
+        **summary,
         "width_pes": width,
         "height_pes": height,
         "holes": int(dead_pe.sum()) if dead_pe is not None else 0,
@@ -87,60 +94,6 @@ def _grid_size(text: str, spec: WaferSpec) -> tuple[int, int]:
     if text == "wafer":
         return spec.logical_width_pes, spec.logical_height_pes
     return parse_grid(text)
-
-
-def _cycle(args, shape, grid, spec, options, _holes) -> dict[str, Any]:
-    """The kernel on the cycle engine, its output checked against numpy."""
-    from kernels.plan import engine_used
-    from kernels.registry import run_kernel
-
-    with engine_used(args.engine):
-        result = run_kernel(args.kernel, args.algo, shape, grid, spec, args.dtype, args.seed,
-                            **options)  # fmt: skip
-    summary = result.summary()
-    del summary["grid"]  # (rows, cols): said as width_pes and height_pes
-    return summary
-
-
-def _analytic(args, shape, grid, spec, options, _holes) -> dict[str, Any]:
-    """The closed-form estimate (a GEMM's with the detours of the patch's holes)."""
-    from kernels.registry import analytic_cycles
-
-    if args.kernel == "gemm":
-        tree = options.get("reduce") == "tree"
-        options = {**options, "detour": grid.tree_detour if tree else grid.detour}
-    cycles = analytic_cycles(args.kernel, args.algo, shape, grid.rows, grid.cols, spec,
-                             args.dtype, **options)  # fmt: skip
-    return _estimate(args, shape, spec, cycles, cycles)
-
-
-def _fast(args, shape, grid, spec, options, holes) -> dict[str, Any]:
-    """The fast tier: engine runs on two reduced grids with ``holes`` (the patch's share of
-    dead PEs) dead."""
-    from kernels.fast_tier import fast_cycles
-    from kernels.plan import engine_used
-
-    with engine_used(args.engine):
-        fast = fast_cycles(args.algo, shape, grid.rows, grid.cols, spec, args.dtype,
-                           holes, args.seed, **options)  # fmt: skip
-    summary = _estimate(args, shape, spec, fast.cycles, fast.analytic_cycles)
-    summary.update(fit=list(fast.fit), units=fast.units, reduced_runs=fast.reduced)
-    return summary
-
-
-def _estimate(args, shape, spec, cycles: int, analytic: int) -> dict[str, Any]:
-    return {
-        "kernel": args.kernel,
-        "algo": args.algo,
-        "dtype": args.dtype,
-        "shape": shape,
-        "cycles": int(cycles),
-        "seconds": cycles / spec.clock_hz,
-        "analytic_cycles": int(analytic),
-    }
-
-
-TIER_RUNS = {"cycle": _cycle, "fast": _fast, "analytic": _analytic}
 
 
 def _patch(args, rows: int, cols: int, spec) -> tuple[np.ndarray | None, np.ndarray | None]:

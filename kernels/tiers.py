@@ -1,0 +1,113 @@
+"""The fidelity tiers behind one interface, chosen by name: a kernel's cycles on a grid.
+
+- ``cycle``: the kernel runs on the cycle engine with inputs drawn from the seed; its output
+  is checked against numpy (the ground truth).
+- ``fast`` (GEMMs): engine runs on two reduced grids with the same tile per PE and share of
+  holes, scaled to the full grid (:mod:`kernels.fast_tier`).
+- ``analytic``: the closed-form cost the compiler searches with, with the detours of the
+  grid's holes (GEMMs).
+
+>>> from kernels.grid import kernel_grid
+>>> from wafer.presets import preset
+>>> shape, grid, spec = {"m": 64, "k": 64, "n": 64}, kernel_grid(4, 4), preset("tiny")
+>>> [estimate("gemm", "summa", shape, grid, spec, tier).tier for tier in TIERS]
+['cycle', 'fast', 'analytic']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kernels.grid import KernelGrid
+from kernels.plan import engine_used
+from kernels.registry import analytic_cycles, run_kernel
+from kernels.result import KernelResult
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A kernel's cycles by one tier, and what the tier adds: the engine run's result
+    (``cycle``) or the fit and its reduced runs (``fast``)."""
+
+    tier: str
+    kernel: str
+    algo: str
+    dtype: str
+    shape: dict[str, int]
+    cycles: int
+    seconds: float
+    analytic_cycles: int
+    run: KernelResult | None = field(default=None, repr=False)  # the cycle tier's run
+    fit: dict[str, Any] | None = None  # the fast tier's fit: a, b, units, reduced runs
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready fields (an engine run's own summary for the cycle tier)."""
+        if self.run is not None:
+            return {**self.run.summary(), "tier": self.tier}
+        out = asdict(self)
+        del out["run"]
+        if out["fit"] is None:
+            del out["fit"]
+        return out
+
+
+Request = tuple[str, str, dict[str, int], KernelGrid, WaferSpec]  # kernel, algo, shape, grid, spec
+
+
+def _cycle(req: Request, dtype, seed, engine, holes, options) -> Estimate:
+    kernel, algo, shape, grid, spec = req
+    with engine_used(engine):
+        result = run_kernel(kernel, algo, shape, grid, spec, dtype, seed, **options)
+    return Estimate("cycle", kernel, algo, dtype, shape, result.cycles, result.seconds,
+                    result.analytic_cycles, run=result)  # fmt: skip
+
+
+def _fast(req: Request, dtype, seed, engine, holes, options) -> Estimate:
+    from kernels.fast_tier import fast_cycles
+
+    kernel, algo, shape, grid, spec = req
+    if kernel != "gemm":
+        raise ConfigError(f"tier='fast' estimates GEMMs only, not {kernel}")
+    with engine_used(engine):
+        fast = fast_cycles(algo, shape, grid.rows, grid.cols, spec, dtype, holes, seed, **options)
+    fit = {"a": fast.fit[0], "b": fast.fit[1], "units": fast.units, "reduced_runs": fast.reduced}
+    return Estimate("fast", kernel, algo, dtype, shape, fast.cycles, fast.cycles / spec.clock_hz,
+                    fast.analytic_cycles, fit=fit)  # fmt: skip
+
+
+def _analytic(req: Request, dtype, seed, engine, holes, options) -> Estimate:
+    kernel, algo, shape, grid, spec = req
+    if kernel == "gemm":
+        tree = options.get("reduce") == "tree"  # tree reductions crowd the detours' links
+        options = {**options, "detour": grid.tree_detour if tree else grid.detour}
+    cycles = analytic_cycles(kernel, algo, shape, grid.rows, grid.cols, spec, dtype, **options)
+    return Estimate("analytic", kernel, algo, dtype, shape, cycles, cycles / spec.clock_hz, cycles)
+
+
+TIERS: dict[str, Callable[..., Estimate]] = {"cycle": _cycle, "fast": _fast, "analytic": _analytic}
+
+
+def estimate(
+    kernel: str,
+    algo: str,
+    shape: dict[str, int],
+    grid: KernelGrid,
+    spec: WaferSpec,
+    tier: str = "cycle",
+    dtype: str = "fp32",
+    seed: int = 0,
+    engine: str = "cpu",
+    hole_fraction: float = 0.0,
+    **options,
+) -> Estimate:
+    """``kernel``/``algo`` on ``grid`` by the tier named ``tier`` (``hole_fraction``: the
+    share of dead PEs the fast tier gives its reduced grids; ``engine``: where the cycle
+    and fast tiers run the engine)."""
+    if tier not in TIERS:
+        raise ConfigError(f"tier={tier!r} is not one of: {', '.join(TIERS)}")
+    request = (kernel, algo, shape, grid, spec)
+    return TIERS[tier](request, dtype, seed, engine, hole_fraction, options)
