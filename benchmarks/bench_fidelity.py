@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from compiler.single_gemm import place_single_gemm, run_placed_gemm
-from compiler.strategies import STRATEGIES
+from compiler.strategies import all_strategies
 from kernels.fast_tier import fast_cycles, grid_with_holes
 from kernels.registry import analytic_cycles, run_kernel
 from memoryx.report import performance
@@ -86,7 +86,7 @@ def placed_cases(side: int, fraction: float) -> list[dict]:
         defects = repair(drawn, "none")
     best, _ = place_single_gemm(SHAPE, spec, "fp32", defects)
     rows = []
-    for name in STRATEGIES:
+    for name in all_strategies():
         placed, working = place_single_gemm(SHAPE, spec, "fp32", defects, [name])
         start = time.perf_counter()
         result = run_placed_gemm(placed, working, spec, "fp32")

@@ -194,8 +194,8 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]
     waves = -(-work.count // replicas)
     options = tuple(sorted(strategy.options.items()))
     lines = target.lines(shape.turned)
-    tree = strategy.options.get("reduce") == "tree"  # its reductions crowd links round holes
-    detour = lines.detour(rows, cols, lines.blocks(replicas, rows, cols), tree)
+    blocks = lines.blocks(replicas, rows, cols)
+    detour = lines.detour(rows, cols, blocks, strategy.tree_reduction)
     kernel = waves * _kernel_cycles(strategy.algo, options, work.m, work.k, work.n, rows, cols,
                                     spec, target.dtype, detour)  # fmt: skip
     costs = _local_costs(work, target, rows * cols * replicas)

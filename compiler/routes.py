@@ -2,7 +2,8 @@
 
 A family is one kind of stream repeated over the grid's lines: what it carries, its colors
 (:func:`compiler.colors.family_colors`), where each route starts and what it reaches, how
-many routes there are (over every replica) and the most hops one takes. A whole-wafer layer
+many routes there are (over every replica) and the most hops one takes; each kernel's record
+says which families it sets up (:attr:`kernels.algorithm.GemmAlgorithm.routes`). A whole-wafer layer
 has up to a million routes, all alike but for their line; the kernels build each one when
 they run (:mod:`kernels.wiring`), so a plan lists families, not routes. On a grid with
 holes, a route whose line holds one detours around it on the colors kept for detours (the
@@ -18,63 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.colors import family_colors
-
-
-def _weight_stream(rows: int, cols: int, options: dict) -> dict[str, tuple]:
-    reduce = options.get("reduce", "chain")
-    tree = reduce == "tree"
-    reach = "its parent in a binomial tree" if tree else "its neighbour toward the root"
-    return {
-        "weights": ("the {west} edge port of each kernel row",
-                    "every PE of the row (multicast)", rows, cols),
-        "partial sums": (f"each PE of a column, for each chunk of C ({reduce})",
-                         f"{reach}; the chunk's owner row holds the sum",
-                         cols * (rows - 1), max(1, rows // 2) if tree else 1),
-    }  # fmt: skip
-
-
-def _summa(rows: int, cols: int, options: dict) -> dict[str, tuple]:
-    return {
-        "A": ("each k step's owner PE, up its row's tree to the {west} edge port and back",
-              "every PE of the row (two trees per row, even and odd steps)", 2 * rows, 2 * cols),
-        "B": ("each k step's owner PE, up its column's tree to the {north} edge port and back",
-              "every PE of the column", 2 * cols, 2 * rows),
-    }  # fmt: skip
-
-
-def _cannon(wrap: bool):
-    def families(rows: int, cols: int, options: dict) -> dict[str, tuple]:
-        def shift(line: int, across: int) -> tuple[int, int]:
-            """Routes (every PE of a line longer than one) and the longest shift's hops."""
-            if line < 2:
-                return 0, 0
-            return across * line, line - 1 if wrap else min(2, line - 1)
-
-        return {
-            "A": ("every PE, each shift", "its ring predecessor along the row", *shift(cols, rows)),
-            "B": ("every PE, each shift", "its ring predecessor along the column",
-                  *shift(rows, cols)),
-        }  # fmt: skip
-
-    return families
-
-
-def _systolic(rows: int, cols: int, options: dict) -> dict[str, tuple]:
-    return {
-        "A": ("the {west} edge port of each kernel row", "every PE of the row (multicast)",
-              rows, cols),
-        "B": ("the {north} edge port of each kernel column",
-              "every PE of the column (multicast)", cols, rows),
-    }  # fmt: skip
-
-
-FAMILIES = {
-    "weight_stream": _weight_stream,
-    "summa": _summa,
-    "cannon_naive": _cannon(wrap=True),
-    "cannon_interleaved": _cannon(wrap=False),
-    "systolic": _systolic,
-}
+from kernels.gemm_algorithms import gemm_algorithm
 
 
 def route_families(placed: dict[str, Any]) -> list[dict[str, Any]]:
@@ -83,10 +28,10 @@ def route_families(placed: dict[str, Any]) -> list[dict[str, Any]]:
     rows, cols = placed["grid"]
     algo, options = placed["algorithm"], placed["options"]
     colors = family_colors(algo, rows, cols, placed["gemm"]["n"], tuple(sorted(options.items())))
-    turned = placed["orientation"] == "north edge"
-    edges = {"west": "north", "north": "west"} if turned else {"west": "west", "north": "north"}
+    edges = kernel_edges(placed["orientation"])
     out = []
-    for name, (start, reach, count, hops) in FAMILIES[algo](rows, cols, options).items():
+    families = gemm_algorithm(algo).routes(rows, cols, options)
+    for name, (start, reach, count, hops) in families.items():
         if not colors[name] or not count:
             continue  # a line of one PE sends nothing
         out.append({
@@ -98,3 +43,11 @@ def route_families(placed: dict[str, Any]) -> list[dict[str, Any]]:
             "hops_max": hops,
         })  # fmt: skip
     return out
+
+
+def kernel_edges(orientation: str) -> dict[str, str]:
+    """The wafer edge each kernel edge (``west``, ``north``) lies on, as placed: turned a
+    quarter (``north edge``), the kernel's west edge is the wafer's north edge."""
+    if orientation == "north edge":
+        return {"west": "north", "north": "west"}
+    return {"west": "west", "north": "north"}

@@ -18,7 +18,7 @@ from compiler.colors import fits_palette, kernel_colors
 from compiler.model_file import load_model
 from compiler.plan import CompileOptions, compile_cached, compile_plan
 from compiler.single_gemm import place_single_gemm, run_placed_gemm
-from compiler.strategies import STRATEGIES
+from compiler.strategies import all_strategies
 from compiler.tile_order import LISTED_TILES, tile_order
 from compiler.working import WorkingGrid
 from kernels.gemm_weight_stream import chunk_offsets, weight_stream
@@ -34,6 +34,7 @@ from wafersim.cli import main
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 BOTTLENECKS = {"compute", "SRAM", "fabric", "edge bandwidth"}
+STRATEGIES = all_strategies()  # the registered ones, by name
 
 
 def passes(plan):
