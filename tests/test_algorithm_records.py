@@ -1,0 +1,350 @@
+"""GEMM algorithm records: every registered record is complete and consistent, and a new
+algorithm (a toy "row broadcast" GEMM written here) is one record and one ``register`` call
+away from running on the engine and being placed by the compiler."""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import itertools
+import typing
+
+import numpy as np
+import pytest
+
+from compiler.model_file import load_model
+from compiler.passes import Gemm
+from compiler.placement import Target, place_gemm
+from compiler.plan import CompileOptions, compile_plan, working_grid
+from compiler.single_gemm import place_single_gemm, run_placed_gemm
+from compiler.strategies import strategies
+from fabric.program import fmacs_cycles, words
+from kernels.algorithm import (
+    DIMS,
+    FastTierSampling,
+    GemmAlgorithm,
+    RouteFamily,
+    Tiles,
+    Variant,
+    spans,
+)
+from kernels.detour import NO_DETOUR
+from kernels.fast_tier import REDUCED_SIDE, fast_cycles
+from kernels.gemm_algorithms import GEMM_ALGORITHMS, gemm_algorithm, register, unregister
+from kernels.gemm_common import (
+    C_STAYS_PUT,
+    ceil_div,
+    check_operands,
+    gather_c,
+    gemm_result,
+    line_colors,
+    output_blocks,
+    wait_cycles,
+)
+from kernels.gemm_summa import SUMMA
+from kernels.grid import kernel_grid
+from kernels.plan import KernelPlan, encode, split
+from kernels.registry import KERNELS, run_kernel
+from kernels.result import max_cycles_for, p2p_cycles
+from wafer.errors import ConfigError
+from wafer.presets import preset
+from wafer.spec import WaferSpec
+
+ZOO = "examples/models"
+SPEC = preset("tiny")
+
+# ---- the toy algorithm: one file's worth ----
+# PE (i, j) keeps C[M_i, N_j]; row i's west port multicasts A[M_i, :] along the row (each PE
+# receives it whole), column j's north port streams B[:, N_j] down the column column by
+# column, and each PE multiplies it into C as it passes (fmacs). Colors alternate by line.
+
+A_COLORS, B_COLORS = (0, 2), (1, 3)
+RECV_TASK, MUL_TASK = 0, 1
+
+
+def row_broadcast(a, b, grid, spec: WaferSpec, dtype: str):
+    """Run ``C = a @ b`` on ``grid`` (any P x Q, no holes)."""
+    a, b = check_operands(a, b, dtype)
+    (m, k), n = a.shape, b.shape[1]
+    rows, cols = split(m, grid.rows, "m"), split(n, grid.cols, "n")
+    plan = KernelPlan(grid, spec, tasks=2)
+    a_colors = [_feed(plan, grid.west_port(i), grid.pe[i], A_COLORS[i % 2],
+                      a[rows[i] : rows[i + 1]], dtype) for i in range(grid.rows)]  # fmt: skip
+    b_colors = [_feed(plan, grid.north_port(j), grid.pe[:, j], B_COLORS[j % 2],
+                      b[:, cols[j] : cols[j + 1]], dtype) for j in range(grid.cols)]  # fmt: skip
+    placed = []
+    for (i, j), pe in np.ndenumerate(grid.pe):
+        (r0, r1), (c0, c1) = rows[i : i + 2], cols[j : j + 2]
+        mi, nj, pe = int(r1 - r0), int(c1 - c0), int(pe)
+        buf = plan.alloc(pe, words(mi * k, dtype), "A block")
+        c = plan.alloc(pe, mi * nj, "fp32 C tile")
+        plan.prog.recv(pe, RECV_TASK, a_colors[i], buf, mi * k, dtype)
+        plan.prog.wait(pe, MUL_TASK, RECV_TASK, plan.prog.ops_in(pe, RECV_TASK))
+        plan.prog.fmacs(pe, MUL_TASK, b_colors[j], c, buf, mi, k, dtype, blocks=nj)
+        placed.append((pe, c, r0, r1, c0, c1))
+    analytic = row_broadcast_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, grid.detour)
+    sim = plan.run(max_cycles_for(analytic))
+    c = gather_c(sim, placed, m, n)
+    return gemm_result("row_broadcast", dtype, a, b, plan, sim, analytic, c)
+
+
+def _feed(plan, port: int, line, color: int, block, dtype) -> int:
+    """Load ``block`` column-major at ``port``; one send of it on a multicast along ``line``."""
+    color = plan.wiring.connect(color, port, [int(pe) for pe in line], ("row_broadcast", port))
+    data = encode(block.T, dtype)
+    addr = plan.alloc(port, len(data), "operand")
+    plan.load(port, addr, data)
+    plan.prog.send(port, 0, color, addr, len(data), "fp32")
+    return color
+
+
+def row_broadcast_cycles(m, k, n, p, q, spec, dtype, detour=NO_DETOUR) -> int:
+    """``A``'s block crosses the row, then ``B``'s columns stream through the slowest of
+    the link and the FMACs, and the last reaches the bottom row."""
+    mi, nj = ceil_div(m, p), ceil_div(n, q)
+    fill = p2p_cycles(spec, q + detour.across, words(mi * k, dtype))
+    stream = words(k * nj, dtype) * max(1, fmacs_cycles(spec.pe, mi, dtype))
+    start = wait_cycles(spec) + spec.pe.op_startup_cycles
+    return fill + start + stream + (p + detour.down) * spec.link.hop_latency_cycles
+
+
+def row_broadcast_routes(rows: int, cols: int, options: dict) -> dict[str, RouteFamily]:
+    """A multicast along each line from its edge port."""
+    return {
+        "A": RouteFamily("the {west} edge port of each kernel row", "every PE of the row",
+                         rows, cols),
+        "B": RouteFamily("the {north} edge port of each kernel column",
+                         "every PE of the column", cols, rows),
+    }  # fmt: skip
+
+
+def row_broadcast_tiles_in(m, k, n, p, q, spec) -> Tiles:
+    """``B[:, N_j]`` of each grid column, all at once."""
+    ns = split(n, q, "n")
+    return Tiles(np.array([0, k]), ns, q, (((0, k), span) for span in spans(ns)))
+
+
+ROW_BROADCAST = GemmAlgorithm(
+    name="row_broadcast",
+    apply=row_broadcast,
+    analytic_cycles=row_broadcast_cycles,
+    sram_words=lambda m, k, n, p, q, spec, dtype: (
+        words(ceil_div(m, p) * k, dtype) + ceil_div(m, p) * ceil_div(n, q)
+    ),
+    grid_dims=("m", "n"),
+    third_dim_mapping="streamed from the north edge",
+    strategies=(Variant("row_broadcast"),),
+    square=False,
+    k_over_grid=False,
+    colors=line_colors(A_COLORS, B_COLORS),
+    routes=row_broadcast_routes,
+    tiles_in=row_broadcast_tiles_in,
+    tiles_out=output_blocks,
+    tiles_in_moved_by="every kernel column's {north} port at once",
+    tiles_out_moved_by=C_STAYS_PUT,
+    fast_tier=FastTierSampling(
+        units=lambda shape, rows, cols: shape["k"],
+        reduced_length=lambda shape, rows, cols, p, q, step, spec: min(shape["k"], 8 * step),
+        halves_grid=False,
+    ),
+)
+
+
+@pytest.fixture
+def registered():
+    """``register`` for one test: what it adds is removed after it, the registry restored."""
+    before, added = list(GEMM_ALGORITHMS), []
+
+    def add(record: GemmAlgorithm) -> GemmAlgorithm:
+        added.append(register(record).name)
+        return record
+
+    yield add
+    for name in added:
+        unregister(name)
+    assert list(GEMM_ALGORITHMS) == before
+
+
+@pytest.fixture
+def toy(registered):
+    """The toy algorithm, registered for one test."""
+    return registered(ROW_BROADCAST)
+
+
+# ---- completeness ----
+
+RECORDS = {**GEMM_ALGORITHMS, ROW_BROADCAST.name: ROW_BROADCAST}  # registered ones, and the toy
+
+
+def conforms(value, hint) -> bool:
+    """Whether ``value`` has the declared type ``hint`` (callables: callable)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is collections.abc.Callable:
+        return callable(value)
+    if origin is tuple:
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return len(value) > 0 and all(conforms(v, args[0]) for v in value)
+        return len(value) == len(args) and all(map(conforms, value, args))
+    if origin is collections.abc.Mapping:
+        return isinstance(value, collections.abc.Mapping)
+    if hint is bool:
+        return isinstance(value, bool)
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, hint) and not missing_fields(value)
+    return isinstance(value, hint) and (value != "" if hint is str else True)
+
+
+def missing_fields(record) -> list[str]:
+    """The fields of a record (or sub-record) not set as declared."""
+    hints = typing.get_type_hints(type(record))
+    return [f.name for f in dataclasses.fields(record)
+            if not conforms(getattr(record, f.name), hints[f.name])]  # fmt: skip
+
+
+def test_an_incomplete_record_is_caught():
+    """The completeness check names a field left out or of the wrong type."""
+    assert missing_fields(dataclasses.replace(SUMMA, colors=None)) == ["colors"]
+    assert missing_fields(dataclasses.replace(SUMMA, grid_dims=("m",))) == ["grid_dims"]
+    assert missing_fields(dataclasses.replace(SUMMA, strategies=())) == ["strategies"]
+    sampling = dataclasses.replace(SUMMA.fast_tier, halves_grid=None)
+    assert missing_fields(dataclasses.replace(SUMMA, fast_tier=sampling)) == ["fast_tier"]
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_every_record_is_complete(name):
+    """Every field of a record (each registered one, and the toy's) is set as declared;
+    its grid cuts two distinct dimensions, its mapping names all three, its strategy names
+    are unique."""
+    record = RECORDS[name]
+    assert missing_fields(record) == []
+    assert record.name == name
+    assert len(set(record.grid_dims)) == 2
+    assert set(record.grid_dims) < set(DIMS)
+    assert set(record.mapping) == set(DIMS)
+    names = [variant.strategy for variant in record.strategies]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_colors_and_routes_name_the_same_families(name):
+    """The color rule and the route rule of a record list the same families of routes."""
+    record = RECORDS[name]
+    for variant, (rows, cols) in itertools.product(record.strategies, [(1, 1), (3, 3), (8, 8)]):
+        options = dict(variant.options)
+        colors = record.colors(rows, cols, 64, options)
+        assert set(colors) == set(record.routes(rows, cols, options)), (rows, cols)
+        assert all(isinstance(c, int) and c >= 0 for family in colors.values() for c in family)
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_fast_tier_sampling_is_consistent(name):
+    """The two reduced runs of a 512^3 GEMM on 64 x 64 PEs run through fewer units than the
+    full one, the second more than the first; the third dimension only shrinks."""
+    record, shape, full = RECORDS[name], {"m": 512, "k": 512, "n": 512}, 64
+    sampling, side = record.fast_tier, REDUCED_SIDE
+    units = []
+    for step in (1, 2):
+        p = side // 2 if sampling.halves_grid and step == 1 else side
+        length = sampling.reduced_length(shape, full, full, p, p, step, SPEC)
+        assert 1 <= length <= shape[record.third_dim]
+        small = {**{dim: 512 // full * p for dim in record.grid_dims}, record.third_dim: length}
+        units.append(sampling.units(small, p, p))
+    assert units[0] < units[1] <= sampling.units(shape, full, full)
+
+
+# ---- a new algorithm: one record, one register call ----
+
+
+def test_register_refuses_a_taken_name_and_unregister_an_unknown_one(toy):
+    """A name registered twice, or a strategy name taken, is an error; so is removing an
+    unknown name."""
+    with pytest.raises(ConfigError, match="already registered"):
+        register(toy)
+    with pytest.raises(ConfigError, match="already registered"):
+        register(dataclasses.replace(SUMMA, name="summa2"))
+    with pytest.raises(ConfigError, match="algo='strassen' is not one of"):
+        unregister("strassen")
+
+
+def test_a_registered_algorithm_runs_on_the_engine(toy):
+    """The toy GEMM, registered, runs through the kernels' registry and equals numpy."""
+    assert KERNELS["gemm"]["row_broadcast"] is toy
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((37, 29)).astype(np.float32)
+    b = rng.standard_normal((29, 23)).astype(np.float32)
+    for rows, cols in [(1, 1), (3, 4), (4, 3)]:
+        result = gemm_algorithm("row_broadcast").apply(a, b, kernel_grid(rows, cols), SPEC, "fp32")
+        np.testing.assert_allclose(result.output, a @ b, rtol=1e-5, atol=1e-5)
+        assert result.sram_peak_bytes <= 4 * toy.sram_words(37, 29, 23, rows, cols, SPEC, "fp32")
+        assert 0.5 < result.analytic_cycles / result.cycles < 1.5
+    seeded = run_kernel("gemm", "row_broadcast", {"m": 8, "k": 8, "n": 8}, kernel_grid(2, 2), SPEC)
+    assert seeded.max_abs_error < 1e-5
+
+
+def test_the_fast_tier_samples_a_registered_algorithm(toy):
+    """From 4 x 4 runs, the fast tier estimates the toy's cycles on 8 x 8 within 10 %."""
+    shape = {"m": 64, "k": 96, "n": 32}
+    engine = run_kernel("gemm", "row_broadcast", shape, kernel_grid(8, 8), SPEC).cycles
+    fast = fast_cycles("row_broadcast", shape, 8, 8, SPEC, reduced_side=4)
+    assert [run["grid"] for run in fast.reduced] == [[4, 4], [4, 4]]
+    assert fast.cycles == pytest.approx(engine, rel=0.10)
+
+
+def test_the_compiler_places_a_registered_algorithm_by_its_cost(toy):
+    """The placement search takes the toy's strategy, prices it by its analytic cycles and
+    SRAM words, and the placement runs where placed and equals numpy."""
+    assert "row_broadcast" in strategies(None)
+    spec = SPEC.replace({"logical_width_pes": 8, "logical_height_pes": 8})
+    placed, working = place_single_gemm({"m": 64, "k": 48, "n": 40}, spec, "fp32",
+                                        names=["row_broadcast"])  # fmt: skip
+    rows, cols = placed["grid"]
+    assert placed["algorithm"] == "row_broadcast"
+    assert placed["kernel_cycles"] == toy.cycles({"m": 64, "k": 48, "n": 40}, rows, cols, spec,
+                                                 "fp32")  # fmt: skip
+    assert placed["sram_bytes_per_pe"] == 4 * toy.sram_words(64, 48, 40, rows, cols, spec, "fp32")
+    result = run_placed_gemm(placed, working, spec, "fp32", seed=2)
+    assert result.max_abs_error < 1e-4
+
+
+def test_the_search_weighs_a_registered_algorithm_against_the_others(toy, registered):
+    """Over every strategy the search finds the cheapest placement of any one alone; the
+    toy loses to the others at 64 x 8 x 64, and a copy of it whose cost is a tenth wins."""
+    spec = SPEC.replace({"logical_width_pes": 8, "logical_height_pes": 8})
+    target, work = Target(working_grid(spec), spec, "fp32"), Gemm(64, 8, 64, 1, 0)
+
+    def search() -> tuple[str, dict[str, int]]:
+        everyone = strategies(None)
+        alone = {name: place_gemm("gemm", work, target, {name: strategy})["cycles"]
+                 for name, strategy in everyone.items()}  # fmt: skip
+        best = place_gemm("gemm", work, target, everyone)
+        assert best["cycles"] == min(alone.values())
+        return best["strategy"], alone
+
+    winner, alone = search()
+    assert winner != "row_broadcast"
+    assert alone["row_broadcast"] > min(alone.values())
+    cheap = dataclasses.replace(
+        toy, name="row_broadcast_cheap", strategies=(Variant("row_broadcast_cheap"),),
+        analytic_cycles=lambda *args, **kwargs: row_broadcast_cycles(*args, **kwargs) // 10,
+    )  # fmt: skip
+    registered(cheap)
+    assert search()[0] == "row_broadcast_cheap"
+
+
+def test_a_model_compiles_with_only_the_registered_algorithm(toy):
+    """A whole model compiles with the toy as its only strategy: every GEMM pass uses it,
+    with its colors, route families and tile order in the plan."""
+    options = CompileOptions(batch=4, dtype="fp32", strategies=("row_broadcast",))
+    plan = compile_plan(load_model(f"{ZOO}/fc-digits.yaml"), preset("wse2"), options)
+    gemms = [p for layer in plan["layers"] for p in layer["passes"].values() if "gemm" in p]
+    assert gemms
+    for placed in gemms:
+        assert placed["algorithm"] == "row_broadcast"
+        assert placed["mapping"] == {"m": "grid rows", "n": "grid columns",
+                                     "k": "streamed from the north edge"}  # fmt: skip
+        assert [f["carries"] for f in placed["routes"]] == ["A", "B"][: len(placed["routes"])]
+        order = placed["memoryx_tile_order"]
+        if order is not None and order["direction"] == "in":
+            assert order["tiles"] == placed["grid"][1]
