@@ -24,6 +24,7 @@ import time
 from compiler import colors, placement
 from compiler.model_file import load_model
 from compiler.plan import COMPILER_VERSION, CompileOptions, compile_plan
+from compiler.plan_records import GemmPlacement, Plan
 from wafer import __version__
 from wafer.atomic import write_json
 from wafer.defects import generate
@@ -44,10 +45,9 @@ DEFECT_MAPS = [  # (rate, value, repair): the maps of issue 24's table
 ]
 
 
-def streamed(plan: dict) -> list[dict]:
+def streamed(plan: Plan) -> list[GemmPlacement]:
     """The GEMM passes whose weights (or weight gradients) cross the wafer edge."""
-    return [p for lay in plan["layers"] for p in lay["passes"].values()
-            if "gemm" in p and p["edge_bytes"]]  # fmt: skip
+    return [p for _, _, p in plan.placements() if isinstance(p, GemmPlacement) and p.edge_bytes]
 
 
 def measure(model, spec, batch: int, activations: str) -> dict:
@@ -57,32 +57,32 @@ def measure(model, spec, batch: int, activations: str) -> dict:
     plan = compile_plan(model, spec, CompileOptions(batch=batch, activations=activations))
     wall = time.perf_counter() - start
     gemms = streamed(plan)
-    roof = sum(max(p["bound_cycles"][k] for k in ("compute", "SRAM", "edge_bandwidth"))
+    roof = sum(max(p.bound_cycles[k] for k in ("compute", "SRAM", "edge_bandwidth"))
                for p in gemms)  # fmt: skip
-    short = [p for p in gemms if p["kernel_cycles"] < p["bound_cycles"]["edge_bandwidth"]]
-    memory = plan["activations"]
+    short = [p for p in gemms if p.kernel_cycles < p.bound_cycles["edge_bandwidth"]]
+    memory = plan.activations
     return {
         "batch": batch,
         "activations": activations,
-        "policy": memory["policy"],
-        "micro_batches": memory["micro_batches"],
-        "tokens": batch * plan["options"]["seq"],
+        "policy": memory.policy,
+        "micro_batches": memory.micro_batches,
+        "tokens": batch * plan.options["seq"],
         "compile_s": wall,
-        "layers": plan["totals"]["layers"],
+        "layers": plan.totals.layers,
         "streamed_gemm_passes": len(gemms),
-        "utilization": roof / sum(p["cycles"] for p in gemms),
+        "utilization": roof / sum(p.cycles for p in gemms),
         "edge_bound_passes": len(short),
         "no_stall": not short,
-        "step_cycles": plan["totals"]["cycles"],
-        "step_s": plan["totals"]["seconds"],
-        "plan_json_bytes": len(json.dumps(plan)),
+        "step_cycles": plan.totals.cycles,
+        "step_s": plan.totals.seconds,
+        "plan_json_bytes": len(json.dumps(plan.to_json())),
     }
 
 
 def defect_rows(model, spec) -> list[dict]:
     """GPT-3 175B at batch 8, activations ignored, on the clean wafer and each map."""
     options = CompileOptions(batch=8, activations="ignore")
-    clean = compile_plan(model, spec, options)["totals"]["cycles"]
+    clean = compile_plan(model, spec, options).totals.cycles
     rows = []
     for rate, value, strategy in DEFECT_MAPS:
         logical = repair(generate(spec, "poisson", 0, **{rate: value}), strategy)
@@ -90,10 +90,10 @@ def defect_rows(model, spec) -> list[dict]:
         start = time.perf_counter()
         plan = compile_plan(model, spec, options, logical)
         wall = time.perf_counter() - start
-        share = plan["working"]["pes"] / spec.logical_pes
+        share = plan.working["pes"] / spec.logical_pes
         rows.append({"map": f"{rate}={value:g}", "repair": strategy,
-                     "holes": plan["defects"]["holes"], "working_fraction": share,
-                     "vs_clean": plan["totals"]["cycles"] / clean, "ideal": 1 / share,
+                     "holes": plan.defects["holes"], "working_fraction": share,
+                     "vs_clean": plan.totals.cycles / clean, "ideal": 1 / share,
                      "compile_s": wall})  # fmt: skip
     print(f"{'map':28} {'repair':13} {'holes':>6} {'working':>8} {'step/clean':>10} "
           f"{'ideal':>6} {'compile s':>9}")  # fmt: skip

@@ -92,11 +92,11 @@ def placed_cases(side: int, fraction: float) -> list[dict]:
         result = run_placed_gemm(placed, working, spec, "fp32")
         rows.append({
             "side": side, "dead_fraction": fraction, "strategy": name,
-            "picked": placed["strategy"] == best["strategy"], "grid": placed["grid"],
-            "orientation": placed["orientation"], "holes": working.holes,
-            "working_pes": working.working_pes, "pes": placed["pes"],
-            "compiler": placed["kernel_cycles"], "engine": result.cycles,
-            "error": placed["kernel_cycles"] / result.cycles - 1,
+            "picked": placed.strategy == best.strategy, "grid": list(placed.grid),
+            "orientation": placed.orientation.value, "holes": working.holes,
+            "working_pes": working.working_pes, "pes": placed.pes,
+            "compiler": placed.kernel_cycles, "engine": result.cycles,
+            "error": placed.kernel_cycles / result.cycles - 1,
             "max_abs_error": result.max_abs_error,
             "wall_s": time.perf_counter() - start,
         })  # fmt: skip

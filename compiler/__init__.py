@@ -8,6 +8,11 @@ EXPORTS = {
     "compile_plan": "compiler.plan",
     "compile_cached": "compiler.plan",
     "working_grid": "compiler.plan",
+    "Plan": "compiler.plan_records",
+    "LayerPlan": "compiler.plan_records",
+    "GemmPlacement": "compiler.plan_records",
+    "VectorPlacement": "compiler.plan_records",
+    "PeAssignment": "compiler.plan_records",
     "place_single_gemm": "compiler.single_gemm",
     "run_placed_gemm": "compiler.single_gemm",
 }

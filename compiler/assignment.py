@@ -15,24 +15,22 @@ the ``origin`` that holds every PE with work, ``holes_skipped`` the holes inside
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from compiler.placement import Target
+from compiler.plan_records import GemmPlacement, PeAssignment, Placement
 from compiler.working import TURN, WorkingGrid
 from kernels.grid import KernelGrid, kernel_grid
 
 REPLICA_ORDER = "row-major"  # over blocks of the kernel frame
 
 
-def pe_assignment(placed: dict[str, Any], target: Target) -> dict[str, Any]:
-    """The ``pe_assignment`` of a placement (its ``grid``, and for GEMMs ``orientation``
-    and ``replicas``) on ``target``'s working grid."""
-    rows, cols = placed["grid"]
-    orientation = placed.get("orientation", "west edge")
-    turned = orientation == "north edge"
-    count = placed.get("replicas", 1)
+def pe_assignment(placed: Placement, target: Target) -> PeAssignment:
+    """The ``pe_assignment`` of a placement (its ``grid``, ``orientation`` and
+    ``replicas``) on ``target``'s working grid."""
+    rows, cols = placed.grid
+    turned = placed.orientation.turned
+    count = placed.replicas
     lines = target.lines(turned)
     blocks = lines.blocks(count, rows, cols)
     depth = blocks[0] * rows
@@ -40,17 +38,17 @@ def pe_assignment(placed: dict[str, Any], target: Target) -> dict[str, Any]:
     span = [int(used[-1]) + 1, int(pos.max()) + 1]  # across the lines, along them
     height, width = span[::-1] if not turned else span
     hole = target.working.hole
-    return {
-        "origin": [0, 0],
-        "rows": height,
-        "cols": width,
-        "orientation": orientation,
-        "lines": ranges(used),
-        "depth": depth,
-        "pes": depth * len(used),
-        "holes_skipped": int(hole[:height, :width].sum()),
-        "replicas": {"count": count, "blocks": list(blocks), "order": REPLICA_ORDER},
-    }
+    return PeAssignment(
+        origin=(0, 0),
+        rows=height,
+        cols=width,
+        orientation=placed.orientation,
+        lines=ranges(used),
+        depth=depth,
+        pes=depth * len(used),
+        holes_skipped=int(hole[:height, :width].sum()),
+        replicas={"count": count, "blocks": list(blocks), "order": REPLICA_ORDER},
+    )
 
 
 def ranges(values: np.ndarray) -> list[list[int]]:
@@ -60,18 +58,18 @@ def ranges(values: np.ndarray) -> list[list[int]]:
     return [[int(run[0]), int(run[-1]) + 1] for run in np.split(values, breaks) if len(run)]
 
 
-def assignment_lines(assignment: dict[str, Any]) -> np.ndarray:
+def assignment_lines(assignment: PeAssignment) -> np.ndarray:
     """int64: the wafer lines an assignment's kernel columns run down, in order."""
-    return np.concatenate([np.arange(a, b) for a, b in assignment["lines"]])
+    return np.concatenate([np.arange(a, b) for a, b in assignment.lines])
 
 
-def assigned_pes(assignment: dict[str, Any], hole: np.ndarray) -> np.ndarray:
+def assigned_pes(assignment: PeAssignment, hole: np.ndarray) -> np.ndarray:
     """int64 (pes, 2): ``(row, col)`` on the logical grid of every PE the assignment gives
     work, line after line, each line's first ``depth`` PEs that are not holes (``hole``:
     the working grid's, cut-off PEs included)."""
-    turned = assignment["orientation"] == "north edge"
+    turned = assignment.orientation.turned
     oriented = hole.T if turned else hole
-    lines, depth = assignment_lines(assignment), assignment["depth"]
+    lines, depth = assignment_lines(assignment), assignment.depth
     working = ~oriented[:, lines]
     taken = working & (np.cumsum(working, axis=0) <= depth)
     line_index, position = np.nonzero(taken.T)
@@ -81,16 +79,16 @@ def assigned_pes(assignment: dict[str, Any], hole: np.ndarray) -> np.ndarray:
     return np.stack([across, along] if turned else [along, across], axis=1)
 
 
-def assignment_grid(placed: dict[str, Any], working: WorkingGrid | None) -> KernelGrid:
+def assignment_grid(placed: GemmPlacement, working: WorkingGrid | None) -> KernelGrid:
     """The kernel grid of one replica of a GEMM placement (its ``grid`` and
     ``pe_assignment``), on the working grid's holes (cut-off PEs included), dead links and
     stretched links: what a run simulates (:mod:`memoryx.wafer_gemm`)."""
-    rows, cols = placed["grid"]
-    where = placed["pe_assignment"]
+    rows, cols = placed.grid
+    where = placed.pe_assignment
     lines = assignment_lines(where)[:cols]
     if working is None:
         return kernel_grid(rows, cols, lines=lines)
-    turned = where["orientation"] == "north edge"
+    turned = where.orientation.turned
     hole, link, hops = working.hole, working.dead_link, working.link_hops
     if turned:  # kernel rows run along the wafer's x: swap the axes, N<->W and E<->S
         hole = hole.T

@@ -32,6 +32,7 @@ from typing import Any
 
 from compiler.colors import fits_palette, kernel_colors
 from compiler.passes import Gemm, Vector
+from compiler.plan_records import GemmPlacement, GemmWork, Orientation, VectorPlacement
 from compiler.strategies import Strategy, grid_sizes
 from compiler.working import Lines, WorkingGrid
 from fabric.program import words
@@ -73,7 +74,9 @@ class Target:
         return (False,) if self.working.symmetric else (False, True)
 
 
-def place_gemm(layer: str, work: Gemm, target: Target, strategies: dict[str, Strategy]):
+def place_gemm(
+    layer: str, work: Gemm, target: Target, strategies: dict[str, Strategy]
+) -> GemmPlacement:
     """The best placement of ``work``; ConfigError if no candidate fits in SRAM.
 
     Candidates are tried from the lowest lower bound (compute, SRAM traffic, edge) up, and
@@ -97,7 +100,7 @@ def place_gemm(layer: str, work: Gemm, target: Target, strategies: dict[str, Str
         if best_key is not None and _straight_key(work, target, shape) >= best_key:
             continue  # it loses even on straight lines: no need to count its detours
         found = _gemm_placement(work, target, shape)
-        key = (found["cycles"], found["kernel_cycles"], found["pes"])
+        key = (found.cycles, found.kernel_cycles, found.pes)
         if best_key is None or key < best_key:
             best, best_key = found, key
     return best
@@ -188,7 +191,7 @@ def _straight_key(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, 
     return max(kernel, edge), kernel, shape.rows * shape.cols * replicas
 
 
-def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]:
+def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> GemmPlacement:
     spec, strategy, rows, cols = target.spec, shape.strategy, shape.rows, shape.cols
     replicas = shape.replicas(work, target)
     waves = -(-work.count // replicas)
@@ -201,24 +204,24 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> dict[str, Any]
     costs = _local_costs(work, target, rows * cols * replicas)
     costs["fabric"] = max(0, kernel - max(costs["compute"], costs["SRAM"]))
     costs["edge bandwidth"] = math.ceil(work.edge_bytes / spec.edge_bytes_per_cycle)
-    return {
-        "algorithm": strategy.algo,
-        "strategy": shape.name,
-        "options": dict(strategy.options),
-        "grid": [rows, cols],
-        "orientation": "north edge" if shape.turned else "west edge",
-        "mapping": strategy.mapping,
-        "gemm": {"m": work.m, "k": work.k, "n": work.n, "count": work.count},
-        "replicas": replicas,
-        "waves": waves,
-        "colors": len(kernel_colors(strategy.algo, rows, cols, work.n, options)),
-        "detour_hops": detour._asdict(),
-        "pes": rows * cols * replicas,
-        "sram_bytes_per_pe": shape.need,
-        "kernel_cycles": kernel,
-        "edge_bytes": work.edge_bytes,
+    return GemmPlacement(
+        algorithm=strategy.algo,
+        strategy=shape.name,
+        options=dict(strategy.options),
+        grid=(rows, cols),
+        orientation=Orientation.of(shape.turned),
+        mapping=strategy.mapping,
+        gemm=GemmWork(work.m, work.k, work.n, work.count),
+        replicas=replicas,
+        waves=waves,
+        colors=len(kernel_colors(strategy.algo, rows, cols, work.n, options)),
+        detour_hops=detour._asdict(),
+        pes=rows * cols * replicas,
+        sram_bytes_per_pe=shape.need,
+        kernel_cycles=kernel,
+        edge_bytes=work.edge_bytes,
         **_verdict(kernel, costs),
-    }
+    )
 
 
 def _bounds(spec: WaferSpec, macs: int, read: int, write: int, dtype: str) -> dict[str, int]:
@@ -238,7 +241,7 @@ def _verdict(kernel: int, costs: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def place_vector(layer: str, work: Vector, target: Target) -> dict[str, Any]:
+def place_vector(layer: str, work: Vector, target: Target) -> VectorPlacement:
     """Element-wise work spread over the working grid (tokens over the wafer's columns,
     features down them, skipping holes: :meth:`Lines.widest`), with a per-token tree
     reduction down the columns where the op needs one."""
@@ -261,14 +264,14 @@ def place_vector(layer: str, work: Vector, target: Target) -> dict[str, Any]:
     costs["fabric"] = fabric
     costs["edge bandwidth"] = math.ceil(work.edge_bytes / spec.edge_bytes_per_cycle)
     kernel = max(costs["compute"], costs["SRAM"]) + fabric
-    return {
-        "algorithm": "reduce_vector" if work.per_token_reduce else "vector",
-        "grid": [rows, cols],
-        "mapping": {"tokens": "grid columns", "features": "grid rows"},
-        "shape": {"tokens": work.tokens, "features": work.features},
-        "pes": rows * cols,
-        "sram_bytes_per_pe": need,
-        "kernel_cycles": kernel,
-        "edge_bytes": work.edge_bytes,
+    return VectorPlacement(
+        algorithm="reduce_vector" if work.per_token_reduce else "vector",
+        grid=(rows, cols),
+        mapping={"tokens": "grid columns", "features": "grid rows"},
+        shape={"tokens": work.tokens, "features": work.features},
+        pes=rows * cols,
+        sram_bytes_per_pe=need,
+        kernel_cycles=kernel,
+        edge_bytes=work.edge_bytes,
         **_verdict(kernel, costs),
-    }
+    )

@@ -1,4 +1,5 @@
-"""Model file + wafer spec (+ holes) -> the plan: per layer and pass, the chosen algorithm,
+"""Model file + wafer spec (+ holes) -> the plan (a typed :class:`compiler.plan_records.Plan`,
+JSON only in the plan file and on the command line): per layer and pass, the chosen algorithm,
 tiling, SRAM use per PE, estimated cycles and bottleneck, and where its PEs lie on the
 logical grid (``pe_assignment``, :mod:`compiler.assignment`); per GEMM pass also the router
 colors its kernel uses (``colors``, :mod:`compiler.colors`), its families of routes
@@ -31,6 +32,14 @@ from compiler.graph import Layer, LayerGraph
 from compiler.model_file import ModelFile, load_model
 from compiler.passes import Gemm, Work, layer_passes
 from compiler.placement import Target, place_gemm, place_vector
+from compiler.plan_records import (
+    GemmPlacement,
+    KeptActivations,
+    LayerPlan,
+    Placement,
+    Plan,
+    Totals,
+)
 from compiler.routes import route_families
 from compiler.strategies import strategies
 from compiler.tile_order import IN_PASSES, tile_order
@@ -122,9 +131,7 @@ def cache_key(model: ModelFile, spec: WaferSpec, defects: dict, options: Compile
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def compile_plan(
-    model: ModelFile, spec: WaferSpec, options: CompileOptions, defects=None
-) -> dict[str, Any]:
+def compile_plan(model: ModelFile, spec: WaferSpec, options: CompileOptions, defects=None) -> Plan:
     """Place every layer and pass on the working grid of ``defects`` (see
     :func:`working_grid`); a layer that fits no candidate raises ConfigError."""
     options = options.resolved(model.graph.context)
@@ -132,25 +139,25 @@ def compile_plan(
     target = Target(working, spec, options.dtype)
     summary = working.summary
     layers, memory = _fit_activations(model.graph, options, target)
-    return {
-        "model": model.graph.name,
-        "params": model.graph.params,
-        "options": asdict(options),
-        "working": working_summary(working),
-        "defects": summary,
-        "detour_colors": list(range(palette_size(spec), spec.router.colors)),
-        "spec": spec.to_dict(),
-        "cache_key": cache_key(model, spec, summary, options),
-        "compiler_version": COMPILER_VERSION,
-        "wafersim_version": __version__,
-        "layers": layers,
-        "totals": totals(layers, spec, memory),
-        "activations": memory,
-    }
+    return Plan(
+        model=model.graph.name,
+        params=model.graph.params,
+        options=asdict(options),
+        working=working_summary(working),
+        defects=summary,
+        detour_colors=list(range(palette_size(spec), spec.router.colors)),
+        spec=spec.to_dict(),
+        cache_key=cache_key(model, spec, summary, options),
+        compiler_version=COMPILER_VERSION,
+        wafersim_version=__version__,
+        layers=layers,
+        totals=totals(layers, spec, memory),
+        activations=memory,
+    )
 
 
 def _fit_activations(graph: LayerGraph, options: CompileOptions,
-                     target: Target) -> tuple[list[dict], dict[str, Any]]:  # fmt: skip
+                     target: Target) -> tuple[list[LayerPlan], KeptActivations]:  # fmt: skip
     """The layers placed around the activations kept for backward: per policy the fewest
     micro-batches whose reserve leaves every layer room; of those, the fewest step cycles
     (the first policy on a tie)."""
@@ -171,17 +178,18 @@ def _fit_activations(graph: LayerGraph, options: CompileOptions,
         except ConfigError:
             continue  # more micro-batches, or the next policy, may fit
         memory = _memory(kept, policy, micro, sequences, reserve, options)
-        memory["step_cycles"] = totals(layers, target.spec, memory)["cycles"]
+        memory = replace(memory, step_cycles=totals(layers, target.spec, memory).cycles)
         found[policy] = layers, memory
-        considered.append({k: memory[k] for k in ("policy", "micro_batches", "step_cycles")})
+        considered.append({"policy": policy, "micro_batches": micro,
+                           "step_cycles": memory.step_cycles})  # fmt: skip
     if not found:
         raise _nothing_fits(graph, options, kept, target, chosen)
-    layers, memory = min(found.values(), key=lambda item: item[1]["step_cycles"])
-    return layers, {**memory, "considered": considered}
+    layers, memory = min(found.values(), key=lambda item: item[1].step_cycles)
+    return layers, replace(memory, considered=considered)
 
 
 def _place_layers(graph: LayerGraph, options: CompileOptions, sequences: int, target: Target,
-                  chosen: dict) -> list[dict]:  # fmt: skip
+                  chosen: dict) -> list[LayerPlan]:  # fmt: skip
     """Every layer's passes for ``sequences`` sequences; ConfigError if one does not fit."""
     place = _Placer(target, chosen)
     return [
@@ -223,18 +231,19 @@ def check_activations_fit(model: ModelFile, spec: WaferSpec, options: CompileOpt
                                   forced)  # fmt: skip
 
 
-def _memory(kept, policy: str, micro: int, sequences: int, reserve: int, options) -> dict:
+def _memory(kept, policy: str, micro: int, sequences: int, reserve: int,
+            options) -> KeptActivations:  # fmt: skip
     layer, largest = kept.largest()
-    return {
-        "policy": policy,
-        "micro_batches": micro,
-        "sequences_per_micro_batch": sequences,
-        "bytes": sequences * kept.peak(policy),
-        "bytes_per_pe": reserve,
-        "keep_all_bytes": options.batch * kept.peak("keep"),
-        "checkpoint_bytes": sequences * kept.checkpoint_bytes() * (policy == "recompute"),
-        "largest_layer": {"name": layer, "bytes": sequences * largest},
-    }
+    return KeptActivations(
+        policy=policy,
+        micro_batches=micro,
+        sequences_per_micro_batch=sequences,
+        bytes=sequences * kept.peak(policy),
+        bytes_per_pe=reserve,
+        keep_all_bytes=options.batch * kept.peak("keep"),
+        checkpoint_bytes=sequences * kept.checkpoint_bytes() * (policy == "recompute"),
+        largest_layer={"name": layer, "bytes": sequences * largest},
+    )
 
 
 @dataclass
@@ -246,7 +255,7 @@ class _Placer:
     chosen: dict
     memo: dict = field(default_factory=dict)
 
-    def __call__(self, layer: str, pass_name: str, work: Work) -> dict[str, Any]:
+    def __call__(self, layer: str, pass_name: str, work: Work) -> Placement:
         gemm = isinstance(work, Gemm)
         key = (work, pass_name in IN_PASSES) if gemm and work.edge_bytes else work
         if key not in self.memo:
@@ -254,56 +263,48 @@ class _Placer:
                 place_gemm(layer, work, self.target, self.chosen) if gemm
                 else place_vector(layer, work, self.target)
             )  # fmt: skip
-            placed["pe_assignment"] = pe_assignment(placed, self.target)
+            placed = replace(placed, pe_assignment=pe_assignment(placed, self.target))
             if gemm:
-                placed["memoryx_tile_order"] = self._tiles(placed, pass_name, work)
-                placed["routes"] = route_families(placed)
+                placed = replace(placed, memoryx_tile_order=self._tiles(placed, pass_name, work),
+                                 routes=route_families(placed))  # fmt: skip
             self.memo[key] = placed
         return self.memo[key]
 
-    def _tiles(self, placed: dict, pass_name: str, work: Gemm) -> dict[str, Any] | None:
+    def _tiles(self, placed: GemmPlacement, pass_name: str, work: Gemm) -> dict[str, Any] | None:
         if not work.edge_bytes:
             return None  # nothing of this GEMM crosses the wafer edge
         return tile_order(placed, pass_name, self.target.spec, self.target.dtype)
 
 
-def _layer_entry(layer: Layer, passes: dict[str, dict]) -> dict[str, Any]:
-    return {
-        "name": layer.name,
-        "op": layer.op,
-        "inputs": list(layer.inputs),
-        "block": layer.block,
-        "features": layer.features,
-        "params": layer.params,
-        "passes": passes,
-    }
+def _layer_entry(layer: Layer, passes: dict[str, Placement]) -> LayerPlan:
+    return LayerPlan(layer.name, layer.op, list(layer.inputs), layer.block, layer.features,
+                     layer.params, passes)  # fmt: skip
 
 
-def totals(layers: list[dict], spec: WaferSpec, memory: dict[str, Any]) -> dict[str, Any]:
+def totals(layers: list[LayerPlan], spec: WaferSpec, memory: KeptActivations) -> Totals:
     """Cycles per pass and per bottleneck, the step's cycles and seconds, SRAM peak: every
     micro-batch runs every pass, and under ``recompute`` a block's forward runs again."""
-    micro, again = memory["micro_batches"], memory["policy"] == "recompute"
+    micro, again = memory.micro_batches, memory.policy == "recompute"
     per_pass = dict.fromkeys((*PASSES, RECOMPUTE), 0)
     per_bottleneck: dict[str, int] = {}
     for layer in layers:
-        runs = list(layer["passes"].items())
-        if again and layer["block"] and "forward" in layer["passes"]:
-            runs.append((RECOMPUTE, layer["passes"]["forward"]))
+        runs = list(layer.passes.items())
+        if again and layer.block and "forward" in layer.passes:
+            runs.append((RECOMPUTE, layer.passes["forward"]))
         for name, placed in runs:
-            per_pass[name] += micro * placed["cycles"]
-            kind = placed["bottleneck"]
-            per_bottleneck[kind] = per_bottleneck.get(kind, 0) + micro * placed["cycles"]
+            per_pass[name] += micro * placed.cycles
+            kind = placed.bottleneck
+            per_bottleneck[kind] = per_bottleneck.get(kind, 0) + micro * placed.cycles
     cycles = sum(per_pass.values())
-    peak = max((p["sram_bytes_per_pe"] for lay in layers for p in lay["passes"].values()),
-               default=0)  # fmt: skip
-    return {
-        "cycles": cycles,
-        "seconds": cycles / spec.clock_hz,
-        "cycles_per_pass": per_pass,
-        "cycles_per_bottleneck": per_bottleneck,
-        "sram_peak_bytes_per_pe": peak + memory["bytes_per_pe"],
-        "layers": len(layers),
-    }
+    peak = max((p.sram_bytes_per_pe for lay in layers for p in lay.passes.values()), default=0)
+    return Totals(
+        cycles=cycles,
+        seconds=cycles / spec.clock_hz,
+        cycles_per_pass=per_pass,
+        cycles_per_bottleneck=per_bottleneck,
+        sram_peak_bytes_per_pe=peak + memory.bytes_per_pe,
+        layers=len(layers),
+    )
 
 
 def plan_path(out_dir: str | Path, model_name: str) -> Path:
@@ -316,7 +317,7 @@ def compile_cached(
     options: CompileOptions,
     out_dir: str | Path | None = None,
     defects=None,
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[Plan, bool]:
     """The plan, and whether it came from ``out_dir``'s saved plan (same cache key);
     ``defects`` as :func:`compile_plan` takes them."""
     model = load_model(model_path)
@@ -332,7 +333,7 @@ def compile_cached(
         except json.JSONDecodeError:
             saved = {}
         if saved.get("cache_key") == key:
-            return saved, True
+            return Plan.from_json(saved), True
     plan = compile_plan(model, spec, options, working)
-    write_json(path, plan)
+    write_json(path, plan.to_json())
     return plan, False

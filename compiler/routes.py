@@ -19,16 +19,17 @@ from __future__ import annotations
 from typing import Any
 
 from compiler.colors import family_colors
+from compiler.plan_records import GemmPlacement, Orientation
 from kernels.gemm_algorithms import gemm_algorithm
 
 
-def route_families(placed: dict[str, Any]) -> list[dict[str, Any]]:
+def route_families(placed: GemmPlacement) -> list[dict[str, Any]]:
     """The route families of GEMM placement ``placed`` (its ``algorithm``, ``grid``,
     ``options``, ``orientation``, ``replicas`` and ``gemm``)."""
-    rows, cols = placed["grid"]
-    algo, options = placed["algorithm"], placed["options"]
-    colors = family_colors(algo, rows, cols, placed["gemm"]["n"], tuple(sorted(options.items())))
-    edges = kernel_edges(placed["orientation"])
+    rows, cols = placed.grid
+    algo, options = placed.algorithm, placed.options
+    colors = family_colors(algo, rows, cols, placed.gemm.n, tuple(sorted(options.items())))
+    edges = kernel_edges(placed.orientation)
     out = []
     families = gemm_algorithm(algo).routes(rows, cols, options)
     for name, (start, reach, count, hops) in families.items():
@@ -39,15 +40,15 @@ def route_families(placed: dict[str, Any]) -> list[dict[str, Any]]:
             "colors": sorted(colors[name]),
             "from": start.format(**edges),
             "to": reach,
-            "routes": count * placed["replicas"],
+            "routes": count * placed.replicas,
             "hops_max": hops,
         })  # fmt: skip
     return out
 
 
-def kernel_edges(orientation: str) -> dict[str, str]:
+def kernel_edges(orientation: Orientation) -> dict[str, str]:
     """The wafer edge each kernel edge (``west``, ``north``) lies on, as placed: turned a
     quarter (``north edge``), the kernel's west edge is the wafer's north edge."""
-    if orientation == "north edge":
+    if orientation.turned:
         return {"west": "north", "north": "west"}
     return {"west": "west", "north": "north"}

@@ -11,12 +11,13 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from compiler.assignment import assignment_grid, pe_assignment
 from compiler.passes import Gemm
 from compiler.placement import Target, place_gemm
 from compiler.plan import working_grid
+from compiler.plan_records import GemmPlacement
 from compiler.strategies import strategies
 from compiler.working import WorkingGrid
 from kernels.registry import algorithm
@@ -30,7 +31,7 @@ def place_single_gemm(
     dtype: str = "fp32",
     defects=None,
     names: list[str] | None = None,
-) -> tuple[dict[str, Any], WorkingGrid]:
+) -> tuple[GemmPlacement, WorkingGrid]:
     """The placement of ``C = A @ B`` (``shape``: ``m``, ``k``, ``n``) on the working grid
     of ``defects`` (as :func:`compiler.plan.compile_plan` takes them), searched over the
     strategies ``names`` (default all), with its ``pe_assignment``; and that working grid."""
@@ -38,18 +39,15 @@ def place_single_gemm(
     target = Target(working, spec, dtype)
     work = Gemm(shape["m"], shape["k"], shape["n"], 1, 0)
     placed = place_gemm("gemm", work, target, strategies(names))
-    placed["pe_assignment"] = pe_assignment(placed, target)
-    return placed, working
+    return replace(placed, pe_assignment=pe_assignment(placed, target)), working
 
 
 def run_placed_gemm(
-    placed: dict[str, Any], working: WorkingGrid, spec: WaferSpec, dtype: str = "fp32",
+    placed: GemmPlacement, working: WorkingGrid, spec: WaferSpec, dtype: str = "fp32",
     seed: int = 0,
 ) -> KernelResult:  # fmt: skip
     """Run a placement of :func:`place_single_gemm` on the engine, with operands drawn from
     ``seed``, on the PEs its ``pe_assignment`` gives work."""
-    gemm = placed["gemm"]
-    shape = {key: gemm[key] for key in ("m", "k", "n")}
     grid = assignment_grid(placed, working)
-    return algorithm("gemm", placed["algorithm"]).run(shape, grid, spec, dtype, seed,
-                                                      **placed["options"])  # fmt: skip
+    return algorithm("gemm", placed.algorithm).run(placed.gemm.shape(), grid, spec, dtype, seed,
+                                                   **placed.options)  # fmt: skip

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.plan_records import GemmPlacement
 from compiler.routes import kernel_edges
 from fabric.program import value_bytes
 from kernels.gemm_algorithms import gemm_algorithm
@@ -33,16 +34,16 @@ IN_PASSES = ("forward", "backward_data")  # weights in; backward_weight: gradien
 
 
 def tile_order(
-    placed: dict[str, Any], pass_name: str, spec: WaferSpec, dtype: str, limit=LISTED_TILES
+    placed: GemmPlacement, pass_name: str, spec: WaferSpec, dtype: str, limit=LISTED_TILES
 ) -> dict[str, Any]:
     """The edge tiles of GEMM placement ``placed`` (its ``algorithm``, ``gemm``, ``grid``
     and ``orientation``) in order; ``limit``: how many to list (None: all)."""
-    record, gemm = gemm_algorithm(placed["algorithm"]), placed["gemm"]
+    record, gemm = gemm_algorithm(placed.algorithm), placed.gemm
     incoming = pass_name in IN_PASSES
-    m, k, n = gemm["m"], gemm["k"], gemm["n"]
+    m, k, n = gemm.m, gemm.k, gemm.n
     rule = record.tiles_in if incoming else record.tiles_out
     moved_by = record.tiles_in_moved_by if incoming else record.tiles_out_moved_by
-    rows, cols, count, order = rule(m, k, n, *placed["grid"], spec)
+    rows, cols, count, order = rule(m, k, n, *placed.grid, spec)
     size, axis = value_bytes(dtype), "k" if incoming else "m"
     tiles = [
         {axis: list(r), "n": list(c), "bytes": (r[1] - r[0]) * (c[1] - c[0]) * size}
@@ -51,7 +52,7 @@ def tile_order(
     return {
         "direction": "in" if incoming else "out",
         "operand": "B" if incoming else "C",
-        "moved_by": moved_by.format(**kernel_edges(placed["orientation"])),
+        "moved_by": moved_by.format(**kernel_edges(placed.orientation)),
         "tiles": count,
         "tile_bytes": int(np.diff(rows).max()) * int(np.diff(cols).max()) * size,
         "total_bytes": (k if incoming else m) * n * size,

@@ -17,6 +17,7 @@ import numpy as np
 import wafer
 from compiler.assignment import assigned_pes
 from compiler.plan import working_grid
+from compiler.plan_records import Plan, to_json
 from memoryx.data import input_bound, input_pipeline
 from memoryx.run import RunResult, Wafer
 from memoryx.streaming import no_stall_threshold
@@ -36,7 +37,7 @@ def performance(result: RunResult) -> dict[str, Any]:
     steps, wafers = config["steps"], len(result.wafers)
     samples = steps * config["batch"] * wafers
     seconds = summary["total_cycles"] / spec.clock_hz
-    est_step_s = result.wafers[slowest].plan["totals"]["seconds"]
+    est_step_s = result.wafers[slowest].plan.totals.seconds
     out = {
         "compile_time_s": result.compile_time_s,
         "est_samples_per_sec": config["batch"] * wafers / est_step_s,
@@ -57,7 +58,7 @@ def performance(result: RunResult) -> dict[str, Any]:
         "slowest_wafer": slowest,
         **_working(result.wafers[slowest].plan, spec),
         "tier": config["tier"],
-        "activations_kept": result.wafers[slowest].plan["activations"],
+        "activations_kept": to_json(result.wafers[slowest].plan.activations),
         "swarmx": _swarmx(result, summary["total_cycles"]),
         "sparsity": _sparsity(result),
         "layers": stream.per_layer(),
@@ -71,10 +72,10 @@ def performance(result: RunResult) -> dict[str, Any]:
     return out
 
 
-def _working(plan: dict[str, Any], spec) -> dict[str, Any]:
+def _working(plan: Plan, spec) -> dict[str, Any]:
     """The slowest wafer's PEs that can take work, and their share of its logical grid:
     a defect study's ideal is the clean wafer's samples/s times that share."""
-    pes = plan["working"]["pes"]
+    pes = plan.working["pes"]
     return {"working_pes": pes, "working_fraction": pes / spec.logical_pes}
 
 
@@ -85,7 +86,7 @@ def _swarmx(result: RunResult, cycles: int) -> dict[str, Any]:
     alone = result.baseline.total_cycles
     segs = result.baseline.segments
     est = scaling(
-        [w.plan["totals"]["cycles"] for w in result.wafers],
+        [w.plan.totals.cycles for w in result.wafers],
         sum(s.in_bytes for s in segs),
         sum(s.out_bytes for s in segs),
         spec,
@@ -107,13 +108,12 @@ def _sparsity(result: RunResult) -> dict[str, Any] | None:
     if history is None or not history.dense_cycles:
         return None
     steps = result.config["steps"]
-    plan = {(lay["name"], p): placed for lay in result.wafers[0].plan["layers"]
-            for p, placed in lay["passes"].items()}  # fmt: skip
+    plan = {(lay.name, p): placed for lay, p, placed in result.wafers[0].plan.placements()}
     saved_bytes = saved_cycles = 0
     for key, dense in history.dense_cycles.items():
         layer, pass_name = key.split("/")
         saved_cycles += steps * (dense - history.cycles[0][key])
-        saved_bytes += steps * (plan[layer, pass_name]["edge_bytes"] - history.stream_bytes[key])
+        saved_bytes += steps * (plan[layer, pass_name].edge_bytes - history.stream_bytes[key])
     return {
         "config": result.config["sparsity"],
         "bytes_saved": saved_bytes,
@@ -196,17 +196,16 @@ def assigned_cycles(placed_on: Wafer, result: RunResult) -> np.ndarray:
     shape = (spec.logical_height_pes, spec.logical_width_pes)
     hole = working_grid(spec, placed_on.logical).hole
     out = np.zeros(shape, np.int64)
-    memory = plan["activations"]
+    memory = plan.activations
     masks: dict[str, np.ndarray] = {}
-    for layer in plan["layers"]:
-        again = memory["policy"] == "recompute" and bool(layer["block"])
-        for name, placed in layer["passes"].items():
-            where = placed["pe_assignment"]
-            key = json.dumps(where, sort_keys=True)
-            if key not in masks:
-                masks[key] = np.zeros(shape, bool)
-                rows, cols = assigned_pes(where, hole).T
-                masks[key][rows, cols] = True
-            runs = memory["micro_batches"] * (1 + (again and name == "forward"))
-            out[masks[key]] += runs * placed["kernel_cycles"]
+    for layer, name, placed in plan.placements():
+        again = memory.policy == "recompute" and bool(layer.block)
+        where = placed.pe_assignment
+        key = json.dumps(to_json(where), sort_keys=True)
+        if key not in masks:
+            masks[key] = np.zeros(shape, bool)
+            rows, cols = assigned_pes(where, hole).T
+            masks[key][rows, cols] = True
+        runs = memory.micro_batches * (1 + (again and name == "forward"))
+        out[masks[key]] += runs * placed.kernel_cycles
     return out

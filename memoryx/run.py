@@ -17,6 +17,7 @@ from typing import Any
 
 from compiler.model_file import load_model
 from compiler.plan import CompileOptions, compile_cached
+from compiler.plan_records import GemmPlacement, Plan
 from kernels.fast_tier import fast_cycles
 from memoryx.data import Dataset, load_dataset
 from memoryx.functional import check_functional, weight_shapes
@@ -49,7 +50,7 @@ class Wafer:
     """One wafer of the run: its repaired grid (None: defect-free) and its plan."""
 
     logical: LogicalGrid | None
-    plan: dict[str, Any]
+    plan: Plan
 
 
 @dataclass(frozen=True)
@@ -106,30 +107,28 @@ class FastCycles:
     def __init__(self, wafer: Wafer, spec, progress: Progress | None = None) -> None:
         logical, plan = wafer.logical, wafer.plan
         holes = 0.0 if logical is None else logical.unrepaired_pes / spec.logical_pes
-        passes = [(lay["name"], name, placed) for lay in plan["layers"]
-                  for name, placed in lay["passes"].items() if "gemm" in placed]  # fmt: skip
+        passes = [(layer.name, name, placed) for layer, name, placed in plan.placements()
+                  if isinstance(placed, GemmPlacement)]  # fmt: skip
         memo: dict[tuple, int] = {}
         self.cycles: dict[tuple[str, str], int] = {}
         for done, (layer, name, placed) in enumerate(passes, 1):
             key = _placement_key(placed)
             if key not in memo:
-                memo[key] = _fast(placed, spec, plan["options"]["dtype"], holes)
-            self.cycles[(layer, name)] = placed["waves"] * memo[key]
+                memo[key] = _fast(placed, spec, plan.options["dtype"], holes)
+            self.cycles[(layer, name)] = placed.waves * memo[key]
             if progress is not None:
                 progress("fast tier: GEMM pass", done, len(passes), f"{len(memo)} distinct")
 
 
-def _placement_key(placed: dict) -> tuple:
-    g = placed["gemm"]
-    return (placed["algorithm"], g["m"], g["k"], g["n"], *placed["grid"],
-            tuple(sorted(placed["options"].items())))  # fmt: skip
+def _placement_key(placed: GemmPlacement) -> tuple:
+    g = placed.gemm
+    return (placed.algorithm, g.m, g.k, g.n, *placed.grid, tuple(sorted(placed.options.items())))
 
 
-def _fast(placed: dict, spec, dtype: str, holes: float) -> int:
-    g, (rows, cols) = placed["gemm"], placed["grid"]
-    shape = {"m": g["m"], "k": g["k"], "n": g["n"]}
-    algo, options = placed["algorithm"], placed["options"]
-    return fast_cycles(algo, shape, rows, cols, spec, dtype, holes, **options).cycles
+def _fast(placed: GemmPlacement, spec, dtype: str, holes: float) -> int:
+    rows, cols = placed.grid
+    return fast_cycles(placed.algorithm, placed.gemm.shape(), rows, cols, spec, dtype, holes,
+                       **placed.options).cycles  # fmt: skip
 
 
 def _strategies(config: RunConfig) -> tuple[str, ...] | None:
@@ -157,7 +156,7 @@ def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
 
 
 def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path, progress):
-    micro = max(w.plan["activations"]["micro_batches"] for w in wafers)
+    micro = max(w.plan.activations.micro_batches for w in wafers)
     if micro > 1:
         raise ConfigError(
             f"tier=cycle runs each step's batch whole, but the plan splits batch="

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from compiler.plan import PASSES, RECOMPUTE
+from compiler.plan_records import GemmPlacement, Plan
 from compiler.tile_order import IN_PASSES  # weights stream in; backward_weight streams out
 from memoryx import _stream_kernel as K
 from wafer.errors import ConfigError
@@ -75,61 +76,60 @@ class Edge:
             )
 
 
-def segments(plan: dict[str, Any], compute: dict | None = None, streamed: dict | None = None):
+def segments(plan: Plan, compute: dict | None = None, streamed: dict | None = None):
     """The segments of one step of ``plan``; ``compute`` overrides a (layer, pass)'s cycles
     (with measured ones), else the plan's analytic ``kernel_cycles`` count; ``streamed``
     overrides the bytes a (layer, pass) streams in (compressed sparse weights). A recomputed
     forward is its layer's forward again."""
     compute, streamed = compute or {}, streamed or {}
-    layers = plan["layers"]
+    layers = plan.layers
     out = []
     for index, pass_name in step_order(plan):
         layer = layers[index]
         placed_as = "forward" if pass_name == RECOMPUTE else pass_name
-        placed = layer["passes"].get(placed_as)
+        placed = layer.passes.get(placed_as)
         if placed is None:
             continue
-        key = (layer["name"], placed_as)
-        edge = streamed.get(key, placed["edge_bytes"])
+        key = (layer.name, placed_as)
+        edge = streamed.get(key, placed.edge_bytes)
         incoming = placed_as in IN_PASSES
         out.append(
             Segment(
-                layer["name"],
+                layer.name,
                 pass_name,
                 edge * incoming,
                 edge * (not incoming),
-                compute.get(key, placed["kernel_cycles"]),
+                compute.get(key, placed.kernel_cycles),
                 index if edge else -1,
-                "gemm" in placed,
+                isinstance(placed, GemmPlacement),
             )  # fmt: skip
         )
     return out
 
 
-def step_order(plan: dict[str, Any]) -> list[tuple[int, str]]:
+def step_order(plan: Plan) -> list[tuple[int, str]]:
     """(layer index, pass) in the order a step runs them: per micro-batch the forward passes
     in layer order, then per layer in reverse ``backward_data`` and ``backward_weight``;
     under ``recompute`` a block's forward passes run again as its backward begins."""
-    layers, memory = plan["layers"], plan["activations"]
-    again = memory["policy"] == "recompute"
+    layers, memory = plan.layers, plan.activations
+    again = memory.policy == "recompute"
     order = [(i, "forward") for i in range(len(layers))]
     for i in reversed(range(len(layers))):
-        block = layers[i]["block"] if again else ""
-        if block and (i + 1 == len(layers) or layers[i + 1]["block"] != block):
+        block = layers[i].block if again else ""
+        if block and (i + 1 == len(layers) or layers[i + 1].block != block):
             first = i
-            while first and layers[first - 1]["block"] == block:
+            while first and layers[first - 1].block == block:
                 first -= 1
             order += [(j, RECOMPUTE) for j in range(first, i + 1)]
         order += [(i, p) for p in PASSES[1:]]
-    return order * memory["micro_batches"]
+    return order * memory.micro_batches
 
 
-def prefetch_buffer_bytes(plan: dict[str, Any], spec) -> int:
+def prefetch_buffer_bytes(plan: Plan, spec) -> int:
     """SRAM of the working grid left over by the activations kept for backward and the
     largest layer's working set: where the next layer's weight tiles can wait."""
-    free = plan["working"]["pes"] * (spec.pe.sram_bytes - plan["activations"]["bytes_per_pe"])
-    used = max(p["sram_bytes_per_pe"] * p["pes"] for lay in plan["layers"]
-               for p in lay["passes"].values())  # fmt: skip
+    free = plan.working["pes"] * (spec.pe.sram_bytes - plan.activations.bytes_per_pe)
+    used = max(p.sram_bytes_per_pe * p.pes for _, _, p in plan.placements())
     return max(1, free - used)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from compiler.assignment import assignment_grid, assignment_lines
+from compiler.plan_records import GemmPlacement, Plan
 from compiler.tile_order import IN_PASSES  # the passes that stream the weights in
 from compiler.working import WorkingGrid
 from fabric.program import WORD_BYTES
@@ -38,7 +39,7 @@ from wafer.spec import WaferSpec
 class WaferGemm:
     """The ``matmul`` callback of :mod:`memoryx.functional` backed by the cycle engine."""
 
-    plan: dict[str, Any]
+    plan: Plan
     spec: WaferSpec
     logical: LogicalGrid | None
     sparse: frozenset[str] = frozenset()  # layers whose pruned weights stream compressed
@@ -47,7 +48,7 @@ class WaferGemm:
     dense_cycles: dict[tuple[str, str], int] = field(default_factory=dict)  # sparse passes
     stream_bytes: dict[tuple[str, str], int] = field(default_factory=dict)  # compressed
     _grids: dict[tuple, KernelGrid] = field(default_factory=dict)
-    _passes: dict[tuple[str, str], dict] = field(default_factory=dict)
+    _passes: dict[tuple[str, str], GemmPlacement] = field(default_factory=dict)
     _kernels: dict[tuple, Any] = field(default_factory=dict)
     _working: WorkingGrid | None = None
 
@@ -55,15 +56,14 @@ class WaferGemm:
         self.busy = np.zeros((self.spec.logical_height_pes, self.spec.logical_width_pes), np.int64)
         if self.logical is not None:
             self._working = WorkingGrid.from_logical(self.logical)
-        for layer in self.plan["layers"]:
-            for name, placed in layer["passes"].items():
-                self._passes[(layer["name"], name)] = placed
+        for layer, name, placed in self.plan.placements():
+            self._passes[(layer.name, name)] = placed
 
     def __call__(self, layer: str, pass_name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         placed = self._passes[(layer, pass_name)]
-        if placed["gemm"]["count"] != 1:
+        if placed.gemm.count != 1:
             raise ConfigError(f"{layer} {pass_name}: batched GEMMs do not run functionally")
-        turned = placed["orientation"] == "north edge"
+        turned = placed.orientation.turned
         kernel = self._kernel(placed, turned)
         if layer in self.sparse and pass_name in IN_PASSES:
             result = self._sparse(kernel, placed, (layer, pass_name), a, b)
@@ -73,39 +73,39 @@ class WaferGemm:
         self._add_busy(result.pe_busy_cycles, turned)
         return result.output
 
-    def _sparse(self, kernel, placed: dict, key: tuple[str, str], a, b):
+    def _sparse(self, kernel, placed: GemmPlacement, key: tuple[str, str], a, b):
         """The zero-skipping program (weight streaming), with the dense program's cycles
         measured once for comparison and the compressed stream's bytes counted."""
-        if placed["algorithm"] != "weight_stream" or not isinstance(kernel, GemmReplay):
+        if placed.algorithm != "weight_stream" or not isinstance(kernel, GemmReplay):
             raise ConfigError(f"{key[0]} {key[1]}: sparse weights need weight_stream in fp32")
         if key not in self.dense_cycles:
             self.dense_cycles[key] = kernel(a, b).cycles
-        words = stream_words(b, placed["grid"][0], "fp32")
+        words = stream_words(b, placed.grid[0], "fp32")
         self.stream_bytes[key] = WORD_BYTES * (words.sparse_words + words.index_words)
         return kernel(a, b, sparse=True)
 
-    def _kernel(self, placed: dict, turned: bool):
+    def _kernel(self, placed: GemmPlacement, turned: bool):
         """The placement's GEMM on its grid: replayed per shape in fp32 (the routes and
         programs are built once), built afresh in fp16 (packed operands cannot be traced)."""
-        rows, cols = placed["grid"]
-        options = tuple(sorted(placed["options"].items()))
-        lines = tuple(assignment_lines(placed["pe_assignment"]).tolist())
-        key = (placed["algorithm"], rows, cols, turned, options, lines)
+        rows, cols = placed.grid
+        options = tuple(sorted(placed.options.items()))
+        lines = tuple(assignment_lines(placed.pe_assignment).tolist())
+        key = (placed.algorithm, rows, cols, turned, options, lines)
         if key not in self._kernels:
-            apply = algorithm("gemm", placed["algorithm"]).apply
-            grid, dtype = self._grid(placed), self.plan["options"]["dtype"]
+            apply = algorithm("gemm", placed.algorithm).apply
+            grid, dtype = self._grid(placed), self.plan.options["dtype"]
             if dtype == "fp32":
-                self._kernels[key] = GemmReplay(placed["algorithm"], apply, grid, self.spec,
-                                                placed["options"])  # fmt: skip
+                self._kernels[key] = GemmReplay(placed.algorithm, apply, grid, self.spec,
+                                                placed.options)  # fmt: skip
             else:
                 self._kernels[key] = functools.partial(
                     _direct, apply, grid=grid, spec=self.spec, dtype=dtype,
-                    options=placed["options"])  # fmt: skip
+                    options=placed.options)  # fmt: skip
         return self._kernels[key]
 
-    def _grid(self, placed: dict) -> KernelGrid:
-        where = placed["pe_assignment"]
-        key = (*placed["grid"], where["orientation"], json.dumps(where["lines"]))
+    def _grid(self, placed: GemmPlacement) -> KernelGrid:
+        where = placed.pe_assignment
+        key = (*placed.grid, where.orientation, json.dumps(where.lines))
         if key not in self._grids:
             self._grids[key] = assignment_grid(placed, self._working)
         return self._grids[key]

@@ -18,6 +18,7 @@ from compiler.model_file import load_model
 from compiler.passes import Gemm
 from compiler.placement import Target, place_gemm
 from compiler.plan import CompileOptions, compile_plan, working_grid
+from compiler.plan_records import GemmPlacement
 from compiler.single_gemm import place_single_gemm, run_placed_gemm
 from compiler.strategies import strategies
 from kernels.algorithm import (
@@ -194,11 +195,11 @@ def test_the_compiler_places_a_registered_algorithm_by_its_cost(toy):
     spec = SPEC.replace({"logical_width_pes": 8, "logical_height_pes": 8})
     placed, working = place_single_gemm({"m": 64, "k": 48, "n": 40}, spec, "fp32",
                                         names=["row_broadcast"])  # fmt: skip
-    rows, cols = placed["grid"]
-    assert placed["algorithm"] == "row_broadcast"
-    assert placed["kernel_cycles"] == toy.cycles({"m": 64, "k": 48, "n": 40}, rows, cols, spec,
+    rows, cols = placed.grid
+    assert placed.algorithm == "row_broadcast"
+    assert placed.kernel_cycles == toy.cycles({"m": 64, "k": 48, "n": 40}, rows, cols, spec,
                                                  "fp32")  # fmt: skip
-    assert placed["sram_bytes_per_pe"] == 4 * toy.sram_words(64, 48, 40, rows, cols, spec, "fp32")
+    assert placed.sram_bytes_per_pe == 4 * toy.sram_words(64, 48, 40, rows, cols, spec, "fp32")
     result = run_placed_gemm(placed, working, spec, "fp32", seed=2)
     assert result.max_abs_error < 1e-4
 
@@ -211,11 +212,11 @@ def test_the_search_weighs_a_registered_algorithm_against_the_others(toy, regist
 
     def search() -> tuple[str, dict[str, int]]:
         everyone = strategies(None)
-        alone = {name: place_gemm("gemm", work, target, {name: strategy})["cycles"]
+        alone = {name: place_gemm("gemm", work, target, {name: strategy}).cycles
                  for name, strategy in everyone.items()}  # fmt: skip
         best = place_gemm("gemm", work, target, everyone)
-        assert best["cycles"] == min(alone.values())
-        return best["strategy"], alone
+        assert best.cycles == min(alone.values())
+        return best.strategy, alone
 
     winner, alone = search()
     assert winner != "row_broadcast"
@@ -233,13 +234,13 @@ def test_a_model_compiles_with_only_the_registered_algorithm(toy):
     with its colors, route families and tile order in the plan."""
     options = CompileOptions(batch=4, dtype="fp32", strategies=("row_broadcast",))
     plan = compile_plan(load_model(f"{ZOO}/fc-digits.yaml"), preset("wse2"), options)
-    gemms = [p for layer in plan["layers"] for p in layer["passes"].values() if "gemm" in p]
+    gemms = [p for _, _, p in plan.placements() if isinstance(p, GemmPlacement)]
     assert gemms
     for placed in gemms:
-        assert placed["algorithm"] == "row_broadcast"
-        assert placed["mapping"] == {"m": "grid rows", "n": "grid columns",
-                                     "k": "streamed from the north edge"}  # fmt: skip
-        assert [f["carries"] for f in placed["routes"]] == ["A", "B"][: len(placed["routes"])]
-        order = placed["memoryx_tile_order"]
+        assert placed.algorithm == "row_broadcast"
+        assert placed.mapping == {"m": "grid rows", "n": "grid columns",
+                                  "k": "streamed from the north edge"}  # fmt: skip
+        assert [f["carries"] for f in placed.routes] == ["A", "B"][: len(placed.routes)]
+        order = placed.memoryx_tile_order
         if order is not None and order["direction"] == "in":
-            assert order["tiles"] == placed["grid"][1]
+            assert order["tiles"] == placed.grid[1]

@@ -82,10 +82,10 @@ def test_digits_keep_everything_in_one_micro_batch():
     """The digits MLP keeps all its activations, spread evenly over the working PEs."""
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), preset("tiny"),
                         CompileOptions(batch=64, dtype="fp32"))  # fmt: skip
-    memory = plan["activations"]
-    assert (memory["policy"], memory["micro_batches"]) == ("keep", 1)
-    assert memory["bytes"] == 64 * (64 + 256 + 256 + 128 + 128 + 10) * 4
-    assert memory["bytes_per_pe"] == -(-memory["bytes"] // plan["working"]["pes"])
+    memory = plan.activations
+    assert (memory.policy, memory.micro_batches) == ("keep", 1)
+    assert memory.bytes == 64 * (64 + 256 + 256 + 128 + 128 + 10) * 4
+    assert memory.bytes_per_pe == -(-memory.bytes // plan.working["pes"])
 
 
 @pytest.mark.parametrize("batch", [1, 8])
@@ -94,15 +94,14 @@ def test_gpt3_reserve_and_layers_fit_sram_together(batch):
     8 into micro-batches, and no pass's working set plus the reserve exceeds a PE's SRAM."""
     spec = preset("wse2")
     plan = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), spec, CompileOptions(batch=batch))
-    memory = plan["activations"]
-    assert memory["keep_all_bytes"] > plan["working"]["pes"] * spec.pe.sram_bytes
-    assert memory["policy"] == "recompute"
-    assert memory["micro_batches"] * memory["sequences_per_micro_batch"] == batch
-    assert memory["micro_batches"] == (1 if batch == 1 else 2)
-    for layer in plan["layers"]:
-        for placed in layer["passes"].values():
-            assert placed["sram_bytes_per_pe"] + memory["bytes_per_pe"] <= spec.pe.sram_bytes
-    assert plan["totals"]["sram_peak_bytes_per_pe"] <= spec.pe.sram_bytes
+    memory = plan.activations
+    assert memory.keep_all_bytes > plan.working["pes"] * spec.pe.sram_bytes
+    assert memory.policy == "recompute"
+    assert memory.micro_batches * memory.sequences_per_micro_batch == batch
+    assert memory.micro_batches == (1 if batch == 1 else 2)
+    for _, _, placed in plan.placements():
+        assert placed.sram_bytes_per_pe + memory.bytes_per_pe <= spec.pe.sram_bytes
+    assert plan.totals.sram_peak_bytes_per_pe <= spec.pe.sram_bytes
     forced = CompileOptions(batch=batch, activations="recompute", micro_batches=1)
     if batch == 8:
         message = "do not fit: 8 sequence.* in micro_batches=1 of 8 sequence.*leave micro_batches"
@@ -116,7 +115,7 @@ def test_recompute_runs_block_forwards_again(blocks):
     options = CompileOptions(batch=4, seq=1, dtype="fp32", activations="recompute",
                              micro_batches=2)  # fmt: skip
     plan = compile_plan(blocks, preset("tiny"), options)
-    names = [layer["name"] for layer in plan["layers"]]
+    names = [layer.name for layer in plan.layers]
     order = [(names[i], p) for i, p in step_order(plan)]
     step = len(order) // 2
     assert order[:step] == order[step:]
@@ -125,8 +124,8 @@ def test_recompute_runs_block_forwards_again(blocks):
     start = tail.index((block0[0], "recompute"))
     assert tail[start : start + len(block0)] == [(n, "recompute") for n in block0]
     assert tail[start + len(block0)][0] == block0[-1]  # then its backward, last layer first
-    forwards = sum(lay["passes"]["forward"]["cycles"] for lay in plan["layers"] if lay["block"])
-    assert plan["totals"]["cycles_per_pass"]["recompute"] == 2 * forwards
+    forwards = sum(lay.passes["forward"].cycles for lay in plan.layers if lay.block)
+    assert plan.totals.cycles_per_pass["recompute"] == 2 * forwards
     recomputed = [(s.layer, s.pass_name) for s in segments(plan) if s.pass_name == "recompute"]
     assert recomputed == [(n, p) for n, p in order if p == "recompute"]
 
@@ -136,11 +135,11 @@ def test_ignore_reserves_nothing_and_keep_reserves_the_buffer(blocks):
     spec = preset("tiny")
     ignore = compile_plan(blocks, spec, CompileOptions(batch=4, seq=1, activations="ignore"))
     keep = compile_plan(blocks, spec, CompileOptions(batch=4, seq=1, activations="keep"))
-    assert ignore["activations"]["bytes_per_pe"] == 0
-    assert keep["activations"]["bytes_per_pe"] > 0
-    pes = keep["working"]["pes"]
+    assert ignore.activations.bytes_per_pe == 0
+    assert keep.activations.bytes_per_pe > 0
+    pes = keep.working["pes"]
     assert prefetch_buffer_bytes(ignore, spec) - prefetch_buffer_bytes(keep, spec) == (
-        pes * keep["activations"]["bytes_per_pe"]
+        pes * keep.activations.bytes_per_pe
     )
 
 

@@ -17,6 +17,14 @@ from compiler.assignment import assigned_pes, assignment_lines
 from compiler.colors import fits_palette, kernel_colors
 from compiler.model_file import load_model
 from compiler.plan import CompileOptions, compile_cached, compile_plan
+from compiler.plan_records import (
+    GemmPlacement,
+    GemmWork,
+    Orientation,
+    PeAssignment,
+    Placement,
+    Plan,
+)
 from compiler.single_gemm import place_single_gemm, run_placed_gemm
 from compiler.strategies import all_strategies
 from compiler.tile_order import LISTED_TILES, tile_order
@@ -37,8 +45,20 @@ BOTTLENECKS = {"compute", "SRAM", "fabric", "edge bandwidth"}
 STRATEGIES = all_strategies()  # the registered ones, by name
 
 
-def passes(plan):
-    return [(layer["name"], p) for layer in plan["layers"] for p in layer["passes"].values()]
+def passes(plan: Plan) -> list[tuple[str, Placement]]:
+    return [(layer.name, p) for layer, _, p in plan.placements()]
+
+
+def json_passes(plan: dict) -> list[dict]:
+    """The passes of a plan as ``wafersim compile --json`` prints it."""
+    return [p for layer in plan["layers"] for p in layer["passes"].values()]
+
+
+def placement(algo: str, grid, gemm: GemmWork, orientation=Orientation.WEST, options=None,
+              replicas: int = 1) -> GemmPlacement:  # fmt: skip
+    """A GEMM placement with what tile orders and route families read set; no costs."""
+    return GemmPlacement(algo, algo, options or {}, tuple(grid), orientation, {}, gemm,
+                         replicas, 1, 0, {}, 0, 0, 0, 0, 0, {}, "compute")  # fmt: skip
 
 
 @pytest.mark.parametrize(("model", "batch"), [("fc-digits", 64), ("gpt2-small", 2)])
@@ -46,26 +66,26 @@ def test_every_pass_fits_sram_and_the_working_grid(model, batch):
     """Each placement fits a PE's SRAM, stays on the working grid and names a bottleneck."""
     spec = preset("wse2")
     plan = compile_plan(load_model(ZOO / f"{model}.yaml"), spec, CompileOptions(batch=batch))
-    rows, cols = plan["working"]["logical_grid"]
-    assert plan["working"]["pes"] == rows * cols
+    rows, cols = plan.working["logical_grid"]
+    assert plan.working["pes"] == rows * cols
     for _, p in passes(plan):
-        assert 0 < p["sram_bytes_per_pe"] <= spec.pe.sram_bytes
-        assert p["pes"] <= rows * cols
-        assert max(p["grid"]) <= max(rows, cols)
-        assert min(p["grid"]) <= min(rows, cols)
-        assert p["bottleneck"] in BOTTLENECKS
-        assert p["cycles"] >= p["bound_cycles"]["edge_bandwidth"]
+        assert 0 < p.sram_bytes_per_pe <= spec.pe.sram_bytes
+        assert p.pes <= rows * cols
+        assert max(p.grid) <= max(rows, cols)
+        assert min(p.grid) <= min(rows, cols)
+        assert p.bottleneck in BOTTLENECKS
+        assert p.cycles >= p.bound_cycles["edge_bandwidth"]
 
 
 def test_linear_layers_get_all_three_passes():
     """A matmul has forward, backward-data and backward-weight, except dX of the first."""
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), preset("small"), CompileOptions(8))
-    by_name = {layer["name"]: layer["passes"] for layer in plan["layers"]}
+    by_name = {layer.name: layer.passes for layer in plan.layers}
     assert set(by_name["fc2"]) == {"forward", "backward_data", "backward_weight"}
     assert set(by_name["fc1"]) == {"forward", "backward_weight"}
-    assert by_name["fc2"]["forward"]["gemm"] == {"m": 8, "k": 256, "n": 128, "count": 1}
-    assert by_name["fc2"]["backward_data"]["gemm"] == {"m": 8, "k": 128, "n": 256, "count": 1}
-    assert by_name["fc2"]["backward_weight"]["gemm"] == {"m": 256, "k": 8, "n": 128, "count": 1}
+    assert by_name["fc2"]["forward"].gemm == GemmWork(m=8, k=256, n=128, count=1)
+    assert by_name["fc2"]["backward_data"].gemm == GemmWork(m=8, k=128, n=256, count=1)
+    assert by_name["fc2"]["backward_weight"].gemm == GemmWork(m=256, k=8, n=128, count=1)
 
 
 def test_batch_one_gpt3_is_edge_bound():
@@ -73,7 +93,7 @@ def test_batch_one_gpt3_is_edge_bound():
     plan = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), preset("wse2"), CompileOptions())
     linear = [p for name, p in passes(plan) if name.endswith(".fc")]
     assert linear
-    assert all(p["bottleneck"] == "edge bandwidth" for p in linear)
+    assert all(p.bottleneck == "edge bandwidth" for p in linear)
 
 
 def test_holes_take_only_themselves_out_of_the_working_grid():
@@ -84,13 +104,13 @@ def test_holes_take_only_themselves_out_of_the_working_grid():
     holes[[3, 3, 40], [5, 6, 7]] = True
     model = load_model(ZOO / "fc-digits.yaml")
     plan = compile_plan(model, spec, CompileOptions(batch=64), holes)
-    assert plan["working"]["pes"] == 64 * 64 - 3
-    assert plan["working"]["west edge"] == {"lines": 64, "shallowest": 63, "deepest": 64}
-    assert plan["working"]["north edge"] == {"lines": 64, "shallowest": 62, "deepest": 64}
-    assert plan["defects"]["holes"] == 3
+    assert plan.working["pes"] == 64 * 64 - 3
+    assert plan.working["west edge"] == {"lines": 64, "shallowest": 63, "deepest": 64}
+    assert plan.working["north edge"] == {"lines": 64, "shallowest": 62, "deepest": 64}
+    assert plan.defects["holes"] == 3
     for _, p in passes(plan):
-        pes = assigned_pes(p["pe_assignment"], holes)
-        assert len(pes) == p["pe_assignment"]["pes"] >= p["pes"] > 0
+        pes = assigned_pes(p.pe_assignment, holes)
+        assert len(pes) == p.pe_assignment.pes >= p.pes > 0
         assert not holes[pes[:, 0], pes[:, 1]].any()
 
 
@@ -201,18 +221,18 @@ def test_first_layer_plan_runs_on_the_cycle_engine():
     """The plan for the FC digits net's first layer runs on the engine and matches numpy."""
     spec = preset("tiny")
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec, CompileOptions(batch=16))
-    placed = plan["layers"][0]["passes"]["forward"]
-    gemm = placed["gemm"]
-    rows, cols = placed["grid"]
+    placed = plan.layers[0].passes["forward"]
+    gemm = placed.gemm
+    rows, cols = placed.grid
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((gemm["m"], gemm["k"])).astype(np.float32)
-    w = rng.standard_normal((gemm["k"], gemm["n"])).astype(np.float32)
-    result = algorithm("gemm", placed["algorithm"]).run(
-        gemm, kernel_grid(rows, cols), spec, "fp16", 1, **placed["options"]
+    x = rng.standard_normal((gemm.m, gemm.k)).astype(np.float32)
+    w = rng.standard_normal((gemm.k, gemm.n)).astype(np.float32)
+    result = algorithm("gemm", placed.algorithm).run(
+        gemm.shape(), kernel_grid(rows, cols), spec, "fp16", 1, **placed.options
     )
     assert result.max_abs_error < 0.05
-    assert result.analytic_cycles == placed["kernel_cycles"]
-    assert result.sram_peak_bytes <= placed["sram_bytes_per_pe"]
+    assert result.analytic_cycles == placed.kernel_cycles
+    assert result.sram_peak_bytes <= placed.sram_bytes_per_pe
     direct = weight_stream(x, w, kernel_grid(rows, cols), spec, "fp32")
     np.testing.assert_allclose(direct.output, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
 
@@ -230,13 +250,13 @@ def saved_map(path: Path, dead: list[tuple[int, int]], spec_name: str = "small")
     return path
 
 
-def engine_pes(assignment: dict, holes: np.ndarray) -> np.ndarray:
+def engine_pes(assignment: PeAssignment, holes: np.ndarray) -> np.ndarray:
     """(row, col) on the logical grid of every PE the engine's column-shift placement
     (``kernels.grid.kernel_grid``) gives work, for the kernel frame the assignment names."""
-    turned = assignment["orientation"] == "north edge"
+    turned = assignment.orientation.turned
     lines = assignment_lines(assignment)
     patch = (holes.T if turned else holes)[:, : lines[-1] + 1]
-    placed = kernel_grid(assignment["depth"], len(lines), patch, lines=lines)
+    placed = kernel_grid(assignment.depth, len(lines), patch, lines=lines)
     xy = np.array([placed.xy(int(pe)) for pe in placed.pe.T.ravel()])  # (x, y) in the patch
     return xy if turned else xy[:, ::-1]
 
@@ -256,15 +276,15 @@ def test_holes_of_a_saved_map_get_no_work(capsys, tmp_path, model, extra):
     assert plan["defects"]["holes"] == 4
     assert plan["defects"]["source"] == str(path)
     assert plan["defects"]["dead_pes"] == 4
-    for _, p in passes(plan):
-        a = p["pe_assignment"]
+    for p in json_passes(plan):
+        a = PeAssignment.from_json(p["pe_assignment"])
         pes = engine_pes(a, holes)
         np.testing.assert_array_equal(pes, assigned_pes(a, holes))
         assert not holes[pes[:, 0], pes[:, 1]].any()
-        assert a["origin"] == [0, 0]
-        assert [pes[:, 0].max() + 1, pes[:, 1].max() + 1] == [a["rows"], a["cols"]]
-        assert holes[: a["rows"], : a["cols"]].sum() == a["holes_skipped"]
-        assert a["replicas"]["count"] == p.get("replicas", 1)
+        assert a.origin == (0, 0)
+        assert [pes[:, 0].max() + 1, pes[:, 1].max() + 1] == [a.rows, a.cols]
+        assert holes[: a.rows, : a.cols].sum() == a.holes_skipped
+        assert a.replicas["count"] == p.get("replicas", 1)
 
 
 @pytest.mark.parametrize(
@@ -365,9 +385,9 @@ def test_no_placement_needs_more_colors_than_the_routers_have():
     options = CompileOptions(batch=16, strategies=("weight_stream_tree",))
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec, options)
     for _, p in passes(plan):
-        assert p.get("colors", 0) <= spec.router.colors - DETOUR_COLORS
+        assert getattr(p, "colors", 0) <= spec.router.colors - DETOUR_COLORS
     wse2 = compile_plan(load_model(ZOO / "gpt2-small.yaml"), preset("wse2"), CompileOptions())
-    assert all(p.get("colors", 0) <= 20 for _, p in passes(wse2))
+    assert all(getattr(p, "colors", 0) <= 20 for _, p in passes(wse2))
 
 
 def covered(tiles: list[dict], rows: int, cols: int) -> np.ndarray:
@@ -385,12 +405,11 @@ def test_tile_order_covers_the_operand_exactly_once(name, pass_name):
     strategy, spec = STRATEGIES[name], preset("wse2")
     grids = [(7, 7), (1, 1)] if strategy.square else [(7, 5), (1, 6), (16, 1)]
     for rows, cols in grids:
-        gemm = {"m": 29, "k": 23, "n": 300, "count": 1}
-        placed = {"algorithm": strategy.algo, "gemm": gemm, "grid": [rows, cols],
-                  "orientation": "west edge"}  # fmt: skip
+        gemm = GemmWork(m=29, k=23, n=300, count=1)
+        placed = placement(strategy.algo, (rows, cols), gemm)
         order = tile_order(placed, pass_name, spec, "fp16", limit=None)
-        side = gemm["k"] if pass_name == "forward" else gemm["m"]
-        assert (covered(order["order"], side, gemm["n"]) == 1).all()
+        side = gemm.k if pass_name == "forward" else gemm.m
+        assert (covered(order["order"], side, gemm.n) == 1).all()
         assert order["tiles"] == len(order["order"])
         assert sum(t["bytes"] for t in order["order"]) == order["total_bytes"] == side * 300 * 2
         assert max(t["bytes"] for t in order["order"]) == order["tile_bytes"]
@@ -399,9 +418,8 @@ def test_tile_order_covers_the_operand_exactly_once(name, pass_name):
 def test_weight_streaming_tiles_are_the_kernels_column_chunks():
     """Weight streaming sends B's column chunks in order, every row's port at once; the
     plan lists the first LISTED_TILES of them and counts all."""
-    gemm = {"m": 8, "k": 64, "n": 4096, "count": 1}
-    placed = {"algorithm": "weight_stream", "gemm": gemm, "grid": [4, 2],
-              "orientation": "north edge"}  # fmt: skip
+    gemm = GemmWork(m=8, k=64, n=4096, count=1)
+    placed = placement("weight_stream", (4, 2), gemm, Orientation.NORTH)
     order = tile_order(placed, "backward_data", preset("small"), "fp32")
     chunks = chunk_offsets(4096, 4)
     assert order["tiles"] == len(chunks) - 1 > LISTED_TILES == len(order["order"])
@@ -415,14 +433,14 @@ def test_plan_passes_carry_assignment_colors_and_tile_order():
     """GEMM passes with edge bytes list their tiles; attention's (no weights) list none."""
     plan = compile_plan(load_model(ZOO / "gpt2-small.yaml"), preset("wse2"), CompileOptions())
     for name, p in passes(plan):
-        assert "pe_assignment" in p
-        if "gemm" not in p:
+        assert p.pe_assignment is not None
+        if not isinstance(p, GemmPlacement):
             continue
-        tiles = p["memoryx_tile_order"]
+        tiles = p.memoryx_tile_order
         if ".attn." in name:
             assert tiles is None
             continue
-        assert tiles["total_bytes"] == p["edge_bytes"]
+        assert tiles["total_bytes"] == p.edge_bytes
         assert len(tiles["order"]) == min(tiles["tiles"], LISTED_TILES)
 
 
@@ -434,11 +452,11 @@ def test_a_wafer_with_holes_in_every_row_and_column_compiles():
     holes[np.arange(16), 5 * np.arange(16) % 16] = True  # no two touch, even diagonally
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec,
                         CompileOptions(batch=8, dtype="fp32"), holes)  # fmt: skip
-    assert plan["working"]["pes"] == 240
+    assert plan.working["pes"] == 240
     for edge in ("west edge", "north edge"):
-        assert plan["working"][edge] == {"lines": 16, "shallowest": 15, "deepest": 15}
+        assert plan.working[edge] == {"lines": 16, "shallowest": 15, "deepest": 15}
     for _, p in passes(plan):
-        pes = assigned_pes(p["pe_assignment"], holes)
+        pes = assigned_pes(p.pe_assignment, holes)
         assert not holes[pes[:, 0], pes[:, 1]].any()
 
 
@@ -451,18 +469,18 @@ def test_pes_cut_off_by_dead_links_get_no_work():
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec,
                         CompileOptions(batch=8, dtype="fp32"),
                         WorkingGrid.of(holes, dead))  # fmt: skip
-    assert plan["defects"]["cut_off_pes"] == 4
-    assert plan["working"]["pes"] == 252
+    assert plan.defects["cut_off_pes"] == 4
+    assert plan.working["pes"] == 252
     cut = np.zeros((16, 16), bool)
     cut[5:7, 5:7] = True
     for _, p in passes(plan):
-        pes = assigned_pes(p["pe_assignment"], cut)
+        pes = assigned_pes(p.pe_assignment, cut)
         assert not cut[pes[:, 0], pes[:, 1]].any()
     split = np.eye(16, dtype=bool)[::-1]  # an anti-diagonal of holes halves the wafer
     assert WorkingGrid.of(split).cut_off == 120
 
 
-def compiled_or_error(spec, logical) -> tuple[dict | None, str]:
+def compiled_or_error(spec, logical) -> tuple[Plan | None, str]:
     """The digits model's plan on ``logical``, or None and the compiler's error."""
     try:
         options = CompileOptions(batch=4, dtype="fp32")
@@ -493,10 +511,10 @@ def test_random_maps_give_no_work_to_dead_or_cut_off_pes(seed, rate):
             assert re.search(r"layer '\w+' does not fit: .* of SRAM per PE", error), error
             continue
         for _, p in passes(plan):
-            a = p["pe_assignment"]
+            a = p.pe_assignment
             pes = assigned_pes(a, working.hole)
             assert not working.hole[pes[:, 0], pes[:, 1]].any()
-            assert len(pes) == a["pes"] == a["depth"] * len(assignment_lines(a))
+            assert len(pes) == a.pes == a.depth * len(assignment_lines(a))
 
 
 def _family(algo: str, owner) -> str:
@@ -530,8 +548,8 @@ def test_route_families_are_what_the_kernels_wire(name, monkeypatch):
             {"m": 9, "k": 12, "n": 11}, kernel_grid(rows, cols), preset("tiny"), "fp16", 0,
             **strategy.options,
         )  # fmt: skip
-        placed = {"algorithm": strategy.algo, "grid": [rows, cols], "options": strategy.options,
-                  "orientation": "west edge", "replicas": 1, "gemm": {"n": 11}}  # fmt: skip
+        placed = placement(strategy.algo, (rows, cols), GemmWork(9, 12, 11, 1),
+                           options=strategy.options)  # fmt: skip
         wired: dict[str, list] = {}
         for color, _, dsts, owner in calls:
             wired.setdefault(_family(strategy.algo, owner), []).append((color, len(dsts)))
@@ -549,9 +567,9 @@ def test_plan_names_the_detour_colors():
     """Routes that meet a hole detour on the router's top colors, which kernels leave free."""
     spec = preset("tiny").replace({"router.colors": 10})
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec, CompileOptions(batch=8))
-    assert plan["detour_colors"] == list(range(10 - DETOUR_COLORS, 10))
-    assert all(max(p["routes"][0]["colors"]) < 10 - DETOUR_COLORS
-               for _, p in passes(plan) if "gemm" in p)  # fmt: skip
+    assert plan.detour_colors == list(range(10 - DETOUR_COLORS, 10))
+    assert all(max(p.routes[0]["colors"]) < 10 - DETOUR_COLORS
+               for _, p in passes(plan) if isinstance(p, GemmPlacement))  # fmt: skip
 
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
@@ -568,9 +586,9 @@ def test_placed_gemms_run_as_estimated(strategy, fraction):
     placed, working = place_single_gemm(shape, spec, "fp32", defects, [strategy])
     result = run_placed_gemm(placed, working, spec, "fp32", seed=1)
     assert result.max_abs_error < 1e-3
-    pes = assigned_pes(placed["pe_assignment"], working.hole)
+    pes = assigned_pes(placed.pe_assignment, working.hole)
     assert not working.hole[pes[:, 0], pes[:, 1]].any()
-    assert abs(placed["kernel_cycles"] / result.cycles - 1) <= 0.10
+    assert abs(placed.kernel_cycles / result.cycles - 1) <= 0.10
 
 
 def test_single_gemm_docstring_example_runs():

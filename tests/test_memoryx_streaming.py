@@ -416,9 +416,9 @@ def test_segments_order_and_bytes(fc_digits_plan):
     segs = segments(fc_digits_plan)
     got = [(s.layer, s.pass_name, s.in_bytes, s.out_bytes, s.owner, s.gemm) for s in segs]
     assert got == FC_DIGITS
-    layers = {lay["name"]: lay["passes"] for lay in fc_digits_plan["layers"]}
+    layers = {lay.name: lay.passes for lay in fc_digits_plan.layers}
     for s in segs:
-        assert s.compute_cycles == layers[s.layer][s.pass_name]["kernel_cycles"]
+        assert s.compute_cycles == layers[s.layer][s.pass_name].kernel_cycles
 
 
 def test_measured_cycles_override_the_plan(fc_digits_plan):

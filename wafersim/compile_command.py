@@ -89,9 +89,9 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
     if args.out:
         from compiler.plan import plan_path
 
-        path = str(plan_path(args.out, plan["model"]))
-    defects = {**plan["defects"], **_map_summary(args, logical)}
-    return {**plan, "defects": defects, "seed": args.seed, "mode": "compile-only",
+        path = str(plan_path(args.out, plan.model))
+    defects = {**plan.defects, **_map_summary(args, logical)}
+    return {**plan.to_json(), "defects": defects, "seed": args.seed, "mode": "compile-only",
             "cache": "hit" if hit else "miss", "plan_path": path,
             "compile_time_s": time.perf_counter() - start}  # fmt: skip
 
