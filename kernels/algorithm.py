@@ -30,6 +30,7 @@ Write ``kernels/gemm_<name>.py`` with the kernel and, at its end, the record::
         tiles_in_moved_by="...",    # what sends B's tiles ({west}/{north}: the kernel's edges)
         tiles_out_moved_by="...",   # what takes C's tiles out
         fast_tier=FastTierSampling(units=..., reduced_length=..., halves_grid=...),
+        zero_skipping=None,         # or how B streams compressed when pruned (weight_stream)
     )
 
 and add one line to :mod:`kernels.gemm_algorithms`: ``register(MY_GEMM)`` (a script or a
@@ -44,7 +45,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -138,6 +139,10 @@ class GemmAlgorithm:
     tiles_in_moved_by: str
     tiles_out_moved_by: str
     fast_tier: FastTierSampling
+    # Pruned weights: None, or ``(b, rows, dtype) -> words`` of B streamed compressed (its
+    # all-zero blocks left out, with their index words), for a kernel whose ``apply`` takes
+    # ``sparse=True`` and skips their multiply-adds.
+    zero_skipping: Callable[..., Any] | None
 
     @property
     def third_dim(self) -> str:

@@ -37,6 +37,12 @@ def unregister(name: str) -> GemmAlgorithm:
     return GEMM_ALGORITHMS.pop(gemm_algorithm(name).name)
 
 
+def sparse_strategies() -> tuple[str, ...]:
+    """The strategies of the algorithms that skip zero weights (``zero_skipping``)."""
+    return tuple(variant.strategy for record in GEMM_ALGORITHMS.values()
+                 if record.zero_skipping is not None for variant in record.strategies)  # fmt: skip
+
+
 def gemm_algorithm(name: str) -> GemmAlgorithm:
     """The record of ``name``; an unknown name is an error listing the valid ones."""
     if name not in GEMM_ALGORITHMS:

@@ -316,6 +316,7 @@ def _cannon_record(ring: str) -> GemmAlgorithm:
         tiles_in_moved_by="every PE, skewed, before the first step",
         tiles_out_moved_by=C_STAYS_PUT,
         fast_tier=K_STEPS,
+        zero_skipping=None,
     )
 
 

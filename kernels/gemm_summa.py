@@ -349,4 +349,5 @@ SUMMA = GemmAlgorithm(
     tiles_in_moved_by="the grid row that owns each k step, spread over the grid columns",
     tiles_out_moved_by=C_STAYS_PUT,
     fast_tier=K_STEPS,
+    zero_skipping=None,
 )

@@ -212,4 +212,5 @@ SYSTOLIC = GemmAlgorithm(
     fast_tier=FastTierSampling(
         units=_k_streamed, reduced_length=_two_chunks_a_step, halves_grid=False
     ),
+    zero_skipping=None,
 )

@@ -436,4 +436,5 @@ WEIGHT_STREAM = GemmAlgorithm(
     fast_tier=FastTierSampling(
         units=_n_streamed, reduced_length=_chunks_a_row_per_step, halves_grid=False
     ),
+    zero_skipping=stream_words,
 )

@@ -19,6 +19,7 @@ from compiler.model_file import load_model
 from compiler.plan import CompileOptions, compile_cached
 from compiler.plan_records import GemmPlacement, Plan
 from kernels.fast_tier import fast_cycles
+from kernels.gemm_algorithms import sparse_strategies
 from memoryx.data import Dataset, load_dataset
 from memoryx.functional import check_functional, weight_shapes
 from memoryx.optimizer import make_optimizer
@@ -40,7 +41,6 @@ from wafer.defects import generate
 from wafer.errors import ConfigError
 from wafer.repair import DEFAULT_REPAIR, LogicalGrid, repair
 
-SPARSE_STRATEGIES = ("weight_stream_chain", "weight_stream_tree")
 MIN_TILE_BYTES = 4096  # default tiles never get smaller (the stream sim keeps one per tile)
 Progress = Callable[[str, int, int, str], None]  # (stage, done, total, detail)
 
@@ -132,15 +132,17 @@ def _fast(placed: GemmPlacement, spec, dtype: str, holes: float) -> int:
 
 
 def _strategies(config: RunConfig) -> tuple[str, ...] | None:
-    """The GEMM strategies to search: sparse runs need weight streaming (it skips zeros)."""
+    """The GEMM strategies to search: sparse runs need an algorithm that skips zero weights
+    (weight streaming)."""
     names = config["strategies"]
     if not config["sparsity"]:
         return None if names is None else tuple(names)
     if not RUN_TIERS[config["tier"]].functional:
         raise ConfigError("sparsity is measured on the cycle engine: it needs tier: cycle")
-    if names is not None and not set(names) <= set(SPARSE_STRATEGIES):
-        raise ConfigError(f"sparsity needs strategies among {', '.join(SPARSE_STRATEGIES)}")
-    return SPARSE_STRATEGIES if names is None else tuple(names)
+    sparse = sparse_strategies()
+    if names is not None and not set(names) <= set(sparse):
+        raise ConfigError(f"sparsity needs strategies among {', '.join(sparse)}")
+    return sparse if names is None else tuple(names)
 
 
 def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:

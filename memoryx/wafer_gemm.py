@@ -8,8 +8,9 @@ detour around dead links, and a stretched link costs its physical hops. The meas
 and per-PE busy cycles are kept per (layer, pass).
 
 Layers in ``sparse`` (pruned weights) stream only the weight blocks that hold a nonzero and
-skip the others' multiply-adds (see :mod:`kernels.gemm_weight_stream`); their dense cycles
-are measured once beside, so a run can report the cycles and bytes sparsity saved.
+skip the others' multiply-adds (algorithms whose record has ``zero_skipping``: weight
+streaming); their dense cycles are measured once beside, so a run can report the cycles and
+bytes sparsity saved.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from compiler.plan_records import GemmPlacement, Plan
 from compiler.tile_order import IN_PASSES  # the passes that stream the weights in
 from compiler.working import WorkingGrid
 from fabric.program import WORD_BYTES
-from kernels.gemm_weight_stream import stream_words
+from kernels.gemm_algorithms import gemm_algorithm, sparse_strategies
 from kernels.grid import KernelGrid
 from kernels.registry import algorithm
 from kernels.replay import GemmReplay
@@ -74,13 +75,16 @@ class WaferGemm:
         return result.output
 
     def _sparse(self, kernel, placed: GemmPlacement, key: tuple[str, str], a, b):
-        """The zero-skipping program (weight streaming), with the dense program's cycles
-        measured once for comparison and the compressed stream's bytes counted."""
-        if placed.algorithm != "weight_stream" or not isinstance(kernel, GemmReplay):
-            raise ConfigError(f"{key[0]} {key[1]}: sparse weights need weight_stream in fp32")
+        """The zero-skipping program (an algorithm whose record has ``zero_skipping``), with
+        the dense program's cycles measured once for comparison and the compressed stream's
+        bytes counted."""
+        compressed = gemm_algorithm(placed.algorithm).zero_skipping
+        if compressed is None or not isinstance(kernel, GemmReplay):
+            raise ConfigError(f"{key[0]} {key[1]}: sparse weights need a zero-skipping "
+                              f"algorithm ({', '.join(sparse_strategies())}) in fp32")  # fmt: skip
         if key not in self.dense_cycles:
             self.dense_cycles[key] = kernel(a, b).cycles
-        words = stream_words(b, placed.grid[0], "fp32")
+        words = compressed(b, placed.grid[0], "fp32")
         self.stream_bytes[key] = WORD_BYTES * (words.sparse_words + words.index_words)
         return kernel(a, b, sparse=True)
 

@@ -8,6 +8,7 @@ import collections.abc
 import dataclasses
 import importlib.util
 import itertools
+import types
 import typing
 from pathlib import Path
 
@@ -75,6 +76,9 @@ RECORDS = {**GEMM_ALGORITHMS, ROW_BROADCAST.name: ROW_BROADCAST}  # registered o
 def conforms(value, hint) -> bool:
     """Whether ``value`` has the declared type ``hint`` (callables: callable)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is types.UnionType and type(None) in args:  # optional: None or the other
+        other = next(arg for arg in args if arg is not type(None))
+        return value is None or conforms(value, other)
     if origin is collections.abc.Callable:
         return callable(value)
     if origin is tuple:
@@ -104,6 +108,7 @@ def test_an_incomplete_record_is_caught():
     assert missing_fields(dataclasses.replace(SUMMA, colors=None)) == ["colors"]
     assert missing_fields(dataclasses.replace(SUMMA, grid_dims=("m",))) == ["grid_dims"]
     assert missing_fields(dataclasses.replace(SUMMA, strategies=())) == ["strategies"]
+    assert missing_fields(dataclasses.replace(SUMMA, zero_skipping=3)) == ["zero_skipping"]
     sampling = dataclasses.replace(SUMMA.fast_tier, halves_grid=None)
     assert missing_fields(dataclasses.replace(SUMMA, fast_tier=sampling)) == ["fast_tier"]
 
@@ -244,3 +249,13 @@ def test_a_model_compiles_with_only_the_registered_algorithm(toy):
         order = placed.memoryx_tile_order
         if order is not None and order["direction"] == "in":
             assert order["tiles"] == placed.grid[1]
+
+
+def test_sparse_runs_take_the_strategies_of_zero_skipping_algorithms():
+    """Weight streaming skips zero weights (its record says how B streams compressed); a
+    sparse run searches its strategies only."""
+    from kernels.gemm_algorithms import sparse_strategies
+
+    assert sparse_strategies() == ("weight_stream_chain", "weight_stream_tree")
+    assert all(GEMM_ALGORITHMS[name].zero_skipping is None for name in GEMM_ALGORITHMS
+               if name != "weight_stream")  # fmt: skip

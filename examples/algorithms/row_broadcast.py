@@ -123,4 +123,5 @@ ROW_BROADCAST = GemmAlgorithm(
         reduced_length=lambda shape, rows, cols, p, q, step, spec: min(shape["k"], 8 * step),
         halves_grid=False,
     ),
+    zero_skipping=None,
 )
