@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from kernels.grid import kernel_grid
-from kernels.registry import analytic_cycles, run_kernel
+from kernels.registry import KERNELS, analytic_cycles, run_kernel
 from wafer.presets import DEFAULT_PRESET, preset
 from wafer.repair import DEFAULT_REPAIR
 from wafersim.cli import main
@@ -170,3 +170,17 @@ def test_help_imports_no_engine_and_each_command_only_its_own():
         assert done.stderr.strip().splitlines()[-1] == str(allowed)
     assert set(JOBS) == {"presets", "defects", "traffic", "kernel", "compile", "run", "plot",
                          "sweep"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["presets"], ["traffic"], ["kernel", "gemm"], ["kernel", "gemv"], ["kernel", "allreduce"],
+     ["compile", "examples/models/fc-digits.yaml"]],
+)  # fmt: skip
+def test_every_command_runs_on_its_defaults_alone(argv, capsys):
+    """Nothing but what the command needs to name (a kernel, a model file): the defaults
+    make a run (the kernel's first algorithm, 64 x 64 x 64 on 8 x 8 PEs of wse2)."""
+    result = run_json(capsys, argv)
+    if argv[0] == "kernel":
+        assert result["algo"] == next(iter(KERNELS[argv[1]]))
+        assert result["max_abs_error"] < 1e-3

@@ -31,15 +31,23 @@ from wafersim.options import (
 )
 
 ENGINES = ("cpu", "cuda")
+DEFAULT_SIZE = 64  # m, k and n: enough for every algorithm on the default 8x8 grid
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     from kernels.registry import KERNELS
 
     parser.add_argument("kernel", choices=list(KERNELS), help="what to run")
-    parser.add_argument("--algo", required=True, help="algorithm (see the docs per kernel)")
+    parser.add_argument(
+        "--algo", help="algorithm (default: the kernel's first, e.g. weight_stream for gemm)"
+    )
     for dim in ("m", "k", "n"):
-        parser.add_argument(f"--{dim}", type=int, default=1, help=f"matrix dimension {dim}")
+        parser.add_argument(
+            f"--{dim}",
+            type=int,
+            default=DEFAULT_SIZE,
+            help=f"matrix dimension {dim} (default {DEFAULT_SIZE})",
+        )
     add_grid_option(parser, "8x8", "; 'wafer': the spec's whole logical grid")
     parser.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"])
     parser.add_argument(
@@ -60,10 +68,11 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     from kernels.grid import kernel_grid
-    from kernels.registry import algorithm, shape_of
+    from kernels.registry import KERNELS, algorithm, shape_of
     from kernels.tiers import estimate
 
     spec = spec_from(args)
+    args.algo = args.algo or next(iter(KERNELS[args.kernel]))
     width, height = _grid_size(args.grid, spec)
     shape = shape_of(args.kernel, args.m, args.k, args.n)
     algorithm(args.kernel, args.algo)  # an unknown algorithm is an error before any work
