@@ -150,6 +150,12 @@ class GemmAlgorithm:
         return next(dim for dim in DIMS if dim not in self.grid_dims)
 
     @property
+    def option_names(self) -> tuple[str, ...]:
+        """The keyword options its strategies run it with (e.g. weight streaming's
+        ``reduce``)."""
+        return tuple(sorted({name for variant in self.strategies for name in variant.options}))
+
+    @property
     def mapping(self) -> dict[str, str]:
         """Where each dimension goes, as the plan reports it."""
         rows, cols = self.grid_dims

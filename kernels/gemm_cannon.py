@@ -140,7 +140,7 @@ def cannon(
     a, b = check_operands(a, b, dtype)
     if grid.rows != grid.cols:
         raise ConfigError(
-            f"cannon needs a square grid (rows == cols), got {grid.rows} x {grid.cols}: "
+            f"cannon needs a square grid, got {grid.rows} rows by {grid.cols} columns: "
             "use summa or systolic for other shapes"
         )
     p, order = grid.rows, ring_order(grid.rows, ring)

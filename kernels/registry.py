@@ -32,6 +32,7 @@ class Algorithm:
 
     run: Callable[..., KernelResult]
     cycles: Callable[..., int]
+    option_names: tuple[str, ...] = ()  # the keyword options run and cycles take
 
 
 def _gemv(algo: str) -> Algorithm:
@@ -54,7 +55,7 @@ def _collective(op: str, algo: str) -> Algorithm:
     def cycles(shape, rows, cols, spec, dtype, scope="grid"):
         return collectives.collective_cycles(op, algo, shape["n"], rows, cols, spec, dtype, scope)
 
-    return Algorithm(run, cycles)
+    return Algorithm(run, cycles, ("scope",))
 
 
 KERNELS: dict[str, dict[str, Algorithm | GemmAlgorithm]] = {

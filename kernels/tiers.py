@@ -22,7 +22,7 @@ from typing import Any
 
 from kernels.grid import KernelGrid
 from kernels.plan import engine_used
-from kernels.registry import analytic_cycles, run_kernel
+from kernels.registry import algorithm, analytic_cycles, run_kernel
 from kernels.result import KernelResult
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
@@ -109,5 +109,12 @@ def estimate(
     and fast tiers run the engine)."""
     if tier not in TIERS:
         raise ConfigError(f"tier={tier!r} is not one of: {', '.join(TIERS)}")
+    accepted = algorithm(kernel, algo).option_names
+    for name, value in options.items():
+        if name not in accepted:
+            raise ConfigError(
+                f"{name}={value!r} does not apply to {kernel} {algo}; its options: "
+                f"{', '.join(accepted) or 'none'}"
+            )
     request = (kernel, algo, shape, grid, spec)
     return TIERS[tier](request, dtype, seed, engine, hole_fraction, options)

@@ -184,3 +184,27 @@ def test_every_command_runs_on_its_defaults_alone(argv, capsys):
     if argv[0] == "kernel":
         assert result["algo"] == next(iter(KERNELS[argv[1]]))
         assert result["max_abs_error"] < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["plot", "x.h5", "--x", "a", "--y", "b", "pe.sram_bytes=1"], "plot takes no key=value"),
+        (["sweep", "s.yaml", "seed=1"], "sweep takes no key=value"),
+        (["plot", "x.h5", "--x", "a", "--y", "b", "--seed", "3"], "unrecognized arguments"),
+        (["presets", "--seed", "3"], "unrecognized arguments"),
+        (["kernel", "gemm", "--algo", "summa", "--reduce", "tree"], "does not apply"),
+        (["kernel", "gemm", "--scope", "row"], "does not apply to gemm weight_stream"),
+    ],
+)
+def test_an_option_a_command_would_ignore_is_a_one_line_error(argv, message, capsys):
+    """Overrides or --seed where a command has no use for them, and kernel options of
+    another algorithm, are refused, not ignored."""
+    try:
+        code = main(argv)
+    except SystemExit as usage:  # argparse's own checks
+        code = usage.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1

@@ -1,6 +1,8 @@
 """The ``wafersim`` command line: one entry point, one subcommand per job.
 
-Every subcommand takes ``--json``, ``--seed`` and ``key=value`` overrides. Errors are one line
+Every subcommand takes ``--json``; those that draw anything ``--seed``; ``key=value`` words
+anywhere on the line set spec keys (``run``: run-config keys; ``plot`` and ``sweep`` take
+none). Errors are one line
 on stderr and exit status 2; the library raises, only this module prints.
 """
 

@@ -65,6 +65,10 @@ def run_defects(args: argparse.Namespace) -> dict[str, Any]:
     strategies = args.repair or [DEFAULT_REPAIR]
     if len(strategies) > 1:
         raise ConfigError(f"--repair takes one strategy without --study, got {len(strategies)}")
+    if args.defects and (args.preset or args.spec or args.overrides):
+        raise ConfigError(
+            "--defects loads a map drawn for its own spec: drop --preset, --spec and overrides"
+        )
     start = time.perf_counter()
     defects = defect_map(args, spec_from(args))
     if defects is None:

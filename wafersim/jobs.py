@@ -18,11 +18,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its options, its job and its text output."""
+    """One subcommand: its options, its job and its text output; whether it takes
+    ``--seed``, and what its ``key=value`` words set (``""``: it takes none)."""
 
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], dict[str, Any]]
     text: Callable[[dict[str, Any]], str]
+    seed: bool = True
+    overrides: str = "spec"
 
 
 @dataclass(frozen=True)

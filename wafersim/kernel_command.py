@@ -60,7 +60,7 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine", default="cpu", choices=ENGINES, help="cycle engine (cycle and fast tiers)"
     )
     add_spec_options(parser)
-    add_defect_options(parser, "on the kernel's patch, not repaired")
+    add_defect_options(parser, "on the kernel's patch, not repaired; a saved map: its corner")
     parser.add_argument("--spare-rows", type=int, default=1, help="patch rows kept for holes")
     parser.add_argument("--reduce", help="weight_stream partial-sum reduction: chain|tree")
     parser.add_argument("--scope", help="collectives: row|column|grid (default grid)")

@@ -34,13 +34,14 @@ MODEL_OPTIONS = (
 MODEL_PARAMS = {"defect_list": "path"}  # option dest -> the defect model's parameter name
 
 
-def add_common_options(parser: argparse.ArgumentParser) -> None:
-    """``--json``, ``--seed`` and ``key=value`` overrides: every subcommand takes them."""
+def add_common_options(parser: argparse.ArgumentParser, seed: bool, overrides: str) -> None:
+    """``--json`` (every subcommand), ``--seed`` (those that draw anything) and a word on
+    the ``key=value`` overrides the subcommand takes (:func:`split_overrides` finds them)."""
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--seed", type=int, default=0, help="seed for every random stream")
-    parser.add_argument(
-        "overrides", nargs="*", metavar="key=value", help="spec overrides, anywhere on the line"
-    )
+    if seed:
+        parser.add_argument("--seed", type=int, default=0, help="seed for every random stream")
+    if overrides:
+        parser.epilog = f"key=value words anywhere on the line set {overrides} keys"
 
 
 def split_overrides(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list, list]:
@@ -59,6 +60,8 @@ def split_overrides(argv: list[str], parser: argparse.ArgumentParser) -> tuple[l
             overrides.append(word)
         else:
             rest.append(word)
+    if rest and rest[-1] == "--":  # an end of options with nothing left after it
+        rest.pop()
     return rest, overrides
 
 

@@ -30,8 +30,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, job in JOBS.items():
         sub = subs.add_parser(name, help=job.help, description=job.help)
         if only is None or name == only:
-            command(name).add_arguments(sub)
-            add_common_options(sub)
+            chosen = command(name)
+            chosen.add_arguments(sub)
+            add_common_options(sub, chosen.seed, chosen.overrides)
     return parser
 
 
@@ -50,9 +51,12 @@ def parse_command_line(
     parser = parser or build_parser(only=name)
     overrides: list[str] = []
     if name:
-        argv, overrides = split_overrides(argv, _subparser(parser, name))
+        sub = _subparser(parser, name)
+        argv, overrides = split_overrides(argv, sub)
+        if overrides and not command(name).overrides:
+            sub.error(f"{name} takes no key=value overrides, got {overrides[0]!r}")
     args = parser.parse_args(argv)
-    args.overrides = [*overrides, *args.overrides]
+    args.overrides = overrides
     return args
 
 

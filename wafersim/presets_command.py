@@ -42,4 +42,4 @@ def _presets_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-COMMAND = Command(add_presets_arguments, run_presets, _presets_text)
+COMMAND = Command(add_presets_arguments, run_presets, _presets_text, seed=False)

@@ -85,4 +85,4 @@ def run_text(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-COMMAND = Command(add_run_arguments, run_run_command, run_text)
+COMMAND = Command(add_run_arguments, run_run_command, run_text, overrides="run-config")

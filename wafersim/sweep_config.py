@@ -286,7 +286,8 @@ def _point(index: int, job: str, base: dict, values: dict, options: dict) -> Swe
 
 
 def point_argv(job: str, table: dict[str, Any], options: dict) -> tuple[str, ...]:
-    """``[job, options..., "--", args..., key=value...]``, as a user would type it."""
+    """``[job, options..., "--", args..., key=value...]`` (``--`` only before positional
+    arguments), as a user would type it."""
     argv, positional, overrides = [job], [], []
     for key, value in table.items():
         name = _option_name(str(key))
@@ -298,7 +299,7 @@ def point_argv(job: str, table: dict[str, Any], options: dict) -> tuple[str, ...
             argv += _option_argv(options[name], value)
         else:
             overrides.append(f"{key}={value}")
-    return (*argv, "--", *positional, *overrides)
+    return (*argv, *(["--", *positional] if positional else []), *overrides)
 
 
 def _option_argv(action: argparse.Action, value: Any) -> list[str]:
