@@ -417,3 +417,16 @@ def test_appended_rows_are_written_as_a_slice_and_scattered_ones_as_a_list():
     assert _selection([4, 5, 6]) == slice(4, 7)
     assert _selection([7]) == slice(7, 8)
     assert _selection([1, 3, 4]) == [1, 3, 4]
+
+
+def test_a_table_of_another_version_is_not_resumed(small, tmp_path):
+    """A results table another wafersim version wrote may hold points whose options meant
+    something else (0.3.0 turned kernel --grid into width x height): it is refused."""
+    import h5py
+
+    out = tmp_path / "r.h5"
+    run_sweep(load_sweep(small), out, serial=True)
+    with h5py.File(out, "a") as f:
+        f.attrs["wafersim_version"] = "0.2.0"
+    with pytest.raises(ConfigError, match="written by wafersim 0.2.0, this is"):
+        run_sweep(load_sweep(small), out, serial=True)

@@ -9,7 +9,7 @@ True
 
 from wafer.lazy import lazy_exports
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"  # 0.3.0: the application in wafersim/; --grid is WxH everywhere
 
 # Names a script needs, by the module defining each (``repair`` is left out: the package's
 # attribute ``repair`` is the module ``wafer.repair`` once that is imported).

@@ -19,6 +19,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from wafer import __version__
 from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
 from wafersim.sweep_config import SweepConfig
@@ -62,6 +63,7 @@ def _create(path: Path, sweep: SweepConfig) -> None:
         f.attrs["sweep_sha256"] = sweep.sha256
         f.attrs["sweep"] = json.dumps(sweep.to_dict(), sort_keys=True)
         f.attrs["sweep_path"] = sweep.path
+        f.attrs["wafersim_version"] = __version__
         f.attrs["points_total"] = len(sweep.points)
         group = f.create_group("points")
         for name in TEXT_COLUMNS:
@@ -75,6 +77,12 @@ def _create(path: Path, sweep: SweepConfig) -> None:
 def _check_matches(path: Path, attrs: Any, sweep: SweepConfig) -> None:
     if attrs.get("format") != FORMAT:
         raise ConfigError(f"{path} is not a wafersim sweep results file (format {FORMAT})")
+    written_by = attrs.get("wafersim_version", "before 0.3.0")
+    if written_by != __version__:
+        raise ConfigError(
+            f"{path} was written by wafersim {written_by}, this is {__version__}: options may "
+            "mean something else now (0.3.0: --grid is width x height); write to a new --out"
+        )
     if attrs["sweep_sha256"] == sweep.sha256:
         return
     stored = json.loads(attrs["sweep"])
