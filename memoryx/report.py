@@ -8,6 +8,7 @@ plan alone (each layer's cycles as the larger of its kernel and its edge transfe
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,13 +142,18 @@ def _training(result: RunResult) -> dict[str, Any]:
     }
 
 
-def write_outputs(result: RunResult, out_dir: Path, full: bool = True) -> dict[str, Any]:
-    """Write performance.json and, if ``full``, trace.h5 and the plots; returns the
-    performance summary."""
+def write_outputs(
+    result: RunResult, out_dir: Path, full: bool = True,
+    plots: Callable[[RunResult, Path], list[str] | str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Write performance.json and, if ``full``, trace.h5 and what ``plots(result, out_dir)``
+    draws (the application's PNGs, listed under ``plots``); returns the performance
+    summary."""
     perf = performance(result)
     if full:
         write_trace(result, out_dir / "trace.h5")
-        perf["plots"] = write_plots(result, out_dir)
+        if plots is not None:
+            perf["plots"] = plots(result, out_dir)
     write_json(out_dir / "performance.json", perf)
     return perf
 
@@ -168,23 +174,6 @@ def write_trace(result: RunResult, path: Path) -> None:
             group.create_dataset("segments", data=np.array(names, dtype=h5py.string_dtype()))
             if wafer_.logical is not None:
                 group.create_dataset("holes", data=np.asarray(wafer_.logical.hole))
-
-
-def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
-    """The timeline of the last step and the wafer heatmap as PNGs (needs matplotlib)."""
-    try:
-        from memoryx import plots
-    except ImportError:
-        return "matplotlib is not installed: pip install 'wafersim[plot]' for PNG plots"
-    stream = result.streams[0]
-    written = [str(plots.timeline(stream, out_dir / "timeline.png"))]
-    first = result.wafers[0]
-    measured = result.history is not None and result.history.busy is not None
-    busy = np.array(result.history.busy) if measured else assigned_cycles(first, result)
-    holes = None if first.logical is None else first.logical.hole
-    label = "busy cycles (cycle engine)" if measured else "cycles of work placed (analytic)"
-    written.append(str(plots.heatmap(busy, holes, label, out_dir / "wafer.png")))
-    return written
 
 
 def assigned_cycles(placed_on: Wafer, result: RunResult) -> np.ndarray:

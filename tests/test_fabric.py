@@ -292,7 +292,7 @@ def test_trace_samples_add_up_to_the_counters(tmp_path):
 
 def test_heatmap_png_is_written(tmp_path):
     """The heatmap helper writes a PNG file."""
-    from fabric.plot import wafer_heatmap
+    from wafersim.figures import wafer_heatmap
 
     path = tmp_path / "heat.png"
     wafer_heatmap(np.arange(12.0).reshape(3, 4), path, "test", "units")

@@ -28,6 +28,7 @@ from memoryx.store import WeightStore
 from memoryx.training import Trainer, checkpoints
 from wafer.errors import ConfigError
 from wafersim.cli import main
+from wafersim.run_plots import write_plots
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "examples" / "models" / "fc-digits.yaml"
@@ -100,7 +101,7 @@ def test_outputs_written(tmp_path):
     """performance.json holds the documented fields; trace.h5 and the PNGs exist."""
     out = tmp_path / "out"
     config = load_run_config(write_config(tmp_path, steps=2, eval_every=1))
-    perf = write_outputs(run(config, out), out)
+    perf = write_outputs(run(config, out), out, plots=write_plots)
     saved = json.loads((out / "performance.json").read_text())
     for key in ("compile_time_s", "est_samples_per_sec", "samples_per_sec", "total_samples",
                 "total_time_s", "sim_wall_s", "stall_fraction", "suspected_input_bottleneck",

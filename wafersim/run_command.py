@@ -33,6 +33,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     from memoryx.report import write_outputs
     from memoryx.run import run
     from memoryx.run_config import load_run_config
+    from wafersim.run_plots import write_plots
 
     if args.seed:
         raise ConfigError("wafersim run takes its seed from the config: use seed=N")
@@ -49,7 +50,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         result = run(config, out, progress)
     finally:
         line.close()
-    perf = write_outputs(result, out, full=not args.summary_only)
+    perf = write_outputs(result, out, full=not args.summary_only, plots=write_plots)
     return {"out": str(out), **perf}
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabric.plot import _pyplot
 from wafer.atomic import atomic_path
+from wafersim.figures import pyplot
 from wafersim.stats import MeanCI, mean_ci
 from wafersim.study_traffic import CLEAN_ROUTING, FAULT_ROUTING
 
@@ -23,7 +23,7 @@ MARKERS = ("o", "s", "^", "v", "D")  # one per repair strategy in plots
 
 def plot_study(result: StudyResult, path: str | Path) -> None:
     """Two panels against defect density (log axis where every density shown is > 0)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     shown = [a for a in result.aggregates() if a.defect_density_per_cm2 > 0]
     log_x = bool(shown)

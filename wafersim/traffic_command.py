@@ -31,9 +31,9 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
-    from fabric.plot import wafer_heatmap
     from fabric.trace import TraceRecorder
     from fabric.traffic import TrafficConfig, run_traffic
+    from wafersim.figures import wafer_heatmap
 
     width, height = parse_grid(args.grid)
     spec = spec_from(args)

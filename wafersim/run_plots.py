@@ -1,24 +1,39 @@
-"""PNG plots of a run: the per-layer timeline (streaming vs compute) and a wafer heatmap.
-
-Importing this module needs matplotlib (the ``plot`` extra); it uses the non-interactive Agg
-backend so runs work without a display.
-"""
+"""PNG plots of a run: the per-layer timeline (streaming vs compute) and a wafer heatmap
+(the ``plot`` extra: matplotlib; :func:`write_plots` says so when it is missing)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib as mpl
+import numpy as np
 
-mpl.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from memoryx import _stream_kernel as K  # noqa: E402
-from memoryx.streaming import StreamResult  # noqa: E402
-from wafer.atomic import atomic_path  # noqa: E402
+from memoryx import _stream_kernel as K
+from memoryx.report import assigned_cycles
+from memoryx.run import RunResult
+from memoryx.streaming import StreamResult
+from wafer.atomic import atomic_path
+from wafer.errors import ConfigError
+from wafersim.figures import pyplot
 
 LANES = ("weights in", "compute", "gradients out")
+
+
+def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
+    """The timeline of the last step and the wafer heatmap as PNGs; without matplotlib,
+    the line saying how to get it (the run's other outputs do not need it)."""
+    try:
+        pyplot()
+    except ConfigError:
+        return "matplotlib is not installed: pip install 'wafersim[plot]' for PNG plots"
+    stream = result.streams[0]
+    written = [str(timeline(stream, out_dir / "timeline.png"))]
+    first = result.wafers[0]
+    measured = result.history is not None and result.history.busy is not None
+    busy = np.array(result.history.busy) if measured else assigned_cycles(first, result)
+    holes = None if first.logical is None else first.logical.hole
+    label = "busy cycles (cycle engine)" if measured else "cycles of work placed (analytic)"
+    written.append(str(heatmap(busy, holes, label, out_dir / "wafer.png")))
+    return written
 
 
 def timeline(stream: StreamResult, path: Path) -> Path:
@@ -38,7 +53,7 @@ def timeline(stream: StreamResult, path: Path) -> Path:
         for lane, start, stop in bars:
             lanes[lane][0].append((start - origin, stop - start))
             lanes[lane][1].append(color)
-    fig, ax = plt.subplots(figsize=(11, 3.2))
+    fig, ax = pyplot().subplots(figsize=(11, 3.2))
     for lane, (spans, colors) in lanes.items():
         ax.broken_barh(spans, (lane - 0.4, 0.8), facecolors=colors)
     ax.set_yticks([2, 1, 0], LANES)
@@ -50,6 +65,7 @@ def timeline(stream: StreamResult, path: Path) -> Path:
 def heatmap(values: np.ndarray, holes: np.ndarray | None, label: str, path: Path) -> Path:
     """Per logical PE ``values`` (row 0 at the top, the west edge at the left), holes grey."""
     data = np.ma.masked_array(np.asarray(values, float), mask=holes if holes is not None else False)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 5))
     cmap = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
     image = ax.imshow(data, cmap=cmap, interpolation="nearest", aspect="auto", vmin=0)
@@ -64,5 +80,5 @@ def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
+    pyplot().close(fig)
     return path

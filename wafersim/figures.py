@@ -1,4 +1,5 @@
-"""PNG plots of the fabric (the optional ``plot`` extra: matplotlib)."""
+"""PNG figures (the optional ``plot`` extra: matplotlib, on its non-interactive Agg backend,
+so plots need no display): the pyplot module and a wafer heatmap."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend; ConfigError when matplotlib is missing."""
     try:
         import matplotlib
     except ImportError:
@@ -23,7 +25,7 @@ def _pyplot():
 
 def wafer_heatmap(values: np.ndarray, path: str | Path, title: str, label: str) -> None:
     """Draw an (H, W) array as a heatmap with north at the top, and save it as PNG."""
-    plt = _pyplot()
+    plt = pyplot()
     height, width = values.shape
     fig, ax = plt.subplots(figsize=(6, 6 * height / max(width, 1) + 0.6))
     image = ax.imshow(values, origin="upper", cmap="viridis", interpolation="nearest")
