@@ -76,6 +76,8 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     width, height = _grid_size(args.grid, spec)
     shape = shape_of(args.kernel, args.m, args.k, args.n)
     algorithm(args.kernel, args.algo)  # an unknown algorithm is an error before any work
+    if args.tier == "analytic" and args.engine != "cpu":
+        raise ConfigError("--engine runs the cycle and fast tiers; --tier analytic runs none")
     if args.tier == "fast" and args.kernel != "gemm":
         raise ConfigError(f"--tier fast runs GEMMs only, not {args.kernel}")
     dead_pe, dead_link = _patch(args, height, width, spec)

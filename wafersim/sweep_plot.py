@@ -2,7 +2,7 @@
 
 Points that share the x value and the series (the other axes, seeds for example) are
 averaged; the band is the 95 % confidence interval of the mean (Student's t, as published
-defect-yield studies report). An x value written ``PxQ`` (a kernel grid) is plotted as its
+defect-yield studies report). An x value written ``WxH`` (a ``--grid``) is plotted as its
 number of PEs. Labels are the keys themselves, which carry their units (``AXIS_UNITS`` adds
 them to the few that do not). Points without the x key (another panel of the sweep) are left
 out.
