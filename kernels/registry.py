@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels import collectives, gemv
+from kernels import collectives, gemv, stencil
 from kernels.algorithm import GemmAlgorithm
 from kernels.gemm_algorithms import GEMM_ALGORITHMS
 from kernels.grid import KernelGrid
@@ -58,6 +58,25 @@ def _collective(op: str, algo: str) -> Algorithm:
     return Algorithm(run, cycles, ("scope",))
 
 
+def _stencil(algo: str) -> Algorithm:
+    def run(shape, grid, spec, dtype, seed):
+        _fp32_only("stencil", dtype)
+        rng = np.random.default_rng(seed)
+        u = rng.standard_normal((grid.rows, grid.cols, shape["n"])).astype(np.float32)
+        return stencil.stencil(u, grid, spec, algo)
+
+    def cycles(shape, rows, cols, spec, dtype):
+        _fp32_only("stencil", dtype)
+        return stencil.stencil_cycles(shape["n"], rows, cols, spec, algo)
+
+    return Algorithm(run, cycles)
+
+
+def _fp32_only(kernel: str, dtype: str) -> None:
+    if dtype != "fp32":
+        raise ConfigError(f"dtype={dtype!r}: {kernel} runs in fp32 only")
+
+
 KERNELS: dict[str, dict[str, Algorithm | GemmAlgorithm]] = {
     "gemm": GEMM_ALGORITHMS,  # the same table: an algorithm registered at run time is here
     "gemv": {algo: _gemv(algo) for algo in ("chain", "tree", "ktree")},
@@ -65,8 +84,9 @@ KERNELS: dict[str, dict[str, Algorithm | GemmAlgorithm]] = {
         op: {algo: _collective(op, algo) for algo in ("chain", "tree", "ktree")}
         for op in ("broadcast", "scatter", "gather", "reduce", "allreduce")
     },
+    "stencil": {algo: _stencil(algo) for algo in stencil.RADIUS},
 }
-SHAPE_KEYS = {"gemm": ("m", "k", "n"), "gemv": ("m", "n")}  # collectives: ("n",)
+SHAPE_KEYS = {"gemm": ("m", "k", "n"), "gemv": ("m", "n")}  # collectives, stencils: ("n",)
 
 
 def algorithm(kernel: str, algo: str) -> Algorithm | GemmAlgorithm:

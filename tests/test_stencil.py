@@ -1,0 +1,91 @@
+"""Star stencils (7-point, 25-point) on the cycle engine: equal to numpy, within their
+colors, one input per color and router, and the analytic cycles within 10 %."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernels.plan as kernel_plan
+from kernels.grid import kernel_grid
+from kernels.registry import run_kernel
+from kernels.stencil import COEFFICIENTS, RADIUS, reference, stencil
+from wafer.errors import ConfigError
+from wafer.presets import preset
+
+SPEC = preset("wse2")
+
+
+@pytest.fixture
+def routes(monkeypatch):
+    """The route tables of the kernels run in the test."""
+    seen = []
+    simulate = kernel_plan.simulate
+
+    def spy(mesh, spec, table, program, memory, **options):
+        seen.append(table.table.copy())
+        return simulate(mesh, spec, table, program, memory, **options)
+
+    monkeypatch.setattr(kernel_plan, "simulate", spy)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("algo", "p", "q", "n"),
+    [("star7", 4, 5, 16), ("star7", 1, 6, 8), ("star7", 3, 3, 1), ("star25", 9, 7, 24),
+     ("star25", 3, 10, 5)],
+)  # fmt: skip
+def test_equals_numpy_with_one_input_per_color_and_router(algo, p, q, n, routes):
+    """Any grid shape, columns shorter than the radius included."""
+    u = np.random.default_rng(p * q + n).standard_normal((p, q, n)).astype(np.float32)
+    result = stencil(u, kernel_grid(p, q), SPEC, algo)
+    np.testing.assert_allclose(result.output, reference(u, algo), rtol=1e-5, atol=1e-5)
+    inputs = (routes[-1] != 0).sum(axis=1)  # (routers, colors): input ports routing it
+    assert inputs.max() == 1
+    assert result.colors_used <= 4 * (RADIUS[algo] + 1)
+
+
+def test_the_reference_is_the_laplacian():
+    """The 7-point star of a quadratic is its Laplacian inside the grid (2 + 2 + 2 = 6)."""
+    z, y, x = np.meshgrid(*(np.arange(6.0),) * 3, indexing="ij")
+    u = x**2 + y**2 + z**2
+    assert np.allclose(reference(u, "star7")[1:-1, 1:-1, 1:-1], 6.0)
+    for coef in COEFFICIENTS.values():  # a constant has no Laplacian
+        assert coef[0] + 6 * sum(coef[1:]) == pytest.approx(0.0)
+
+
+def test_holes_are_skipped_and_the_result_holds():
+    """On a patch with dead PEs the kernel's neighbours are kernel neighbours (routes
+    detour); the result is numpy's on the kernel grid. The 25-point star takes all 20
+    kernel colors, so a detour finds none free: a clear error, before any run."""
+    dead = np.zeros((7, 6), bool)
+    dead[[1, 4], [2, 3]] = True
+    u = np.random.default_rng(3).standard_normal((6, 6, 12)).astype(np.float32)
+    result = stencil(u, kernel_grid(6, 6, dead), SPEC, "star7")
+    np.testing.assert_allclose(result.output, reference(u, "star7"), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ConfigError, match="no free route"):
+        stencil(u, kernel_grid(6, 6, dead), SPEC, "star25")
+
+
+@pytest.mark.parametrize(("algo", "side", "n"), [("star7", 8, 64), ("star25", 12, 64)])
+def test_analytic_cycles_within_ten_percent(algo, side, n):
+    result = run_kernel("stencil", algo, {"n": n}, kernel_grid(side, side), SPEC)
+    assert abs(result.analytic_cycles / result.cycles - 1) <= 0.10
+    assert result.max_abs_error < 1e-4
+
+
+def test_bad_input_is_a_config_error():
+    with pytest.raises(ConfigError, match="one of the stencils"):
+        stencil(np.zeros((2, 2, 2), np.float32), kernel_grid(2, 2), SPEC, "star9")
+    with pytest.raises(ConfigError, match="fp32 only"):
+        run_kernel("stencil", "star7", {"n": 4}, kernel_grid(2, 2), SPEC, "fp16")
+    with pytest.raises(ConfigError, match="kernel grid"):
+        stencil(np.zeros((2, 3, 2), np.float32), kernel_grid(2, 2), SPEC, "star7")
+
+
+def test_cycles_do_not_grow_with_the_grid():
+    """Every column is received on its own task, so no wait chains across the grid: a
+    larger grid takes the same cycles (its interior PEs do the same work)."""
+    small, large = (run_kernel("stencil", "star25", {"n": 16}, kernel_grid(side, side), SPEC)
+                    for side in (10, 24))  # fmt: skip
+    assert large.cycles == pytest.approx(small.cycles, rel=0.01)
