@@ -33,6 +33,13 @@ class ColorRoutes:
                 )
             self.table[pe, in_port, color] |= np.uint8(1 << port)
 
+    def strict_conflicts(self) -> np.ndarray:
+        """int64 (k, 2): the ``(pe, color)`` pairs that more than one input port routes. A
+        real router holds one switch position per color (one input to a set of outputs);
+        this table allows one per input port and color, which a strict router would not."""
+        inputs = (self.table != 0).sum(axis=1)
+        return np.argwhere(inputs > 1)
+
     def add_path(self, color: int, pes: list[int], deliver: bool = True) -> None:
         """Route ``color`` along neighbouring ``pes`` from the first one's ramp to the last's.
 

@@ -1,0 +1,50 @@
+"""Which kernels set routes a real router can hold: one switch position (one input port) per
+color and router (issue 26 item 2's baseline). Those that do not reuse a color at a router
+from two inputs: weight streaming's chain (a chunk's partial sums in from the north and out to
+the south on one color), SUMMA (each step's broadcast from another root) and Cannon (the
+shifts of both rings)."""
+
+from __future__ import annotations
+
+import pytest
+
+import kernels.plan as kernel_plan
+from kernels.grid import kernel_grid
+from kernels.registry import KERNELS, run_kernel
+from wafer.presets import preset
+
+STRICT = {
+    ("gemm", "weight_stream", "tree"), ("gemm", "systolic", None),
+    *((kernel, algo, None) for kernel in ("gemv", "broadcast", "scatter", "gather", "reduce",
+                                          "allreduce") for algo in ("chain", "tree", "ktree")),
+    ("stencil", "star7", None), ("stencil", "star25", None),
+}  # fmt: skip
+NOT_YET = {("gemm", "weight_stream", "chain"), ("gemm", "summa", None),
+           ("gemm", "cannon_naive", None), ("gemm", "cannon_interleaved", None)}  # fmt: skip
+SHAPES = {"gemm": {"m": 32, "k": 32, "n": 32}, "gemv": {"m": 32, "n": 32}}
+
+
+def cases():
+    for kernel, algos in KERNELS.items():
+        for algo in algos:
+            reduces = ("chain", "tree") if algo == "weight_stream" else (None,)
+            yield from ((kernel, algo, reduce) for reduce in reduces)
+
+
+@pytest.mark.parametrize(("kernel", "algo", "reduce"), sorted(cases(), key=str))
+def test_each_kernel_is_known_strict_or_not(kernel, algo, reduce, monkeypatch):
+    routes = []
+    simulate = kernel_plan.simulate
+
+    def spy(mesh, spec, table, program, memory, **options):
+        routes.append(table)
+        return simulate(mesh, spec, table, program, memory, **options)
+
+    monkeypatch.setattr(kernel_plan, "simulate", spy)
+    options = {"reduce": reduce} if reduce else {}
+    shape = SHAPES.get(kernel, {"n": 32})
+    run_kernel(kernel, algo, shape, kernel_grid(4, 4), preset("wse2"), "fp32", 0, **options)
+    conflicts = len(routes[-1].strict_conflicts())
+    case = (kernel, algo, reduce)
+    assert case in STRICT | NOT_YET, f"{case}: add it to STRICT or NOT_YET"
+    assert (conflicts == 0) == (case in STRICT), (case, conflicts)
