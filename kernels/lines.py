@@ -114,10 +114,16 @@ def _connect(plan, line, streams, owner) -> list[int]:
     ]
 
 
-def _chain_side(side: list[int], palette: Sequence[int]) -> list[tuple]:
-    """Streams ``(round, src, dst, color)``; round orders each PE's ops (outer ones first)."""
+def _chain_side(side: list[int], palette: Sequence[int], by_position: bool = True) -> list[tuple]:
+    """Streams ``(round, src, dst, color)``; round orders each PE's ops (outer ones first).
+    The two colors alternate with the sender's position on the line (``side`` lists
+    positions, root first), so a router routes each color from one input whatever the root:
+    chunks reduced toward different roots share the routes (a real router holds one switch
+    position per color). ``by_position=False`` alternates them with the distance from the
+    root instead (ktree's leaders, a group apart)."""
     n = len(side)
-    return [(n - d, side[d], side[d - 1], palette[d % 2]) for d in range(n - 1, 0, -1)]
+    return [(n - d, side[d], side[d - 1], palette[(side[d] if by_position else d) % 2])
+            for d in range(n - 1, 0, -1)]  # fmt: skip
 
 
 def _tree_side(side: list[int], palette: Sequence[int]) -> list[tuple]:
@@ -134,7 +140,7 @@ def _ktree_side(side: list[int], palette: Sequence[int]) -> list[tuple]:
     for start in range(0, len(side), group):
         streams += _chain_side(side[start : start + group], palette[:2])
     leaders = side[::group]
-    top = [(len(side) + r, s, d, c) for r, s, d, c in _chain_side(leaders, palette[2:])]
+    top = [(len(side) + r, s, d, c) for r, s, d, c in _chain_side(leaders, palette[2:], False)]
     return streams + top
 
 
