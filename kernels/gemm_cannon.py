@@ -16,11 +16,13 @@ Logical positions map to grid positions by the ring order, the same for rows and
 * ``interleaved``: ``0, 2, 4, ..., then the odd positions descending``: every shift is at
   most two hops, and the P shifts of a row use each directed link of the row once.
 
-Each stream (one PE to its ring predecessor) gets its own route and owner; streams of one
-row share no channel, so one color serves them all: :data:`A_COLORS` and :data:`B_COLORS`
-alternate between neighbouring rows (columns), so a detour around a hole through the next
-line's routers keeps off that line's color. Successive shifts of a stream follow one path,
-so they cannot interleave.
+Each stream (one PE to its ring predecessor) gets its own route and owner, and a color of
+its own at every router it crosses (:func:`ring_slots`): a router holds one switch position
+per color, so two streams of a row never meet on a color at one router. The naive ring needs
+3 colors a line (neighbours alternate, the wrap-around takes a third), the interleaved one 4.
+:data:`A_COLORS` and :data:`B_COLORS` hold them per line parity, so a detour around a hole
+through the next line's routers keeps off that line's colors. Successive shifts of a stream
+follow one path, so they cannot interleave.
 
 Tasks per PE: 0 multiplies, 1 sends and 2 receives ``A``, 3 sends and 4 receives ``B``, so a
 shift's sends and receives proceed at once (a PE that sent before receiving would deadlock
@@ -58,7 +60,6 @@ from kernels.gemm_common import (
     check_operands,
     gather_c,
     gemm_result,
-    line_colors,
     matmul_cycles,
     output_blocks,
     wait_cycles,
@@ -70,9 +71,10 @@ from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 RINGS = ("naive", "interleaved")
-# by the parity of the grid row (A) or column (B): a detour around a hole through the next
-# line's routers avoids that line's color
-A_COLORS, B_COLORS = (0, 2), (1, 3)
+# [line parity][slot]: rows (A) and columns (B) of either parity take distinct colors, so a
+# detour around a hole through the next line's routers avoids that line's colors
+A_COLORS = ((0, 1, 2, 3), (4, 5, 6, 7))
+B_COLORS = ((8, 9, 10, 11), (12, 13, 14, 15))
 MUL_TASK = 0
 SEND_TASK = (1, 3)  # per side: 0 for A, 1 for B
 RECV_TASK = (2, 4)
@@ -85,6 +87,21 @@ def ring_order(p: int, ring: str) -> list[int]:
     if ring == "naive":
         return list(range(p))
     return list(range(0, p, 2)) + [x for x in range(p - 1, 0, -1) if x % 2]
+
+
+@functools.cache
+def ring_slots(p: int, ring: str) -> tuple[int, ...]:
+    """Per logical index ``c``, the color slot of the stream from ``c`` to its predecessor:
+    streams that cross a common router (straight along the line) take different slots,
+    longest first (greedy interval coloring)."""
+    order = ring_order(p, ring)
+    spans = [sorted((order[c], order[(c - 1) % p])) for c in range(p)]
+    slots: dict[int, int] = {}
+    for c in sorted(range(p), key=lambda c: spans[c][0] - spans[c][1]):
+        low, high = spans[c]
+        taken = {slots[o] for o in slots if spans[o][0] <= high and low <= spans[o][1]}
+        slots[c] = next(k for k in range(p + 1) if k not in taken)
+    return tuple(slots[c] for c in range(p))
 
 
 @dataclass
@@ -184,10 +201,11 @@ def _place(plan, a, b, cuts, pe: int, r: int, c: int, dtype) -> _Tile:
 def _connect(plan, pes: np.ndarray, order: list[int], tiles) -> None:
     """Route every PE's ``A`` stream to its row predecessor and ``B`` to its column's."""
     p = pes.shape[0]
+    slots = ring_slots(p, "naive" if order == list(range(p)) else "interleaved")
     for (r, c), pe in np.ndenumerate(pes):
         pe = int(pe)
         targets = (int(pes[r, (c - 1) % p]), int(pes[(r - 1) % p, c]))
-        colors = (A_COLORS[order[r] % 2], B_COLORS[order[c] % 2])
+        colors = (A_COLORS[order[r] % 2][slots[c]], B_COLORS[order[c] % 2][slots[r]])
         for side, (color, dst) in enumerate(zip(colors, targets, strict=True)):
             used = plan.wiring.connect(color, pe, [dst], ("cannon", side, r, c))
             tiles[pe].send_color[side] = used
@@ -297,6 +315,15 @@ def cannon_tiles_in(m, k, n, p, q, spec) -> Tiles:
     return Tiles(ks, ns, p * p, order)
 
 
+def cannon_colors(rows: int, cols: int, n: int, options: dict, ring: str) -> dict[str, set]:
+    """Each line's ring streams take their slots' colors of its parity's palette."""
+    used = range(max(ring_slots(rows, ring)) + 1)
+    return {
+        "A": {A_COLORS[parity][k] for parity in range(min(rows, 2)) for k in used},
+        "B": {B_COLORS[parity][k] for parity in range(min(cols, 2)) for k in used},
+    }
+
+
 def _cannon_record(ring: str) -> GemmAlgorithm:
     name = f"cannon_{ring}"
     return GemmAlgorithm(
@@ -309,7 +336,7 @@ def _cannon_record(ring: str) -> GemmAlgorithm:
         strategies=(Variant(name),),
         square=True,
         k_over_grid=True,
-        colors=line_colors(A_COLORS, B_COLORS),
+        colors=functools.partial(cannon_colors, ring=ring),
         routes=cannon_routes(ring),
         tiles_in=cannon_tiles_in,
         tiles_out=output_blocks,

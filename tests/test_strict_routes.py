@@ -1,8 +1,9 @@
 """Which kernels set routes a real router can hold: one switch position (one input port) per
-color and router (issue 26 item 2's baseline). Those that do not yet route a color at a
-router from two inputs: SUMMA (each step's broadcast from another root) and Cannon (the shifts
-of both rings). Weight streaming's chain did too until its two colors alternated with the
-position on the line rather than the distance from each chunk's root."""
+color and router (issue 26 item 2's baseline). SUMMA does not yet: each step broadcasts from
+another root on the same colors, which needs the router's switch positions (changed by control
+wavelets) or a color per root. Weight streaming's chain did not until its two colors
+alternated with the position on the line rather than the distance from each chunk's root;
+Cannon did not until each ring stream took a color slot of its own (:func:`ring_slots`)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from wafer.presets import preset
 
 STRICT = {
     ("gemm", "weight_stream", "chain"), ("gemm", "weight_stream", "tree"),
-    ("gemm", "systolic", None),
+    ("gemm", "systolic", None), ("gemm", "cannon_naive", None),
+    ("gemm", "cannon_interleaved", None),
     *((kernel, algo, None) for kernel in ("gemv", "broadcast", "scatter", "gather", "reduce",
                                           "allreduce") for algo in ("chain", "tree", "ktree")),
     ("stencil", "star7", None), ("stencil", "star25", None),
 }  # fmt: skip
-NOT_YET = {("gemm", "summa", None), ("gemm", "cannon_naive", None),
-           ("gemm", "cannon_interleaved", None)}  # fmt: skip
+NOT_YET = {("gemm", "summa", None)}
 SHAPES = {"gemm": {"m": 32, "k": 32, "n": 32}, "gemv": {"m": 32, "n": 32}}
 
 
