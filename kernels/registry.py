@@ -36,16 +36,16 @@ class Algorithm:
 
 
 def _gemv(algo: str) -> Algorithm:
-    def run(shape, grid, spec, dtype, seed):
+    def run(shape, grid, spec, dtype, seed, **timed):
         rng = np.random.default_rng(seed)
         a = rng.standard_normal((shape["m"], shape["n"])).astype(np.float32)
         x = rng.standard_normal(shape["n"]).astype(np.float32)
-        return gemv.gemv(a, x, grid, spec, algo, dtype)
+        return gemv.gemv(a, x, grid, spec, algo, dtype, **timed)
 
-    def cycles(shape, rows, cols, spec, dtype):
-        return gemv.gemv_cycles(shape["m"], shape["n"], rows, cols, spec, algo, dtype)
+    def cycles(shape, rows, cols, spec, dtype, **timed):
+        return gemv.gemv_cycles(shape["m"], shape["n"], rows, cols, spec, algo, dtype, **timed)
 
-    return Algorithm(run, cycles)
+    return Algorithm(run, cycles, ("inputs", "outputs"))
 
 
 def _collective(op: str, algo: str) -> Algorithm:

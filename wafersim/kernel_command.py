@@ -64,6 +64,12 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spare-rows", type=int, default=1, help="patch rows kept for holes")
     parser.add_argument("--reduce", help="weight_stream partial-sum reduction: chain|tree")
     parser.add_argument("--scope", help="collectives: row|column|grid (default grid)")
+    parser.add_argument(
+        "--inputs", help="gemv: x streamed in at the edge (default) or resident in the PEs"
+    )
+    parser.add_argument(
+        "--outputs", help="gemv: y left in place (default) or gathered to the west edge ports"
+    )
 
 
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -82,7 +88,8 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--tier fast runs GEMMs only, not {args.kernel}")
     dead_pe, dead_link = _patch(args, height, width, spec)
     grid = kernel_grid(height, width, dead_pe, dead_link)
-    options = {k: v for k in ("reduce", "scope") if (v := getattr(args, k)) is not None}
+    given = ("reduce", "scope", "inputs", "outputs")
+    options = {k: v for k in given if (v := getattr(args, k)) is not None}
     holes = 0.0 if dead_pe is None else float(dead_pe.mean())
     start = time.perf_counter()
     result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,
