@@ -93,7 +93,7 @@ DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
 NEVER = 2**62  # a cycle that never comes
 MAX_COLORS = 1 << 6  # the color field of a wavelet's metadata (pack_meta)
-TRAFFIC_COLORS = 1  # synthetic traffic: every packet on one destination-routed color
+TRAFFIC_COLORS = 1  # synthetic traffic's default: every packet on one destination-routed color
 STALL_BITS = 12  # per output port in a packed count of one cycle's stalls (<= 5 x 64 each)
 STALL_MASK = (1 << STALL_BITS) - 1
 
@@ -226,8 +226,8 @@ def _absorb_credits(r, read, flags, st, traffic):
 
 @kernel(inline="always")
 def _colors(traffic, st):
-    """The state's color count: a constant in the traffic step's copy (see ``_fabric_step``)."""
-    return TRAFFIC_COLORS if traffic else st.credits.shape[2]
+    """The state's color count (traffic: the colors its packets spread over)."""
+    return st.credits.shape[2]
 
 
 @kernel(inline="always")
@@ -604,29 +604,42 @@ def _next_op(r, task, fab, st, prog):
 
 @kernel(inline="always")
 def _traffic_step(r, t, fab, st, tr):
-    """Step 3 in traffic mode: the sink drains the ramp, the source injects one flit."""
+    """Step 3 in traffic mode: the sink drains the ramp of every color, the source injects
+    one flit, on its packet's color (the creation cycle modulo the colors: packets spread
+    over them as over virtual channels)."""
     events = 0
-    while st.rx_count[r, 0] > 0:
-        data, meta = _rx_pop(r, 0, fab, st)
-        events += 1
-        created = meta_created(meta)
-        if created >= tr.warmup:
-            tr.flits_delivered[r] += 1
-            if meta_tail(meta):
-                _record_packet(r, t, created, int(data), tr)
+    for c in range(st.rx_count.shape[1]):
+        while st.rx_count[r, c] > 0:
+            data, meta = _rx_pop(r, c, fab, st)
+            events += 1
+            created = meta_created(meta)
+            if created >= tr.warmup:
+                tr.flits_delivered[r] += 1
+                if meta_tail(meta):
+                    _record_packet(r, t, created, int(data), tr)
     if tr.left[r] == 0 and tr.next_arrival[r] <= t and tr.next_arrival[r] < tr.stop:
         _start_packet(r, t, fab, tr)
-    if tr.left[r] > 0 and st.q_count[r, RAMP, 0] < fab.depth:
+    c = tr.created[r] % st.rx_count.shape[1]
+    if tr.left[r] > 0 and st.q_count[r, RAMP, c] < fab.depth:
         f = tr.packet_flits - tr.left[r]
         tail = 1 if tr.left[r] == 1 else 0
-        meta = pack_meta(0, 1 if f == 0 else 0, tail, tr.dst[r], tr.created[r])
-        _inject(r, 0, np.float32(tr.injected[r] if f > 0 else t), meta, fab, st)
+        meta = pack_meta(c, 1 if f == 0 else 0, tail, tr.dst[r], tr.created[r])
+        _inject(r, c, np.float32(tr.injected[r] if f > 0 else t), meta, fab, st)
         if f == 0:
             tr.injected[r] = t
         st.busy[r] += 1
         tr.left[r] -= 1
         events += 1
     return events
+
+
+@kernel(inline="always")
+def _received(r, st):
+    """Wavelets waiting in router ``r``'s ramp toward its PE, over every color."""
+    waiting = 0
+    for c in range(st.rx_count.shape[1]):
+        waiting += st.rx_count[r, c]
+    return waiting
 
 
 @kernel(inline="always")
@@ -728,11 +741,10 @@ def _fabric_step(r, read, write, fab, st, want, traffic):
 
     ``traffic`` is a constant at each call, ``True`` from the traffic step and ``False``
     from the program step, rather than ``fab.traffic`` read at run time: the traffic step's
-    inlined copy is then compiled for ``TRAFFIC_COLORS`` wormhole colors, its loops over
-    ports unrolled and those over colors and the static-route code gone (k=128, one
-    thread, 30 % load: 25.7 vs 23.4 M router-cycles/s with the color count alone, 2 % more
-    with the wormhole test, medians of interleaved best-of-5 pairs; 1 % and 90 % 4-5 %
-    faster; programs 1.5 % faster)."""
+    inlined copy then has every color wormhole-routed and no static-route code (2 % at
+    k=128, one thread, 30 % load). Its color count is the state's: a compile-time count of
+    one measured no faster than the run-time one (k=128, 1 / 30 / 90 % load, interleaved
+    pairs, within this machine's noise), so traffic may spread over several colors."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
         moves += _ingest(r, read, fab, st, traffic)
@@ -745,9 +757,9 @@ def _fabric_step(r, read, write, fab, st, want, traffic):
 def _traffic_cycle(r, t, read, write, fab, st, tr, want):
     """One cycle of router ``r`` and its traffic source and sink; returns its events."""
     events = _fabric_step(r, read, write, fab, st, want, True)
-    if tr.left[r] or tr.next_arrival[r] <= t or st.rx_count[r, 0]:
+    if tr.left[r] or tr.next_arrival[r] <= t or _received(r, st):
         events += _traffic_step(r, t, fab, st, tr)
-    busy = st.occupancy[r] or tr.left[r] or st.rx_count[r, 0]
+    busy = st.occupancy[r] or tr.left[r] or _received(r, st)
     arrival = tr.next_arrival[r]
     st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
     return events

@@ -60,6 +60,7 @@ class TrafficConfig:
     seed: int = 0
     threads: int = 1
     drain_cycles: int = 0  # the last cycles create no packets, so the network can empty
+    colors: int = K.TRAFFIC_COLORS  # packets spread over this many colors (virtual channels)
 
     def __post_init__(self) -> None:
         _check_range("width", self.width, 1, 4096)
@@ -74,6 +75,7 @@ class TrafficConfig:
         _check_range("warmup", self.warmup, 0, self.cycles - 1)
         _check_range("seed", self.seed, 0, 2**63 - 1)
         _check_range("drain_cycles", self.drain_cycles, 0, self.cycles - self.warmup - 1)
+        _check_range("colors", self.colors, 1, K.MAX_COLORS)
 
 
 def _check_range(name: str, value, low, high) -> None:
@@ -129,12 +131,13 @@ def run_traffic(
     _check_mesh(cfg, mesh)
     if cfg.queue_depth is not None:
         spec = spec.replace({"router.queue_depth_wavelets": cfg.queue_depth})
-    route = np.zeros((mesh.pes, 5, K.TRAFFIC_COLORS), np.uint8)
+    _check_range("colors", cfg.colors, 1, spec.router.colors)  # the router's, per its spec
+    route = np.zeros((mesh.pes, 5, cfg.colors), np.uint8)
     mode = ROUTINGS[cfg.routing]
     updown = updown_tables(mesh) if mode == K.DOR_TABLE else None
-    color_dor = np.ones(K.TRAFFIC_COLORS, np.uint8)
+    color_dor = np.ones(cfg.colors, np.uint8)
     fab = fabric_arrays(mesh, spec, route, color_dor, True, mode, updown)
-    st = allocate_state(mesh.pes, K.TRAFFIC_COLORS, fab.depth, fab.slots, 1, 1)
+    st = allocate_state(mesh.pes, cfg.colors, fab.depth, fab.slots, 1, 1)
     tr = traffic_arrays(cfg, mesh)
     st.wake[~mesh.alive.reshape(-1)] = NEVER  # holes never wake
     start = time.perf_counter()
@@ -174,6 +177,7 @@ def summarize(cfg: TrafficConfig, tr: TrafficArrays, st, wall: float) -> dict:
         "pattern": cfg.pattern,
         "routing": cfg.routing,
         "packet_size": cfg.packet_size,
+        "colors": cfg.colors,
         "offered_rate": offered,
         "accepted_rate": accepted,
         "packets_measured": packets,

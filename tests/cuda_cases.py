@@ -237,6 +237,11 @@ def traffic_transpose_yx(engine):
                    drain_cycles=40, seed=2)  # fmt: skip
 
 
+def traffic_colors(engine):
+    """Uniform traffic over three colors (virtual channels), near saturation."""
+    return traffic(engine, rate=0.6, colors=3, seed=4)
+
+
 def traffic_hotspot(engine):
     """Hotspot traffic: a quarter of the packets to the centre PE."""
     return traffic(engine, pattern="hotspot", rate=0.2, seed=3)
@@ -318,6 +323,7 @@ CASES = {
         deadlock_missing_sender,
         traffic_uniform,
         traffic_transpose_yx,
+        traffic_colors,
         traffic_hotspot,
         traffic_updown_hole,
         state_program,

@@ -20,6 +20,13 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--packet-size", type=int, default=4, help="flits per packet")
     parser.add_argument("--queue-depth", type=int, help="flits per input queue (default: spec)")
     parser.add_argument("--routing", default="xy", choices=list(ROUTINGS))
+    parser.add_argument(
+        "--colors",
+        type=int,
+        default=1,
+        help="colors the packets spread over, like virtual "
+        "channels, each with its own queues (default 1)",
+    )
     parser.add_argument("--cycles", type=int, default=2000)
     parser.add_argument(
         "--warmup", type=int, help="cycles before packets count (default: a quarter of --cycles)"
@@ -49,6 +56,7 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
         warmup=args.cycles // 4 if args.warmup is None else args.warmup,
         seed=args.seed,
         threads=args.threads,
+        colors=args.colors,
     )
     wants_trace = args.trace or args.plot
     trace = TraceRecorder(args.trace_every, width, height) if wants_trace else None
