@@ -1,0 +1,125 @@
+"""The first result on a fresh machine (issue 28): wall times of the README's main job, a
+kernel and synthetic traffic, cold (no Numba cache: every kernel compiles) and then warm
+(loaded from the cache), for this checkout and, side by side in the same run, for another
+one (``--against PATH``, e.g. an older commit's worktree).
+
+Each checkout is copied to a temporary folder (its tracked files: ``git archive``) with an
+empty ``NUMBA_CACHE_DIR``, and run with this interpreter (the installed dependencies):
+
+    python benchmarks/bench_startup.py [--against ../old-checkout] [--steps 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from wafer.atomic import write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def jobs(steps: int) -> dict[str, list[str]]:
+    """The commands timed, as ``python -m <cli> ...`` arguments after the module."""
+    return {
+        "main job": ["run", "examples/fc_digits.yaml", f"steps={steps}"],  # --out: per run
+        "kernel": [
+            "kernel",
+            "gemm",
+            "--algo",
+            "summa",
+            "--m",
+            "64",
+            "--k",
+            "64",
+            "--n",
+            "64",
+            "--grid",
+            "8x8",
+            "--preset",
+            "wse2",
+        ],  # fmt: skip
+        "traffic": [
+            "traffic",
+            "--preset",
+            "tiny",
+            "--grid",
+            "8x8",
+            "--cycles",
+            "400",
+            "--warmup",
+            "100",
+        ],  # fmt: skip
+    }
+
+
+def cli_module(tree: Path) -> str:
+    """The checkout's command-line module (it moved from ``wafer`` to ``wafersim``)."""
+    return "wafersim.cli" if (tree / "wafersim" / "cli.py").exists() else "wafer.cli"
+
+
+def copy_tree(checkout: Path, into: Path) -> Path:
+    """The checkout's tracked files at its HEAD, in ``into``."""
+    archive = subprocess.run(["git", "-C", str(checkout), "archive", "HEAD"], check=True,
+                             capture_output=True).stdout  # fmt: skip
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def timed(tree: Path, cache: Path, argv: list[str], out: Path) -> float:
+    """Wall seconds of one command; a run writes to ``out`` (a fresh folder: a run into its
+    own earlier folder would resume from its last checkpoint)."""
+    if argv[0] == "run":
+        argv = [*argv, "--out", str(out)]
+    env = os.environ | {"NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(tree)}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", cli_module(tree), *argv, "--json"], cwd=tree,
+                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: {' '.join(argv)} failed: {done.stderr.strip()[-500:]}")
+    return wall
+
+
+def measure(checkout: Path, work: Path, steps: int) -> dict[str, dict[str, float]]:
+    tree = copy_tree(checkout, work / "tree")
+    out = {}
+    for name, argv in jobs(steps).items():
+        cache = work / f"cache-{name.replace(' ', '-')}"
+        cold = timed(tree, cache, argv, work / f"{name}-cold")
+        warm = timed(tree, cache, argv, work / f"{name}-warm")
+        out[name] = {"cold_s": cold, "warm_s": warm}
+        print(f"  {name:9} cold {cold:7.1f} s   warm {warm:7.1f} s", flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", type=Path, help="another checkout, timed side by side")
+    parser.add_argument("--steps", type=int, default=120, help="main job steps (README: 120)")
+    parser.add_argument("--out", default="out/bench_startup.json")
+    args = parser.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for label, checkout in (("this", ROOT), ("against", args.against)):
+            if checkout is None:
+                continue
+            print(f"{label}: {checkout}", flush=True)
+            results[label] = measure(checkout.resolve(), Path(scratch) / label, args.steps)
+    if "against" in results:
+        for name, now in results["this"].items():
+            then = results["against"][name]
+            print(f"{name:9} cold {now['cold_s'] / then['cold_s']:.2f}x   "
+                  f"warm {now['warm_s'] / then['warm_s']:.2f}x the other checkout's")  # fmt: skip
+    write_json(args.out, results)
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()
