@@ -7,6 +7,11 @@ Each checkout is copied to a temporary folder (its tracked files: ``git archive`
 empty ``NUMBA_CACHE_DIR``, and run with this interpreter (the installed dependencies):
 
     python benchmarks/bench_startup.py [--against ../old-checkout] [--steps 120]
+    python benchmarks/bench_startup.py --compile-profile kernel   # where a cold compile goes
+
+``--compile-profile JOB`` runs one job cold in a child process that listens to Numba's
+compile events and prints the functions whose compile took longest, each with its own time
+(the compiles it set off of other functions taken out) and how many signatures it compiled.
 """
 
 from __future__ import annotations
@@ -99,12 +104,62 @@ def measure(checkout: Path, work: Path, steps: int) -> dict[str, dict[str, float
     return out
 
 
+PROFILER = """
+import sys, time
+from collections import defaultdict
+from numba.core import event
+from wafersim.cli import main
+
+own, count, stack = defaultdict(float), defaultdict(int), []
+
+class Compiles(event.Listener):
+    def on_start(self, ev):
+        stack.append([ev.data["dispatcher"].py_func.__qualname__, time.perf_counter(), 0.0])
+
+    def on_end(self, ev):
+        name, start, inner = stack.pop()
+        took = time.perf_counter() - start
+        own[name] += took - inner
+        count[name] += 1
+        if stack:
+            stack[-1][2] += took
+
+with event.install_listener("numba:compile", Compiles()):
+    start = time.perf_counter()
+    main(sys.argv[1:] + ["--json"])
+    wall = time.perf_counter() - start
+top = sorted(own.items(), key=lambda item: -item[1])[:15]
+print(f"wall {wall:.1f} s, compiling {sum(own.values()):.1f} s in {len(own)} functions",
+      file=sys.stderr)
+for name, seconds in top:
+    print(f"  {seconds:7.1f} s  {count[name]:3d} signature(s)  {name}", file=sys.stderr)
+"""
+
+
+def compile_profile(job: str, steps: int) -> None:
+    """One job cold, with the compile time of each Numba function (see the docstring)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = copy_tree(ROOT, Path(scratch) / "tree")
+        argv = jobs(steps)[job]
+        if argv[0] == "run":
+            argv = [*argv, "--out", str(Path(scratch) / "run")]
+        env = os.environ | {"NUMBA_CACHE_DIR": str(Path(scratch) / "cache"),
+                            "PYTHONPATH": str(tree)}  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", PROFILER, *argv], cwd=tree, env=env,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        print(done.stderr.strip()[-6000:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", type=Path, help="another checkout, timed side by side")
     parser.add_argument("--steps", type=int, default=120, help="main job steps (README: 120)")
     parser.add_argument("--out", default="out/bench_startup.json")
+    parser.add_argument("--compile-profile", choices=list(jobs(1)), help="profile one job")
     args = parser.parse_args()
+    if args.compile_profile:
+        compile_profile(args.compile_profile, args.steps)
+        return
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         for label, checkout in (("this", ROOT), ("against", args.against)):
