@@ -191,7 +191,7 @@ def _dequeue(q_head, q_count, r, p, c, depth):
 
 
 @kernel(inline="always")
-def _ingest(r, read, fab, st, traffic):
+def _ingest(r, read, fab, st):
     """Step 1: wavelets and credits that entered this router's links at ``t - L``.
 
     The eight flags of the slot are read and cleared as one little-endian uint64.
@@ -209,23 +209,23 @@ def _ingest(r, read, fab, st, traffic):
             _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta, fab.depth)
             st.occupancy[r] += 1
             events += 1
-    _absorb_credits(r, read, flags, st, traffic)
+    _absorb_credits(r, read, flags, st)
     st.link_any[read, r] = 0
     return events
 
 
 @kernel(inline="always")
-def _absorb_credits(r, read, flags, st, traffic):
+def _absorb_credits(r, read, flags, st):
     """Add the credits returned on each out-port whose flag (bytes 4-7) is set."""
     for p in range(4):
         if (flags >> np.uint64(8 * p + 32)) & np.uint64(0xFF):
-            for c in range(_colors(traffic, st)):
+            for c in range(_colors(st)):
                 st.credits[r, p, c] += st.credit_ret[read, r, p, c]
                 st.credit_ret[read, r, p, c] = 0
 
 
 @kernel(inline="always")
-def _colors(traffic, st):
+def _colors(st):
     """The state's color count (traffic: the colors its packets spread over)."""
     return st.credits.shape[2]
 
@@ -244,7 +244,7 @@ def _requests(r, fab, st, want, traffic):
     output bitmask) for ``i < n``; returns ``n``, the union of the masks and the stalls:
     per output, the heads that need it and find no room, packed ``STALL_BITS`` a port.
     """
-    colors = _colors(traffic, st)
+    colors = _colors(st)
     n = 0
     any_request = 0
     stalled = 0
@@ -311,7 +311,7 @@ def _has_room(r, o, c, fab, st):
 def _route(r, write, fab, st, want, traffic):
     """Step 2: each output grants one request, round-robin; returns the wavelets moved and
     the packed stalls."""
-    candidates = NUM_PORTS * _colors(traffic, st)
+    candidates = NUM_PORTS * _colors(st)
     n, requested, stalled = _requests(r, fab, st, want, traffic)
     if n == 1 and requested & (requested - 1) == 0:  # one head wants one output
         best = want[0, 0]
@@ -747,7 +747,7 @@ def _fabric_step(r, read, write, fab, st, want, traffic):
     pairs, within this machine's noise), so traffic may spread over several colors."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
-        moves += _ingest(r, read, fab, st, traffic)
+        moves += _ingest(r, read, fab, st)
         if st.occupancy[r]:
             moves += _route_unless_stuck(r, write, fab, st, want, traffic)
     return moves
@@ -758,8 +758,8 @@ def _traffic_cycle(r, t, read, write, fab, st, tr, want):
     """One cycle of router ``r`` and its traffic source and sink; returns its events."""
     events = _fabric_step(r, read, write, fab, st, want, True)
     if tr.left[r] or tr.next_arrival[r] <= t or _received(r, st):
-        events += _traffic_step(r, t, fab, st, tr)
-    busy = st.occupancy[r] or tr.left[r] or _received(r, st)
+        events += _traffic_step(r, t, fab, st, tr)  # which drains every color's ramp
+    busy = st.occupancy[r] or tr.left[r]
     arrival = tr.next_arrival[r]
     st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
     return events

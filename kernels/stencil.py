@@ -118,7 +118,7 @@ def _exchange(plan: KernelPlan, home: dict, n: int, r: int) -> dict:
             used = plan.wiring.connect(color, pe, dsts, ("stencil", d, i, j))
             plan.prog.send(pe, SEND_TASKS[d], used, src, n)
             for k, (a, b) in enumerate(reach, 1):
-                received[a, b][(d, k)] = (used, (i, j))
+                received[a, b][(d, k)] = used
     return {key: _receive(plan, key, streams, n, r) for key, streams in received.items()}
 
 
@@ -126,7 +126,7 @@ def _receive(plan: KernelPlan, at: tuple[int, int], streams: dict, n: int, r: in
     """A buffer and a receive task for each column PE ``at`` receives."""
     pe = int(plan.grid.pe[at])
     out = {}
-    for (d, k), (color, _) in sorted(streams.items()):
+    for (d, k), color in sorted(streams.items()):
         out[d, k] = plan.alloc(pe, n, "neighbour column")
         plan.prog.recv(pe, _recv_task(d, k, r), color, out[d, k], n)
     return out
@@ -171,7 +171,7 @@ def stencil_cycles(n: int, p: int, q: int, spec: WaferSpec, algo: str) -> int:
     (:func:`fabric.program.vector_cycles`) after its start-up."""
     r = _radius(algo)
     farthest = min(r, max(p, q) - 1)
-    receive = p2p_cycles(spec, farthest, 0) + sum(_columns_at(p, q, k) for k in range(r + 1)) * n
+    receive = p2p_cycles(spec, farthest, 0) + sum(_columns_at(p, q, k) for k in range(1, r + 1)) * n
     pe = spec.pe
 
     def op(m: int, reads: int) -> int:
@@ -188,4 +188,4 @@ def stencil_cycles(n: int, p: int, q: int, spec: WaferSpec, algo: str) -> int:
 
 def _columns_at(p: int, q: int, k: int) -> int:
     """Neighbour columns at distance ``k`` (> 0) of the PE that has the most."""
-    return (2 * (k < p) + 2 * (k < q)) * (k > 0)
+    return 2 * (k < p) + 2 * (k < q)

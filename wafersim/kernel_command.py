@@ -30,12 +30,13 @@ from wafersim.options import (
     spec_from,
 )
 
-ENGINES = ("cpu", "cuda")
 DEFAULT_SIZE = 64  # m, k and n: enough for every algorithm on the default 8x8 grid
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
+    from fabric.engine import ENGINES
     from kernels.registry import KERNELS
+    from kernels.tiers import TIERS
 
     parser.add_argument("kernel", choices=list(KERNELS), help="what to run")
     parser.add_argument(
@@ -53,7 +54,7 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tier",
         default="cycle",
-        choices=["cycle", "fast", "analytic"],
+        choices=list(TIERS),
         help="fidelity (default cycle; kernels.tiers)",
     )
     parser.add_argument(
