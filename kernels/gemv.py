@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fabric.program import fmacs_cycles, vector_cycles, words
+from fabric.program import fmacs_cycles, words
+from kernels.gemm_common import matmul_cycles
 from kernels.grid import KernelGrid
 from kernels.lines import reduce_colors, reduce_cycles, reduce_line
 from kernels.plan import KernelPlan, decode, encode, split
@@ -136,10 +137,7 @@ def gemv_cycles(m: int, n: int, p: int, q: int, spec: WaferSpec, algo: str, dtyp
     fp32 words (and, gathered, its one hop out to the west port)."""
     mi, nj = -(-m // p), -(-n // q)
     if inputs == "resident":
-        size = 2 if dtype == "fp16" else 4
-        macs = mi * nj
-        multiply = spec.pe.op_startup_cycles + vector_cycles(spec.pe, macs, macs * (size + 4),
-                                                             macs * 4, dtype)  # fmt: skip
+        multiply = matmul_cycles(spec, mi, nj, 1, dtype)
     else:
         fmac = fmacs_cycles(spec.pe, mi, dtype)
         multiply = p2p_cycles(spec, p, 0) + words(nj, dtype) * max(1, fmac)

@@ -70,8 +70,6 @@ def _fast(req: Request, dtype, seed, engine, holes, options) -> Estimate:
     from kernels.fast_tier import fast_cycles
 
     kernel, algo, shape, grid, spec = req
-    if kernel != "gemm":
-        raise ConfigError(f"tier='fast' estimates GEMMs only, not {kernel}")
     with engine_used(engine):
         fast = fast_cycles(algo, shape, grid.rows, grid.cols, spec, dtype, holes, seed, **options)
     fit = {"a": fast.fit[0], "b": fast.fit[1], "units": fast.units, "reduced_runs": fast.reduced}
@@ -91,6 +89,25 @@ def _analytic(req: Request, dtype, seed, engine, holes, options) -> Estimate:
 TIERS: dict[str, Callable[..., Estimate]] = {"cycle": _cycle, "fast": _fast, "analytic": _analytic}
 
 
+def check_request(kernel: str, algo: str, tier: str, engine: str, options: dict) -> None:
+    """ConfigError, before any work, for what :func:`estimate` cannot do: an unknown tier
+    or algorithm, the fast tier on a kernel other than a GEMM, an engine for the analytic
+    tier (which runs none), an option the algorithm does not take."""
+    if tier not in TIERS:
+        raise ConfigError(f"tier={tier!r} is not one of: {', '.join(TIERS)}")
+    accepted = algorithm(kernel, algo).option_names
+    if tier == "fast" and kernel != "gemm":
+        raise ConfigError(f"tier='fast' estimates GEMMs only, not {kernel}")
+    if tier == "analytic" and engine != "cpu":
+        raise ConfigError(f"engine={engine!r} runs the cycle and fast tiers; analytic runs none")
+    for name, value in options.items():
+        if name not in accepted:
+            raise ConfigError(
+                f"{name}={value!r} does not apply to {kernel} {algo}; its options: "
+                f"{', '.join(accepted) or 'none'}"
+            )
+
+
 def estimate(
     kernel: str,
     algo: str,
@@ -107,14 +124,6 @@ def estimate(
     """``kernel``/``algo`` on ``grid`` by the tier named ``tier`` (``hole_fraction``: the
     share of dead PEs the fast tier gives its reduced grids; ``engine``: where the cycle
     and fast tiers run the engine)."""
-    if tier not in TIERS:
-        raise ConfigError(f"tier={tier!r} is not one of: {', '.join(TIERS)}")
-    accepted = algorithm(kernel, algo).option_names
-    for name, value in options.items():
-        if name not in accepted:
-            raise ConfigError(
-                f"{name}={value!r} does not apply to {kernel} {algo}; its options: "
-                f"{', '.join(accepted) or 'none'}"
-            )
+    check_request(kernel, algo, tier, engine, options)
     request = (kernel, algo, shape, grid, spec)
     return TIERS[tier](request, dtype, seed, engine, hole_fraction, options)

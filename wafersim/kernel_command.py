@@ -75,22 +75,18 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     from kernels.grid import kernel_grid
-    from kernels.registry import KERNELS, algorithm, shape_of
-    from kernels.tiers import estimate
+    from kernels.registry import KERNELS, shape_of
+    from kernels.tiers import check_request, estimate
 
     spec = spec_from(args)
     args.algo = args.algo or next(iter(KERNELS[args.kernel]))
     width, height = _grid_size(args.grid, spec)
     shape = shape_of(args.kernel, args.m, args.k, args.n)
-    algorithm(args.kernel, args.algo)  # an unknown algorithm is an error before any work
-    if args.tier == "analytic" and args.engine != "cpu":
-        raise ConfigError("--engine runs the cycle and fast tiers; --tier analytic runs none")
-    if args.tier == "fast" and args.kernel != "gemm":
-        raise ConfigError(f"--tier fast runs GEMMs only, not {args.kernel}")
-    dead_pe, dead_link = _patch(args, height, width, spec)
-    grid = kernel_grid(height, width, dead_pe, dead_link)
     given = ("reduce", "scope", "inputs", "outputs")
     options = {k: v for k in given if (v := getattr(args, k)) is not None}
+    check_request(args.kernel, args.algo, args.tier, args.engine, options)  # before any work
+    dead_pe, dead_link = _patch(args, height, width, spec)
+    grid = kernel_grid(height, width, dead_pe, dead_link)
     holes = 0.0 if dead_pe is None else float(dead_pe.mean())
     start = time.perf_counter()
     result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,
