@@ -17,6 +17,7 @@ from wafersim.options import (
     add_spec_options,
     defect_map,
     defects_summary,
+    flag,
     spec_from,
 )
 from wafersim.progress import progress_for, study_line
@@ -50,10 +51,6 @@ _STUDY_ONLY = ("densities", "seeds", "window_pes", "plot")
 _NOT_IN_STUDY = ("defects", "pe_defect_prob", "defect_density_per_cm2", "defect_list")
 
 
-def _option(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def run_defects(args: argparse.Namespace) -> dict[str, Any]:
     from wafer.repair import repair
 
@@ -61,7 +58,7 @@ def run_defects(args: argparse.Namespace) -> dict[str, Any]:
         return run_defects_study(args)
     for name in _STUDY_ONLY:
         if getattr(args, name) is not None:
-            raise ConfigError(f"{_option(name)} needs --study")
+            raise ConfigError(f"{flag(name)} needs --study")
     strategies = args.repair or [DEFAULT_REPAIR]
     if len(strategies) > 1:
         raise ConfigError(f"--repair takes one strategy without --study, got {len(strategies)}")
@@ -110,9 +107,7 @@ def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
 
     for name in _NOT_IN_STUDY:
         if getattr(args, name) is not None:
-            raise ConfigError(
-                f"{_option(name)} cannot be used with --study (it sweeps --densities)"
-            )
+            raise ConfigError(f"{flag(name)} cannot be used with --study (it sweeps --densities)")
     if args.densities is None:
         raise ConfigError("--study needs --densities D1 D2 ... (defects per cm^2)")
     spec = spec_from(args)

@@ -132,7 +132,7 @@ def defect_map(args: argparse.Namespace, spec: WaferSpec) -> DefectMap | None:
     given = {name: value for name, value in given.items() if value is not None}
     if args.defects:
         if given or args.defect_model:
-            named = _option(next(iter(given))) if given else "--defect-model"
+            named = flag(next(iter(given))) if given else "--defect-model"
             raise ConfigError(f"--defects loads a saved map: it takes no {named}")
         return DefectMap.load(args.defects)
     if not given and args.defect_model is None:
@@ -179,7 +179,8 @@ def check_map_spec(path: str, drawn_for: WaferSpec, spec: WaferSpec) -> None:
         )
 
 
-def _option(dest: str) -> str:
+def flag(dest: str) -> str:
+    """An option's flag from its dest name: ``pe_defect_prob`` -> ``--pe-defect-prob``."""
     return "--" + dest.replace("_", "-")
 
 
