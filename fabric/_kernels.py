@@ -81,6 +81,8 @@ NUM_PORTS = 5
 OPPOSITE = (2, 3, 0, 1)
 
 OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA, OP_WAIT, OP_MATMUL = range(9)
+OP_SWITCH = 9  # move the PE's router to another switch position of one color
+SWITCH_BITS = 8  # an OP_SWITCH packs the new output mask of input port p at bits 8p..8p+7
 # columns of the op table
 C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE, C_PERIOD = range(10)
 NUM_OP_COLUMNS = 10
@@ -481,6 +483,11 @@ def _task_step(r, task, fab, st, prog):
         _consume(op, k, value, mem)
     elif code == OP_MATMUL:
         _matmul_column(op, k, mem)
+    elif code == OP_SWITCH:
+        if _switch_blocked(r, c, op[C_A], fab, st):
+            st.pe_stalls[r] += 1
+            return STALL
+        _switch(r, c, op[C_A], fab, st)
     else:
         _local_op(op, prog.scalars[pc], mem)
     st.wait[r, task] = op[C_COST] - 1
@@ -489,6 +496,27 @@ def _task_step(r, task, fab, st, prog):
     if k + 1 >= op[C_N]:
         _next_op(r, task, fab, st, prog)
     return PROGRESS
+
+
+@kernel(inline="always")
+def _switch_blocked(r, c, masks, fab, st):
+    """Whether an input port whose route on color ``c`` the switch changes still holds
+    wavelets of it: they came in under the old position, so the switch waits for them to
+    leave (in hardware the control wavelet that moves the switch trails them)."""
+    for p in range(NUM_PORTS):
+        old = fab.route[r, p, c]
+        if old != 0 and old != (masks >> (SWITCH_BITS * p)) & 0xFF and st.q_count[r, p, c]:
+            return True
+    return False
+
+
+@kernel(inline="always")
+def _switch(r, c, masks, fab, st):
+    """Set router ``r``'s routes of color ``c`` to the switch position packed in
+    ``masks``; the router's cached outcome of its last futile route (``stuck``) is stale."""
+    for p in range(NUM_PORTS):
+        fab.route[r, p, c] = (masks >> (SWITCH_BITS * p)) & 0xFF
+    st.stuck[r] = 0
 
 
 @kernel(inline="always")

@@ -82,6 +82,9 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch="auto"):
     t = 0
     while True:
         end = min(t + step, max_cycles)
+        if t:  # a traced run: the host holds the state (see fabric.engine.run_chunks)
+            np.minimum(st.wake, t, out=st.wake)
+            dev.st.wake.copy_to_device(st.wake)
         status, cycle = launch_cycles(dev, t, end, launch)
         last = status != K.STATUS_MAX_CYCLES or end >= max_cycles
         if trace or last:

@@ -7,7 +7,9 @@ import numpy as np
 from fabric import _kernels as K
 from wafer.geometry import DIR_NAMES
 
-OP_NAMES = ("send", "recv", "recv_add", "fmacs", "vadd", "vscale", "vfma", "wait", "matmul")
+OP_NAMES = (
+    "send", "recv", "recv_add", "fmacs", "vadd", "vscale", "vfma", "wait", "matmul", "switch",
+)  # fmt: skip
 MAX_LISTED = 6
 
 

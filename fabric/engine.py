@@ -25,6 +25,7 @@ from fabric.state import (
     allocate_state,
     empty_traffic,
 )
+from fabric.switches import all_positions, check_strict, switch_ops
 from fabric.trace import TraceRecorder
 from wafer.errors import ConfigError, DeadlockError
 from wafer.spec import WaferSpec
@@ -159,6 +160,7 @@ def simulate(
     trace: TraceRecorder | None = None,
     check_routes: bool = True,
     engine: str = "cpu",
+    strict: bool = True,
 ) -> SimResult:
     """Run ``program`` on ``mesh`` from SRAM contents ``memory`` (float32, (P, words)).
 
@@ -169,16 +171,22 @@ def simulate(
     dead end is refused before any cycle runs; ``check_routes=False`` lets the engine's own
     deadlock detection show what would happen. ``engine`` is one of :data:`ENGINES`: the
     Numba CPU kernels or the CUDA ones (``fabric.cuda_engine``), with identical results.
+    ``strict`` (the default) refuses routes a real router cannot hold: two inputs of one
+    color in a switch position, or too many positions (:mod:`fabric.switches`);
+    ``strict=False`` studies per-port route tables on purpose.
     """
     check_max_cycles(max_cycles)
     run = chunk_runner(engine)
+    if strict:
+        check_strict(routes, program)
     if check_routes:
-        check_deadlock_free_routes(routes)
+        check_deadlock_free_routes(all_positions(routes, program))
     parallel = configure_threads(threads)
     pes, tasks = program.task_start.shape
     if memory.shape[0] != mesh.pes or pes != mesh.pes:
         raise ConfigError(f"memory and program must cover all {mesh.pes} PEs")
-    fab = fabric_arrays(mesh, spec, routes.table, np.zeros(routes.colors, np.uint8), False)
+    table = routes.table.copy() if switch_ops(program)[0].size else routes.table  # switched
+    fab = fabric_arrays(mesh, spec, table, np.zeros(routes.colors, np.uint8), False)
     st = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
     st.mem[:] = memory
     st.pc[:] = program.task_start
@@ -201,6 +209,10 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace):
     t = 0
     while True:
         end = min(t + step, max_cycles)
+        # every router runs the chunk's first cycle: a chunk knows no op cost that an earlier
+        # one started, and a sleeping router would not say until when its PE is busy (the
+        # run then saw no event for a while and called it a deadlock)
+        np.minimum(st.wake, t, out=st.wake)
         status, cycle = run_kernel(fab, st, prog, tr, t, end, parallel)
         if trace:
             trace.sample(st, cycle if status != K.STATUS_MAX_CYCLES else end)

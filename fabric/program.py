@@ -20,6 +20,7 @@ import numpy as np
 
 from fabric import _kernels as K
 from fabric.state import ProgramArrays
+from fabric.switches import pack_position
 from wafer.errors import ConfigError
 from wafer.spec import PESpec
 
@@ -150,6 +151,15 @@ class ProgramBuilder:
                 f"which has {_at(have, i)} so far"
             )
         self._add(pe, task, "fp32", [K.OP_WAIT, 0, 0, other, ops_done, 1, 0, 1], 0.0, [])
+
+    def switch(self, pe, task: int, color, position) -> None:
+        """Move ``pe``'s router to another switch position of ``color``: ``position`` is the
+        output mask of each input port ``(5,)`` (or ``(n, 5)`` for an array of PEs), taken
+        once the wavelets that came in under the old one have left (:mod:`fabric.switches`).
+        Costs one cycle, the control wavelet's slot (an assumption: the SDK gives no count)."""
+        packed = pack_position(position)
+        packed = packed if _is_array(pe) else int(packed[0])
+        self._add(pe, task, "fp32", [K.OP_SWITCH, color, 0, packed, 0, 1, 0, 1], 0.0, [])
 
     def ops_in(self, pe, task: int):
         """Operations added so far to ``task`` of ``pe`` (an int, or an array for an array)."""

@@ -18,17 +18,29 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from fabric.mesh import Mesh
 from fabric.routes import ColorRoutes
 from wafer.errors import ConfigError
-from wafer.geometry import NUM_DIRS, RAMP
+from wafer.geometry import NUM_DIRS, NUM_PORTS, RAMP
 
 DELIVER = 5  # channel index of a PE's receive queue
+ROUTER = 6  # a router's color as a whole: whoever routes it there owns every input of it
 DETOUR_MARGIN = 3  # rows/columns a detour may leave the endpoints' bounding box by
 DETOUR_COLORS = 4  # colors kept for detours (of 24 on the WSE: [SDK])
+
+
+class ChainPiece(NamedTuple):
+    """A stretch of a :meth:`Wiring.chain`: PEs ``first..last`` of the line on one color.
+    ``last`` relays into the next piece, whose ``first`` it is."""
+
+    first: int
+    last: int
+    color: int
+    positions: np.ndarray  # uint8 (last - first + 1, 2, 5): passing and root positions
 
 
 class Wiring:
@@ -56,20 +68,30 @@ class Wiring:
     def connect(self, color: int, src: int, dsts: Sequence[int], owner: Hashable) -> int:
         """Route ``color`` from ``src``'s ramp to the ramp of every PE in ``dsts``; returns
         the color used (``color``, or a detour color where holes force it)."""
+        key = (color, src, tuple(dsts), owner)
+        if key not in self._built:  # the same stream again (the next chunk) is routed already
+            self._built[key] = self._route(color, src, dsts, owner)
+        return self._built[key]
+
+    def reserve(self, colors) -> None:
+        """Keep ``colors`` for streams the kernel will ask for later: detours do not take
+        them as spares first (a kernel that routes one side's lines, then the other's)."""
+        self._asked.update(colors)
+
+    def _candidates(self, color: int) -> tuple[int, ...]:
+        """``color``, then the detour colors, then palette colors the kernel has not asked
+        for yet (from the top down)."""
         if color not in self.palette:
             raise ConfigError(
                 f"kernel needs color {color}: router.colors={self.routes.colors} leaves "
                 f"colors 0..{len(self.palette) - 1} for kernels"
             )
         self._asked.add(color)
-        key = (color, src, tuple(dsts), owner)
-        if key not in self._built:  # the same stream again (the next chunk) is routed already
-            self._built[key] = self._route(color, src, dsts, owner)
-        return self._built[key]
+        spare = [c for c in reversed(self.palette) if c not in self._asked]
+        return (color, *self.detours, *spare)
 
     def _route(self, color, src, dsts, owner) -> int:
-        spare = [c for c in reversed(self.palette) if c not in self._asked]
-        candidates = (color, *self.detours, *spare)
+        candidates = self._candidates(color)
         for margin in (DETOUR_MARGIN, self.mesh.width + self.mesh.height):  # then the whole mesh
             for candidate in candidates:
                 edges = self._tree(candidate, src, dsts, owner, margin)
@@ -88,8 +110,11 @@ class Wiring:
             if out == RAMP:
                 self.owner[(pe, DELIVER, color)] = owner
             else:
-                self.owner[(int(self._nbr[pe, out]), (out + 2) % 4, color)] = owner
+                there = int(self._nbr[pe, out])
+                self.owner[(there, (out + 2) % 4, color)] = owner
+                self.owner[(there, ROUTER, color)] = owner
         self.owner[(src, RAMP, color)] = owner
+        self.owner[(src, ROUTER, color)] = owner
         self.colors_used.add(color)
 
     def _tree(self, color, src, dsts, owner, margin) -> list[tuple[int, int, int]] | None:
@@ -110,7 +135,10 @@ class Wiring:
             edges.append((dst, tree_in[dst], RAMP))
         return edges
 
-    def _search(self, color, tree_in, dst, owner, margin) -> list[tuple[int, int]] | None:
+    def _search(
+        self, color, tree_in, dst, owner, margin, avoid=frozenset()
+    ) -> list[tuple[int, int]] | None:
+        """A shortest path from the tree to ``dst`` over free channels, not through ``avoid``."""
         width = self.mesh.width
         xs = [p % width for p in tree_in] + [dst % width]
         ys = [p // width for p in tree_in] + [dst // width]
@@ -122,7 +150,7 @@ class Wiring:
             a = queue.popleft()
             for out in range(NUM_DIRS):
                 b = int(self._nbr[a, out])
-                if b < 0 or b in prev or not self._ok[a, out]:
+                if b < 0 or b in prev or b in avoid or not self._ok[a, out]:
                     continue
                 if not _inside(b, width, box) or not self._free(b, (out + 2) % 4, color, owner):
                     continue
@@ -132,49 +160,89 @@ class Wiring:
                 queue.append(b)
         return None
 
-    def turnaround_tree(self, color: int, port: int, line: Sequence[int], owner: Hashable) -> int:
-        """Routes on which any PE of ``line`` can multicast to the whole line, itself included,
-        with one entry point, so successive streams from different roots never interleave;
-        returns the color used.
+    def chain(self, color: int, line: Sequence[int], owner: Hashable) -> list[ChainPiece]:
+        """Routes on which any PE of ``line`` can stream to every PE after it in the line.
 
-        Downward: :meth:`connect`'s tree from the edge ``port`` to every PE of the line.
-        Upward, added here: every router sends what its PE or its children send toward its
-        parent (no delivery), and the port, which has a single wire, sends it back down. A
-        root may send once it has received the previous stream whole: that stream has then
-        left every upward queue, and the downward half is first-in first-out.
+        Each PE's route goes on to the next PE (a shortest path around holes) and delivers
+        to its PE too, so a root's stream reaches every later PE: one color, two switch
+        positions per PE (passing on, or sending from its ramp; :mod:`fabric.switches`).
+        Where holes leave no path to the next PE that avoids the routers the chain already
+        crosses (a router holds one input per color and position), the chain is cut there:
+        the next piece starts at that PE on another color, and the PE relays what it
+        receives (the kernel's program does). Returns the pieces in line order.
         """
-        color = self.connect(color, port, list(line), owner)
-        table = self.routes.table
-        parent, children = {}, {port: []}  # router -> port toward its parent / its children
-        stack = [(port, RAMP)]
-        while stack:
-            x, entry = stack.pop()
-            for out in range(NUM_DIRS):
-                if table[x, entry, color] >> out & 1:
-                    y = int(self._nbr[x, out])
-                    parent[y], children[y] = (out + 2) % NUM_DIRS, []
-                    children[x].append(out)
-                    stack.append((y, parent[y]))
-        members = set(line)
-        for x, up in parent.items():
-            for below in children[x] + ([RAMP] if x in members else []):
-                self._forward(x, below, color, owner, up)
-        (turn,) = children[port]
-        self._forward(port, turn, color, owner, turn)
-        return color
+        pieces, first = [], 0
+        while first < len(line) - 1:
+            piece = self._chain_piece(color, line, first, (owner, len(pieces)))
+            pieces.append(piece)
+            first = piece.last
+        return pieces
 
-    def _forward(self, pe: int, port: int, color: int, owner: Hashable, out: int) -> None:
-        """Take channel ``(pe, port, color)`` for ``owner``; forward what enters it to ``out``."""
-        held = self.owner.setdefault((pe, port, color), owner)
-        if held != owner:
-            raise ConfigError(
-                f"broadcast tree {owner} needs color {color} at PE {_xy(pe, self.mesh.width)}, "
-                f"which {held} holds: too many holes close together; use more spare rows"
-            )
-        self.routes.add(pe, port, color, (out,))
+    def _chain_piece(self, color, line, first, owner) -> ChainPiece:
+        for candidate in self._candidates(color):
+            edges, last = self._chain_edges(candidate, line, first, owner)
+            if last > first:
+                self._claim(candidate, line[first], edges, owner)
+                positions = self._chain_positions(candidate, line[first : last + 1])
+                return ChainPiece(first, last, candidate, positions)
+        raise ConfigError(
+            f"no free route for color {color} (nor a detour color) along the line from PE "
+            f"{_xy(line[first], self.mesh.width)}: holes, dead wires or other streams block it"
+        )
+
+    def _chain_edges(self, color, line, first, owner) -> tuple[list[tuple[int, int, int]], int]:
+        """The edges of the longest chain from ``line[first]`` on ``color``, and the index
+        of the last PE it reaches. A path avoids the routers the piece has crossed and the
+        PEs it has still to reach; where only a path through one of those PEs is left, the
+        piece takes it and ends there (the next piece, on another color, goes on)."""
+        if not self._free(line[first], RAMP, color, owner):
+            return [], first
+        edges, entry, crossed = [], RAMP, {line[first]}  # earlier pieces: other colors
+        for i in range(first, len(line) - 1):
+            there = line[i + 1]
+            ahead = set(line[i + 2 :])
+            path = self._chain_path(color, line[i], entry, there, owner, crossed | ahead)
+            last = path is None
+            if last:  # through a PE still to come: this piece ends at ``there``
+                path = self._chain_path(color, line[i], entry, there, owner, crossed)
+            if path is None or not self._free(there, DELIVER, color, owner):
+                return edges, i
+            for (a, in_a), (b, in_b) in zip(path, path[1:], strict=False):
+                edges.append((a, in_a, (in_b + 2) % 4))
+                crossed.add(b)
+            entry = path[-1][1]
+            edges.append((there, entry, RAMP))
+            if last:
+                return edges, i + 1
+        return edges, len(line) - 1
+
+    def _chain_path(self, color, here, entry, there, owner, avoid):
+        """A shortest path from ``here`` (entered from ``entry``) to ``there`` that keeps
+        out of ``avoid``: near the two first, then anywhere on the mesh."""
+        avoid = avoid - {here, there}
+        for margin in (DETOUR_MARGIN, self.mesh.width + self.mesh.height):
+            path = self._search(color, {here: entry}, there, owner, margin, avoid)
+            if path is not None:
+                return path
+        return None
+
+    def _chain_positions(self, color: int, line: Sequence[int]) -> np.ndarray:
+        """uint8 ``(len(line), 2, 5)``: each PE's passing position (the table's) and its
+        root one (from the ramp to where passing goes on, its own PE left out)."""
+        positions = np.zeros((len(line), 2, NUM_PORTS), np.uint8)
+        for i, pe in enumerate(line):
+            passing = self.routes.table[pe, :, color]
+            positions[i, 0] = passing
+            positions[i, 1, RAMP] = int(passing.max(initial=0)) & ~(1 << RAMP) & 0xFF
+        return positions
 
     def _free(self, pe: int, port: int, color: int, owner: Hashable) -> bool:
-        return self.owner.get((pe, port, color), owner) == owner
+        """Whether ``owner`` may use channel ``(pe, port, color)``: nobody else holds it nor,
+        for a router's input, any input of that color there (one input per color and switch
+        position: strict routing, :mod:`fabric.switches`)."""
+        if self.owner.get((pe, port, color), owner) != owner:
+            return False
+        return port == DELIVER or self.owner.get((pe, ROUTER, color), owner) == owner
 
 
 def _nearest_first(tree_in: dict[int, int], dst: int, width: int) -> list[int]:

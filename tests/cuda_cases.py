@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fabric import _kernels as K  # noqa: E402
 from fabric import cuda_engine  # noqa: E402
 from fabric.engine import fabric_arrays, run_kernel, simulate  # noqa: E402
 from fabric.mesh import Mesh  # noqa: E402
@@ -177,8 +178,9 @@ def traced(engine):
 
 
 def gemm_summa(engine):
-    """SUMMA on a 2x2 kernel grid (a 3x3 mesh with its ports): the plan kernels.plan would
-    simulate, captured through its recorder hook and run on ``engine``."""
+    """SUMMA on a 3x3 kernel grid (a 4x4 mesh with its ports; the middle roots switch their
+    routers): the plan kernels.plan would simulate, captured through its recorder hook and
+    run on ``engine``."""
     seen = []
 
     def capture(plan, routes, prog, mem, max_cycles):
@@ -187,11 +189,12 @@ def gemm_summa(engine):
 
     token = kernel_plan.RECORDER.set(capture)
     try:
-        shape = {"m": 4, "k": 4, "n": 4}
-        run_registered_kernel("gemm", "summa", shape, kernel_grid(2, 2), SPEC, "fp32", seed=3)
+        shape = {"m": 6, "k": 6, "n": 6}
+        run_registered_kernel("gemm", "summa", shape, kernel_grid(3, 3), SPEC, "fp32", seed=3)
     finally:
         kernel_plan.RECORDER.reset(token)
     mesh, spec, routes, prog, mem, max_cycles = seen[0]
+    assert (prog.ops[:, 0] == K.OP_SWITCH).any(), "the case runs switch ops"
     return outcome(engine, mesh, spec, routes, prog, mem, max_cycles)
 
 

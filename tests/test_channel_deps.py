@@ -266,11 +266,12 @@ REJECTED = [_ring_case, _crossing_paths_case]
 
 @pytest.mark.parametrize("case", ACCEPTED)
 def test_routes_the_checker_accepts_run_to_completion(case):
-    """Routes with an acyclic graph, driven by programs that consume, finish and drain."""
+    """Routes with an acyclic graph, driven by programs that consume, finish and drain
+    (per-port tables that merge streams on one color on purpose: ``strict=False``)."""
     mesh, routes, prog = case()
     check_routes(routes)
     mem = np.zeros((mesh.pes, WORDS), np.float32)
-    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=100_000)
+    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=100_000, strict=False)
     assert result.leftover_wavelets == 0
 
 
@@ -282,7 +283,8 @@ def test_routes_the_checker_rejects_deadlock_the_engine(case):
         check_routes(routes)
     mem = np.zeros((mesh.pes, WORDS), np.float32)
     with pytest.raises(DeadlockError, match="no credit"):
-        simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=100_000, check_routes=False)
+        simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=100_000, check_routes=False,
+                 strict=False)  # fmt: skip
 
 
 # -- properties ------------------------------------------------------------------------------

@@ -518,12 +518,12 @@ def test_random_maps_give_no_work_to_dead_or_cut_off_pes(seed, rate):
 
 
 def _family(algo: str, owner) -> str:
-    """The route family of a kernel's ``Wiring.connect`` owner."""
+    """The route family of a kernel's ``Wiring.connect`` (or ``chain``) owner."""
     if algo == "weight_stream":
         return "weights" if owner[0] == "weights" else "partial sums"
     if algo.startswith("cannon"):
         return "AB"[owner[1]]
-    return (owner[0] if algo == "systolic" else owner[0][0])[-1]  # "systolic A", ("summa A", i)
+    return owner[0][-1]  # "systolic A", ("summa A", i, flow)
 
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
@@ -534,13 +534,18 @@ def test_route_families_are_what_the_kernels_wire(name, monkeypatch):
     from kernels.wiring import Wiring
 
     calls = set()  # a kernel may ask for the same route again: it is built once
-    connect = Wiring.connect
+    connect, chain = Wiring.connect, Wiring.chain
 
     def record(self, color, src, dsts, owner):
         calls.add((color, src, tuple(dsts), owner))
         return connect(self, color, src, dsts, owner)
 
+    def record_chain(self, color, line, owner):
+        calls.add((color, line[0], tuple(line[1:]), owner))
+        return chain(self, color, line, owner)
+
     monkeypatch.setattr(Wiring, "connect", record)
+    monkeypatch.setattr(Wiring, "chain", record_chain)
     strategy = STRATEGIES[name]
     for rows, cols in [(3, 3), (2, 2)] if strategy.square else [(3, 4), (4, 3), (1, 5)]:
         calls.clear()

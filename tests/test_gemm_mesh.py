@@ -144,17 +144,19 @@ EXACT_CYCLES = {
     #   (1,1)  W (72)  N (1)   4:B 5:A   6, 9, 12                           12  -> 13 cycles
     "cannon-naive": 13,
     "cannon-interleaved": 13,
-    # summa: two steps; step t's roots are column t (A) and row t (B). Each line has two
-    # trees (A colors 0, 1 and B colors 2, 3, by step), so all four roots send in cycle 2. A
-    # stream climbs to its port and comes back: 2 hops to its root, 3 to the other PE (on
-    # the way up, a step-1 stream follows the step-0 one over a shared wire a cycle later).
-    # A receive op of step 1 acts 3 cycles after step 0's; a piece waits in the queue.
-    #   PE     ramp (cycle:wavelet)    A in   B in   task 4: wait A, wait B, mul   last
-    #   (0,0)  5:B0 6:B1 7:A0 8:A1     7, 10  5, 8   7, 10, 13 | 16, 19, 22      22
-    #   (0,1)  5:B0 6:B1 7:A0 8:A1     7, 10  5, 8   7, 10, 13 | 16, 19, 22      22
-    #   (1,0)  5:A0 6:A1 7:B0 8:B1     5, 8   7, 10  5, 8, 11 | 14, 17, 20       20
-    #   (1,1)  6:B0 7:B1 8:A0 9:A1     8, 11  6, 9   8, 11, 14 | 17, 20, 23      23  -> 24
-    "summa": 24,
+    # summa: two steps; step t's roots are column t (A) and row t (B). Step 0's roots are the
+    # first PEs of the forward chains (A colors 0 and 4 by row, B 2 and 6 by column) and
+    # send in cycle 2 (1 hop, received in cycle 4); (1,1) takes B0 (N, candidate 6) before
+    # A0 (W, 76). Step 1's roots (column 1, row 1) first wait for step 0's piece (a wait on
+    # a higher-numbered task sees it a cycle late), then send down the backward chains
+    # (A colors 1, 5, B 3, 7); (0,0) takes A1 (E, 25) before B1 (S, 51). No router
+    # switches: each root is the first PE of the chain it sends on.
+    #   PE     A in  B in  task 4: wait A, wait B, mul | wait A, wait B, mul   last
+    #   (0,0)  10    11    2, 5, 8 | 11, 14, 17                              17
+    #   (0,1)  4     10    4, 7, 10 | 13, 16, 19                             19
+    #   (1,0)  11    4     2, 5, 8 | 11, 14, 17                              17
+    #   (1,1)  5     4     5, 8, 11 | 14, 17, 20                             20  -> 21
+    "summa": 21,
 }
 
 

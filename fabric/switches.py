@@ -1,0 +1,111 @@
+"""Switch positions: the routes a router holds for one color, changed while a program runs.
+
+A real router holds, per color, one route (one input port to a set of outputs) in each of a
+few *switch positions*, and moves between them when a control wavelet passes ([SDK]
+``tutorials/topic-06-switches``: "the layout block initializes the default route ... it also
+defines routes for switch positions 1, 2, and 3. The hardware updates the route according to
+the specified switch positions when it receives a so-called Control Wavelet"). In wafersim a
+route table (:class:`fabric.routes.ColorRoutes`) is every router's first position, and a PE's
+``switch`` op (:meth:`fabric.program.ProgramBuilder.switch`) moves its own router to another
+one once the wavelets that came in under the old one have left (where the control wavelet
+trailing them would move it). *Strict* routing, the default, allows one input port per color
+in each position and at most :data:`SWITCH_POSITIONS` positions per color and router.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabric import _kernels as K
+from fabric.routes import ColorRoutes
+from fabric.state import ProgramArrays
+from wafer.errors import ConfigError
+from wafer.geometry import DIR_NAMES, NUM_PORTS
+
+SWITCH_POSITIONS = 4  # per color and router: positions 0-3 [SDK topic-06-switches]
+
+
+def pack_position(masks) -> np.ndarray:
+    """int64 (n,): the output masks ``(n, 5)`` of each input port packed into one op field."""
+    masks = np.asarray(masks, np.int64).reshape(-1, NUM_PORTS)
+    shifts = K.SWITCH_BITS * np.arange(NUM_PORTS, dtype=np.int64)
+    return (masks << shifts).sum(axis=1)
+
+
+def unpack_position(packed) -> np.ndarray:
+    """uint8 (n, 5): the inverse of :func:`pack_position`."""
+    packed = np.asarray(packed, np.int64).reshape(-1, 1)
+    shifts = K.SWITCH_BITS * np.arange(NUM_PORTS, dtype=np.int64)
+    return ((packed >> shifts) & 0xFF).astype(np.uint8)
+
+
+def switch_ops(program: ProgramArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The program's switch ops: each one's PE, color and new position ``(n, 5)``."""
+    rows = np.flatnonzero(program.ops[:, K.C_CODE] == K.OP_SWITCH)
+    if rows.size == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros((0, NUM_PORTS), np.uint8)
+    ends = program.task_end.reshape(-1)
+    pes = np.searchsorted(ends, rows, side="right") // program.task_end.shape[1]
+    ops = program.ops[rows]
+    return pes, ops[:, K.C_COLOR], unpack_position(ops[:, K.C_A])
+
+
+def all_positions(routes: ColorRoutes, program: ProgramArrays) -> ColorRoutes:
+    """``routes`` with every position a switch op sets merged in (what may ever be routed:
+    the table the deadlock check reads), or ``routes`` itself when nothing switches."""
+    pes, colors, positions = switch_ops(program)
+    if pes.size == 0:
+        return routes
+    merged = ColorRoutes(routes.mesh, routes.colors)
+    merged.table = routes.table.copy()
+    np.bitwise_or.at(merged.table, (pes[:, None], np.arange(NUM_PORTS), colors[:, None]),
+                     positions)  # fmt: skip
+    return merged
+
+
+def check_strict(routes: ColorRoutes, program: ProgramArrays) -> None:
+    """Refuse routes a real router cannot hold: two input ports on one color in a position,
+    or more than :data:`SWITCH_POSITIONS` positions of one color at one router."""
+    conflicts = routes.strict_conflicts()
+    if len(conflicts):
+        pe, color = (int(v) for v in conflicts[0])
+        ports = [DIR_NAMES[p] for p in np.flatnonzero(routes.table[pe, :, color])]
+        raise ConfigError(
+            f"strict routing: {len(conflicts)} router(s) take one color from two inputs, e.g. "
+            f"color {color} at {_xy(routes, pe)} from {' and '.join(ports)}; a router holds "
+            f"one input per color and switch position (pass strict=False to allow it)"
+        )
+    pes, colors, positions = switch_ops(program)
+    if pes.size == 0:
+        return
+    _check_switch_inputs(routes, pes, colors, positions)
+    keys = np.concatenate([pes * routes.colors + colors] * 2)
+    initial = routes.table[pes, :, colors]
+    rows = np.concatenate([initial, positions])
+    distinct = np.unique(np.column_stack([keys, rows]), axis=0)[:, 0]
+    key, count = np.unique(distinct, return_counts=True)
+    if count.max() > SWITCH_POSITIONS:
+        worst = int(key[count.argmax()])
+        raise ConfigError(
+            f"strict routing: color {worst % routes.colors} at "
+            f"{_xy(routes, worst // routes.colors)} takes {int(count.max())} switch positions; "
+            f"a router holds {SWITCH_POSITIONS} per color"
+        )
+
+
+def _check_switch_inputs(routes, pes, colors, positions) -> None:
+    inputs = (positions != 0).sum(axis=1)
+    bad = np.flatnonzero(inputs > 1)
+    if bad.size:
+        i = int(bad[0])
+        ports = [DIR_NAMES[p] for p in np.flatnonzero(positions[i])]
+        raise ConfigError(
+            f"strict routing: a switch position of color {int(colors[i])} at "
+            f"{_xy(routes, int(pes[i]))} takes it from {' and '.join(ports)}; a position "
+            f"has one input"
+        )
+
+
+def _xy(routes: ColorRoutes, pe: int) -> str:
+    return f"PE ({pe % routes.mesh.width},{pe // routes.mesh.width})"
