@@ -29,3 +29,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 def write_json(path: str | Path, data: Any) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
