@@ -19,7 +19,10 @@ binomial rounds reach as far from an end with half the colors and no two-sided r
 Algorithms along each line (:mod:`kernels.lines`): ``chain`` (store-and-forward between
 neighbours), ``tree`` (binomial rounds; a broadcast is one multicast over the whole scope)
 and ``ktree`` (groups of about ``sqrt(len)`` PEs at once, then their leaders). Each level
-takes its own colors, so streams of different levels never share a queue.
+takes its own colors, so streams of different levels never share a queue, unless the op
+would need more colors than the router leaves kernels: then a reduction's upper level takes
+its lower level's colors again, in a new switch position of the routers where the two meet
+(``Wiring.new_position``; a whole-wafer tree allreduce needs 10 + 1 colors instead of 21).
 
 Data come from ``np.random.default_rng(seed)``; ``dtype="fp16"`` packs two values a word for
 the data movements (a reduction adds fp32 words, so it takes ``fp32`` only).
@@ -52,6 +55,7 @@ from kernels.lines import (
 )
 from kernels.plan import KernelPlan, decode, encode, split
 from kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
+from kernels.wiring import kernel_palette
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
@@ -92,7 +96,16 @@ def collective(
     _check(op, algo, scope, n_words, dtype, grid.rows, grid.cols)
     levels = _levels(scope, grid, _root_at(op, algo, grid.rows, grid.cols))
     plan = KernelPlan(grid, spec)
-    palette = _Palette(plan)
+    lines = [(len(level.lines[0]), level.root) for level in levels]
+    available = kernel_colors(spec)
+    reuse = reuses_colors(op, algo, lines, available)
+    if colors_needed(op, algo, lines, reuse) > available:  # before any route is built
+        raise ConfigError(
+            f"{op} {algo} over {scope} needs {colors_needed(op, algo, lines, reuse)} colors: "
+            f"router.colors={spec.router.colors} leaves {available} for kernels; raise "
+            "router.colors or pick an algo or scope that needs fewer"
+        )
+    palette = _Palette(plan, reuse)
     built = OPS[op].build(plan, levels, n_words, algo, dtype, palette, seed)
     analytic = collective_cycles(op, algo, n_words, grid.rows, grid.cols, spec, dtype, scope)
     sim = plan.run(max_cycles_for(analytic))
@@ -205,11 +218,14 @@ def _root_pe(levels: list[_Level]) -> int:
 
 
 class _Palette:
-    """Hands out the kernel colors in order; running out is an error naming the limit."""
+    """Hands out the kernel colors in order; running out is an error naming the limit.
+    ``reuse``: the op needs more colors than the router leaves kernels, so a reduction's
+    upper level takes its lower level's colors again (:func:`reuses_colors`)."""
 
-    def __init__(self, plan: KernelPlan) -> None:
+    def __init__(self, plan: KernelPlan, reuse: bool) -> None:
         self.colors, self.used = list(plan.wiring.palette), 0
         self.router_colors = plan.spec.router.colors
+        self.reuse = reuse
 
     def take(self, count: int) -> list[int]:
         if self.used + count > len(self.colors):
@@ -296,12 +312,27 @@ def _reduce_levels(plan, levels, n_words, algo, palette, seed):
     addrs = _vectors(plan, pes, n_words, "reduce vector")
     for pe, vector in zip(pes, inputs, strict=True):
         plan.load(pe, addrs[pe], vector)
+    first = None
     for depth, level in enumerate(levels):
-        colors = palette.take(reduce_colors(algo, len(level.lines[0]), level.root))
-        for k, line in enumerate(level.lines):
-            where = [addrs[pe] for pe in line]
-            reduce_line(plan, line, level.root, where, n_words, algo, colors, ("reduce", depth, k))
+        count = reduce_colors(algo, len(level.lines[0]), level.root)
+        if depth == 0 or not palette.reuse:
+            colors = palette.take(count)
+            first = first or colors
+            _reduce_level(plan, level, addrs, n_words, algo, colors, depth)
+            continue
+        colors = first[:count] + palette.take(max(0, count - len(first)))
+        members = [pe for line in level.lines for pe in line]
+        switch = lambda pes=members: plan.wiring.switch_ops(plan.prog, pes, 0)  # noqa: E731
+        with plan.wiring.new_position(members):  # the first level's colors again
+            _reduce_level(plan, level, addrs, n_words, algo, colors, depth, switch)
     return addrs, inputs
+
+
+def _reduce_level(plan, level, addrs, n_words, algo, colors, depth, prepare=None) -> None:
+    for k, line in enumerate(level.lines):
+        where = [addrs[pe] for pe in line]
+        reduce_line(plan, line, level.root, where, n_words, algo, colors, ("reduce", depth, k),
+                    prepare=prepare if k == 0 else None)  # fmt: skip
 
 
 def _broadcast_levels(plan, levels, addrs, n_words, algo, palette) -> None:
@@ -372,12 +403,46 @@ def _broadcast_cycles(algo, lines, n_words, spec) -> int:
 
 
 def _reduce_cycles(algo, lines, n_words, spec) -> int:
-    return sum(reduce_cycles(algo, n, root, n_words, spec) for n, root in lines)
+    total = sum(reduce_cycles(algo, n, root, n_words, spec) for n, root in lines)
+    if reuses_colors("reduce", algo, lines, kernel_colors(spec)):
+        total += _switches(spec)
+    return total
+
+
+def _switches(spec) -> int:
+    """What reused colors add: the upper level's first stream waits for its PEs' last
+    switch, one op (a cycle and the op start-up), and for a cycle in which the router
+    routes under its new position; a PE's other switches overlap its senders' own (on
+    8 x 8 to 32 x 32 the engine adds 4 cycles whatever the colors reused)."""
+    return 2 + spec.pe.op_startup_cycles
 
 
 def _allreduce_cycles(algo, lines, n_words, spec) -> int:
-    reduce = _reduce_cycles(algo, lines, n_words, spec)
+    reduce = sum(reduce_cycles(algo, n, root, n_words, spec) for n, root in lines)
+    if reuses_colors("allreduce", algo, lines, kernel_colors(spec)):
+        reduce += _switches(spec)
     return reduce + _broadcast_cycles(algo, lines, n_words, spec)
+
+
+def colors_needed(op: str, algo: str, lines, reuse: bool = False) -> int:
+    """Colors ``op`` takes over levels ``lines`` ((length, root), bottom first), each level
+    on colors of its own, or (``reuse``) a reduction's upper level on its lower one's."""
+    counts = [reduce_colors(algo, n, root) for n, root in lines]
+    reduce = max(counts) if reuse and op in REDUCING else sum(counts)
+    broadcast = 1 if algo == "tree" else sum(broadcast_colors(algo, n, r) for n, r in lines)
+    return {"broadcast": broadcast, "allreduce": reduce + broadcast}.get(op, reduce)
+
+
+def reuses_colors(op: str, algo: str, lines, available: int) -> bool:
+    """Whether a reduction runs short of the ``available`` kernel colors with a color set
+    a level, so its upper level reuses the lower one's (``Wiring.new_position``): only then,
+    since each reused color costs the upper level's PEs a router switch."""
+    return op in REDUCING and len(lines) > 1 and colors_needed(op, algo, lines) > available
+
+
+def kernel_colors(spec: WaferSpec) -> int:
+    """The colors a kernel may ask for (``Wiring.palette``)."""
+    return len(kernel_palette(spec.router.colors))
 
 
 def _gather_cycles(algo, lines, n_words, spec) -> int:

@@ -18,7 +18,8 @@ the 7-point star and 20 for the 25-point one (the WSE-2 router's 24, less the de
 Holes are skipped as in every kernel (:mod:`kernels.grid`): the neighbours are kernel
 neighbours, and routes detour around holes, which the 7-point star's 8 colors leave room for;
 the 25-point star takes all 20 kernel colors, so on a patch with holes it finds no detour
-color and says so (reusing colors across regions is issue 26's work).
+color and says so (its streams all run at once, so switch positions cannot share colors
+between them as a reduction's levels do).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ defect-free mesh that is the straight (XY) path.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -31,6 +32,12 @@ DELIVER = 5  # channel index of a PE's receive queue
 ROUTER = 6  # a router's color as a whole: whoever routes it there owns every input of it
 DETOUR_MARGIN = 3  # rows/columns a detour may leave the endpoints' bounding box by
 DETOUR_COLORS = 4  # colors kept for detours (of 24 on the WSE: [SDK])
+
+
+def kernel_palette(colors: int) -> range:
+    """The colors a kernel may ask for out of a router's ``colors``: all but the detour
+    colors on top."""
+    return range(max(1, colors - DETOUR_COLORS))
 
 
 class ChainPiece(NamedTuple):
@@ -58,12 +65,41 @@ class Wiring:
         self.routes = ColorRoutes(mesh, colors)
         self.owner: dict[tuple[int, int, int], Hashable] = {}
         self.colors_used: set[int] = set()
-        self.palette = range(max(1, colors - DETOUR_COLORS))
+        self.palette = kernel_palette(colors)
         self.detours = range(len(self.palette), colors)
         self._built: dict[tuple, int] = {}
         self._asked: set[int] = set()  # colors the kernel asked for
         self._ok = mesh.link_ok()
         self._nbr = mesh.neighbors()
+        self._moving: frozenset[int] = frozenset()  # routers taking a new switch position
+        self._position = 0
+        self.moved = ColorRoutes(mesh, colors)  # the new position of the moving routers
+
+    @contextlib.contextmanager
+    def new_position(self, pes: Iterable[int]) -> Iterator[ColorRoutes]:
+        """Streams routed inside the block take a new switch position at the routers of
+        ``pes`` (yielded: :attr:`moved`), so a color they used so far is used again there:
+        colors reused across regions. Those PEs' programs move their routers to it
+        (:meth:`switch_ops`) once done with the streams routed before. A router reuses a
+        color only where its old position just delivered it to its PE (every stream on it
+        ended there, so the PE knows when they are done) and not from the same input port;
+        elsewhere the streams need colors of their own, as outside the block."""
+        self._moving, self._position = frozenset(pes), self._position + 1
+        self.moved = ColorRoutes(self.mesh, self.routes.colors)
+        try:
+            yield self.moved
+        finally:
+            for pe in self._moving:  # a switched color is nobody else's there afterwards
+                for color in np.flatnonzero(self.moved.table[pe].any(axis=0)):
+                    self.owner[(pe, ROUTER, int(color))] = ("switched", self._position)
+            self._moving = frozenset()
+
+    def switch_ops(self, prog, pes: Iterable[int], task: int) -> None:
+        """Add to ``task`` of each of ``pes`` a switch to its new position, for every color
+        that position routes."""
+        for pe in pes:
+            for color in np.flatnonzero(self.moved.table[pe].any(axis=0)):
+                prog.switch(pe, task, int(color), self.moved.table[pe, :, color])
 
     def connect(self, color: int, src: int, dsts: Sequence[int], owner: Hashable) -> int:
         """Route ``color`` from ``src``'s ramp to the ramp of every PE in ``dsts``; returns
@@ -106,34 +142,57 @@ class Wiring:
     def _claim(self, color, src, edges, owner) -> None:
         """Add a tree's edges to the routes; its channels belong to ``owner`` from now on."""
         for pe, in_port, out in edges:
-            self.routes.add(pe, in_port, color, (out,))
+            (self.moved if pe in self._moving else self.routes).add(pe, in_port, color, (out,))
             if out == RAMP:
-                self.owner[(pe, DELIVER, color)] = owner
+                self.owner[self._key(pe, DELIVER, color)] = owner
             else:
                 there = int(self._nbr[pe, out])
-                self.owner[(there, (out + 2) % 4, color)] = owner
-                self.owner[(there, ROUTER, color)] = owner
-        self.owner[(src, RAMP, color)] = owner
-        self.owner[(src, ROUTER, color)] = owner
+                self.owner[self._key(there, (out + 2) % 4, color)] = owner
+                self.owner[self._key(there, ROUTER, color)] = owner
+        self.owner[self._key(src, RAMP, color)] = owner
+        self.owner[self._key(src, ROUTER, color)] = owner
         self.colors_used.add(color)
+
+    def _key(self, pe: int, port: int, color: int) -> tuple[int, ...]:
+        """A channel's ownership key: a moving router's channels are owned afresh."""
+        return (pe, port, color, self._position) if pe in self._moving else (pe, port, color)
 
     def _tree(self, color, src, dsts, owner, margin) -> list[tuple[int, int, int]] | None:
         """Edges ``(pe, in_port, out_port)`` of a multicast tree, or None if blocked."""
         if not self._free(src, RAMP, color, owner):
             return None
-        tree_in, edges = {src: RAMP}, []
+        tree_in, edges, joined = {src: RAMP}, [], {src: 0}
         for dst in dsts:
             if dst not in tree_in:
-                path = self._search(color, tree_in, dst, owner, margin)
+                path = self._next_to_tree(color, tree_in, joined, dst, owner)
+                path = path or self._search(color, tree_in, dst, owner, margin)
                 if path is None:
                     return None
                 for (a, in_a), (b, in_b) in zip(path, path[1:], strict=False):
                     edges.append((a, in_a, (in_b + 2) % 4))
                     tree_in[b] = in_b
+                    joined[b] = len(joined)
             if not self._free(dst, DELIVER, color, owner):
                 return None
             edges.append((dst, tree_in[dst], RAMP))
         return edges
+
+    def _next_to_tree(self, color, tree_in, joined, dst, owner) -> list[tuple[int, int]] | None:
+        """The one-hop path :meth:`_search` finds when ``dst`` is next to the tree: from
+        the neighbour that joined the tree first, over a working wire into a free channel.
+        Without this a multicast to a whole grid searched from every tree node for every
+        PE (quadratic: a 600 x 595 one never ended); with it, it is linear."""
+        best = None
+        for out in range(NUM_DIRS):
+            a = int(self._nbr[dst, out])
+            if a >= 0 and a in tree_in and (best is None or joined[a] < joined[best[0]]):
+                toward = (out + 2) % 4  # the wire from a into dst
+                if self._ok[a, toward] and self._free(dst, out, color, owner):
+                    best = (a, out)
+        if best is None:
+            return None
+        a, in_port = best
+        return [(a, tree_in[a]), (dst, in_port)]
 
     def _search(
         self, color, tree_in, dst, owner, margin, avoid=frozenset()
@@ -240,9 +299,19 @@ class Wiring:
         """Whether ``owner`` may use channel ``(pe, port, color)``: nobody else holds it nor,
         for a router's input, any input of that color there (one input per color and switch
         position: strict routing, :mod:`fabric.switches`)."""
-        if self.owner.get((pe, port, color), owner) != owner:
+        if self.owner.get(self._key(pe, port, color), owner) != owner:
             return False
-        return port == DELIVER or self.owner.get((pe, ROUTER, color), owner) == owner
+        if port == DELIVER:
+            return True
+        if pe in self._moving and not self._reusable(pe, port, color):
+            return False
+        return self.owner.get(self._key(pe, ROUTER, color), owner) == owner
+
+    def _reusable(self, pe: int, port: int, color: int) -> bool:
+        """Whether a moving router may route ``color`` from ``port`` in its new position:
+        its old one only delivered the color to its PE, and not from that port."""
+        old = self.routes.table[pe, :, color]
+        return bool(np.all((old == 0) | (old == 1 << RAMP))) and old[port] == 0
 
 
 def _nearest_first(tree_in: dict[int, int], dst: int, width: int) -> list[int]:

@@ -199,7 +199,7 @@ def test_flops_count_additions_only(op):
         ({"dtype": "bf16"}, "dtype='bf16' is not one of: fp32, fp16"),
         ({"grid": kernel_grid(3, 1), "scope": "row"}, "scope='row' of a 3x1 grid has 1 PE"),
         ({"n_words": 20_000}, "pe.sram_bytes"),
-        ({"spec": SPEC.replace({"router.colors": 8})}, "router.colors=8 leaves colors 0..3"),
+        ({"spec": SPEC.replace({"router.colors": 8})}, "needs 10 colors: router.colors=8 leaves 4"),
     ],
 )
 def test_bad_input_names_the_field(kwargs, message):
@@ -208,3 +208,21 @@ def test_bad_input_names_the_field(kwargs, message):
     args |= {"spec": SPEC} | kwargs
     with pytest.raises(ConfigError, match=message):
         collective(**args)
+
+
+def test_a_reduction_short_of_colors_reuses_them_on_its_upper_level():
+    """With colors for one level and the broadcast only, a tree allreduce's column level
+    takes its row level's colors again (the root column switches its routers between the
+    levels; ``Wiring.new_position``) and still sums right; the estimate charges the
+    switches. Every color it may use fits the router; the same op on a grid whose rounds
+    need more says how many before it builds anything."""
+    spec = SPEC.replace({"router.colors": 8})  # 4 kernel colors: 3 rounds + 1 multicast
+    result = collective("allreduce", "tree", 4, kernel_grid(8, 8), spec)
+    assert result.max_abs_error < 1e-5
+    assert result.colors_used == 4
+    assert result.analytic_cycles == collective_cycles("allreduce", "tree", 4, 8, 8, spec)
+    assert result.analytic_cycles == result.cycles
+    plain = collective("allreduce", "tree", 4, kernel_grid(8, 8), SPEC)
+    assert plain.colors_used == 7  # 3 + 3 + 1: no reuse while the colors last
+    with pytest.raises(ConfigError, match="needs 5 colors: router.colors=8 leaves 4"):
+        collective("allreduce", "tree", 4, kernel_grid(16, 16), spec)
