@@ -430,3 +430,24 @@ def test_a_table_of_another_version_is_not_resumed(small, tmp_path):
         f.attrs["wafersim_version"] = "0.2.0"
     with pytest.raises(ConfigError, match="written by wafersim 0.2.0, this is"):
         run_sweep(load_sweep(small), out, serial=True)
+
+
+def test_a_results_file_takes_one_sweep_at_a_time(small, tmp_path):
+    """A second sweep on an --out another one is writing is refused at once, naming it
+    (issue 27: two sweeps started together both reported success while the file kept one
+    sweep's rows under the other's header); a write into a file that another sweep has
+    taken over is refused rather than mixed in."""
+    from wafer.atomic import exclusive
+    from wafersim.sweep_results import write_records
+
+    out = tmp_path / "r.h5"
+    busy = pytest.raises(ConfigError, match=r"r.h5 is being written by another sweep \(pid")
+    with exclusive(out, "sweep"), busy:  # as if another sweep were running
+        run_sweep(load_sweep(small), out, serial=True)
+    assert not out.exists()
+    run_sweep(load_sweep(small), out, serial=True)
+    other = load_sweep(_write(tmp_path, SMALL.replace("seed: [0, 1]", "seed: [7]"), "b.yaml"))
+    rows = read_records(out)
+    with pytest.raises(ConfigError, match="now belongs to another sweep"):
+        write_records(out, other, rows[:1])
+    assert read_records(out) == rows

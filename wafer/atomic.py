@@ -34,3 +34,36 @@ def write_json(path: str | Path, data: Any) -> None:
 def write_text(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+@contextlib.contextmanager
+def exclusive(path: str | Path, what: str) -> Iterator[None]:
+    """Hold ``<path>.lock`` for the block, or refuse at once (:class:`ConfigError` naming
+    ``what`` and the holder's pid) when another process holds it: two writers of one file
+    would interleave. POSIX advisory locks (``fcntl``); the lock goes with the process, so a
+    killed holder leaves nothing held."""
+    import fcntl
+
+    from wafer.errors import ConfigError
+
+    lock = Path(f"{path}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise ConfigError(
+                f"{path} is being written by another {what} (pid {holder}): wait for it to "
+                "end, or write to another file"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        try:
+            yield
+        finally:
+            f.seek(0)
+            f.truncate()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wafer import __version__
+from wafer.atomic import exclusive
 from wafer.errors import ConfigError
 from wafersim.heap import WORKER_ENVIRON, keep_freed_memory
 from wafersim.jobs import command
@@ -137,14 +138,14 @@ def run_sweep(
     256 MiB of freed memory kept: :mod:`wafersim.heap`).
     """
     start = time.perf_counter()
-    previous = open_results(out, sweep)
-    todo = [p for p in sweep.points if _needs_run(previous.get(p.index))]
-    executor, runner = _executor(scheduler, workers, serial)
-    tally = _Tally(sweep, previous, len(todo), start, progress)
-    jobs = [(p, previous[p.index].attempts + 1 if p.index in previous else 1) for p in todo]
-    if jobs:
-        for batch in runner(sweep, jobs):
-            write_records(out, [_merge(previous.get(r.point), r) for r in batch])
+    with exclusive(out, "sweep"):  # one sweep a results file at a time
+        previous = open_results(out, sweep)
+        todo = [p for p in sweep.points if _needs_run(previous.get(p.index))]
+        executor, runner = _executor(scheduler, workers, serial)
+        tally = _Tally(sweep, previous, len(todo), start, progress)
+        jobs = [(p, previous[p.index].attempts + 1 if p.index in previous else 1) for p in todo]
+        for batch in runner(sweep, jobs) if jobs else ():
+            write_records(out, sweep, [_merge(previous.get(r.point), r) for r in batch])
             tally.add(batch)
     wall_s = time.perf_counter() - start
     return SweepSummary(

@@ -127,14 +127,21 @@ def _scalar(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def write_records(path: str | Path, records: list[PointRecord]) -> None:
-    """Add (or, for a retried point, replace) rows; atomically, via a copy of the file."""
+def write_records(path: str | Path, sweep: SweepConfig, records: list[PointRecord]) -> None:
+    """Add (or, for a retried point, replace) rows of ``sweep``'s file; atomically, via a
+    copy of the file, and only if the file still belongs to ``sweep``."""
     if not records:
         return
     path = Path(path)
     with atomic_path(path) as tmp:
         shutil.copyfile(path, tmp)
         with h5py.File(tmp, "r+") as f:
+            if f.attrs.get("sweep_sha256") != sweep.sha256:
+                raise ConfigError(
+                    f"{path} now belongs to another sweep (sha256 "
+                    f"{str(f.attrs.get('sweep_sha256'))[:12]}, this one {sweep.sha256[:12]}): "
+                    "this sweep's last points were not written; write to another --out"
+                )
             _write_rows(f["points"], records)
 
 
