@@ -5,11 +5,14 @@ float32 dataset per tensor that has that optimizer slot), and attributes ``forma
 ``format_version``, ``step``, ``seed`` (-1: none), ``init_std``, ``dtype``, ``optimizer``
 (JSON, ``""``: none), ``rng_state`` (JSON of a numpy bit generator's state, ``""``: none) and
 ``wafersim_version`` and ``meta`` (JSON of what the caller keeps with the weights, such as
-a run's config hash and loss history; ``""``: none).
+a run's config hash and loss history; ``""``: none). Every dataset carries the SHA-256 of
+its bytes (attribute ``sha256``, format version 2), checked when it is read: a flipped bit
+or overwritten bytes are an error naming the dataset, never silently different weights.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,7 +27,8 @@ from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
 
 FORMAT = "wafersim-memoryx-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a SHA-256 on every dataset
+READABLE_VERSIONS = (1, 2)  # 1: written before checksums; read unchecked
 
 
 class Checkpoint(NamedTuple):
@@ -92,7 +96,12 @@ def restore_rng(state: dict[str, Any]) -> np.random.Generator:
 
 def _write_group(group: h5py.Group, arrays: dict[str, np.ndarray]) -> None:
     for name, array in arrays.items():
-        group.create_dataset(name, data=array)
+        data = group.create_dataset(name, data=array)
+        data.attrs["sha256"] = _sha256(np.asarray(array, np.float32))
+
+
+def _sha256(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
 
 
 def _write_state(group: h5py.Group, state: dict[str, dict[str, np.ndarray]]) -> None:
@@ -104,12 +113,13 @@ def _read_checkpoint(f: h5py.File) -> Checkpoint:
     if f.attrs.get("format") != FORMAT:
         raise ValueError(f"format attribute is {f.attrs.get('format')!r}, expected {FORMAT!r}")
     version = f.attrs.get("format_version")
-    if version != FORMAT_VERSION:
-        raise ValueError(f"format_version is {version!r}; this wafersim reads {FORMAT_VERSION}")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"format_version is {version!r}; this wafersim reads {READABLE_VERSIONS}")
+    checked = version >= 2
     seed = int(f.attrs["seed"])
     store = WeightStore.from_arrays(
-        weights=_read_group(f["weights"]),
-        state={slot: _read_group(group) for slot, group in f["state"].items()},
+        weights=_read_group(f["weights"], checked),
+        state={slot: _read_group(group, checked) for slot, group in f["state"].items()},
         seed=None if seed < 0 else seed,
         init_std=float(f.attrs["init_std"]),
     )
@@ -126,10 +136,12 @@ def _read_checkpoint(f: h5py.File) -> Checkpoint:
     )
 
 
-def _read_group(group: h5py.Group) -> dict[str, np.ndarray]:
+def _read_group(group: h5py.Group, checked: bool) -> dict[str, np.ndarray]:
     out = {}
     for name, data in group.items():
         if not isinstance(data, h5py.Dataset) or data.dtype != np.float32:
             raise ValueError(f"{data.name} is not a float32 dataset")
         out[name] = data[()]
+        if checked and data.attrs.get("sha256") != _sha256(out[name]):
+            raise ValueError(f"{data.name} fails its checksum (its bytes changed since saved)")
     return out

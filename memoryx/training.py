@@ -16,6 +16,8 @@ of the step, the engine is deterministic, optimizer state is in the checkpoint).
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +35,8 @@ from memoryx.sparsity import apply_masks
 from memoryx.store import WeightStore
 from memoryx.swarmx import reduce_gradients
 from wafer.errors import ConfigError
+
+LOG = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = re.compile(r"step_(\d{8})\.h5$")
 KEEP_CHECKPOINTS = 2
@@ -105,6 +109,11 @@ def train(
     base = np.array(history.busy or 0, np.int64)  # busy cycles before a resume
     for step in range(start, steps):
         loss = trainer.step(store, step)
+        if not math.isfinite(loss):
+            raise ConfigError(
+                f"training diverged: step {step + 1} has loss {loss}; lower optimizer.lr or "
+                "check the data (the last checkpoint is kept)"
+            )
         history.losses.append(loss)
         done = step + 1
         if _due(done, every["eval"], steps) and len(trainer.data.y_test):
@@ -141,6 +150,17 @@ def _keyed(measured: dict[tuple[str, str], int]) -> dict[str, int]:
     return {f"{layer}/{p}": value for (layer, p), value in measured.items()}
 
 
+def _newest_intact(found: list[Path]):
+    """The newest checkpoint that reads back whole, what it holds, and why newer ones did not."""
+    damaged = []
+    for path in reversed(found):
+        try:
+            return path, load_checkpoint(path), damaged
+        except ConfigError as error:
+            damaged.append(str(error))
+    raise ConfigError(f"no intact checkpoint in {found[0].parent}: {'; '.join(damaged)}")
+
+
 def checkpoint_dir(out_dir: Path) -> Path:
     return out_dir / "checkpoints"
 
@@ -163,15 +183,18 @@ def checkpoints(out_dir: Path) -> list[Path]:
 
 
 def resume(out_dir: Path, digest: str, store: WeightStore) -> tuple[WeightStore, int, History]:
-    """The newest checkpoint's store, step and history, or ``store`` at step 0.
+    """The newest intact checkpoint's store, step and history, or ``store`` at step 0.
 
-    A checkpoint that cannot be read, or one of another config, is an error: nothing is
-    overwritten, so the user decides what to keep."""
+    A damaged checkpoint (unreadable, or a dataset failing its checksum) is skipped for the
+    next older one, saying so on stderr; none intact, or one of another config, is an error:
+    nothing is overwritten, so the user decides what to keep."""
     found = checkpoints(out_dir)
     if not found:
         return store, 0, History()
-    newest = found[-1]
-    saved = load_checkpoint(newest)  # a corrupt file raises ConfigError naming it
+    newest, saved, damaged = _newest_intact(found)
+    if damaged:
+        LOG.warning("wafersim: skipped damaged checkpoint(s): %s; resuming from %s",
+                    "; ".join(damaged), newest.name)  # fmt: skip
     meta = saved.meta or {}
     if meta.get("config_sha256") != digest:
         raise ConfigError(

@@ -134,3 +134,20 @@ def test_timing_only_store_cannot_be_checkpointed(tmp_path):
     with pytest.raises(ConfigError, match="timing-only"):
         save_checkpoint(tmp_path / "c.h5", WeightStore.timing_only(SHAPES), 0)
     assert not list(Path(tmp_path).iterdir())
+
+
+def test_changed_bytes_fail_the_checksum_naming_the_dataset(tmp_path):
+    """A weight or optimizer-state dataset whose bytes changed after saving (one value, or
+    one bit of one) is refused, naming it (issue 27: such a checkpoint resumed with exit 0
+    and silently different weights, or nan loss)."""
+    store = WeightStore.materialised(SHAPES, seed=5, init_std=0.1)
+    AdamW().apply(store, "w", np.ones((8, 3), np.float32), 1)
+    path = tmp_path / "c.h5"
+    for dataset in ("weights/w", "state/exp_avg/w"):
+        save_checkpoint(path, store, 1, AdamW())
+        with h5py.File(path, "r+") as f:
+            bits = f[dataset][()].view(np.uint32)
+            bits.flat[3] ^= 1 << 7  # one bit of one value
+            f[dataset][...] = bits.view(np.float32)
+        with pytest.raises(ConfigError, match=f"/{dataset} fails its checksum"):
+            load_checkpoint(path)

@@ -174,6 +174,36 @@ def test_corrupt_checkpoint_is_a_clear_error_and_kept(tmp_path):
     assert newest.read_bytes() == b"not a checkpoint"
 
 
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, caplog):
+    """The newest checkpoint failing its checksum is skipped for the one before, saying so;
+    the run then ends as an uninterrupted one."""
+    import h5py
+
+    config = load_run_config(write_config(tmp_path, steps=4), {"checkpoint_every": 1})
+    run(config, tmp_path / "whole")
+    short = load_run_config(write_config(tmp_path, steps=4), {"checkpoint_every": 1})
+    run(short, tmp_path / "out")
+    newest = checkpoints(tmp_path / "out")[-1]
+    with h5py.File(newest, "r+") as f:
+        name = next(iter(f["weights"]))
+        f["weights"][name][...] = f["weights"][name][()] + 1
+    result = run(config, tmp_path / "out")
+    assert f"skipped damaged checkpoint(s): {newest}" in caplog.text
+    assert len(result.history.losses) == 4
+    a = load_checkpoint(checkpoints(tmp_path / "whole")[-1]).store
+    b = load_checkpoint(checkpoints(tmp_path / "out")[-1]).store
+    for tensor in a.names:
+        assert np.array_equal(a.get(tensor), b.get(tensor)), tensor
+
+
+def test_a_diverging_run_stops_naming_the_step(tmp_path):
+    """A non-finite loss is an error naming the step, not a finished run with loss nan."""
+    changes = {"optimizer.name": "sgd", "optimizer.lr": 1e6}
+    config = load_run_config(write_config(tmp_path, steps=3), changes)
+    with pytest.raises(ConfigError, match=r"training diverged: step \d+ has loss (nan|inf)"):
+        run(config, tmp_path / "out")
+
+
 def test_checkpoint_of_another_config_is_refused(tmp_path):
     """Checkpoints in DIR from a different config are an error, not silently reused."""
     run(load_run_config(write_config(tmp_path, steps=1)), tmp_path / "out")
