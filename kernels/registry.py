@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -120,8 +121,58 @@ def run_kernel(
     seed: int = 0,
     **options,
 ) -> KernelResult:
-    """Run one kernel on the cycle engine with inputs drawn from ``seed``."""
+    """Run one kernel on the cycle engine with inputs drawn from ``seed``: refused before
+    any input is drawn when it cannot fit the PEs' SRAM or this machine's memory."""
+    check_fits(kernel, algo, shape, grid.rows, grid.cols, spec, dtype)
     return algorithm(kernel, algo).run(shape, grid, spec, dtype, seed, **options)
+
+
+def check_fits(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype: str) -> None:
+    """ConfigError when the busiest PE's share of the inputs and outputs exceeds its SRAM,
+    or the inputs (drawn in float64, then float32) exceed the host's available memory:
+    before the work, not after minutes of allocation (a 100k^3 GEMM on 2 x 2 PEs asked
+    numpy for 74.5 GiB)."""
+    words, values = _footprint(kernel, algo, shape, rows, cols, spec, dtype)
+    budget = spec.pe.sram_bytes // 4
+    if words > budget:
+        raise ConfigError(
+            f"{kernel} {shape} on {cols}x{rows} PEs needs at least {words * 4} bytes of SRAM "
+            f"on its busiest PE, available {spec.pe.sram_bytes} (pe.sram_bytes): use a larger "
+            "grid or a smaller problem"
+        )
+    need, have = values * 12, _available_memory()  # float64 draw + its float32 copy
+    if have is not None and need > have:
+        raise ConfigError(
+            f"{kernel} {shape} needs about {need / 2**30:.1f} GiB of host memory for its "
+            f"inputs, this machine has {have / 2**30:.1f} GiB available"
+        )
+
+
+def _footprint(kernel, algo, shape, rows, cols, spec, dtype) -> tuple[int, int]:
+    """(SRAM words of the busiest PE, at least; input values drawn on the host)."""
+    p, q, per_word = rows, cols, 2 if dtype == "fp16" else 1
+    if kernel == "gemm":
+        m, k, n = shape["m"], shape["k"], shape["n"]
+        return algorithm(kernel, algo).sram_words(m, k, n, p, q, spec, dtype), m * k + k * n
+    if kernel == "gemv":
+        m, n = shape["m"], shape["n"]
+        tile = -(-(-(-m // p) * -(-n // q)) // per_word)
+        return tile + -(-m // p), m * n + n
+    n = shape["n"]
+    if kernel == "stencil":
+        return n * (3 + 4 * stencil.RADIUS[algo]), p * q * n
+    return n, p * q * n  # a collective: each PE's vector (the root: all of a scatter's)
+
+
+def _available_memory() -> int | None:
+    """MemAvailable from /proc/meminfo, in bytes (None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def analytic_cycles(kernel, algo, shape, rows, cols, spec, dtype="fp32", **options) -> int:

@@ -325,3 +325,73 @@ def test_progress_draws_a_tqdm_bar_on_a_terminal_where_tqdm_is_installed(monkeyp
     assert isinstance(progress_for(io.StringIO()), ProgressLine)
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     assert isinstance(progress_for(_Terminal()), ProgressLine)
+
+
+BROKEN = {
+    "unclosed.yaml": ("a: [1, 2\nb: 3\n", "2:2"),
+    "braces.yaml": ("{{{{\n", "2:1"),
+    "tab.yaml": ("a: 1\n\tb: 2\n", "2:1"),
+    "bad.toml": ("a = 1\nb = = 2\n", "2:5"),
+    "bad.json": ('{"dead_pes": [1, 2\n', "2:1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+@pytest.mark.parametrize("reader", ["run", "compile", "sweep", "spec", "defect-list"])
+def test_a_malformed_file_is_one_line_naming_file_line_and_column(capsys, tmp_path, name, reader):
+    """Every text file the CLI reads (run config, model, sweep file, spec, defect list):
+    a parse error is one line with the file, line and column, exit 2 (issue 27: malformed
+    YAML raised a traceback; TOML was handled)."""
+    text, where = BROKEN[name]
+    if name.endswith(".json") and reader != "defect-list":
+        pytest.skip("only defect lists are JSON")
+    path = tmp_path / name
+    path.write_text(text)
+    argv = {
+        "run": ["run", str(path), "--out", str(tmp_path / "out")],
+        "compile": ["compile", str(path)],
+        "sweep": ["sweep", str(path), "--out", str(tmp_path / "s.h5")],
+        "spec": ["defects", "--spec", str(path), "--pe-defect-prob", "0.1"],
+        "defect-list": ["defects", "--preset", "tiny", "--defect-model", "explicit",
+                        "--defect-list", str(path)],
+    }[reader]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        sys.exit(main(argv))
+    _, err = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert f"{path}:{where}: cannot parse" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_outputs_of_the_wrong_kind_are_refused_before_any_work(capsys, tmp_path):
+    """A file where a folder goes, a folder where a file goes, an empty or foreign results
+    file: one line, exit 2, before the job runs (issue 27: tracebacks after the work)."""
+    a_file, a_folder = tmp_path / "x.txt", tmp_path / "d"
+    a_file.write_text("x")
+    a_folder.mkdir()
+    empty, foreign = tmp_path / "empty.h5", tmp_path / "foreign.h5"
+    empty.write_bytes(b"")
+    import h5py
+
+    with h5py.File(foreign, "w") as f:
+        f["x"] = [1, 2]
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("job: defects\nbase: {preset: tiny, pe_defect_prob: 0.1}\n"
+                     "axes: {seed: [0]}\nmetrics: [working_pes]\n")  # fmt: skip
+    cases = [
+        (["run", "examples/fc_digits.yaml", "--out", str(a_file)], "is a file; give a folder"),
+        (["compile", "examples/models/fc-digits.yaml", "--out", str(a_file)], "is a file"),
+        (["defects", "--preset", "tiny", "--pe-defect-prob", "0.1", "--out", str(a_folder)],
+         "is a folder; give a file name"),
+        (["traffic", "--grid", "4x4", "--trace", str(a_folder)], "--trace"),
+        (["sweep", str(sweep), "--out", str(empty), "--serial"], "not HDF5"),
+        (["sweep", str(sweep), "--out", str(foreign), "--serial"], "not a wafersim sweep"),
+        (["plot", str(empty), "--x", "seed", "--y", "working_pes"], "not HDF5"),
+    ]  # fmt: skip
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as exit_info:
+            sys.exit(main(argv))
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2, (argv, err)
+        assert message in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1, (argv, err)

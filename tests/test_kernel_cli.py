@@ -53,6 +53,15 @@ def test_kernel_with_defects_is_deterministic(capsys):
         (["gemm", "--algo", "summa", "--grid", "4by4"], "must look like WxH"),
         (["gemv", "--algo", "chain", "--m", "0"], "m=0 must be an integer >= 1"),
         (["gemv", "--algo", "chain", "--m", "400", "--n", "400", "--grid", "1x1"], "SRAM"),
+        # sizes that cannot fit are refused before any input is drawn (issue 27: 74.5 GiB
+        # asked of numpy for the first, 298 GiB for the third)
+        (
+            ["gemm", "--m", "100000", "--k", "100000", "--n", "100000", "--grid", "2x2"],
+            "needs at least 20016000000 bytes of SRAM",
+        ),
+        (["gemv", "--m", "100000000", "--grid", "2x2"], "bytes of SRAM on its busiest PE"),
+        (["allreduce", "--n", "10000000000", "--grid", "2x2"], "(pe.sram_bytes)"),
+        (["stencil", "--algo", "star25", "--n", "700", "--grid", "9x9"], "53200 bytes of SRAM"),
     ],
 )
 def test_kernel_bad_input_is_one_line(capsys, argv, message):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,20 +18,37 @@ def load_mapping(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"no such file: {path}")
     suffix = path.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
+        raise ConfigError(f"{path}: unknown file type {suffix!r}; use .toml, .yaml or .yml")
     try:
-        if suffix == ".toml":
-            data = tomllib.loads(path.read_text())
-        elif suffix in (".yaml", ".yml"):
-            data = _yaml().safe_load(path.read_text())
-        else:
-            raise ConfigError(f"{path}: unknown file type {suffix!r}; use .toml, .yaml or .yml")
-    except (tomllib.TOMLDecodeError, ValueError) as error:
-        if isinstance(error, ConfigError):
-            raise
-        raise ConfigError(f"{path}: cannot parse: {error}") from None
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+    data = _parse_toml(path, text) if suffix == ".toml" else _parse_yaml(path, text)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a table of keys at the top level")
     return data
+
+
+def _parse_toml(path: Path, text: str) -> Any:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:  # "... (at line L, column C)" or "(at end ...)"
+        found = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
+        where = ":".join(found.groups()) if found else f"{text.count(chr(10)) + 1}:end"
+        message = str(error).partition(" (at ")[0]
+        raise ConfigError(f"{path}:{where}: cannot parse: {message}") from None
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    yaml = _yaml()
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+        where = f"{mark.line + 1}:{mark.column + 1}" if mark else "?:?"
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"{path}:{where}: cannot parse: {problem}") from None
 
 
 def _yaml() -> Any:

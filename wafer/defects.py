@@ -413,7 +413,10 @@ def _read_defect_list(path: Path) -> dict[str, Any]:
             data = load_mapping(path)
     except ConfigError as error:
         raise DefectMapError(str(error)) from None
-    except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
+    except json.JSONDecodeError as error:
+        where = f"{error.lineno}:{error.colno}"
+        raise DefectMapError(f"{path}:{where}: cannot parse: {error.msg}") from None
+    except ValueError as error:  # UnicodeDecodeError
         raise DefectMapError(f"{path}: cannot parse: {error}") from None
     if not isinstance(data, dict):
         raise DefectMapError(f"{path}: expected a table with keys dead_pes and dead_links")

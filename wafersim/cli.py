@@ -14,6 +14,7 @@ from typing import Any
 
 from wafer.errors import WaferSimError
 from wafersim.jobs import command
+from wafersim.options import check_output, flag
 from wafersim.parser import parse_command_line
 
 
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_command_line(sys.argv[1:] if argv is None else list(argv))
     job = command(args.command)
     try:
+        for option, kind in job.outputs.items():
+            check_output(getattr(args, option, None), flag(option), kind)
         result = job.run(args)
     except WaferSimError as error:
         print(f"wafersim {args.command}: error: {error}", file=sys.stderr)

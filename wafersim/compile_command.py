@@ -148,4 +148,5 @@ def _defects_line(d: dict[str, Any]) -> str:
     )
 
 
-COMMAND = Command(add_compile_arguments, run_compile_command, compile_text)
+COMMAND = Command(add_compile_arguments, run_compile_command, compile_text,
+                  outputs={"out": "folder"})  # fmt: skip

@@ -188,4 +188,5 @@ def _ci_text(ci: dict[str, Any], digits: int) -> str:
     return f"{ci['mean']:.{digits}f}{half}"
 
 
-COMMAND = Command(add_defects_arguments, run_defects, _defects_text)
+COMMAND = Command(add_defects_arguments, run_defects, _defects_text,
+                  outputs={"out": "file", "plot": "file"})  # fmt: skip

@@ -12,20 +12,22 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
 @dataclass(frozen=True)
 class Command:
     """One subcommand: its options, its job and its text output; whether it takes
-    ``--seed``, and what its ``key=value`` words set (``""``: it takes none)."""
+    ``--seed``, what its ``key=value`` words set (``""``: it takes none), and which of its
+    options name outputs (option -> ``"file"`` or ``"folder"``), checked before it runs."""
 
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], dict[str, Any]]
     text: Callable[[dict[str, Any]], str]
     seed: bool = True
     overrides: str = "spec"
+    outputs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ wide, H high), and ``--json``, ``--seed`` and ``key=value`` overrides (anywhere 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wafer import __version__
@@ -206,3 +208,24 @@ def defects_summary(defects: DefectMap, grid: LogicalGrid, wall_s: float) -> dic
         "wafersim_version": __version__,
         "wall_s": wall_s,
     }
+
+
+def check_output(path: str | None, option: str, kind: str) -> None:
+    """ConfigError before any work when output ``path`` (a ``"file"`` or a ``"folder"``)
+    cannot be written: a folder given for a file or the reverse, or a place this process
+    may not write (issue 27: these failed with a traceback after the simulation ran)."""
+    if path is None:
+        return
+    target = Path(path)
+    if kind == "file" and target.is_dir():
+        raise ConfigError(f"{option} {path} is a folder; give a file name")
+    if kind == "folder" and target.exists() and not target.is_dir():
+        raise ConfigError(f"{option} {path} is a file; give a folder")
+    existing = target if target.exists() else next(p for p in target.parents if p.exists())
+    if not existing.is_dir() and existing != target:
+        raise ConfigError(f"{option} {path}: {existing} is a file, not a folder")
+    writable = target if kind == "folder" and target.is_dir() else existing
+    if target.exists() and kind == "file":
+        writable = target.parent
+    if not os.access(writable, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: {writable} is not writable")

@@ -60,4 +60,5 @@ def plot_text(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-COMMAND = Command(add_plot_arguments, run_plot_command, plot_text, seed=False, overrides="")
+COMMAND = Command(add_plot_arguments, run_plot_command, plot_text, seed=False, overrides="",
+                  outputs={"out": "file"})  # fmt: skip

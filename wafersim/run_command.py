@@ -86,4 +86,5 @@ def run_text(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-COMMAND = Command(add_run_arguments, run_run_command, run_text, overrides="run-config")
+COMMAND = Command(add_run_arguments, run_run_command, run_text, overrides="run-config",
+                  outputs={"out": "folder"})  # fmt: skip

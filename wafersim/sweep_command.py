@@ -61,4 +61,5 @@ def sweep_text(r: dict[str, Any]) -> str:
     )
 
 
-COMMAND = Command(add_sweep_arguments, run_sweep_command, sweep_text, seed=False, overrides="")
+COMMAND = Command(add_sweep_arguments, run_sweep_command, sweep_text, seed=False, overrides="",
+                  outputs={"out": "file"})  # fmt: skip

@@ -52,9 +52,23 @@ def open_results(path: str | Path, sweep: SweepConfig) -> dict[int, PointRecord]
     if not path.exists():
         _create(path, sweep)
         return {}
+    check_results_file(path)
     with h5py.File(path, "r") as f:
         _check_matches(path, f.attrs, sweep)
     return {record.point: record for record in read_records(path)}
+
+
+def check_results_file(path: str | Path) -> None:
+    """ConfigError unless ``path`` is a sweep results file (an empty file, any other HDF5
+    file or text is named as such, not a traceback)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file")
+    if not h5py.is_hdf5(path):
+        raise ConfigError(f"{path} is not a wafersim sweep results file (not HDF5)")
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("format") != FORMAT or not isinstance(f.get("points"), h5py.Group):
+            raise ConfigError(f"{path} is not a wafersim sweep results file (format {FORMAT})")
 
 
 def _create(path: Path, sweep: SweepConfig) -> None:
@@ -97,6 +111,7 @@ def _check_matches(path: Path, attrs: Any, sweep: SweepConfig) -> None:
 
 def read_records(path: str | Path) -> list[PointRecord]:
     """Every row of the table, in file order."""
+    check_results_file(path)
     with h5py.File(path, "r") as f:
         group = f["points"]
         columns = {name: group[name].asstr()[:] for name in TEXT_COLUMNS}

@@ -88,4 +88,5 @@ def _traffic_text(r: dict[str, Any]) -> str:
     )
 
 
-COMMAND = Command(add_traffic_arguments, run_traffic_command, _traffic_text)
+COMMAND = Command(add_traffic_arguments, run_traffic_command, _traffic_text,
+                  outputs={"trace": "file", "plot": "file"})  # fmt: skip
