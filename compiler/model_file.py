@@ -162,6 +162,9 @@ class _Builder:
         name = prefix + str(local)
         sources = self.sources(entry.pop("from", None), scope, name)
         fields = {key: evaluate(value, self.dims, f"{name}.{key}") for key, value in entry.items()}
+        for key, value in fields.items():  # every size a layer takes is a count
+            if not isinstance(value, bool) and value < 1:
+                raise ConfigError(f"layer {name!r}: {key}={value} must be >= 1")
         widths = [self.widths[s] for s in sources]
         new = build_op(op, name, fields, widths)
         new[0] = dataclasses.replace(new[0], inputs=tuple(sources), in_features=sum(widths))

@@ -43,7 +43,7 @@ from compiler.strategies import strategies
 from kernels.tiers import TIERS
 from memoryx.data import input_pipeline
 from memoryx.swarmx import MAX_WAFERS
-from wafer.config_io import load_mapping
+from wafer.config_io import flatten, load_mapping
 from wafer.errors import ConfigError
 from wafer.presets import DEFAULT_PRESET, preset
 from wafer.spec import WaferSpec
@@ -168,7 +168,7 @@ def wafer_spec(wafer: Any) -> WaferSpec:
     overrides = wafer.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise ConfigError(f"wafer.overrides must be a table of spec keys, got {overrides!r}")
-    return spec.replace(overrides) if overrides else spec
+    return spec.replace(flatten(overrides)) if overrides else spec  # {pe: {x: 1}}: pe.x only
 
 
 def _check_section(name: str, value: Any, allowed: tuple[str, ...]) -> None:

@@ -192,6 +192,9 @@ def resume(out_dir: Path, digest: str, store: WeightStore) -> tuple[WeightStore,
     if not found:
         return store, 0, History()
     newest, saved, damaged = _newest_intact(found)
+    if not damaged:  # a kill between a save and its pruning left one too many
+        for old in found[:-KEEP_CHECKPOINTS]:
+            old.unlink()
     if damaged:
         LOG.warning("wafersim: skipped damaged checkpoint(s): %s; resuming from %s",
                     "; ".join(damaged), newest.name)  # fmt: skip

@@ -384,6 +384,7 @@ def test_outputs_of_the_wrong_kind_are_refused_before_any_work(capsys, tmp_path)
         (["defects", "--preset", "tiny", "--pe-defect-prob", "0.1", "--out", str(a_folder)],
          "is a folder; give a file name"),
         (["traffic", "--grid", "4x4", "--trace", str(a_folder)], "--trace"),
+        (["defects", "--defects", str(a_folder)], "is a folder, not a defect map file"),
         (["sweep", str(sweep), "--out", str(empty), "--serial"], "not HDF5"),
         (["sweep", str(sweep), "--out", str(foreign), "--serial"], "not a wafersim sweep"),
         (["plot", str(empty), "--x", "seed", "--y", "working_pes"], "not HDF5"),

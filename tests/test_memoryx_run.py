@@ -27,6 +27,7 @@ from memoryx.sparsity import apply_masks, prune_masks
 from memoryx.store import WeightStore
 from memoryx.training import Trainer, checkpoints
 from wafer.errors import ConfigError
+from wafer.presets import preset
 from wafersim.cli import main
 from wafersim.run_plots import write_plots
 
@@ -196,6 +197,19 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, capl
         assert np.array_equal(a.get(tensor), b.get(tensor)), tensor
 
 
+def test_a_kill_between_save_and_pruning_leaves_no_extra_checkpoint(tmp_path):
+    """Resuming prunes to the kept number (issue 27: one too many stayed for good)."""
+    import shutil
+
+    config = load_run_config(write_config(tmp_path, steps=3), {"checkpoint_every": 1})
+    run(config, tmp_path / "out")
+    kept = checkpoints(tmp_path / "out")
+    extra = kept[0].with_name("step_00000000.h5")  # as if pruning had not run
+    shutil.copyfile(kept[0], extra)
+    run(config, tmp_path / "out")
+    assert checkpoints(tmp_path / "out") == kept
+
+
 def test_a_diverging_run_stops_naming_the_step(tmp_path):
     """A non-finite loss is an error naming the step, not a finished run with loss nan."""
     changes = {"optimizer.name": "sgd", "optimizer.lr": 1e6}
@@ -319,3 +333,14 @@ def test_a_run_has_each_kernel_tier_and_no_other():
 
     assert list(RUN_TIERS) == list(TIERS)
     assert [name for name, tier in RUN_TIERS.items() if tier.functional] == ["cycle"]
+
+
+def test_nested_spec_overrides_change_only_their_keys():
+    """``wafer.overrides: {pe: {sram_bytes: 65536}}`` (or the dotted word on the command
+    line) changes that key and keeps the rest of the PE, as it does for defects and kernel
+    (issue 27: it was refused with "pe is missing keys")."""
+    from memoryx.run_config import wafer_spec
+
+    spec = wafer_spec({"preset": "tiny", "overrides": {"pe": {"sram_bytes": 65536}}})
+    assert spec.pe.sram_bytes == 65536
+    assert spec.pe.op_startup_cycles == preset("tiny").pe.op_startup_cycles

@@ -143,6 +143,8 @@ class DefectMap:
     def load(cls, path: str | Path) -> DefectMap:
         """Read a map saved by :meth:`save`; anything else raises :class:`DefectMapError`."""
         path = Path(path)
+        if path.is_dir():
+            raise DefectMapError(f"{path} is a folder, not a defect map file (.h5)")
         if not path.is_file():
             raise DefectMapError(f"{path}: no such file")
         if not h5py.is_hdf5(path):
@@ -200,7 +202,9 @@ _RATE_PARAMS = ("pe_defect_prob", "defect_density_per_cm2")
 # name -> (low, high, integer, low_open)
 _PARAM_RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "pe_defect_prob": (0.0, 1.0, False, False),
-    "defect_density_per_cm2": (0.0, math.inf, False, False),
+    # defects per cm^2: published wafers see 0.1-10; at 1e4 a WSE-2 PE tile (0.05 mm^2) has
+    # 5 expected defects (99 % dead), so more is a typo, not a study
+    "defect_density_per_cm2": (0.0, 1e4, False, False),
     "link_defect_fraction": (0.0, 1.0, False, False),
     "cluster_size_pes": (1, 1_000_000, True, False),
     "alpha": (0.0, math.inf, False, True),

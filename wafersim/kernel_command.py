@@ -5,8 +5,10 @@ whole logical grid. ``--tier cycle`` (default) runs the kernel on the cycle engi
 its output against numpy; ``--tier fast`` (GEMMs) fits the engine's per-unit costs on two
 reduced grids and scales them to the full one (:mod:`kernels.fast_tier`); ``--tier analytic``
 is the closed-form estimate the compiler uses. With defects, the kernel runs on a patch of
-``H + --spare-rows`` rows drawn (or loaded) as ``wafersim defects`` draws a map, not
-repaired: each column skips its own dead PEs and routes detour around them.
+``H + --spare-rows`` rows and as many spare columns, drawn (or loaded) as ``wafersim
+defects`` draws a map, not repaired: each column skips its own dead PEs and routes detour
+around them, and columns left with fewer than H working PEs are left out (the first W
+that have enough are used, as the compiler does).
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_spec_options(parser)
     add_defect_options(parser, "on the kernel's patch, not repaired; a saved map: its corner")
-    parser.add_argument("--spare-rows", type=int, default=1, help="patch rows kept for holes")
+    parser.add_argument("--spare-rows", type=int, default=1,
+                        help="patch rows (and columns) kept for holes")  # fmt: skip
     parser.add_argument("--reduce", help="weight_stream partial-sum reduction: chain|tree")
     parser.add_argument("--scope", help="collectives: row|column|grid (default grid)")
     parser.add_argument(
@@ -86,7 +89,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     options = {k: v for k in given if (v := getattr(args, k)) is not None}
     check_request(args.kernel, args.algo, args.tier, args.engine, options)  # before any work
     dead_pe, dead_link = _patch(args, height, width, spec)
-    grid = kernel_grid(height, width, dead_pe, dead_link)
+    grid = kernel_grid(height, width, dead_pe, dead_link, _full_columns(dead_pe, height, width))
     holes = 0.0 if dead_pe is None else float(dead_pe.mean())
     start = time.perf_counter()
     result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,
@@ -115,8 +118,9 @@ def _patch(args, rows: int, cols: int, spec) -> tuple[np.ndarray | None, np.ndar
     """Dead PE and wire masks of the kernel's patch, or (None, None) without defects."""
     if args.spare_rows < 0:
         raise ConfigError(f"--spare-rows={args.spare_rows} must be >= 0")
-    height = rows + args.spare_rows
-    patch = spec.replace({"logical_width_pes": cols, "logical_height_pes": height, "spare_rows": 0})
+    height, width = rows + args.spare_rows, cols + args.spare_rows
+    patch = spec.replace({"logical_width_pes": width, "logical_height_pes": height,
+                          "spare_rows": 0})  # fmt: skip
     defects = defect_map(args, patch)
     if defects is None:
         return None, None
@@ -125,7 +129,21 @@ def _patch(args, rows: int, cols: int, spec) -> tuple[np.ndarray | None, np.ndar
             f"defect map {defects.dead_pe.shape[1]}x{defects.dead_pe.shape[0]} is smaller "
             f"than the kernel patch {cols}x{height}"
         )
-    return defects.dead_pe[:height, :cols], defects.dead_link[:height, :cols]
+    width = min(width, defects.dead_pe.shape[1])
+    return defects.dead_pe[:height, :width], defects.dead_link[:height, :width]
+
+
+def _full_columns(dead_pe: np.ndarray | None, rows: int, cols: int) -> np.ndarray | None:
+    """The first ``cols`` patch columns with ``rows`` working PEs (None: no defects)."""
+    if dead_pe is None:
+        return None
+    full = np.flatnonzero((~dead_pe).sum(axis=0) >= rows)
+    if len(full) < cols:
+        raise ConfigError(
+            f"the patch has {len(full)} columns with {rows} working PEs, the kernel needs "
+            f"{cols}: use a smaller grid or more --spare-rows (spare rows and columns)"
+        )
+    return full[:cols]
 
 
 def kernel_text(r: dict[str, Any]) -> str:
