@@ -159,6 +159,9 @@ class _Builder:
         if "op" not in entry or "name" not in entry:
             raise ConfigError(f"graph entry {entry} needs an op and a name")
         op, local = entry.pop("op"), entry.pop("name")
+        for key, value in (("op", op), ("name", local)):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"graph entry {key}={value!r} must be a name (text)")
         name = prefix + str(local)
         sources = self.sources(entry.pop("from", None), scope, name)
         fields = {key: evaluate(value, self.dims, f"{name}.{key}") for key, value in entry.items()}

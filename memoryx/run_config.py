@@ -131,7 +131,7 @@ def run_config(data: dict[str, Any], base_dir: Path) -> RunConfig:
         raise ConfigError(f"model={raw['model']!r}: no such file {model_path}")
     raw["model"] = str(model_path)
     _check_ints(raw)
-    if raw["tier"] not in TIERS:
+    if not isinstance(raw["tier"], str) or raw["tier"] not in TIERS:
         raise ConfigError(f"tier={raw['tier']!r} is not one of: {', '.join(TIERS)}")
     for section, keys in (("memoryx", MEMORYX_KEYS), ("swarmx", SWARMX_KEYS)):
         _check_section(section, raw[section], keys)

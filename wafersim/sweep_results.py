@@ -69,6 +69,27 @@ def check_results_file(path: str | Path) -> None:
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") != FORMAT or not isinstance(f.get("points"), h5py.Group):
             raise ConfigError(f"{path} is not a wafersim sweep results file (format {FORMAT})")
+        _check_columns(path, f["points"])
+
+
+def _check_columns(path: Path, group: h5py.Group) -> None:
+    """Every column there, of its kind, and as long as the others (a damaged table is
+    named, column by column, not read into a traceback)."""
+    metrics = group.get("metrics")
+    if not isinstance(metrics, h5py.Group):
+        raise ConfigError(f"{path}: the table has no metrics group")
+    columns = {name: group.get(name) for name in (*TEXT_COLUMNS, *INT_COLUMNS, *FLOAT_COLUMNS)}
+    columns |= {f"metrics/{name}": data for name, data in metrics.items()}
+    lengths = set()
+    for name, data in columns.items():
+        if not isinstance(data, h5py.Dataset) or data.ndim != 1:
+            raise ConfigError(f"{path}: column {name} is missing or not a 1-D dataset")
+        text = h5py.check_string_dtype(data.dtype) is not None
+        if text != (name in TEXT_COLUMNS) or not (text or data.dtype.kind in "iuf"):
+            raise ConfigError(f"{path}: column {name} has type {data.dtype}")
+        lengths.add(data.shape[0])
+    if len(lengths) > 1:
+        raise ConfigError(f"{path}: the table's columns differ in length ({sorted(lengths)})")
 
 
 def _create(path: Path, sweep: SweepConfig) -> None:
