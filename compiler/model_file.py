@@ -85,8 +85,8 @@ def graph_model(graph: LayerGraph, source: str | None = None) -> ModelFile:
 
 
 def _dim(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"dims.{key}={value!r} must be an integer >= 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+        raise ConfigError(f"dims.{key}={value!r} must be an integer in [1, {MAX_SIZE}]")
     return value
 
 
@@ -118,6 +118,12 @@ def _eval(node: ast.AST, dims: dict[str, int], field: str) -> int:
         left, right = _eval(node.left, dims, field), _eval(node.right, dims, field)
         return _BINOPS[type(node.op)](left, right)
     raise ConfigError(f"{field}: only integers, dims and + - * / are allowed")
+
+
+FLAG_FIELDS = ("bias", "tied")  # the layer fields that are true or false
+# a size above 2^24 is refused: published models stay far below (vocabularies ~2^17,
+# contexts ~2^20) and the compiler's placement tables grow with it (2^40 asked for 256 GiB)
+MAX_SIZE = 2**24
 
 
 class _Builder:
@@ -165,9 +171,14 @@ class _Builder:
         name = prefix + str(local)
         sources = self.sources(entry.pop("from", None), scope, name)
         fields = {key: evaluate(value, self.dims, f"{name}.{key}") for key, value in entry.items()}
-        for key, value in fields.items():  # every size a layer takes is a count
-            if not isinstance(value, bool) and value < 1:
-                raise ConfigError(f"layer {name!r}: {key}={value} must be >= 1")
+        for key, value in fields.items():  # a flag is a boolean; every other field a count
+            if key in FLAG_FIELDS:
+                if not isinstance(value, bool):
+                    raise ConfigError(f"layer {name!r}: {key}={value!r} must be true or false")
+            elif isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
+                raise ConfigError(
+                    f"layer {name!r}: {key}={value!r} must be an integer in [1, {MAX_SIZE}]"
+                )
         widths = [self.widths[s] for s in sources]
         new = build_op(op, name, fields, widths)
         new[0] = dataclasses.replace(new[0], inputs=tuple(sources), in_features=sum(widths))

@@ -396,3 +396,18 @@ def test_outputs_of_the_wrong_kind_are_refused_before_any_work(capsys, tmp_path)
         assert exit_info.value.code == 2, (argv, err)
         assert message in err, (argv, err)
         assert len(err.strip().splitlines()) == 1, (argv, err)
+
+
+def test_a_saved_map_takes_no_spec_or_defect_options(capsys, tmp_path):
+    """``defects --defects MAP`` reports the map as saved; a --preset, --spec, override or
+    defect option beside it is refused, not ignored (issue 27: the tiny map was reported
+    with --preset small silently ignored)."""
+    path = tmp_path / "map_tiny.h5"
+    assert main(["defects", "--preset", "tiny", "--pe-defect-prob", "0.1", "--out", str(path),
+                 "--json"]) == 0  # fmt: skip
+    capsys.readouterr()
+    for extra, message in ((["--preset", "small"], "drop --preset"),
+                           (["pe.sram_bytes=65536"], "drop --preset, --spec and overrides"),
+                           (["--pe-defect-prob", "0.2"], "takes no --pe-defect-prob")):  # fmt: skip
+        assert main(["defects", "--defects", str(path), *extra]) == 2
+        assert message in capsys.readouterr().err

@@ -85,8 +85,11 @@ def write(tmp_path, text: str) -> Path:
         ("- {op: linear, name: f, out: width}", "unknown dim 'width'"),
         ("- {op: add, name: a, from: [input, nope]}", "from='nope' names no earlier op"),
         ("- {op: linear, name: f, out: 65/2}", "not an exact integer division"),
-        ("- {op: linear, name: f, out: 0}", "layer 'f': out=0 must be >= 1"),
-        ("- {op: linear, name: f, out: 4 - 8}", "layer 'f': out=-4 must be >= 1"),
+        ("- {op: linear, name: f, out: 0}", "layer 'f': out=0 must be an integer in"),
+        ("- {op: linear, name: f, out: 4 - 8}", "layer 'f': out=-4 must be an integer in"),
+        ("- {op: linear, name: f, out: true}", "layer 'f': out=True must be an integer in"),
+        ("- {op: linear, name: f, out: 1099511627776}", "out=1099511627776 must be an integer in"),
+        ("- {op: linear, name: f, out: 4, bias: 2}", "layer 'f': bias=2 must be true or false"),
     ],
 )
 def test_bad_model_files_are_clear_errors(tmp_path, graph, message):

@@ -1,8 +1,10 @@
 """Fuzzing every file the CLI reads (issue 27): a mutated spec, run config, model, sweep
 file, defect list, defect map, checkpoint or sweep results file is either accepted by
-validation or refused with a :class:`~wafer.errors.WaferSimError` (one line, exit 2 at the
-command line), never another exception; and reading it never changes it. The cases stop at
-validation, on tiny grids, so the suite compiles no engine of its own.
+validation, and then used as its kind is (a spec draws and repairs a map, a model compiles,
+a map repairs, a results table reads), or refused with a
+:class:`~wafer.errors.WaferSimError` (one line, exit 2 at the command line), never another
+exception; and reading it never changes it. The cases stop at validation or run on tiny
+grids, without the cycle engine, so the suite compiles no engine of its own.
 
 Text files get byte-level mutations (a cut, a byte changed, text inserted, a line dropped or
 doubled) and value-level ones (a leaf of the parsed tree replaced by an odd value); HDF5 files
@@ -94,9 +96,14 @@ def _copy(src: Path, tmp: Path) -> Path:
 
 
 def _read_spec(path: Path) -> None:
+    """Accepted: a defect map drawn and repaired on it (where its wafer is small)."""
     from wafer.config_io import load_spec
+    from wafer.defects import generate
+    from wafer.repair import repair
 
-    load_spec(path)
+    spec = load_spec(path)
+    if spec.physical_width_pes * spec.physical_height_pes <= 10_000:
+        repair(generate(spec, "poisson", 0, pe_defect_prob=0.1), "column_shift")
 
 
 def _read_run_config(path: Path) -> None:
@@ -106,9 +113,12 @@ def _read_run_config(path: Path) -> None:
 
 
 def _read_model(path: Path) -> None:
+    """Accepted: compiled for the small preset (the analytic placement, no engine)."""
     from compiler.model_file import load_model
+    from compiler.plan import CompileOptions, compile_plan
+    from wafer.presets import preset
 
-    load_model(path)
+    compile_plan(load_model(path), preset("small"), CompileOptions(batch=4))
 
 
 def _read_sweep(path: Path) -> None:
@@ -164,9 +174,11 @@ def _results(tmp: Path) -> Path:
 
 
 def _read_map(path: Path) -> None:
+    """Accepted: repaired."""
     from wafer.defects import DefectMap
+    from wafer.repair import repair
 
-    DefectMap.load(path)
+    repair(DefectMap.load(path), "column_shift")
 
 
 def _read_checkpoint(path: Path) -> None:
@@ -176,9 +188,10 @@ def _read_checkpoint(path: Path) -> None:
 
 
 def _read_results(path: Path) -> None:
-    from wafersim.sweep_results import read_records
+    """Accepted: read as the table ``wafersim plot`` reads."""
+    from wafersim.sweep_results import read_table
 
-    read_records(path)
+    read_table(path)
 
 
 HDF5_INPUTS = {
