@@ -141,10 +141,12 @@ def run_kernel(
     t1: int,
     parallel: bool,
 ) -> tuple[int, int]:
-    """Advance cycles ``[t0, t1)``; returns the kernel's (status, cycle)."""
+    """Advance cycles ``[t0, t1)``; returns the kernel's (status, cycle). The kernel takes
+    the mode from ``tr``'s type (``K.run_cycles``): None for PE programs."""
     row_events = np.zeros((fab.height, 4), np.int64)
     want_rows = np.zeros((fab.height, 2, 5 * st.credits.shape[2]), np.int64)
-    status, cycle = K.run_cycles(t0, t1, parallel, fab, st, prog, tr, row_events, want_rows)
+    mode_tr = tr if fab.traffic else None
+    status, cycle = K.run_cycles(t0, t1, parallel, fab, st, prog, mode_tr, row_events, want_rows)
     return int(status), int(cycle)
 
 
