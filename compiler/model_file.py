@@ -124,6 +124,8 @@ FLAG_FIELDS = ("bias", "tied")  # the layer fields that are true or false
 # a size above 2^24 is refused: published models stay far below (vocabularies ~2^17,
 # contexts ~2^20) and the compiler's placement tables grow with it (2^40 asked for 256 GiB)
 MAX_SIZE = 2**24
+MAX_REPEAT = 2**14  # blocks a repeat expands to (GPT-3 175B: 96; 2^24 of them never ended)
+MAX_LAYERS = 2**20  # layers a model expands to, all repeats together
 
 
 class _Builder:
@@ -155,8 +157,10 @@ class _Builder:
                 f"repeat entry needs exactly repeat, name, block; got {sorted(entry)}"
             )
         count = evaluate(entry["repeat"], self.dims, f"{entry['name']}.repeat")
-        if isinstance(count, bool) or count < 1:
-            raise ConfigError(f"{entry['name']}.repeat={count!r} must be an integer >= 1")
+        if isinstance(count, bool) or not 1 <= count <= MAX_REPEAT:
+            raise ConfigError(
+                f"{entry['name']}.repeat={count!r} must be an integer in [1, {MAX_REPEAT}]"
+            )
         for i in range(count):
             local = {**scope, "block_input": self.last}
             self.ops(entry["block"], local, f"{prefix}{entry['name']}.{i}.")
@@ -185,6 +189,8 @@ class _Builder:
         if prefix:
             new = [dataclasses.replace(layer, block=prefix[:-1]) for layer in new]
         self.layers.extend(new)
+        if len(self.layers) > MAX_LAYERS:
+            raise ConfigError(f"the model expands to more than {MAX_LAYERS:,} layers")
         scope[local] = new[-1].name
         self.widths[new[-1].name] = new[-1].features
         self.last = new[-1].name

@@ -30,6 +30,7 @@ from fabric.mesh import Mesh
 from kernels.detour import Detour, LineTables
 from wafer.errors import ConfigError
 from wafer.geometry import E, N, S, W, mirror_links
+from wafer.spec import MAX_PES
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,9 @@ def kernel_grid(
     for name, value in (("rows", rows), ("cols", cols)):
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"grid {name}={value!r} must be an integer >= 1")
+    if rows * cols > MAX_PES:
+        raise ConfigError(f"a {cols}x{rows} kernel grid has {rows * cols:,} PEs, at most "
+                          f"{MAX_PES:,} (wafer.spec.MAX_PES)")  # fmt: skip
     dead_pe = np.zeros((rows, cols), bool) if dead_pe is None else np.asarray(dead_pe, bool)
     lines = np.arange(cols) if lines is None else np.asarray(lines, np.int64)
     height = dead_pe.shape[0]

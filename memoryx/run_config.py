@@ -42,6 +42,7 @@ from compiler import activations
 from compiler.strategies import strategies
 from kernels.tiers import TIERS
 from memoryx.data import input_pipeline
+from memoryx.sparsity import check_sparsity
 from memoryx.swarmx import MAX_WAFERS
 from wafer.config_io import flatten, load_mapping
 from wafer.errors import ConfigError
@@ -140,6 +141,7 @@ def run_config(data: dict[str, Any], base_dir: Path) -> RunConfig:
                 f"{section}.{key}", value, *SECTION_RANGES[key], none_ok=section == "memoryx"
             )
     _check_strategies(raw["strategies"])
+    check_sparsity(raw["sparsity"])
     activations.check_options(raw["activations"], raw["micro_batches"])
     input_pipeline(raw["input"])  # a typo here fails now, not after the run
     return RunConfig(raw, model_path, wafer_spec(raw["wafer"]))

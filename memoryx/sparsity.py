@@ -22,8 +22,26 @@ SPARSITY_KEYS = ("density", "threshold")
 
 def prune_masks(store: WeightStore, section: dict[str, Any] | None) -> dict[str, np.ndarray]:
     """Masks (True: kept) of the 2-D tensors of ``store`` per the ``sparsity`` section."""
-    if not section:
+    rule = check_sparsity(section)
+    if rule is None:
         return {}
+    key, value = rule
+    return {
+        name: _mask(np.abs(store.get(name)), key, value)
+        for name in store.names
+        if len(store.shapes[name]) == 2
+    }
+
+
+def check_sparsity(section: Any) -> tuple[str, float] | None:
+    """The ``sparsity`` section's rule ``(key, value)``, None for none; ConfigError when it
+    is not ``{density: D}`` (0 < D <= 1) or ``{threshold: T}`` (T >= 0)."""
+    if not section:
+        return None
+    if not isinstance(section, dict):
+        raise ConfigError(
+            f"sparsity={section!r} must be a table: {{density: D}} or {{threshold: T}}"
+        )
     unknown = sorted(set(section) - set(SPARSITY_KEYS))
     if unknown or len(section) != 1:
         raise ConfigError(
@@ -35,11 +53,7 @@ def prune_masks(store: WeightStore, section: dict[str, Any] | None) -> dict[str,
         raise ConfigError(f"sparsity.density={value!r} must be a number in (0, 1]")
     if key == "threshold" and not (ok and value >= 0):
         raise ConfigError(f"sparsity.threshold={value!r} must be a number >= 0")
-    return {
-        name: _mask(np.abs(store.get(name)), key, float(value))
-        for name in store.names
-        if len(store.shapes[name]) == 2
-    }
+    return key, float(value)
 
 
 def _mask(magnitude: np.ndarray, key: str, value: float) -> np.ndarray:

@@ -2,7 +2,9 @@
 
 import io
 import json
+import os
 import shlex
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -410,4 +412,54 @@ def test_a_saved_map_takes_no_spec_or_defect_options(capsys, tmp_path):
                            (["pe.sram_bytes=65536"], "drop --preset, --spec and overrides"),
                            (["--pe-defect-prob", "0.2"], "takes no --pe-defect-prob")):  # fmt: skip
         assert main(["defects", "--defects", str(path), *extra]) == 2
+        assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["kernel", "gemm", "--seed", "-5"], "--seed=-5 must be an integer >= 0"),
+        (["kernel", "gemm", "--grid", "50000x50000"], "at most 8,388,608"),
+        (["defects", "--preset", "tiny", "logical_width_pes=100000",
+          "logical_height_pes=100000", "--pe-defect-prob", "0.1"], "at most 8,388,608"),
+        (["run", "examples/fc_digits.yaml", "steps=1", "sparsity=3"], "sparsity=3 must be a table"),
+        (["sweep", "examples/sweeps/defect_tolerance.yaml", "--scheduler", "nonsense"],
+         "--scheduler nonsense: cannot connect"),
+    ],
+)  # fmt: skip
+def test_inputs_an_independent_review_found_are_one_line(capsys, tmp_path, argv, message):
+    """Each of these raised a traceback, hung or ate the machine's memory (issue 27's
+    review): now one line and exit 2, at once."""
+    if argv[0] in ("run", "sweep"):
+        argv = [*argv, "--out", str(tmp_path / ("out" if argv[0] == "run" else "s.h5"))]
+    with pytest.raises(SystemExit) as exit_info:
+        sys.exit(main(argv))
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert message in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_pipe_or_device_is_never_replaced_by_an_output(capsys, tmp_path):
+    """A FIFO given as --trace is refused, not renamed over (as root this replaced
+    /dev/null with a regular file)."""
+    fifo = tmp_path / "ff"
+    os.mkfifo(fifo)
+    assert main(["traffic", "--grid", "2x2", "--cycles", "50", "--trace", str(fifo)]) == 2
+    assert "is not a regular file" in capsys.readouterr().err
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_deep_nesting_and_huge_repeats_are_one_line(capsys, tmp_path):
+    """A file nested thousands deep, or a model repeating a block 2^24 times, is refused
+    at once (RecursionError; a compile that never ended)."""
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    model = tmp_path / "m.yaml"
+    text = (Path(__file__).resolve().parents[1] / "examples/models/gpt2-small.yaml").read_text()
+    model.write_text(text.replace("layers: 12", "layers: 16777216"))
+    cases = [(["compile", str(deep)], "nested too deeply"),
+             (["compile", str(model)], "must be an integer in [1, 16384]")]  # fmt: skip
+    for argv, message in cases:
+        assert main(argv) == 2
         assert message in capsys.readouterr().err

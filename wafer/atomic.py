@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from wafer.errors import ConfigError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
@@ -20,6 +22,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     ``mkstemp``'s ``0600``). Temporaries that a killed writer left beside the target (their
     name carries the writer's pid, which no longer runs) are removed first."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # never rename over a device or a pipe
+        raise ConfigError(f"{path} is not a regular file: not written")
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
@@ -76,8 +80,6 @@ def exclusive(path: str | Path, what: str) -> Iterator[None]:
     would interleave. POSIX advisory locks (``fcntl``); the lock goes with the process, so a
     killed holder leaves nothing held."""
     import fcntl
-
-    from wafer.errors import ConfigError
 
     lock = Path(f"{path}.lock")
     lock.parent.mkdir(parents=True, exist_ok=True)

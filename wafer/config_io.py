@@ -33,6 +33,8 @@ def load_mapping(path: str | Path) -> dict[str, Any]:
 def _parse_toml(path: Path, text: str) -> Any:
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(f"{path}: cannot parse: nested too deeply") from None
     except tomllib.TOMLDecodeError as error:  # "... (at line L, column C)" or "(at end ...)"
         found = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
         where = ":".join(found.groups()) if found else f"{text.count(chr(10)) + 1}:end"
@@ -44,6 +46,8 @@ def _parse_yaml(path: Path, text: str) -> Any:
     yaml = _yaml()
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{path}: cannot parse: nested too deeply") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
         where = f"{mark.line + 1}:{mark.column + 1}" if mark else "?:?"

@@ -87,6 +87,12 @@ class WaferSpec:
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.physical_pes > MAX_PES:
+            raise ConfigError(
+                f"the wafer has {self.physical_pes:,} PEs ({self.physical_width_pes} x "
+                f"{self.physical_height_pes} with spares), at most {MAX_PES:,}: a defect map "
+                "and the engine keep arrays per PE in this machine's memory"
+            )
         if self.clock_hz > self.max_clock_hz:
             raise ConfigError(
                 f"clock_hz={self.clock_hz:g} exceeds max_clock_hz={self.max_clock_hz:g}"
@@ -122,6 +128,9 @@ class WaferSpec:
         for key, value in overrides.items():
             _set_dotted(merged, key, value)
         return spec_from_dict(merged)
+
+
+MAX_PES = 2**23  # 8.4 M PEs: 9x a WSE-3 (0.9 M); each side may be up to 100,000 on its own
 
 
 def validate(obj: Any) -> None:

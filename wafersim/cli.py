@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     except WaferSimError as error:
         print(f"wafersim {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except RecursionError:  # a file's tables or lists nested thousands deep
+        print(f"wafersim {args.command}: error: an input file is nested too deeply",
+              file=sys.stderr)  # fmt: skip
+        return 2
     _emit(result, args.json, job.text)
     return 0
 

@@ -41,9 +41,21 @@ def add_common_options(parser: argparse.ArgumentParser, seed: bool, overrides: s
     the ``key=value`` overrides the subcommand takes (:func:`split_overrides` finds them)."""
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     if seed:
-        parser.add_argument("--seed", type=int, default=0, help="seed for every random stream")
+        parser.add_argument("--seed", type=seed_value, default=0,
+                            help="seed for every random stream (an integer >= 0)")  # fmt: skip
     if overrides:
         parser.epilog = f"key=value words anywhere on the line set {overrides} keys"
+
+
+def seed_value(text: str) -> int:
+    """``--seed``: an integer >= 0 (numpy's generators take no negative seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--seed={text} must be an integer >= 0")
+    return value
 
 
 def split_overrides(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list, list]:
@@ -221,6 +233,8 @@ def check_output(path: str | None, option: str, kind: str) -> None:
         raise ConfigError(f"{option} {path} is a folder; give a file name")
     if kind == "folder" and target.exists() and not target.is_dir():
         raise ConfigError(f"{option} {path} is a file; give a folder")
+    if target.exists() and not (target.is_file() or target.is_dir()):
+        raise ConfigError(f"{option} {path} is not a regular file (a device or a pipe)")
     existing = target if target.exists() else next(p for p in target.parents if p.exists())
     if not existing.is_dir() and existing != target:
         raise ConfigError(f"{option} {path}: {existing} is a file, not a folder")

@@ -252,7 +252,11 @@ def _run_dask(sweep: SweepConfig, jobs: list, scheduler: str | None, n: int) -> 
     from distributed import Client, as_completed
 
     if scheduler:
-        client, cluster = Client(scheduler), None
+        try:
+            client, cluster = Client(scheduler, timeout="10s"), None
+        except (ValueError, OSError, TimeoutError) as error:
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ConfigError(f"--scheduler {scheduler}: cannot connect: {message}") from None
     else:
         cluster = _local_cluster(n)
         client = Client(cluster)

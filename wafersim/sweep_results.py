@@ -169,6 +169,8 @@ def write_records(path: str | Path, sweep: SweepConfig, records: list[PointRecor
     if not records:
         return
     path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path} disappeared while the sweep ran: its last points were lost")
     with atomic_path(path) as tmp:
         shutil.copyfile(path, tmp)
         with h5py.File(tmp, "r+") as f:
