@@ -857,14 +857,14 @@ def _rows(y0, y1, t, fab, st, prog, tr, row_events, want_rows):
     registers across its stores (k=128, one thread: 30 % load 12.3 vs 11.3 M
     router-cycles/s, medians of 7 interleaved runs; GEMM/GEMV programs 9 % faster; 1 % and
     90 % load unchanged)."""
-    read = (t - fab.latency) % fab.slots
-    write = t % fab.slots
     for y in range(y0, y1):
-        out = row_events[y]
+        read = (t - fab.latency) % fab.slots
+        write = t % fab.slots
         if tr is None:  # program mode; the other branch is not compiled (see run_cycles)
-            _program_row(y, t, read, write, fab, st, prog, want_rows[y], out)
+            _program_row(y, t, read, write, fab, st, prog, want_rows[y], row_events[y])
         else:
             events = _traffic_row(y, t, read, write, fab, st, tr, want_rows[y])
+            out = row_events[y]
             out[EVENTS], out[MOVES], out[UNTIL], out[NEXT_WAKE] = events, events, t, NEVER
 
 

@@ -62,6 +62,8 @@ def check_results_file(path: str | Path) -> None:
     """ConfigError unless ``path`` is a sweep results file (an empty file, any other HDF5
     file or text is named as such, not a traceback)."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a sweep results file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
     if not h5py.is_hdf5(path):
