@@ -13,6 +13,7 @@ known (most papers' setups are in bodies that could not be read yet: see the sou
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -63,36 +64,38 @@ def _training(model: str, spec: str, batch: int, seq: int) -> tuple[float, str]:
     return batch / plan.totals.seconds, command
 
 
-def llama7b_training() -> Row:
-    """A13: LLaMA-7B weight-streaming training on one CS-2, batch 99 (ALCF run log)."""
-    published = Published(
+@dataclass(frozen=True)
+class TrainingRun:
+    """A published weight-streaming training throughput and the run that reproduces it."""
+
+    published: Published
+    model: str  # examples/models/<model>.yaml
+    spec: str
+    batch: int
+    seq: int
+
+
+TRAINING_RUNS = (
+    TrainingRun(Published(  # ALCF run log, 2024 (release R_2.3.0)
         "A13", "LLaMA-7B training throughput", "one CS-2 (wse2), batch 99", 20.46,
         "samples/s", "sequence length 2048 (the log gives none); bf16/fp16 as fp16",
-    )  # fmt: skip
-    value, command = _training("llama-7b", "wse2", 99, 2048)
-    return Row(published, value, "analytic", command)
-
-
-def llama3_8b_training() -> Row:
-    """A14: Llama-3-8B, MSL 2k, on one CS-3 (ALCF run log, 2025)."""
-    published = Published(
+    ), "llama-7b", "wse2", 99, 2048),
+    TrainingRun(Published(  # ALCF run log, 2025
         "A14", "Llama-3-8B training throughput", "one CS-3 (wse3), MSL 2048", 19.37,
         "samples/s", "batch 960, derived from the log (19.4 samples/s at 49.4 s a step; it "
         "prints no batch); the wse3 preset's clock and grid are assumptions",
-    )  # fmt: skip
-    value, command = _training("llama3-8b", "wse3", 960, 2048)
-    return Row(published, value, "analytic", command)
-
-
-def bert_large_training() -> Row:
-    """A15: BERT-Large pre-training, MSL 128, on one CS-2 (ALCF run log, 2023)."""
-    published = Published(
+    ), "llama3-8b", "wse3", 960, 2048),
+    TrainingRun(Published(  # ALCF run log, 2023
         "A15", "BERT-Large training throughput", "one CS-2 (wse2), MSL 128", 6493.27,
         "samples/s", "batch 1024, derived from the log (900 steps in 135.4 s at ~6,500 "
         "samples/s); MLM head on every position (the original predicts 15 %)",
-    )  # fmt: skip
-    value, command = _training("bert-large", "wse2", 1024, 128)
-    return Row(published, value, "analytic", command)
+    ), "bert-large", "wse2", 1024, 128),
+)  # fmt: skip
+
+
+def training_row(run: TrainingRun) -> Row:
+    value, command = _training(run.model, run.spec, run.batch, run.seq)
+    return Row(run.published, value, "analytic", command)
 
 
 STENCIL_Z = 600  # the longest z-column wafersim's 25-point kernel keeps in 48 KB
@@ -118,8 +121,9 @@ def stencil25_flops() -> Row:
 
 
 ROWS: tuple[Callable[[], Row], ...] = (
-    llama7b_training, llama3_8b_training, bert_large_training, stencil25_flops,
-)  # fmt: skip
+    *(functools.partial(training_row, run) for run in TRAINING_RUNS),
+    stencil25_flops,
+)
 
 
 START, END = "<!-- table: written by benchmarks/bench_hardware.py -->", "<!-- end table -->"

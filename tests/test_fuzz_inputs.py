@@ -201,6 +201,12 @@ HDF5_INPUTS = {
 }
 
 
+def _made(entry, factory) -> tuple[Path, object]:
+    """A fresh input of one kind in its own folder, and its reader."""
+    make, read = entry
+    return make(factory.mktemp("fuzz")), read
+
+
 def _refused_or_accepted(read, path: Path) -> None:
     """The one property: a WaferSimError or nothing, and the file as it was."""
     before = path.read_bytes()
@@ -271,9 +277,7 @@ def _dump(path: Path, tree) -> tuple[Path, str]:
 @FUZZ
 @given(data=st.data())
 def test_mutated_text_inputs_are_accepted_or_one_line_errors(tmp_path_factory, name, data):
-    make, read = TEXT_INPUTS[name]
-    tmp = tmp_path_factory.mktemp("fuzz")
-    path = make(tmp)
+    path, read = _made(TEXT_INPUTS[name], tmp_path_factory)
     path.write_bytes(data.draw(byte_mutations(path.read_bytes())))
     _refused_or_accepted(read, path)
 
@@ -282,9 +286,7 @@ def test_mutated_text_inputs_are_accepted_or_one_line_errors(tmp_path_factory, n
 @FUZZ
 @given(data=st.data())
 def test_odd_values_in_text_inputs_are_accepted_or_one_line_errors(tmp_path_factory, name, data):
-    make, read = TEXT_INPUTS[name]
-    tmp = tmp_path_factory.mktemp("fuzz")
-    original = make(tmp)
+    original, read = _made(TEXT_INPUTS[name], tmp_path_factory)
     tree = _parse(original)
     where = data.draw(st.sampled_from(list(_leaves(tree))))
     path, text = _dump(original, _replaced(tree, where, data.draw(ODD_VALUES)))
@@ -299,9 +301,7 @@ def test_odd_values_in_text_inputs_are_accepted_or_one_line_errors(tmp_path_fact
 @FUZZ
 @given(data=st.data())
 def test_mutated_hdf5_inputs_are_accepted_or_one_line_errors(tmp_path_factory, name, data):
-    make, read = HDF5_INPUTS[name]
-    tmp = tmp_path_factory.mktemp("fuzz")
-    path = make(tmp)
+    path, read = _made(HDF5_INPUTS[name], tmp_path_factory)
     with h5py.File(path, "r+") as f:
         attrs = [(obj, key) for obj in _objects(f) for key in obj.attrs]
         datasets = [obj for obj in _objects(f) if isinstance(obj, h5py.Dataset)]
