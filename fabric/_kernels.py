@@ -949,7 +949,7 @@ def run_cycles(t0, max_cycles, parallel, fab, st, prog, tr, row_events, want_row
     The mode is the type of ``tr``: ``None`` runs PE programs (``fab.traffic`` false),
     traffic arrays run synthetic traffic. Numba prunes ``tr is None`` tests by the argument's
     type before compiling, so a program job never compiles the traffic step nor a traffic
-    job the program step (a cold program run compiled in 52 s instead of 89 s).
+    job the program step (the first 2x2 SUMMA from an empty cache: 38.7 s instead of 88.6 s).
     """
     last_event, last_move = t0 - 1, t0 - 1
     t = t0

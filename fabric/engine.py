@@ -179,15 +179,16 @@ def simulate(
     """
     check_max_cycles(max_cycles)
     run = chunk_runner(engine)
+    switches = switch_ops(program)
     if strict:
-        check_strict(routes, program)
+        check_strict(routes, switches)
     if check_routes:
-        check_deadlock_free_routes(all_positions(routes, program))
+        check_deadlock_free_routes(all_positions(routes, switches))
     parallel = configure_threads(threads)
     pes, tasks = program.task_start.shape
     if memory.shape[0] != mesh.pes or pes != mesh.pes:
         raise ConfigError(f"memory and program must cover all {mesh.pes} PEs")
-    table = routes.table.copy() if switch_ops(program)[0].size else routes.table  # switched
+    table = routes.table.copy() if switches.pes.size else routes.table  # the run switches it
     fab = fabric_arrays(mesh, spec, table, np.zeros(routes.colors, np.uint8), False)
     st = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
     st.mem[:] = memory

@@ -14,6 +14,8 @@ in each position and at most :data:`SWITCH_POSITIONS` positions per color and ro
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from fabric import _kernels as K
@@ -39,22 +41,30 @@ def unpack_position(packed) -> np.ndarray:
     return ((packed >> shifts) & 0xFF).astype(np.uint8)
 
 
-def switch_ops(program: ProgramArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The program's switch ops: each one's PE, color and new position ``(n, 5)``."""
+class Switches(NamedTuple):
+    """A program's switch ops: each one's PE, color and new position ``(n, 5)``."""
+
+    pes: np.ndarray
+    colors: np.ndarray
+    positions: np.ndarray
+
+
+def switch_ops(program: ProgramArrays) -> Switches:
+    """The switch ops of ``program`` (none: empty arrays)."""
     rows = np.flatnonzero(program.ops[:, K.C_CODE] == K.OP_SWITCH)
     if rows.size == 0:
         empty = np.zeros(0, np.int64)
-        return empty, empty, np.zeros((0, NUM_PORTS), np.uint8)
+        return Switches(empty, empty, np.zeros((0, NUM_PORTS), np.uint8))
     ends = program.task_end.reshape(-1)
     pes = np.searchsorted(ends, rows, side="right") // program.task_end.shape[1]
     ops = program.ops[rows]
-    return pes, ops[:, K.C_COLOR], unpack_position(ops[:, K.C_A])
+    return Switches(pes, ops[:, K.C_COLOR], unpack_position(ops[:, K.C_A]))
 
 
-def all_positions(routes: ColorRoutes, program: ProgramArrays) -> ColorRoutes:
+def all_positions(routes: ColorRoutes, switches: Switches) -> ColorRoutes:
     """``routes`` with every position a switch op sets merged in (what may ever be routed:
     the table the deadlock check reads), or ``routes`` itself when nothing switches."""
-    pes, colors, positions = switch_ops(program)
+    pes, colors, positions = switches
     if pes.size == 0:
         return routes
     merged = ColorRoutes(routes.mesh, routes.colors)
@@ -64,7 +74,7 @@ def all_positions(routes: ColorRoutes, program: ProgramArrays) -> ColorRoutes:
     return merged
 
 
-def check_strict(routes: ColorRoutes, program: ProgramArrays) -> None:
+def check_strict(routes: ColorRoutes, switches: Switches) -> None:
     """Refuse routes a real router cannot hold: two input ports on one color in a position,
     or more than :data:`SWITCH_POSITIONS` positions of one color at one router."""
     conflicts = routes.strict_conflicts()
@@ -76,7 +86,7 @@ def check_strict(routes: ColorRoutes, program: ProgramArrays) -> None:
             f"color {color} at {_xy(routes, pe)} from {' and '.join(ports)}; a router holds "
             f"one input per color and switch position (pass strict=False to allow it)"
         )
-    pes, colors, positions = switch_ops(program)
+    pes, colors, positions = switches
     if pes.size == 0:
         return
     _check_switch_inputs(routes, pes, colors, positions)

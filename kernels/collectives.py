@@ -99,9 +99,10 @@ def collective(
     lines = [(len(level.lines[0]), level.root) for level in levels]
     available = kernel_colors(spec)
     reuse = reuses_colors(op, algo, lines, available)
-    if colors_needed(op, algo, lines, reuse) > available:  # before any route is built
+    needed = colors_needed(op, algo, lines, reuse)
+    if needed > available:  # before any route is built
         raise ConfigError(
-            f"{op} {algo} over {scope} needs {colors_needed(op, algo, lines, reuse)} colors: "
+            f"{op} {algo} over {scope} needs {needed} colors: "
             f"router.colors={spec.router.colors} leaves {available} for kernels; raise "
             "router.colors or pick an algo or scope that needs fewer"
         )
@@ -402,9 +403,10 @@ def _broadcast_cycles(algo, lines, n_words, spec) -> int:
     return sum(broadcast_cycles(algo, n, root, n_words, spec) for n, root in lines)
 
 
-def _reduce_cycles(algo, lines, n_words, spec) -> int:
+def _reduce_cycles(algo, lines, n_words, spec, op: str = "reduce") -> int:
+    """The levels one after the other, and the switches where ``op`` reuses colors."""
     total = sum(reduce_cycles(algo, n, root, n_words, spec) for n, root in lines)
-    if reuses_colors("reduce", algo, lines, kernel_colors(spec)):
+    if reuses_colors(op, algo, lines, kernel_colors(spec)):
         total += _switches(spec)
     return total
 
@@ -418,9 +420,7 @@ def _switches(spec) -> int:
 
 
 def _allreduce_cycles(algo, lines, n_words, spec) -> int:
-    reduce = sum(reduce_cycles(algo, n, root, n_words, spec) for n, root in lines)
-    if reuses_colors("allreduce", algo, lines, kernel_colors(spec)):
-        reduce += _switches(spec)
+    reduce = _reduce_cycles(algo, lines, n_words, spec, op="allreduce")
     return reduce + _broadcast_cycles(algo, lines, n_words, spec)
 
 

@@ -257,9 +257,10 @@ class Wiring:
         if not self._free(line[first], RAMP, color, owner):
             return [], first
         edges, entry, crossed = [], RAMP, {line[first]}  # earlier pieces: other colors
+        ahead = set(line[first + 1 :])
         for i in range(first, len(line) - 1):
             there = line[i + 1]
-            ahead = set(line[i + 2 :])
+            ahead.discard(there)  # the PEs after ``there``
             path = self._chain_path(color, line[i], entry, there, owner, crossed | ahead)
             last = path is None
             if last:  # through a PE still to come: this piece ends at ``there``

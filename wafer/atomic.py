@@ -58,8 +58,8 @@ def _running(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's process: it runs
+        pass
     return True
 
 

@@ -235,11 +235,9 @@ def check_output(path: str | None, option: str, kind: str) -> None:
         raise ConfigError(f"{option} {path} is a file; give a folder")
     if target.exists() and not (target.is_file() or target.is_dir()):
         raise ConfigError(f"{option} {path} is not a regular file (a device or a pipe)")
-    existing = target if target.exists() else next(p for p in target.parents if p.exists())
-    if not existing.is_dir() and existing != target:
+    place = target if kind == "folder" and target.is_dir() else target.parent  # written into
+    existing = next(p for p in (place, *place.parents) if p.exists())
+    if not existing.is_dir():
         raise ConfigError(f"{option} {path}: {existing} is a file, not a folder")
-    writable = target if kind == "folder" and target.is_dir() else existing
-    if target.exists() and kind == "file":
-        writable = target.parent
-    if not os.access(writable, os.W_OK | os.X_OK):
-        raise ConfigError(f"{option} {path}: {writable} is not writable")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: {existing} is not writable")
