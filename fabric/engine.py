@@ -6,7 +6,10 @@ mode (``fabric.traffic``) drives the same kernel with destination-routed packets
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numba
@@ -31,6 +34,8 @@ from wafer.errors import ConfigError, DeadlockError
 from wafer.spec import WaferSpec
 
 ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
+# the engine of runs that name none (simulate, run_traffic and the kernels above them)
+ENGINE_IN_USE: ContextVar[str] = ContextVar("fabric_engine_in_use", default="cpu")
 MAX_EXTRA_CYCLES = 254  # the most a stretched link adds to the hop latency (1 + it: uint8)
 
 
@@ -101,9 +106,25 @@ def link_extra(mesh: Mesh, latency: int) -> np.ndarray:
     return extra.astype(np.uint8)
 
 
-def chunk_runner(engine: str):
-    """``run_chunks`` of ``engine``; the CUDA one is imported only when asked for (it imports
-    ``numba.cuda``), and only where a GPU or Numba's CUDA simulator can run it."""
+@contextlib.contextmanager
+def engine_used(engine: str) -> Iterator[None]:
+    """Engine runs inside the block that name no engine run on ``engine`` (one of
+    :data:`ENGINES`): how every command and the kernels' API take ``--engine``. Checked on
+    entry: ``cuda`` where no GPU (or Numba's CUDA simulator) can run it is one clear error
+    before any work."""
+    chunk_runner(engine)
+    token = ENGINE_IN_USE.set(engine)
+    try:
+        yield
+    finally:
+        ENGINE_IN_USE.reset(token)
+
+
+def chunk_runner(engine: str | None):
+    """``run_chunks`` of ``engine`` (None: the one in use, :func:`engine_used`); the CUDA one
+    is imported only when asked for (it imports ``numba.cuda``), and only where a GPU or
+    Numba's CUDA simulator can run it."""
+    engine = engine or ENGINE_IN_USE.get()
     if engine not in ENGINES:
         raise ConfigError(f"engine={engine!r} is not one of: {', '.join(ENGINES)}")
     if engine == "cpu":
@@ -161,7 +182,7 @@ def simulate(
     threads: int = 1,
     trace: TraceRecorder | None = None,
     check_routes: bool = True,
-    engine: str = "cpu",
+    engine: str | None = None,
     strict: bool = True,
 ) -> SimResult:
     """Run ``program`` on ``mesh`` from SRAM contents ``memory`` (float32, (P, words)).
@@ -172,7 +193,8 @@ def simulate(
     Routes are first proved deadlock-free (``fabric.channel_deps``): a dependency cycle or a
     dead end is refused before any cycle runs; ``check_routes=False`` lets the engine's own
     deadlock detection show what would happen. ``engine`` is one of :data:`ENGINES`: the
-    Numba CPU kernels or the CUDA ones (``fabric.cuda_engine``), with identical results.
+    Numba CPU kernels or the CUDA ones (``fabric.cuda_engine``), with identical results;
+    None: the one in use (:func:`engine_used`, else ``cpu``).
     ``strict`` (the default) refuses routes a real router cannot hold: two inputs of one
     color in a switch position, or too many positions (:mod:`fabric.switches`);
     ``strict=False`` studies per-port route tables on purpose.

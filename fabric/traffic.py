@@ -23,7 +23,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric import _kernels as K
-from fabric.engine import check_max_cycles, chunk_runner, configure_threads, fabric_arrays
+from fabric.engine import (
+    ENGINE_IN_USE,
+    check_max_cycles,
+    chunk_runner,
+    configure_threads,
+    fabric_arrays,
+)
 from fabric.mesh import Mesh
 from fabric.reroute import check_connected
 from fabric.state import (
@@ -120,11 +126,12 @@ def run_traffic(
     spec: WaferSpec,
     mesh: Mesh | None = None,
     trace: TraceRecorder | None = None,
-    engine: str = "cpu",
+    engine: str | None = None,
 ) -> dict:
     """Run synthetic traffic on ``mesh`` (default: a full ``width x height`` mesh) on
     ``engine`` (see ``fabric.engine.ENGINES``); returns the summary (JSON-ready)."""
     check_max_cycles(cfg.cycles)
+    engine = engine or ENGINE_IN_USE.get()
     run = chunk_runner(engine)
     parallel = configure_threads(cfg.threads)
     mesh = mesh or Mesh.full(cfg.width, cfg.height)
@@ -144,7 +151,8 @@ def run_traffic(
     run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
     wall = time.perf_counter() - start
     stretched = int(np.count_nonzero(mesh.hops() > 1)) // 2  # each wire from both ends
-    return {**summarize(cfg, tr, st, wall), "stretched_links_as_one_hop": stretched}
+    summary = summarize(cfg, tr, st, wall)
+    return {**summary, "stretched_links_as_one_hop": stretched, "engine": engine}
 
 
 def _check_mesh(cfg: TrafficConfig, mesh: Mesh) -> None:

@@ -7,7 +7,7 @@ EXPORTS = {
     "kernel_grid": "kernels.grid",
     "KernelGrid": "kernels.grid",
     "KernelPlan": "kernels.plan",
-    "engine_used": "kernels.plan",
+    "engine_used": "fabric.engine",
     "KernelResult": "kernels.result",
     "KERNELS": "kernels.registry",
     "GemmAlgorithm": "kernels.algorithm",

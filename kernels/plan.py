@@ -7,8 +7,6 @@ bytes available). Edge ports have no budget: they stand for MemoryX or the host.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from contextvars import ContextVar
 
 import numpy as np
@@ -25,18 +23,6 @@ from wafer.spec import WaferSpec
 
 PORT_SRAM_WORDS = 2**40  # edge ports are not limited by a PE's SRAM
 RECORDER: ContextVar = ContextVar("kernel_plan_recorder", default=None)
-ENGINE: ContextVar = ContextVar("kernel_plan_engine", default="cpu")
-
-
-@contextlib.contextmanager
-def engine_used(engine: str) -> Iterator[None]:
-    """Kernels run inside the block run on ``engine`` (``cpu`` or ``cuda``,
-    :data:`fabric.engine.ENGINES`)."""
-    token = ENGINE.set(engine)
-    try:
-        yield
-    finally:
-        ENGINE.reset(token)
 
 
 class KernelPlan:
@@ -94,7 +80,6 @@ class KernelPlan:
             memory,
             max_cycles=max_cycles,
             threads=threads,
-            engine=ENGINE.get(),
         )
 
     def _compact_colors(self) -> tuple[ColorRoutes, ProgramArrays]:

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fabric.engine import engine_used
 from kernels.grid import KernelGrid
-from kernels.plan import engine_used
 from kernels.registry import algorithm, analytic_cycles, run_kernel
 from kernels.result import KernelResult
 from wafer.errors import ConfigError

@@ -34,7 +34,7 @@ EXPORTS = {
     "analytic_cycles": "kernels.registry",
     "fast_cycles": "kernels.fast_tier",
     "estimate": "kernels.tiers",
-    "engine_used": "kernels.plan",
+    "engine_used": "fabric.engine",
     # the compiler
     "load_model": "compiler.model_file",
     "CompileOptions": "compiler.plan",

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for option, kind in job.outputs.items():
             check_output(getattr(args, option, None), flag(option), kind)
-        result = job.run(args)
+        result = job.execute(args)
     except WaferSimError as error:
         print(f"wafersim {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -59,6 +59,8 @@ def run_defects(args: argparse.Namespace) -> dict[str, Any]:
     for name in _STUDY_ONLY:
         if getattr(args, name) is not None:
             raise ConfigError(f"{flag(name)} needs --study")
+    if args.engine != "cpu":
+        raise ConfigError("--engine needs --study (the study's traffic runs on the engine)")
     strategies = args.repair or [DEFAULT_REPAIR]
     if len(strategies) > 1:
         raise ConfigError(f"--repair takes one strategy without --study, got {len(strategies)}")
@@ -189,4 +191,4 @@ def _ci_text(ci: dict[str, Any], digits: int) -> str:
 
 
 COMMAND = Command(add_defects_arguments, run_defects, _defects_text,
-                  outputs={"out": "file", "plot": "file"})  # fmt: skip
+                  outputs={"out": "file", "plot": "file"}, engine=True)  # fmt: skip

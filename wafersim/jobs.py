@@ -19,8 +19,9 @@ from typing import Any
 @dataclass(frozen=True)
 class Command:
     """One subcommand: its options, its job and its text output; whether it takes
-    ``--seed``, what its ``key=value`` words set (``""``: it takes none), and which of its
-    options name outputs (option -> ``"file"`` or ``"folder"``), checked before it runs."""
+    ``--seed``, what its ``key=value`` words set (``""``: it takes none), which of its
+    options name outputs (option -> ``"file"`` or ``"folder"``), checked before it runs, and
+    whether it runs the cycle engine (then it takes ``--engine``)."""
 
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], dict[str, Any]]
@@ -28,6 +29,17 @@ class Command:
     seed: bool = True
     overrides: str = "spec"
     outputs: dict[str, str] = field(default_factory=dict)
+    engine: bool = False
+
+    def execute(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The job, its engine runs on the one ``--engine`` names (checked first: ``cuda``
+        with no GPU is one clear error before any work)."""
+        if not self.engine:
+            return self.run(args)
+        from fabric.engine import engine_used
+
+        with engine_used(args.engine):
+            return self.run(args)
 
 
 @dataclass(frozen=True)

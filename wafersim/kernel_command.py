@@ -36,7 +36,6 @@ DEFAULT_SIZE = 64  # m, k and n: enough for every algorithm on the default 8x8 g
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
-    from fabric.engine import ENGINES
     from kernels.registry import KERNELS
     from kernels.tiers import TIERS
 
@@ -58,9 +57,6 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
         default="cycle",
         choices=list(TIERS),
         help="fidelity (default cycle; kernels.tiers)",
-    )
-    parser.add_argument(
-        "--engine", default="cpu", choices=ENGINES, help="cycle engine (cycle and fast tiers)"
     )
     add_spec_options(parser)
     add_defect_options(parser, "on the kernel's patch, not repaired; a saved map: its corner")
@@ -103,6 +99,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
         "holes": int(dead_pe.sum()) if dead_pe is not None else 0,
         "spec": spec.name,
         "seed": args.seed,
+        "engine": args.engine,
         "wafersim_version": __version__,
         "wall_s": time.perf_counter() - start,
     }
@@ -169,4 +166,4 @@ def kernel_text(r: dict[str, Any]) -> str:
     )
 
 
-COMMAND = Command(add_kernel_arguments, run_kernel_command, kernel_text)
+COMMAND = Command(add_kernel_arguments, run_kernel_command, kernel_text, engine=True)

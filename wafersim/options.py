@@ -36,15 +36,29 @@ MODEL_OPTIONS = (
 MODEL_PARAMS = {"defect_list": "path"}  # option dest -> the defect model's parameter name
 
 
-def add_common_options(parser: argparse.ArgumentParser, seed: bool, overrides: str) -> None:
-    """``--json`` (every subcommand), ``--seed`` (those that draw anything) and a word on
-    the ``key=value`` overrides the subcommand takes (:func:`split_overrides` finds them)."""
+def add_common_options(
+    parser: argparse.ArgumentParser, seed: bool, overrides: str, engine: bool = False
+) -> None:
+    """``--json`` (every subcommand), ``--seed`` (those that draw anything), ``--engine``
+    (those that run the cycle engine) and a word on the ``key=value`` overrides the
+    subcommand takes (:func:`split_overrides` finds them)."""
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    if engine:
+        add_engine_option(parser)
     if seed:
         parser.add_argument("--seed", type=seed_value, default=0,
                             help="seed for every random stream (an integer >= 0)")  # fmt: skip
     if overrides:
         parser.epilog = f"key=value words anywhere on the line set {overrides} keys"
+
+
+def add_engine_option(parser: argparse.ArgumentParser) -> None:
+    """``--engine``: where the command's cycle-engine runs go (``fabric.engine.engine_used``)."""
+    from fabric.engine import ENGINES
+
+    parser.add_argument("--engine", default="cpu", choices=ENGINES,
+                        help="cycle engine: cpu (default) or cuda (an NVIDIA GPU, extra "
+                             "'cuda')")  # fmt: skip
 
 
 def seed_value(text: str) -> int:

@@ -32,7 +32,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is None or name == only:
             chosen = command(name)
             chosen.add_arguments(sub)
-            add_common_options(sub, chosen.seed, chosen.overrides)
+            add_common_options(sub, chosen.seed, chosen.overrides, chosen.engine)
     return parser
 
 

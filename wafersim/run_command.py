@@ -38,6 +38,9 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     if args.seed:
         raise ConfigError("wafersim run takes its seed from the config: use seed=N")
     config = load_run_config(args.config, parse_overrides(args.overrides))
+    if args.engine != "cpu" and config["tier"] == "analytic":
+        raise ConfigError(f"--engine {args.engine} runs the cycle and fast tiers' engine runs; "
+                          "tier analytic runs none")  # fmt: skip
     out = Path(args.out) if args.out else default_out(args.config, config.digest)
     line = progress_for(sys.stderr)
     started = time.perf_counter()
@@ -51,7 +54,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         line.close()
     perf = write_outputs(result, out, full=not args.summary_only, plots=write_plots)
-    return {"out": str(out), **perf}
+    return {"out": str(out), "engine": args.engine, **perf}
 
 
 def default_out(config_path: str, digest: str) -> Path:
@@ -87,4 +90,4 @@ def run_text(r: dict[str, Any]) -> str:
 
 
 COMMAND = Command(add_run_arguments, run_run_command, run_text, overrides="run-config",
-                  outputs={"out": "folder"})  # fmt: skip
+                  outputs={"out": "folder"}, engine=True)  # fmt: skip

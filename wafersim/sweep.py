@@ -89,7 +89,7 @@ def run_point(job: str, point: SweepPoint, metrics: tuple[str, ...], attempt: in
     try:
         args = parse_point_args(point.argv)
         seed = args.seed
-        result = command(job).run(args)
+        result = command(job).execute(args)
         values = {name: _metric(result, name) for name in metrics}
     except Exception as exc:  # any failure of a point is data, not a crash
         error = f"attempt {attempt}: {type(exc).__name__}: {exc}"

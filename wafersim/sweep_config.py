@@ -38,6 +38,7 @@ import numpy as np
 from wafer.config_io import flatten, load_mapping
 from wafer.errors import ConfigError
 from wafersim.jobs import command
+from wafersim.options import add_engine_option
 from wafersim.parser import build_parser, parse_command_line
 
 JOBS = ("defects", "traffic", "kernel", "compile", "run")
@@ -185,8 +186,11 @@ def _metrics(value: Any) -> tuple[str, ...]:
 def job_options(job: str) -> dict[str, argparse.Action]:
     """The job's command-line options by dest name (``--seed`` included)."""
     parser = argparse.ArgumentParser(add_help=False)
-    command(job).add_arguments(parser)
+    chosen = command(job)
+    chosen.add_arguments(parser)
     parser.add_argument("--seed", type=int)
+    if chosen.engine:
+        add_engine_option(parser)
     return {a.dest: a for a in parser._actions if a.option_strings}
 
 

@@ -89,4 +89,4 @@ def _traffic_text(r: dict[str, Any]) -> str:
 
 
 COMMAND = Command(add_traffic_arguments, run_traffic_command, _traffic_text,
-                  outputs={"trace": "file", "plot": "file"})  # fmt: skip
+                  outputs={"trace": "file", "plot": "file"}, engine=True)  # fmt: skip
