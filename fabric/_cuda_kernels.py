@@ -67,6 +67,7 @@ ANY_EVENT, ANY_MOVE, UNTIL, NEXT_WAKE, PENDING = range(5)
 CLEARED = (0, 0, 0, NEVER, 0)  # a slot before any thread adds to it
 SLOTS = 3
 RESULT = SLOTS  # (status, cycle) of the launch
+FULL_WARP = 0xFFFFFFFF  # the lanes of a warp whose 32 threads all run
 
 
 def _device(**_options):
@@ -267,7 +268,20 @@ def _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot):
 @cuda.jit(device=True)
 def _publish(slot, events, moves, until, next_wake, t):
     """Fold one thread's summary into the slot: flags for events and moves (the loop only
-    asks whether there were any), atomic max and min for the rest."""
+    asks whether there were any), atomic max and min for the rest. A whole warp folds its
+    32 summaries first (votes and shuffles) and one lane writes: a 32nd of the writes and
+    atomics on the slot's one cache line, which every thread of the grid aims at. A partial
+    warp (and the simulator, which has no warp functions) writes thread by thread."""
+    if not SIMULATED and cuda.activemask() == FULL_WARP:
+        events = cuda.any_sync(FULL_WARP, events != 0)
+        moves = cuda.any_sync(FULL_WARP, moves != 0)
+        lanes = 16
+        while lanes:
+            until = max(until, cuda.shfl_xor_sync(FULL_WARP, until, lanes))
+            next_wake = min(next_wake, cuda.shfl_xor_sync(FULL_WARP, next_wake, lanes))
+            lanes //= 2
+        if cuda.laneid != 0:
+            return
     if events:
         slot[ANY_EVENT] = 1
     if moves:

@@ -43,6 +43,18 @@ KERNELS = {"block": CK.run_cycles_block, "grid": CK.run_cycles_grid, "wide": CK.
 # than with 256 (three blocks fit an SM instead of one), the wide one (64) alike with 256 or 512.
 THREADS = {"block": 256, "grid": 128, "wide": 256}
 SIMULATOR_THREADS = 64
+WARP = 32
+# Device layouts: "rows" as on the host (a router's values side by side: the CPU's row loop
+# reads them together); "router": the router axis fastest in memory, so that the 32 threads
+# of a warp, consecutive routers, read one another's neighbouring words (one transaction)
+# where the host layout spreads them over 32 cache lines. The kernels index both alike.
+LAYOUTS = ("router", "rows")
+LAYOUT = "router"  # the layout of runs (benchmarks set it to compare)
+ROUTER_AXIS_1 = {"in_data", "in_meta", "credit_ret"}  # (S, P, ...): wires, per receiver
+# Kept as on the host: link_flags is read 8 flags a router at once through its uint64 view
+# link_any (routers already side by side); table (2, P, P) is indexed by a router and a
+# destination; hist is per row of the mesh.
+HOST_LAYOUT = {"link_flags", "link_any", "table", "hist"}
 COOPERATIVE_CC = (6, 0)  # grid sync needs compute capability 6.0
 
 
@@ -54,6 +66,7 @@ class DeviceArrays(NamedTuple):
     prog: ProgramArrays
     tr: TrafficArrays
     want: object  # int64 (P, 2, 5C): each router's arbitration scratch
+    physical: dict  # name -> (contiguous device array, axis): the arrays laid out per router
 
 
 def check_available() -> None:
@@ -77,7 +90,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch="auto"):
     ``parallel`` does not apply (every router is a thread). Returns the kernel's
     (status, cycle); a deadlock raises :class:`DeadlockError` with the CPU engine's message.
     """
-    dev = to_device(fab, st, prog, tr)
+    dev = to_device(fab, st, prog, tr, LAYOUT)
     step = trace.every_cycles if trace else max_cycles
     t = 0
     while True:
@@ -98,12 +111,14 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch="auto"):
         t = end
 
 
-def run_kernel(fab, st, prog, tr, t0, t1, launch="auto", threads=None) -> tuple[int, int]:
+def run_kernel(
+    fab, st, prog, tr, t0, t1, launch="auto", threads=None, layout=LAYOUT
+) -> tuple[int, int]:
     """``fabric.engine.run_kernel`` on the GPU: cycles ``[t0, t1)``, state copied both ways.
 
     ``threads`` caps the threads per block (tests: a thread then steps several routers).
     """
-    dev = to_device(fab, st, prog, tr)
+    dev = to_device(fab, st, prog, tr, layout)
     status, cycle = launch_cycles(dev, t0, t1, launch, threads)
     to_host(dev, st, tr)
     return status, cycle
@@ -112,40 +127,118 @@ def run_kernel(fab, st, prog, tr, t0, t1, launch="auto", threads=None) -> tuple[
 def compile_kernels(fab, st, prog, tr) -> None:
     """Launch every kernel for no cycle: each compiles on its first launch, and benchmarks
     time compilation apart."""
-    dev = to_device(fab, st, prog, tr)
+    dev = to_device(fab, st, prog, tr, LAYOUT)
     simulated = numba.config.ENABLE_CUDASIM
     cooperative = simulated or cuda.get_current_device().compute_capability >= COOPERATIVE_CC
     for launch in KERNELS if cooperative else ("block",):
         launch_cycles(dev, 0, 0, launch)
 
 
-def to_device(fab, st, prog, tr) -> DeviceArrays:
-    """Copy every array to the device; ``link_any`` stays a view of ``link_flags`` there."""
-    dev_st = _copy(st, skip="link_any")
+def resource_report() -> str:
+    """Registers and local memory (spills, local arrays) a thread of each compiled kernel
+    uses, from the compiled kernels' own report (none in the simulator)."""
+    if numba.config.ENABLE_CUDASIM:
+        return "no resource report in the simulator"
+    parts = [
+        f"{name}: {k.regs_per_thread} registers, {k.local_mem_per_thread} B local memory a "
+        f"thread, at most {k.max_threads_per_block} threads a block"
+        for name, kernel in KERNELS.items()
+        for k in kernel.overloads.values()
+    ]
+    return "; ".join(parts) or "no kernel compiled yet"
+
+
+def to_device(fab, st, prog, tr, layout: str = LAYOUT) -> DeviceArrays:
+    """Copy every array to the device in ``layout`` (see :data:`LAYOUTS`); ``link_any``
+    stays a view of ``link_flags`` there."""
+    if layout not in LAYOUTS:
+        raise ConfigError(f"layout={layout!r} is not one of: {', '.join(LAYOUTS)}")
+    pes = st.occupancy.shape[0]
+    physical: dict[str, tuple] = {}
+    dev_st = _copy(st, layout, pes, physical, skip="link_any")
     flags = dev_st.link_flags
     link_any = flags.view(np.uint64).reshape(flags.shape[0], flags.shape[1])
-    want = cuda.to_device(np.zeros((st.occupancy.size, 2, fab.cand_port.size), np.int64))
+    want = _to_device(np.zeros((pes, 2, fab.cand_port.size), np.int64), _axis(layout, "want"))[0]
     return DeviceArrays(
-        _copy(fab), dev_st._replace(link_any=link_any), _copy(prog), _copy(tr), want
+        _copy(fab, layout, pes, {}),
+        dev_st._replace(link_any=link_any),
+        _copy(prog, layout, pes, {}),
+        _copy(tr, layout, pes, physical),
+        want,
+        physical,
     )
 
 
-def _copy(arrays: NamedTuple, skip: str = "") -> NamedTuple:
+def _axis(layout: str, name: str, shape: tuple = (), pes: int = 0) -> int | None:
+    """The axis of array ``name`` (of ``shape``) to lay out fastest: its routers', in layout
+    ``router`` where it has one and more than one axis; None: as on the host."""
+    if layout != "router" or name in HOST_LAYOUT:
+        return None
+    if name == "want":
+        return 0
+    axis = 1 if name in ROUTER_AXIS_1 else 0
+    if len(shape) < 2 or shape[axis] != pes:
+        return None
+    return axis
+
+
+def _copy(arrays: NamedTuple, layout: str, pes: int, physical: dict, skip: str = "") -> NamedTuple:
+    fields = {}
+    for name, value in arrays._asdict().items():
+        if isinstance(value, np.ndarray) and name != skip:
+            axis = _axis(layout, name, value.shape, pes)
+            value, phys = _to_device(value, axis)
+            if axis is not None:
+                physical[name] = (phys, axis)
+        fields[name] = value
+    return type(arrays)(**fields)
+
+
+def _to_device(value: np.ndarray, axis: int | None):
+    """``value`` on the device as (array the kernels index, the contiguous array that holds
+    it): with ``axis`` moved last in memory, the same shape and indices for the kernels."""
+    if axis is None:
+        dev = cuda.to_device(value)
+        return dev, dev
+    phys = np.ascontiguousarray(np.moveaxis(value, axis, -1))
+    dev = cuda.to_device(phys)
+    if numba.config.ENABLE_CUDASIM:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(np.moveaxis(dev._ary, -1, axis)), dev
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    view = np.moveaxis(phys, -1, axis)  # the kernels' shape and indices, its device strides
+    return DeviceNDArray(view.shape, view.strides, view.dtype, gpu_data=dev.gpu_data), dev
+
+
+def laid_out(value: np.ndarray, axis: int) -> np.ndarray:
+    """A copy of ``value`` with ``axis`` last in memory: the same shape and indices."""
+    return np.moveaxis(np.moveaxis(value, axis, -1).copy(), -1, axis)
+
+
+def kernel_layout(arrays: NamedTuple, layout: str, pes: int) -> NamedTuple:
+    """``arrays`` (host) in the device ``layout``: what a launch's arguments type as."""
     fields = {
-        name: cuda.to_device(value) if isinstance(value, np.ndarray) and name != skip else value
-        for name, value in arrays._asdict().items()
+        name: laid_out(v, axis)
+        if isinstance(v, np.ndarray) and (axis := _axis(layout, name, v.shape, pes)) is not None
+        else v
+        for name, v in arrays._asdict().items()
     }
     return type(arrays)(**fields)
 
 
 def to_host(dev: DeviceArrays, st: EngineState, tr: TrafficArrays) -> None:
     """Copy what a run changes (the state and the traffic counters) into the host arrays."""
-    for name, host in st._asdict().items():
-        if name != "link_any":  # a view of link_flags
-            getattr(dev.st, name).copy_to_host(host)
-    for name, host in tr._asdict().items():
-        if isinstance(host, np.ndarray):
-            getattr(dev.tr, name).copy_to_host(host)
+    for arrays, host_arrays in ((dev.st, st), (dev.tr, tr)):
+        for name, host in host_arrays._asdict().items():
+            if not isinstance(host, np.ndarray) or name == "link_any":  # a view of link_flags
+                continue
+            if name in dev.physical:
+                phys, axis = dev.physical[name]
+                host[...] = np.moveaxis(phys.copy_to_host(), -1, axis)
+            else:
+                getattr(arrays, name).copy_to_host(host)
 
 
 def launch_cycles(dev, t0: int, t1: int, launch="auto", threads=None) -> tuple[int, int]:
@@ -181,8 +274,13 @@ def _configure(launch: str, pes: int, args: tuple, most: int | None):
 
 
 def _threads(launch: str, pes: int, most: int | None) -> int:
-    default = SIMULATOR_THREADS if numba.config.ENABLE_CUDASIM else THREADS[launch]
-    return min(pes, most or default)
+    """Threads per block: the kernel's default or ``most``, on a GPU whole warps (those past
+    the last router step none, but let the warp fold its summary: ``_cuda_kernels._publish``)."""
+    if numba.config.ENABLE_CUDASIM:
+        return min(pes, most or SIMULATOR_THREADS)
+    if most:
+        return min(pes, most)
+    return min(-(-pes // WARP) * WARP, THREADS[launch])
 
 
 def _cooperative(launch: str, pes: int, args: tuple, most: int | None):

@@ -40,7 +40,7 @@ from wafer.geometry import RAMP, E, W  # noqa: E402
 from wafer.presets import preset  # noqa: E402
 
 SPEC = preset("tiny")
-WALL_KEYS = ("sim_wall_s", "router_cycles_per_s")
+WALL_KEYS = ("sim_wall_s", "router_cycles_per_s", "engine")  # what differs between engines
 ENGINES = ("cpu", "cuda")
 
 
@@ -264,18 +264,20 @@ def traffic_updown_hole(engine):
 # ---- whole engine state, each kernel ------------------------------------------------------
 
 
-def state_after(engine, fab, st, prog, tr, cycles, launch) -> dict:
-    """Run cycles [0, cycles); the GPU with 3 threads, so that a thread steps several routers."""
+def state_after(engine, fab, st, prog, tr, cycles, launch, layout="router") -> dict:
+    """Run cycles [0, cycles); the GPU with 3 threads, so that a thread steps several routers,
+    its arrays in ``layout`` (cuda_engine.LAYOUTS)."""
     if engine == "cpu":
         status, cycle = run_kernel(fab, st, prog, tr, 0, cycles, False)
     else:
-        status, cycle = cuda_engine.run_kernel(fab, st, prog, tr, 0, cycles, launch, threads=3)
+        status, cycle = cuda_engine.run_kernel(fab, st, prog, tr, 0, cycles, launch, threads=3,
+                                               layout=layout)  # fmt: skip
     arrays = {f"st.{k}": v for k, v in st._asdict().items()}
     arrays |= {f"tr.{k}": v for k, v in tr._asdict().items() if isinstance(v, np.ndarray)}
     return arrays | {"status": status, "cycle": cycle}
 
 
-def state_program(engine):
+def state_program(engine, layout="router"):
     """Every state array after the multicast program, stopped mid-way at cycle 12 (one
     block)."""
     mesh = Mesh.full(3, 3)
@@ -289,10 +291,15 @@ def state_program(engine):
     st.mem[:] = memory(9)
     st.pc[:] = prog.task_start
     st.wait[:] = np.where(prog.task_end > prog.task_start, fab.startup, 0)
-    return state_after(engine, fab, st, prog, empty_traffic(3, 3), 12, "block")
+    return state_after(engine, fab, st, prog, empty_traffic(3, 3), 12, "block", layout)
 
 
-def state_traffic(engine, launch="grid"):
+def state_program_rows(engine):
+    """``state_program`` with the device arrays laid out as on the host."""
+    return state_program(engine, "rows")
+
+
+def state_traffic(engine, launch="grid", layout="router"):
     """Every state and traffic array after 60 cycles of bit-complement traffic on 4x4
     (``launch``: the cooperative grid kernel, or its register-capped twin)."""
     cfg = TrafficConfig(4, 4, "bitcomp", 0.4, cycles=60, warmup=5, seed=4)
@@ -301,7 +308,12 @@ def state_traffic(engine, launch="grid"):
     fab = fabric_arrays(mesh, SPEC, route, np.ones(1, np.uint8), True, ROUTINGS["xy"])
     st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
     tr = traffic_arrays(cfg, mesh)
-    return state_after(engine, fab, st, empty_program(mesh.pes), tr, cfg.cycles, launch)
+    return state_after(engine, fab, st, empty_program(mesh.pes), tr, cfg.cycles, launch, layout)
+
+
+def state_traffic_rows(engine):
+    """``state_traffic`` with the device arrays laid out as on the host."""
+    return state_traffic(engine, layout="rows")
 
 
 def state_traffic_wide(engine):
@@ -330,7 +342,9 @@ CASES = {
         traffic_hotspot,
         traffic_updown_hole,
         state_program,
+        state_program_rows,
         state_traffic,
+        state_traffic_rows,
         state_traffic_wide,
     )
 }

@@ -57,9 +57,11 @@ def main() -> int:
     return 0
 
 
-def kernel_arguments() -> tuple:
-    """Arguments of the types a launch passes (host arrays type like device arrays)."""
+def kernel_arguments(layout: str | None = None) -> tuple:
+    """Arguments of the types a launch passes in ``layout`` (default the engine's; host
+    arrays type like device arrays)."""
     from fabric import _cuda_kernels as CK
+    from fabric.cuda_engine import LAYOUT, kernel_layout, laid_out
     from fabric.engine import fabric_arrays
     from fabric.mesh import Mesh
     from fabric.state import allocate_state, empty_program
@@ -72,7 +74,11 @@ def kernel_arguments() -> tuple:
     st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
     tr = traffic_arrays(TrafficConfig(2, 2, cycles=10, warmup=1), mesh)
     want = np.zeros((mesh.pes, 2, 5), np.int64)
-    return (0, 1, fab, st, empty_program(mesh.pes), tr, want, CK.new_control())
+    prog = empty_program(mesh.pes)
+    layout = layout or LAYOUT
+    fab, st, prog, tr = (kernel_layout(a, layout, mesh.pes) for a in (fab, st, prog, tr))
+    want = laid_out(want, 0) if layout == "router" else want
+    return (0, 1, fab, st, prog, tr, want, CK.new_control())
 
 
 if __name__ == "__main__":

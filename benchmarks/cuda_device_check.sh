@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The CUDA engine's checks and figures on a GPU machine, in one run (issue 30):
+#   bash benchmarks/cuda_device_check.sh [OUT_DIR] [STEPS]
+# STEPS (default "cases bench"): cases = every case of tests/cuda_cases.py bit for bit against
+# the CPU engine; bench = bench_fabric.py --engine cuda at 30 % load, 128 x 128 and
+# 1024 x 1024, 10^4 cycles, each device layout, beside the one-launch-a-cycle plain kernel;
+# wafer = benchmarks/bench_wafer_layer.py (a whole-wafer layer at cycle level).
+# Where the machine's numba-cuda does not import, wheels in .whl/ (numpy<2.5, numba-cuda) are
+# installed first. Logs go to OUT_DIR (default out/cuda).
+set -uo pipefail
+out=${1:-out/cuda}
+steps=${2:-cases bench}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
+probe='import numba, numpy, numba.cuda as c, importlib.metadata as m
+print("numba", numba.__version__, "numba-cuda", m.version("numba-cuda"), "numpy",
+      numpy.__version__, "GPU", c.is_available(), getattr(c, "implementation", "?"))
+assert c.is_available() and c.implementation == "NVIDIA"'
+if ! python3 -c "$probe"; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  echo "import site; site.addsitedir('/tmp/site')" > /tmp/site/sitecustomize.py  # its .pth
+  export PYTHONPATH=/tmp/site:$PYTHONPATH
+  python3 -c "$probe" || exit 3
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+for step in $steps; do
+  case $step in
+    cases) timeout 400 python3 tests/cuda_cases.py 2>&1 | tee "$out/cases.log" ;;
+    bench)
+      for layout in router rows; do
+        timeout 300 python3 benchmarks/bench_fabric.py --engine cuda --layout "$layout" \
+          --sizes 128 1024 --loads 0.01 0.3 --cycles 10000 --plain \
+          --out "$out/bench_fabric_$layout.json" 2>&1 | tee "$out/bench_$layout.log"
+      done ;;
+    wafer) timeout 550 python3 benchmarks/bench_wafer_layer.py --engine cuda \
+             --out "$out/wafer_layer.json" 2>&1 | tee "$out/wafer.log" ;;
+  esac
+done
