@@ -15,7 +15,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
 probe='import numba, numpy, numba.cuda as c, importlib.metadata as m
 print("numba", numba.__version__, "numba-cuda", m.version("numba-cuda"), "numpy",
       numpy.__version__, "GPU", c.is_available(), getattr(c, "implementation", "?"))
-assert c.is_available() and c.implementation == "NVIDIA"'
+assert c.is_available() and c.implementation == "NVIDIA"
+assert tuple(map(int, numpy.__version__.split(".")[:2])) < (2, 5), "numba-cuda needs numpy<2.5"'
 if ! python3 -c "$probe"; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   echo "import site; site.addsitedir('/tmp/site')" > /tmp/site/sitecustomize.py  # its .pth
