@@ -4,7 +4,7 @@
 # STEPS (default "cases bench"): cases = every case of tests/cuda_cases.py bit for bit against
 # the CPU engine; bench = bench_fabric.py --engine cuda at 30 % load, 128 x 128 and
 # 1024 x 1024, 10^4 cycles, each device layout, beside the one-launch-a-cycle plain kernel;
-# wafer = benchmarks/bench_wafer_layer.py (a whole-wafer layer at cycle level).
+# profile = Nsight Compute on one 200-cycle launch at 128 x 128 and 1024 x 1024 (ncu_K.txt).
 # Where the machine's numba-cuda does not import, wheels in .whl/ (numpy<2.5, numba-cuda) are
 # installed first. Logs go to OUT_DIR (default out/cuda).
 set -uo pipefail
@@ -33,7 +33,15 @@ for step in $steps; do
           --sizes 128 1024 --loads 0.01 0.3 --cycles 10000 --plain \
           --out "$out/bench_fabric_$layout.json" 2>&1 | tee "$out/bench_$layout.log"
       done ;;
-    wafer) timeout 550 python3 benchmarks/bench_wafer_layer.py --engine cuda \
-             --out "$out/wafer_layer.json" 2>&1 | tee "$out/wafer.log" ;;
+    profile)
+      ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+      for k in 128 1024; do
+        timeout 200 "$ncu" --clock-control none --kernel-name regex:run_cycles --launch-skip 3 \
+          --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+          --section Occupancy --section WarpStateStats --section LaunchStats \
+          python3 benchmarks/profile_cuda.py --sizes $k --cycles 200 --layout rows \
+          > "$out/ncu_$k.txt" 2>&1
+        grep -E "Duration|Throughput|Achieved Occupancy|Registers|Stall|L1/TEX Hit|L2 Hit|Warp Cycles|Block Limit|Theoretical Occ|Local" "$out/ncu_$k.txt" | head -40
+      done ;;
   esac
 done
