@@ -1,7 +1,7 @@
 """Router-cycles per second of the cycle engine under uniform traffic.
 
 Run: python benchmarks/bench_fabric.py [--sizes 32 128 512] [--cycles N] [--threads 1 2]
-     [--loads 0.01 0.3 0.9] [--engine cpu|cuda] [--layout router|rows] [--plain]
+     [--loads 0.01 0.3 0.9] [--engine cpu|cuda] [--layout rows|router] [--plain]
      [--out out/bench_fabric.json]
 Load is given as a share of the uniform-traffic bisection bound 4/k flits/PE/cycle. Each run
 lasts at least 3k cycles so that packets cross the mesh before the figures are taken. JIT
@@ -37,7 +37,7 @@ def main():
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--engine", choices=ENGINES, default="cpu")
     parser.add_argument("--loads", type=float, nargs="+", default=list(LOADS))
-    parser.add_argument("--layout", default="router", help="cuda: the device arrays' layout")
+    parser.add_argument("--layout", default="rows", help="cuda: the device arrays' layout")
     parser.add_argument("--plain", action="store_true", help="also time plain_mesh.py")
     parser.add_argument("--out", default="out/bench_fabric.json")
     args = parser.parse_args()

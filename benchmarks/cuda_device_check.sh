@@ -28,7 +28,7 @@ for step in $steps; do
   case $step in
     cases) timeout 400 python3 tests/cuda_cases.py 2>&1 | tee "$out/cases.log" ;;
     bench)
-      for layout in router rows; do
+      for layout in rows router; do
         timeout 300 python3 benchmarks/bench_fabric.py --engine cuda --layout "$layout" \
           --sizes 128 1024 --loads 0.01 0.3 --cycles 10000 --plain \
           --out "$out/bench_fabric_$layout.json" 2>&1 | tee "$out/bench_$layout.log"

@@ -46,10 +46,16 @@ SIMULATOR_THREADS = 64
 WARP = 32
 # Device layouts: "rows" as on the host (a router's values side by side: the CPU's row loop
 # reads them together); "router": the router axis fastest in memory, so that the 32 threads
-# of a warp, consecutive routers, read one another's neighbouring words (one transaction)
-# where the host layout spreads them over 32 cache lines. The kernels index both alike.
-LAYOUTS = ("router", "rows")
-LAYOUT = "router"  # the layout of runs (benchmarks set it to compare)
+# of a warp, consecutive routers, would read one another's neighbouring words in one
+# transaction. The kernels index both alike. Measured on an H100 (2026-11-26, bench_fabric
+# --engine cuda, 10^4 cycles, 30 % load, copies included): rows 338 / 297 M router-cycles/s
+# on 128 x 128 / 1024 x 1024, router 315 / 263 M (at 1 % load 872 / 3,410 against 785 / 749
+# M). Nsight Compute says why coalescing does not pay yet: a warp runs 3 to 8 of its 32 threads
+# at a time (each router takes its own path through ports, colors and queues), so the loads
+# of one instruction seldom come from consecutive routers, and the router layout spreads a
+# router's own values over as many cache lines as it has ports and colors.
+LAYOUTS = ("rows", "router")
+LAYOUT = "rows"  # the layout of runs (benchmarks set it to compare)
 ROUTER_AXIS_1 = {"in_data", "in_meta", "credit_ret"}  # (S, P, ...): wires, per receiver
 # Kept as on the host: link_flags is read 8 flags a router at once through its uint64 view
 # link_any (routers already side by side); table (2, P, P) is indexed by a router and a
@@ -90,7 +96,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch="auto"):
     ``parallel`` does not apply (every router is a thread). Returns the kernel's
     (status, cycle); a deadlock raises :class:`DeadlockError` with the CPU engine's message.
     """
-    dev = to_device(fab, st, prog, tr, LAYOUT)
+    dev = to_device(fab, st, prog, tr)
     step = trace.every_cycles if trace else max_cycles
     t = 0
     while True:
@@ -112,7 +118,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch="auto"):
 
 
 def run_kernel(
-    fab, st, prog, tr, t0, t1, launch="auto", threads=None, layout=LAYOUT
+    fab, st, prog, tr, t0, t1, launch="auto", threads=None, layout=None
 ) -> tuple[int, int]:
     """``fabric.engine.run_kernel`` on the GPU: cycles ``[t0, t1)``, state copied both ways.
 
@@ -127,7 +133,7 @@ def run_kernel(
 def compile_kernels(fab, st, prog, tr) -> None:
     """Launch every kernel for no cycle: each compiles on its first launch, and benchmarks
     time compilation apart."""
-    dev = to_device(fab, st, prog, tr, LAYOUT)
+    dev = to_device(fab, st, prog, tr)
     simulated = numba.config.ENABLE_CUDASIM
     cooperative = simulated or cuda.get_current_device().compute_capability >= COOPERATIVE_CC
     for launch in KERNELS if cooperative else ("block",):
@@ -148,9 +154,10 @@ def resource_report() -> str:
     return "; ".join(parts) or "no kernel compiled yet"
 
 
-def to_device(fab, st, prog, tr, layout: str = LAYOUT) -> DeviceArrays:
-    """Copy every array to the device in ``layout`` (see :data:`LAYOUTS`); ``link_any``
-    stays a view of ``link_flags`` there."""
+def to_device(fab, st, prog, tr, layout: str | None = None) -> DeviceArrays:
+    """Copy every array to the device in ``layout`` (see :data:`LAYOUTS`; None:
+    :data:`LAYOUT`); ``link_any`` stays a view of ``link_flags`` there."""
+    layout = layout or LAYOUT
     if layout not in LAYOUTS:
         raise ConfigError(f"layout={layout!r} is not one of: {', '.join(LAYOUTS)}")
     pes = st.occupancy.shape[0]

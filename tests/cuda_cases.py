@@ -264,7 +264,7 @@ def traffic_updown_hole(engine):
 # ---- whole engine state, each kernel ------------------------------------------------------
 
 
-def state_after(engine, fab, st, prog, tr, cycles, launch, layout="router") -> dict:
+def state_after(engine, fab, st, prog, tr, cycles, launch, layout="rows") -> dict:
     """Run cycles [0, cycles); the GPU with 3 threads, so that a thread steps several routers,
     its arrays in ``layout`` (cuda_engine.LAYOUTS)."""
     if engine == "cpu":
@@ -277,7 +277,7 @@ def state_after(engine, fab, st, prog, tr, cycles, launch, layout="router") -> d
     return arrays | {"status": status, "cycle": cycle}
 
 
-def state_program(engine, layout="router"):
+def state_program(engine, layout="rows"):
     """Every state array after the multicast program, stopped mid-way at cycle 12 (one
     block)."""
     mesh = Mesh.full(3, 3)
@@ -294,12 +294,12 @@ def state_program(engine, layout="router"):
     return state_after(engine, fab, st, prog, empty_traffic(3, 3), 12, "block", layout)
 
 
-def state_program_rows(engine):
-    """``state_program`` with the device arrays laid out as on the host."""
-    return state_program(engine, "rows")
+def state_program_router(engine):
+    """``state_program`` with the device arrays' router axis fastest."""
+    return state_program(engine, "router")
 
 
-def state_traffic(engine, launch="grid", layout="router"):
+def state_traffic(engine, launch="grid", layout="rows"):
     """Every state and traffic array after 60 cycles of bit-complement traffic on 4x4
     (``launch``: the cooperative grid kernel, or its register-capped twin)."""
     cfg = TrafficConfig(4, 4, "bitcomp", 0.4, cycles=60, warmup=5, seed=4)
@@ -311,9 +311,9 @@ def state_traffic(engine, launch="grid", layout="router"):
     return state_after(engine, fab, st, empty_program(mesh.pes), tr, cfg.cycles, launch, layout)
 
 
-def state_traffic_rows(engine):
-    """``state_traffic`` with the device arrays laid out as on the host."""
-    return state_traffic(engine, layout="rows")
+def state_traffic_router(engine):
+    """``state_traffic`` with the device arrays' router axis fastest."""
+    return state_traffic(engine, layout="router")
 
 
 def state_traffic_wide(engine):
@@ -342,9 +342,9 @@ CASES = {
         traffic_hotspot,
         traffic_updown_hole,
         state_program,
-        state_program_rows,
+        state_program_router,
         state_traffic,
-        state_traffic_rows,
+        state_traffic_router,
         state_traffic_wide,
     )
 }
