@@ -35,7 +35,7 @@ from memoryx.streaming import (
     simulate_stream,
 )
 from memoryx.swarmx import effective_edge
-from memoryx.training import History, Trainer, train
+from memoryx.training import Checkpoints, History, Trainer, train
 from memoryx.wafer_gemm import WaferGemm
 from wafer.defects import generate
 from wafer.errors import ConfigError
@@ -179,15 +179,14 @@ def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path,
     matmuls = [WaferGemm(w.plan, config.spec, w.logical, frozenset(masks)) for w in wafers]
     fanout = config.spec.io.swarmx_fanout
     trainer = Trainer(graph, data, optimizer, matmuls, config["batch"], seed, fanout, masks)
-    every = {"checkpoint": config["checkpoint_every"], "eval": config["eval_every"]}
+    saved = Checkpoints(out_dir, config["checkpoint_every"], config["keep_checkpoints"],
+                        config.digest, config.training)  # fmt: skip
 
     def step_progress(done: int, total: int, loss: float) -> None:
         if progress is not None:
             progress("train step", done, total, f"loss {loss:.4f}")
 
-    _, history = train(
-        trainer, store, config["steps"], out_dir, every, config.digest, step_progress
-    )
+    _, history = train(trainer, store, config["steps"], config["eval_every"], saved, step_progress)
     return history, matmuls
 
 

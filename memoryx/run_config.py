@@ -19,6 +19,7 @@ Top-level keys (all but ``model`` optional)::
     init_std: 0.02                    # weights start as N(0, init_std**2) (GPT-2's 0.02)
     checkpoint_every: 50
     eval_every: 50
+    keep_checkpoints: 2               # the newest checkpoints kept in DIR/checkpoints
     memoryx: {tile_bytes: 4194304, prefetch_buffer_bytes: null}
     swarmx: {wafers: 1, defect_seed_stride: 1}   # data-parallel wafers, each its own defects
     sparsity: {density: 0.25}         # or {threshold: 0.05}: see memoryx.sparsity
@@ -27,6 +28,9 @@ Top-level keys (all but ``model`` optional)::
     micro_batches: null               # the batch split in parts (default: the fewest that fit)
 
 ``key=value`` overrides use dotted keys (``optimizer.lr=0.01``, ``wafer.defects.seed=3``).
+A run on a folder that holds checkpoints resumes from the newest; of its config, only the keys in
+:data:`CONTINUABLE` may differ from the run that wrote them (``steps=40`` trains a 20-step run
+on).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "init_std": 0.02,
     "checkpoint_every": 0,
     "eval_every": 0,
+    "keep_checkpoints": 2,
     "memoryx": {},
     "swarmx": {},
     "sparsity": None,
@@ -86,7 +91,11 @@ INT_RANGES = {
     "seed": (0, 2**63 - 1),
     "checkpoint_every": (0, 10**9),
     "eval_every": (0, 10**9),
+    "keep_checkpoints": (1, 10**6),
 }
+# Keys a resumed run may change: how long it trains and how often it evaluates and saves, not
+# what it trains (the model, data, batch, optimizer, wafer: the rest of the config)
+CONTINUABLE = ("steps", "eval_every", "checkpoint_every", "keep_checkpoints")
 
 
 @dataclass(frozen=True)
@@ -101,9 +110,15 @@ class RunConfig:
         return self.raw[key]
 
     @property
+    def training(self) -> dict[str, Any]:
+        """The config but the :data:`CONTINUABLE` keys: what a checkpoint's training is."""
+        return {key: value for key, value in self.raw.items() if key not in CONTINUABLE}
+
+    @property
     def digest(self) -> str:
-        """SHA-256 of the resolved config and the model file: which run a checkpoint is of."""
-        text = json.dumps(self.raw, sort_keys=True) + self.model_path.read_text()
+        """SHA-256 of :attr:`training` and the model file: which training a checkpoint (and
+        the default output folder) belongs to, whatever its steps."""
+        text = json.dumps(self.training, sort_keys=True) + self.model_path.read_text()
         return hashlib.sha256(text.encode()).hexdigest()
 
 

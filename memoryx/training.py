@@ -7,10 +7,12 @@ wafer, each with its own defect map), SwarmX sums the gradients in its tree, and
 applies the mean (sum / N, so the learning rate does not depend on N) with the optimizer.
 
 Checkpoints go to ``DIR/checkpoints/step_XXXXXXXX.h5`` every ``checkpoint_every`` steps and
-at the end, each written atomically with the loss history and the config's digest; the two
-newest are kept. A run started on a DIR that holds checkpoints resumes from the newest, and
-ends with the same weights, bit for bit, as a run never stopped (batches are a pure function
-of the step, the engine is deterministic, optimizer state is in the checkpoint).
+at the end, each written atomically with the loss history and the training's digest and
+config; the ``keep_checkpoints`` newest are kept. A run started on a DIR that holds
+checkpoints resumes from the newest, and ends with the same weights, bit for bit, as a run
+never stopped (batches are a pure function of the step, the engine is deterministic,
+optimizer state is in the checkpoint). It may train on to more steps (or evaluate and save at
+other intervals: ``run_config.CONTINUABLE``); any other change is refused, naming the key.
 """
 
 from __future__ import annotations
@@ -31,15 +33,27 @@ from memoryx.checkpoint import load_checkpoint, save_checkpoint
 from memoryx.data import Dataset, batch_indices
 from memoryx.functional import Matmul, accuracy, loss_and_grads
 from memoryx.optimizer import Optimizer
+from memoryx.run_config import CONTINUABLE
 from memoryx.sparsity import apply_masks
 from memoryx.store import WeightStore
 from memoryx.swarmx import reduce_gradients
+from wafer.config_io import flatten
 from wafer.errors import ConfigError
 
 LOG = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = re.compile(r"step_(\d{8})\.h5$")
-KEEP_CHECKPOINTS = 2
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Where a run's checkpoints go, how often, how many stay, and whose they are."""
+
+    out_dir: Path
+    every: int  # steps between checkpoints (0: at the end only)
+    keep: int  # the newest ones kept
+    digest: str  # RunConfig.digest: the training they belong to
+    training: dict[str, Any]  # RunConfig.training: to name what a resume changed
 
 
 @dataclass
@@ -97,15 +111,18 @@ def train(
     trainer: Trainer,
     store: WeightStore,
     steps: int,
-    out_dir: Path,
-    every: dict[str, int],
-    digest: str,
+    eval_every: int,
+    saved: Checkpoints,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> tuple[WeightStore, History]:
-    """Train to ``steps`` steps, resuming from ``out_dir``'s newest checkpoint if any.
-
-    ``every`` holds ``checkpoint`` and ``eval`` intervals in steps (0: only at the end)."""
-    store, start, history = resume(out_dir, digest, store)
+    """Train to ``steps`` steps, resuming from the newest checkpoint in ``saved.out_dir`` if
+    any; evaluate every ``eval_every`` steps (0: only at the end)."""
+    store, start, history = resume(saved, store)
+    if start > steps:
+        raise ConfigError(
+            f"steps={steps}: {saved.out_dir} holds a checkpoint of step {start}, further than "
+            "that; ask for at least as many steps or use a new --out folder"
+        )
     base = np.array(history.busy or 0, np.int64)  # busy cycles before a resume
     for step in range(start, steps):
         loss = trainer.step(store, step)
@@ -116,11 +133,11 @@ def train(
             )
         history.losses.append(loss)
         done = step + 1
-        if _due(done, every["eval"], steps) and len(trainer.data.y_test):
+        if _due(done, eval_every, steps) and len(trainer.data.y_test):
             history.accuracy.append((done, trainer.test_accuracy(store)))
-        if _due(done, every["checkpoint"], steps):
+        if _due(done, saved.every, steps):
             _record_engine(trainer, history, base)
-            save(out_dir, store, done, trainer.optimizer, history, digest)
+            save(saved, store, done, trainer.optimizer, history)
         if progress is not None:
             progress(done, steps, loss)
     _record_engine(trainer, history, base)
@@ -165,12 +182,12 @@ def checkpoint_dir(out_dir: Path) -> Path:
     return out_dir / "checkpoints"
 
 
-def save(out_dir, store, step, optimizer, history: History, digest: str) -> None:
+def save(saved: Checkpoints, store, step, optimizer, history: History) -> None:
     """Write step ``step``'s checkpoint, then drop all but the newest ones."""
-    folder = checkpoint_dir(out_dir)
-    meta = {"config_sha256": digest, **history.to_dict()}
+    meta = {"config_sha256": saved.digest, "config": saved.training, **history.to_dict()}
+    folder = checkpoint_dir(saved.out_dir)
     save_checkpoint(folder / f"step_{step:08d}.h5", store, step, optimizer, meta=meta)
-    for old in checkpoints(out_dir)[:-KEEP_CHECKPOINTS]:
+    for old in checkpoints(saved.out_dir)[: -saved.keep]:
         old.unlink()
 
 
@@ -182,29 +199,42 @@ def checkpoints(out_dir: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if CHECKPOINT_NAME.search(p.name))
 
 
-def resume(out_dir: Path, digest: str, store: WeightStore) -> tuple[WeightStore, int, History]:
+def resume(saved: Checkpoints, store: WeightStore) -> tuple[WeightStore, int, History]:
     """The newest intact checkpoint's store, step and history, or ``store`` at step 0.
 
     A damaged checkpoint (unreadable, or a dataset failing its checksum) is skipped for the
-    next older one, saying so on stderr; none intact, or one of another config, is an error:
-    nothing is overwritten, so the user decides what to keep."""
-    found = checkpoints(out_dir)
+    next older one, saying so on stderr; none intact, or one of another training, is an
+    error: nothing is overwritten, so the user decides what to keep."""
+    found = checkpoints(saved.out_dir)
     if not found:
         return store, 0, History()
-    newest, saved, damaged = _newest_intact(found)
-    if not damaged:  # a kill between a save and its pruning left one too many
-        for old in found[:-KEEP_CHECKPOINTS]:
-            old.unlink()
+    newest, loaded, damaged = _newest_intact(found)
     if damaged:
         LOG.warning("wafersim: skipped damaged checkpoint(s): %s; resuming from %s",
                     "; ".join(damaged), newest.name)  # fmt: skip
-    meta = saved.meta or {}
-    if meta.get("config_sha256") != digest:
-        raise ConfigError(
-            f"{newest} is a checkpoint of another run config; use a new --out folder "
-            "(or delete the old checkpoints) to start this one"
-        )
+    meta = loaded.meta or {}
+    if meta.get("config_sha256") != saved.digest:
+        raise ConfigError(f"{newest} is a checkpoint of another training: "
+                          f"{_changed(meta.get('config'), saved.training)}; use a new --out "
+                          "folder (or delete the old checkpoints) to start this one")  # fmt: skip
+    if not damaged:  # a kill between a save and its pruning left one too many
+        for old in found[: -saved.keep]:
+            old.unlink()
     fields = {f.name for f in dataclasses.fields(History)}
     history = History(**{key: value for key, value in meta.items() if key in fields})
     history.accuracy = [tuple(a) for a in history.accuracy]
-    return saved.store, saved.step, history
+    return loaded.store, loaded.step, history
+
+
+def _changed(then: dict[str, Any] | None, now: dict[str, Any]) -> str:
+    """What differs between the training a checkpoint saved and this one, by dotted key."""
+    if then is None:
+        return "its config is not in it (an older wafersim wrote it)"
+    before, after = flatten(then), flatten(now)
+    keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if not keys:
+        return "the model file changed since"
+    key = keys[0]
+    more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
+    return (f"{key} was {before.get(key)!r}, now {after.get(key)!r}{more}; only "
+            f"{', '.join(CONTINUABLE)} may change when a run resumes")  # fmt: skip

@@ -127,20 +127,51 @@ def test_resume_gives_the_uninterrupted_weights(tmp_path):
     """A run stopped after a checkpoint and run again ends bit-identical to one run."""
     whole = load_run_config(write_config(tmp_path, steps=4))
     run(whole, tmp_path / "whole")
-    short = load_run_config(write_config(tmp_path, steps=4), {"steps": 2})
-    run(short, tmp_path / "parts")  # a different config: its checkpoints are its own
     part = tmp_path / "parts"
-    for old in checkpoints(part):
-        old.unlink()
-    run(whole, part)  # no checkpoint of this config: starts over ...
-    interrupted = checkpoints(part)[-1]
-    interrupted.unlink()  # ... and drop its newest checkpoint: resume from step 3
+    run(whole, part)
+    checkpoints(part)[-1].unlink()  # the step-4 checkpoint: resume from the one before
     result = run(whole, part)
-    a = load_checkpoint(checkpoints(tmp_path / "whole")[-1]).store
-    b = load_checkpoint(checkpoints(part)[-1]).store
+    assert_same_weights(tmp_path / "whole", part)
+    assert len(result.history.losses) == 4
+
+
+def test_a_resumed_run_trains_on_to_more_steps(tmp_path):
+    """``steps=2`` then ``steps=4`` on one folder (eval and checkpoint intervals changed too)
+    ends with the weights, losses and accuracy of one ``steps=4`` run (issue 29)."""
+    path = write_config(tmp_path, steps=4)
+    whole = run(load_run_config(path), tmp_path / "whole")
+    run(load_run_config(path, {"steps": 2, "eval_every": 1}), tmp_path / "on")
+    on = run(load_run_config(path, {"checkpoint_every": 1, "keep_checkpoints": 3}),
+             tmp_path / "on")  # fmt: skip
+    assert_same_weights(tmp_path / "whole", tmp_path / "on")
+    assert on.history.losses == whole.history.losses
+    assert on.history.accuracy[-1] == whole.history.accuracy[-1]
+    assert [p.name for p in checkpoints(tmp_path / "on")] == [f"step_{s:08d}.h5" for s in (2, 3, 4)]
+
+
+def test_a_resume_to_fewer_steps_than_saved_is_refused(tmp_path):
+    path = write_config(tmp_path, steps=2)
+    run(load_run_config(path), tmp_path / "out")
+    with pytest.raises(ConfigError, match="steps=1: .* checkpoint of step 2"):
+        run(load_run_config(path, {"steps": 1}), tmp_path / "out")
+
+
+def test_the_default_folder_of_a_run_does_not_depend_on_its_steps(tmp_path):
+    """``wafersim run CONFIG steps=40`` finds the folder of ``steps=20`` (and resumes it)."""
+    from wafersim.run_command import default_out
+
+    path = write_config(tmp_path, steps=2)
+    folders = {default_out(str(path), load_run_config(path, c).digest)
+               for c in ({}, {"steps": 9}, {"eval_every": 3})}  # fmt: skip
+    assert len(folders) == 1
+    assert default_out(str(path), load_run_config(path, {"batch": 8}).digest) not in folders
+
+
+def assert_same_weights(a_dir: Path, b_dir: Path) -> None:
+    a = load_checkpoint(checkpoints(a_dir)[-1]).store
+    b = load_checkpoint(checkpoints(b_dir)[-1]).store
     for name in a.names:
         assert np.array_equal(a.get(name), b.get(name)), name
-    assert len(result.history.losses) == 4
 
 
 def test_killed_run_resumes_bit_identical(tmp_path):
@@ -218,11 +249,12 @@ def test_a_diverging_run_stops_naming_the_step(tmp_path):
         run(config, tmp_path / "out")
 
 
-def test_checkpoint_of_another_config_is_refused(tmp_path):
-    """Checkpoints in DIR from a different config are an error, not silently reused."""
+def test_checkpoint_of_another_config_is_refused_naming_the_key(tmp_path):
+    """Checkpoints in DIR from a different training are an error naming what changed, not
+    silently reused."""
     run(load_run_config(write_config(tmp_path, steps=1)), tmp_path / "out")
     other = load_run_config(write_config(tmp_path, steps=1), {"optimizer.lr": 0.01})
-    with pytest.raises(ConfigError, match="another run config"):
+    with pytest.raises(ConfigError, match=r"another training: optimizer.lr was 0.003, now 0.01"):
         run(other, tmp_path / "out")
 
 
