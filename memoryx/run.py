@@ -75,7 +75,7 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     if tier.functional:
         check_functional(load_model(config.model_path).graph)  # before the costly parts
     compile_start = time.perf_counter()
-    wafers = [_wafer(config, w, out_dir) for w in range(_count(config))]
+    wafers = [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
     compile_time = time.perf_counter() - compile_start
     start = time.perf_counter()  # sim_wall_s counts the simulation, not the compile
     data = load_dataset(config["data"], config["seed"])
@@ -87,17 +87,23 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     return RunResult(config, wafers, streams, baseline, history, data, compile_time, wall)
 
 
-def _count(config: RunConfig) -> int:
+def count_wafers(config: RunConfig) -> int:
     return config["swarmx"].get("wafers", 1)
 
 
-def _wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
-    logical = _logical_grid(config, index)
-    options = CompileOptions(config["batch"], config["seq"], config["dtype"], _strategies(config),
-                             config["activations"], config["micro_batches"])  # fmt: skip
-    folder = out_dir / "plans" / f"wafer_{index}"  # each wafer's defects: its own plan
-    plan, _ = compile_cached(config.model_path, config.spec, options, folder, logical)
+def compile_wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
+    """Wafer ``index``'s repaired grid and plan, saved under ``out_dir/plans/wafer_<index>``
+    (each wafer's defects: its own plan) and reused while its inputs are unchanged."""
+    logical = logical_grid(config, index)
+    folder = out_dir / "plans" / f"wafer_{index}"
+    plan, _ = compile_cached(config.model_path, config.spec, compile_options(config), folder,
+                             logical)  # fmt: skip
     return Wafer(logical, plan)
+
+
+def compile_options(config: RunConfig) -> CompileOptions:
+    return CompileOptions(config["batch"], config["seq"], config["dtype"], _strategies(config),
+                          config["activations"], config["micro_batches"])  # fmt: skip
 
 
 class FastCycles:
@@ -145,7 +151,7 @@ def _strategies(config: RunConfig) -> tuple[str, ...] | None:
     return sparse if names is None else tuple(names)
 
 
-def _logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
+def logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
     """Wafer ``index``'s repaired grid: its defects are drawn from ``seed + index * stride``."""
     defects = dict(config["wafer"].get("defects") or {})
     if not defects:

@@ -376,3 +376,56 @@ def test_nested_spec_overrides_change_only_their_keys():
     spec = wafer_spec({"preset": "tiny", "overrides": {"pe": {"sram_bytes": 65536}}})
     assert spec.pe.sram_bytes == 65536
     assert spec.pe.op_startup_cycles == preset("tiny").pe.op_startup_cycles
+
+
+def test_validate_only_lists_every_pass_and_writes_nothing(tmp_path, capsys):
+    """``run --validate-only``: every layer's passes with shape and kernel, text and JSON,
+    and no output folder (issue 29)."""
+    from compiler.plan import compile_cached
+    from memoryx.run import compile_options, logical_grid
+
+    path = write_config(tmp_path, steps=2)
+    out = tmp_path / "never"
+    assert main(["run", str(path), "--out", str(out), "--validate-only", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert not out.exists()
+    config = load_run_config(path)
+    plan, _ = compile_cached(MODEL, config.spec, compile_options(config), None,
+                             logical_grid(config, 0))  # fmt: skip
+    expected = [(layer.name, name, placed.algorithm) for layer, name, placed in plan.placements()]
+    assert [(p["layer"], p["pass_name"], p["kernel"]) for p in result["passes"]] == expected
+    first = next(p for p in result["passes"] if p["op"] == "linear")
+    assert set(first["shape"]) == {"m", "k", "n"}
+    assert main(["run", str(path), "--out", str(out), "--validate-only"]) == 0
+    text = capsys.readouterr().out
+    assert "valid" in text
+    assert all(p["layer"][:24] in text for p in result["passes"])
+
+
+def test_compile_only_saves_the_plans_and_trains_nothing(tmp_path, capsys):
+    path = write_config(tmp_path, steps=2, swarmx={"wafers": 2})
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--compile-only", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["mode"] == "compile-only"
+    assert len(result["plans"]) == 2  # one per wafer, each with its own defects
+    assert not checkpoints(out)
+    assert not (out / "performance.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["--validate-only", "--compile-only"], "not allowed with"),
+     (["--validate-only", "--engine", "cuda"], "runs nothing on an engine")],
+)  # fmt: skip
+def test_run_modes_refuse_what_they_cannot_do(tmp_path, capsys, monkeypatch, argv, message):
+    from fabric import cuda_engine
+
+    monkeypatch.setattr(cuda_engine, "check_available", lambda: None)
+    path = write_config(tmp_path, steps=2)
+    try:
+        code = main(["run", str(path), *argv])
+    except SystemExit as exit_:  # argparse's usage error
+        code = exit_.code
+    assert code == 2
+    assert message in capsys.readouterr().err

@@ -27,6 +27,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--summary-only", action="store_true", help="write performance.json only (sweeps)"
     )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--validate-only", action="store_true",
+                      help="check the config and list every layer's passes with their shape "
+                           "and kernel; write nothing")  # fmt: skip
+    mode.add_argument("--compile-only", action="store_true",
+                      help="make and save every wafer's plan (DIR/plans), then stop")  # fmt: skip
 
 
 def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -42,6 +48,13 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--engine {args.engine} runs the cycle and fast tiers' engine runs; "
                           "tier analytic runs none")  # fmt: skip
     out = Path(args.out) if args.out else default_out(args.config, config.digest)
+    mode = "validate-only" if args.validate_only else "compile-only" if args.compile_only else ""
+    if mode:
+        from memoryx.run_modes import run_mode
+
+        if args.engine != "cpu":
+            raise ConfigError(f"--engine {args.engine}: --{mode} runs nothing on an engine")
+        return run_mode(mode, config, out).to_dict()
     line = progress_for(sys.stderr)
     started = time.perf_counter()
 
@@ -65,6 +78,10 @@ def default_out(config_path: str, digest: str) -> Path:
 
 def run_text(r: dict[str, Any]) -> str:
     """The figures a researcher looks at first; the rest is in performance.json."""
+    if "mode" in r:
+        from memoryx.run_modes import mode_text
+
+        return mode_text(r)
     lines = [
         f"run: {r['config']['model']} on {r['spec']['name']} ({r['tier']} tier, "
         f"{r['wafers']} wafer(s)) -> {r['out']}",

@@ -1,0 +1,101 @@
+"""``wafersim run --validate-only`` and ``--compile-only``: a run's config checked, and its
+plans made, without training or timing anything.
+
+- validate-only: the config, the model and its layer graph, the defect map of wafer 0 and the
+  activations' fit are checked, and wafer 0's plan is made in memory (a second or less, even
+  for GPT-3 175B): every layer's passes are listed with their shape and the kernel chosen for
+  each. Nothing is written.
+- compile-only: every wafer's plan is made (each with its own defect map) and saved under
+  ``DIR/plans`` as a full run would, beside the run's resolved config; the same list.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler.model_file import load_model
+from compiler.plan import check_activations_fit, compile_cached
+from compiler.plan_records import GemmPlacement, Plan, to_json
+from memoryx.functional import check_functional
+from memoryx.run import RUN_TIERS, compile_options, compile_wafer, count_wafers, logical_grid
+from memoryx.run_config import RunConfig
+
+MODES = ("validate-only", "compile-only")
+
+
+@dataclass(frozen=True)
+class PassRow:
+    """One pass of one layer: its shape and the kernel the compiler chose for it."""
+
+    layer: str
+    op: str
+    pass_name: str
+    shape: dict[str, int]  # GEMMs: m, k, n; element-wise work: tokens, features
+    kernel: str  # the GEMM algorithm or the vector kernel
+    grid: tuple[int, int]  # kernel rows, columns
+    cycles: int
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    mode: str
+    model: str
+    spec: str
+    tier: str
+    wafers: int
+    passes: list[PassRow]
+    step_cycles: int  # wafer 0's plan
+    plans: list[str]  # compile-only: the saved plan files
+    compile_time_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+def run_mode(mode: str, config: RunConfig, out_dir: Path) -> ModeResult:
+    """Validate ``config`` or compile its plans into ``out_dir`` (see the module's text)."""
+    start = time.perf_counter()
+    model = load_model(config.model_path)
+    if RUN_TIERS[config["tier"]].functional:
+        check_functional(model.graph)
+    options = compile_options(config)
+    if mode == "validate-only":
+        logical = logical_grid(config, 0)
+        check_activations_fit(model, config.spec, options, logical)
+        plan, _ = compile_cached(config.model_path, config.spec, options, None, logical)
+        saved: list[str] = []
+    else:
+        wafers = [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
+        plan = wafers[0].plan
+        saved = sorted(str(p) for p in (out_dir / "plans").rglob("*.plan.json"))
+    return ModeResult(mode, model.graph.name, config.spec.name, config["tier"],
+                      count_wafers(config), pass_rows(plan), plan.totals.cycles, saved,
+                      time.perf_counter() - start)  # fmt: skip
+
+
+def pass_rows(plan: Plan) -> list[PassRow]:
+    rows = []
+    for layer, name, placed in plan.placements():
+        shape = placed.gemm.shape() if isinstance(placed, GemmPlacement) else dict(placed.shape)
+        rows.append(PassRow(layer.name, layer.op, name, shape, placed.algorithm,
+                            tuple(placed.grid), placed.cycles))  # fmt: skip
+    return rows
+
+
+def mode_text(r: dict[str, Any]) -> str:
+    lines = [f"{'layer':24} {'op':10} {'pass':16} {'shape':30} {'kernel':14} {'grid':>9} "
+             f"{'cycles':>11}"]  # fmt: skip
+    for p in r["passes"]:
+        shape = " ".join(f"{k}={v}" for k, v in p["shape"].items())
+        grid = "x".join(map(str, p["grid"]))
+        lines.append(f"{p['layer'][:24]:24} {p['op'][:10]:10} {p['pass_name'][:16]:16} "
+                     f"{shape[:30]:30} {p['kernel'][:14]:14} {grid:>9} "
+                     f"{p['cycles']:>11}")  # fmt: skip
+    what = "valid" if r["mode"] == "validate-only" else f"compiled ({len(r['plans'])} plan files)"
+    lines.append(f"{r['model']} on {r['spec']}, {r['wafers']} wafer(s), tier {r['tier']}: "
+                 f"{what}; wafer 0's step {r['step_cycles']:,} cycles "
+                 f"({r['compile_time_s']:.2f} s)")  # fmt: skip
+    return "\n".join(lines)
