@@ -1,8 +1,17 @@
-"""The outputs of ``wafersim run`` in DIR: ``performance.json``, ``trace.h5`` and PNG plots.
+"""The outputs of ``wafersim run`` in its model directory DIR, laid out as the documented
+system lays out its own (its ``performance`` folder, compile folder, event files beside)::
+
+    DIR/performance/performance.json   the summary (units in the key names)
+    DIR/run.yaml                       the run's resolved config (run.json without the yaml extra)
+    DIR/compile/wafer_<i>/*.plan.json  each wafer's plan (compile artifacts, cached)
+    DIR/events.out.tfevents.*          TensorBoard curves (extra tensorboard)
+    DIR/trace.h5, timeline.png, wafer.png, checkpoints/
 
 Simulated time is the slowest wafer's stream (compute with measured or analytic cycles, weights
 in and gradients out through MemoryX); ``est_samples_per_sec`` is the analytic estimate of the
 plan alone (each layer's cycles as the larger of its kernel and its edge transfer, no overlap).
+``samples_per_sec`` is the run as it went: the wafer's rate (``wafer_samples_per_sec``)
+unless the input pipeline supplies fewer (then the wafer waits for input).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from compiler.plan import working_grid
 from compiler.plan_records import Plan, to_json
 from memoryx.data import input_bound, input_pipeline
 from memoryx.run import RunResult, Wafer
+from memoryx.run_events import write_events
 from memoryx.streaming import no_stall_threshold
 from memoryx.swarmx import scaling, tree_levels
 from wafer.atomic import atomic_path, write_json
@@ -39,12 +49,17 @@ def performance(result: RunResult) -> dict[str, Any]:
     samples = steps * config["batch"] * wafers
     seconds = summary["total_cycles"] / spec.clock_hz
     est_step_s = result.wafers[slowest].plan.totals.seconds
+    fed = _input(result, samples / seconds)
+    rate = min(samples / seconds, fed["input_samples_per_s"])
     out = {
         "compile_time_s": result.compile_time_s,
+        "programming_time_s": programming_time_s(result.wafers[slowest].plan, spec),
         "est_samples_per_sec": config["batch"] * wafers / est_step_s,
-        "samples_per_sec": samples / seconds,
+        "samples_per_sec": rate,
+        "wafer_samples_per_sec": samples / seconds,
         "total_samples": samples,
-        "total_time_s": seconds,
+        "total_time_s": samples / rate,
+        "wafer_time_s": seconds,
         "sim_wall_s": result.sim_wall_s,
         "stall_fraction": summary["stall_fraction"],
         "edge_utilization": summary["edge_utilization"],
@@ -63,7 +78,7 @@ def performance(result: RunResult) -> dict[str, Any]:
         "swarmx": _swarmx(result, summary["total_cycles"]),
         "sparsity": _sparsity(result),
         "layers": stream.per_layer(),
-        **_input(result, samples / seconds),
+        **fed,
         **_training(result),
         "config": config.raw,
         "spec": spec.to_dict(),
@@ -71,6 +86,15 @@ def performance(result: RunResult) -> dict[str, Any]:
         "wafersim_version": wafer.__version__,
     }
     return out
+
+
+def programming_time_s(plan: Plan, spec) -> float:
+    """Loading the wafer before its first step: every working PE's whole SRAM image (code,
+    constants, buffers) written in over all edge ports at their full rate. An assumption
+    chosen from the design (the edge is the wafer's only way in; a PE's image is at most its
+    SRAM); the host's own work before the transfer (the vendor's loader, its checks) is not
+    modelled, so this is the transfer's floor."""
+    return plan.working["pes"] * spec.pe.sram_bytes / (spec.edge_bytes_per_cycle * spec.clock_hz)
 
 
 def _working(plan: Plan, spec) -> dict[str, Any]:
@@ -146,16 +170,36 @@ def write_outputs(
     result: RunResult, out_dir: Path, full: bool = True,
     plots: Callable[[RunResult, Path], list[str] | str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Write performance.json and, if ``full``, trace.h5 and what ``plots(result, out_dir)``
-    draws (the application's PNGs, listed under ``plots``); returns the performance
-    summary."""
+    """Write performance/performance.json and the resolved config and, if ``full``,
+    trace.h5, TensorBoard events and what ``plots(result, out_dir)`` draws (the
+    application's PNGs, listed under ``plots``); returns the performance summary."""
     perf = performance(result)
+    perf["config_path"] = str(write_config(result.config, out_dir))
     if full:
         write_trace(result, out_dir / "trace.h5")
+        perf["tensorboard_events"] = write_events(result, out_dir)
         if plots is not None:
             perf["plots"] = plots(result, out_dir)
-    write_json(out_dir / "performance.json", perf)
+    write_json(performance_path(out_dir), perf)
     return perf
+
+
+def performance_path(out_dir: Path) -> Path:
+    return out_dir / "performance" / "performance.json"
+
+
+def write_config(config, out_dir: Path) -> Path:
+    """The run's resolved config: ``run.yaml`` (the yaml extra), else ``run.json``."""
+    try:
+        import yaml
+    except ImportError:
+        path = out_dir / "run.json"
+        write_json(path, config.raw)
+        return path
+    path = out_dir / "run.yaml"
+    with atomic_path(path) as tmp:
+        tmp.write_text(yaml.safe_dump(config.raw, sort_keys=False))
+    return path
 
 
 def write_trace(result: RunResult, path: Path) -> None:

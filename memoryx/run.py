@@ -92,10 +92,10 @@ def count_wafers(config: RunConfig) -> int:
 
 
 def compile_wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
-    """Wafer ``index``'s repaired grid and plan, saved under ``out_dir/plans/wafer_<index>``
+    """Wafer ``index``'s repaired grid and plan, saved under ``out_dir/compile/wafer_<index>``
     (each wafer's defects: its own plan) and reused while its inputs are unchanged."""
     logical = logical_grid(config, index)
-    folder = out_dir / "plans" / f"wafer_{index}"
+    folder = out_dir / "compile" / f"wafer_{index}"
     plan, _ = compile_cached(config.model_path, config.spec, compile_options(config), folder,
                              logical)  # fmt: skip
     return Wafer(logical, plan)

@@ -6,7 +6,7 @@ plans made, without training or timing anything.
   for GPT-3 175B): every layer's passes are listed with their shape and the kernel chosen for
   each. Nothing is written.
 - compile-only: every wafer's plan is made (each with its own defect map) and saved under
-  ``DIR/plans`` as a full run would, beside the run's resolved config; the same list.
+  ``DIR/compile`` as a full run would, beside the run's resolved config; the same list.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def run_mode(mode: str, config: RunConfig, out_dir: Path) -> ModeResult:
     else:
         wafers = [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
         plan = wafers[0].plan
-        saved = sorted(str(p) for p in (out_dir / "plans").rglob("*.plan.json"))
+        saved = sorted(str(p) for p in (out_dir / "compile").rglob("*.plan.json"))
     return ModeResult(mode, model.graph.name, config.spec.name, config["tier"],
                       count_wafers(config), pass_rows(plan), plan.totals.cycles, saved,
                       time.perf_counter() - start)  # fmt: skip

@@ -158,7 +158,7 @@ def test_readme_main_job_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "samples/s" in done.stdout
     assert "activations kept for backward: keep" in done.stdout
-    result = json.loads((tmp_path / "performance.json").read_text())
+    result = json.loads((tmp_path / "performance" / "performance.json").read_text())
     assert result["total_samples"] == 2 * result["config"]["batch"]
     assert len(result["losses"]) == 2
 

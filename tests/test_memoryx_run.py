@@ -103,11 +103,19 @@ def test_outputs_written(tmp_path):
     out = tmp_path / "out"
     config = load_run_config(write_config(tmp_path, steps=2, eval_every=1))
     perf = write_outputs(run(config, out), out, plots=write_plots)
-    saved = json.loads((out / "performance.json").read_text())
-    for key in ("compile_time_s", "est_samples_per_sec", "samples_per_sec", "total_samples",
-                "total_time_s", "sim_wall_s", "stall_fraction", "suspected_input_bottleneck",
-                "edge_utilization", "memoryx_bytes_in", "memoryx_bytes_out", "layers"):  # fmt: skip
+    saved = json.loads((out / "performance" / "performance.json").read_text())
+    for key in ("compile_time_s", "programming_time_s", "est_samples_per_sec", "samples_per_sec",
+                "wafer_samples_per_sec", "total_samples", "total_time_s", "sim_wall_s",
+                "stall_fraction", "suspected_input_bottleneck", "edge_utilization",
+                "memoryx_bytes_in", "memoryx_bytes_out", "layers"):  # fmt: skip
         assert key in saved, key
+    assert saved["samples_per_sec"] == pytest.approx(
+        min(saved["wafer_samples_per_sec"], saved["input_samples_per_s"])
+    )
+    assert saved["samples_per_sec"] * saved["total_time_s"] == pytest.approx(32)
+    assert saved["programming_time_s"] > 0
+    assert yaml.safe_load((out / "run.yaml").read_text()) == config.raw
+    assert list((out / "compile" / "wafer_0").glob("*.plan.json"))
     assert saved["total_samples"] == 2 * 16
     assert 0.0 <= saved["stall_fraction"] <= 1.0
     assert perf["memoryx_bytes_in"] > 0
@@ -410,7 +418,7 @@ def test_compile_only_saves_the_plans_and_trains_nothing(tmp_path, capsys):
     assert result["mode"] == "compile-only"
     assert len(result["plans"]) == 2  # one per wafer, each with its own defects
     assert not checkpoints(out)
-    assert not (out / "performance.json").exists()
+    assert not (out / "performance").exists()
 
 
 @pytest.mark.parametrize(
@@ -429,3 +437,38 @@ def test_run_modes_refuse_what_they_cannot_do(tmp_path, capsys, monkeypatch, arg
         code = exit_.code
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_tensorboard_shows_the_run_s_curves(tmp_path):
+    """Event files in DIR hold loss, test accuracy, samples/s and stall fraction per step,
+    read back with TensorBoard's own reader where it is installed, else tensorboardX's
+    protobuf records."""
+    pytest.importorskip("tensorboardX")
+    out = tmp_path / "out"
+    config = load_run_config(write_config(tmp_path, steps=3, eval_every=1))
+    result = run(config, out)
+    perf = write_outputs(result, out)
+    assert perf["tensorboard_events"] == "written"
+    scalars = read_event_scalars(out)
+    assert [v for _, v in scalars["loss"]] == pytest.approx(result.history.losses)
+    assert [s for s, _ in scalars["test_accuracy"]] == [1, 2, 3]
+    assert len(scalars["samples_per_sec"]) == len(scalars["stall_fraction"]) == 3
+    assert all(v > 0 for _, v in scalars["samples_per_sec"])
+
+
+def read_event_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in folder.glob("events.out.tfevents.*"):
+        data = path.read_bytes()
+        at = 0
+        while at < len(data):  # TFRecord: length, its CRC, the record, its CRC
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
+            at += 16 + length
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars

@@ -3,8 +3,9 @@
 The config names the model, the wafer (preset, overrides, defects), the data, the batch, the
 optimizer, the steps and the tier (see :mod:`memoryx.run_config`); ``key=value`` overrides
 set any config key (``steps=20``, ``optimizer.lr=0.01``). DIR (default
-``out/<config name>-<digest>``) receives performance.json, trace.h5, PNG plots, the plans
-and the checkpoints; running again on the same DIR resumes from the newest checkpoint.
+``out/<config name>-<digest>``) is the run's model directory (``memoryx.report``):
+performance/performance.json, run.yaml, compile/ (the plans), TensorBoard event files, trace.h5,
+PNG plots and checkpoints/; running again on the same DIR resumes from the newest checkpoint.
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="run config (.yaml/.toml), e.g. examples/fc_digits.yaml")
     parser.add_argument("--out", help="output folder (default: out/<config name>-<digest>)")
     parser.add_argument(
-        "--summary-only", action="store_true", help="write performance.json only (sweeps)"
+        "--summary-only",
+        action="store_true",
+        help="write performance/performance.json and run.yaml only (sweeps)",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--validate-only", action="store_true",
                       help="check the config and list every layer's passes with their shape "
                            "and kernel; write nothing")  # fmt: skip
     mode.add_argument("--compile-only", action="store_true",
-                      help="make and save every wafer's plan (DIR/plans), then stop")  # fmt: skip
+                      help="make and save every wafer's plan (DIR/compile), then stop")  # fmt: skip
 
 
 def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,7 +80,7 @@ def default_out(config_path: str, digest: str) -> Path:
 
 
 def run_text(r: dict[str, Any]) -> str:
-    """The figures a researcher looks at first; the rest is in performance.json."""
+    """The figures a researcher looks at first; the rest is in performance/performance.json."""
     if "mode" in r:
         from memoryx.run_modes import mode_text
 
@@ -86,13 +89,15 @@ def run_text(r: dict[str, Any]) -> str:
         f"run: {r['config']['model']} on {r['spec']['name']} ({r['tier']} tier, "
         f"{r['wafers']} wafer(s)) -> {r['out']}",
         f"  simulated time {r['total_time_s']:.4g} s for {r['total_samples']} samples: "
-        f"{r['samples_per_sec']:.4g} samples/s (analytic estimate {r['est_samples_per_sec']:.4g})",
+        f"{r['samples_per_sec']:.4g} samples/s (the wafer alone {r['wafer_samples_per_sec']:.4g}, "
+        f"analytic estimate {r['est_samples_per_sec']:.4g})",
         f"  stall fraction {r['stall_fraction']:.3f}, "
         f"edge utilization {r['edge_utilization']:.3f}, "
         f"MemoryX in {r['memoryx_bytes_in']} B, out {r['memoryx_bytes_out']} B",
         f"  input pipeline {r['input_samples_per_s']:.4g} samples/s"
         + (" (suspected input bottleneck)" if r["suspected_input_bottleneck"] else ""),
-        f"  compile {r['compile_time_s']:.2f} s, wall {r['sim_wall_s']:.1f} s",
+        f"  compile {r['compile_time_s']:.2f} s, programming {r['programming_time_s']:.3g} s "
+        f"(simulated), wall {r['sim_wall_s']:.1f} s",
     ]
     kept = r["activations_kept"]
     lines.append(
