@@ -29,7 +29,7 @@ from compiler.assignment import assigned_pes
 from compiler.plan import working_grid
 from compiler.plan_records import Plan, to_json
 from memoryx.data import input_bound, input_pipeline
-from memoryx.run import RunResult, Wafer
+from memoryx.run import RunResult, Wafer, stream_edge
 from memoryx.run_events import write_events
 from memoryx.streaming import no_stall_threshold
 from memoryx.swarmx import scaling, tree_levels
@@ -66,6 +66,9 @@ def performance(result: RunResult) -> dict[str, Any]:
         "memoryx_bytes_in": summary["memoryx_bytes_in"],
         "memoryx_bytes_out": summary["memoryx_bytes_out"],
         "closed_form_stream_to_compute": no_stall_threshold(stream.segments, stream.edge),
+        "weights_kept_for_backward": sorted(
+            stream_edge(config, result.wafers[slowest].plan, wafers)[1]
+        ),
         "total_cycles": summary["total_cycles"],
         "stall_cycles": summary["stall_cycles"],
         "buffer_wait_cycles": summary["buffer_wait_cycles"],

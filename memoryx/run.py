@@ -30,9 +30,11 @@ from memoryx.streaming import (
     DEFAULT_TILE_BYTES,
     Edge,
     StreamResult,
+    kept_on_wafer,
     prefetch_buffer_bytes,
     segments,
     simulate_stream,
+    weight_bytes,
 )
 from memoryx.swarmx import effective_edge
 from memoryx.training import Checkpoints, History, Trainer, train
@@ -239,15 +241,24 @@ def _stream(config: RunConfig, wafers: list[Wafer], index: int, history: History
     streamed = getattr(matmul, "stream_bytes", None) or _by_pass(
         {} if history is None else history.stream_bytes
     )
+    edge, kept = stream_edge(config, wafer.plan, count)
+    return simulate_stream(segments(wafer.plan, measured, streamed, kept), edge, config["steps"])
+
+
+def stream_edge(config: RunConfig, plan: Plan, count: int) -> tuple[Edge, frozenset[str]]:
+    """The edge a wafer of ``count`` streams through (its prefetch buffer less the weights
+    kept on the wafer for the backward), and the layers that keep them
+    (:func:`memoryx.streaming.kept_on_wafer`)."""
     spec = config.spec
     bandwidth, latency = effective_edge(spec, count)
     section = config["memoryx"]
     buffer = section.get("prefetch_buffer_bytes")
-    buffer = prefetch_buffer_bytes(wafer.plan, spec) if buffer is None else buffer
+    buffer = prefetch_buffer_bytes(plan, spec) if buffer is None else buffer
+    kept = kept_on_wafer(plan, buffer)
+    buffer -= weight_bytes(plan, kept)
     tile = section.get("tile_bytes")
     tile = min(DEFAULT_TILE_BYTES, max(MIN_TILE_BYTES, buffer // 2)) if tile is None else tile
-    edge = Edge(bandwidth, latency, buffer, tile)
-    return simulate_stream(segments(wafer.plan, measured, streamed), edge, config["steps"])
+    return Edge(bandwidth, latency, buffer, tile), kept
 
 
 def _by_pass(record: dict[str, int]) -> dict[tuple[str, str], int]:

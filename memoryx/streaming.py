@@ -76,11 +76,14 @@ class Edge:
             )
 
 
-def segments(plan: Plan, compute: dict | None = None, streamed: dict | None = None):
+def segments(plan: Plan, compute: dict | None = None, streamed: dict | None = None,
+             kept: frozenset[str] = frozenset()):  # fmt: skip
     """The segments of one step of ``plan``; ``compute`` overrides a (layer, pass)'s cycles
     (with measured ones), else the plan's analytic ``kernel_cycles`` count; ``streamed``
     overrides the bytes a (layer, pass) streams in (compressed sparse weights). A recomputed
-    forward is its layer's forward again."""
+    forward is its layer's forward again. Layers ``kept`` hold their weights on the wafer from
+    their forward to their backward (:func:`kept_on_wafer`): their later passes stream none
+    in."""
     compute, streamed = compute or {}, streamed or {}
     layers = plan.layers
     out = []
@@ -93,11 +96,12 @@ def segments(plan: Plan, compute: dict | None = None, streamed: dict | None = No
         key = (layer.name, placed_as)
         edge = streamed.get(key, placed.edge_bytes)
         incoming = placed_as in IN_PASSES
+        resident = layer.name in kept and pass_name != "forward"
         out.append(
             Segment(
                 layer.name,
                 pass_name,
-                edge * incoming,
+                edge * incoming * (not resident),
                 edge * (not incoming),
                 compute.get(key, placed.kernel_cycles),
                 index if edge else -1,
@@ -123,6 +127,29 @@ def step_order(plan: Plan) -> list[tuple[int, str]]:
             order += [(j, RECOMPUTE) for j in range(first, i + 1)]
         order += [(i, p) for p in PASSES[1:]]
     return order * memory.micro_batches
+
+
+def kept_on_wafer(plan: Plan, buffer: int) -> frozenset[str]:
+    """The layers that keep their weights on the wafer between their forward and backward, as
+    the documented system does with the output layer: the last matmul whose weights stream in
+    and the weighted layers after it (its bias), where together they take at most half the
+    prefetch buffer ``buffer`` (an assumption: the other half still prefetches the next
+    layers' tiles). None kept if they do not fit."""
+    names, total = [], 0
+    for layer in reversed(plan.layers):
+        forward = layer.passes.get("forward")
+        if forward is None or not forward.edge_bytes:
+            continue
+        names.append(layer.name)
+        total += forward.edge_bytes
+        if isinstance(forward, GemmPlacement):
+            break
+    return frozenset(names) if 2 * total <= buffer else frozenset()
+
+
+def weight_bytes(plan: Plan, names: frozenset[str]) -> int:
+    """Bytes of the weights of layers ``names`` (their forward's stream)."""
+    return sum(lay.passes["forward"].edge_bytes for lay in plan.layers if lay.name in names)
 
 
 def prefetch_buffer_bytes(plan: Plan, spec) -> int:

@@ -114,6 +114,7 @@ def test_outputs_written(tmp_path):
     )
     assert saved["samples_per_sec"] * saved["total_time_s"] == pytest.approx(32)
     assert saved["programming_time_s"] > 0
+    assert saved["weights_kept_for_backward"] == ["fc3", "fc3.bias"]  # the output layer's
     assert yaml.safe_load((out / "run.yaml").read_text()) == config.raw
     assert list((out / "compile" / "wafer_0").glob("*.plan.json"))
     assert saved["total_samples"] == 2 * 16

@@ -15,7 +15,15 @@ from reference_stream import COLUMNS, reference_stream
 from compiler.model_file import load_model
 from compiler.plan import CompileOptions, compile_plan
 from memoryx import _stream_kernel as K
-from memoryx.streaming import Edge, Segment, no_stall_threshold, segments, simulate_stream
+from memoryx.streaming import (
+    Edge,
+    Segment,
+    kept_on_wafer,
+    no_stall_threshold,
+    segments,
+    simulate_stream,
+    weight_bytes,
+)
 from wafer.errors import ConfigError
 from wafer.presets import preset
 
@@ -439,3 +447,17 @@ def test_plan_streams_end_to_end(fc_digits_plan):
     edge = Edge(preset("tiny").edge_bytes_per_cycle, 20, 64 * 1024, 16 * 1024)
     got = simulate_stream(segs, edge, 2).times
     np.testing.assert_allclose(got, as_kernel_order(reference_stream(segs, edge, 2)), rtol=1e-9)
+
+
+def test_the_last_layer_keeps_its_weights_for_its_backward(fc_digits_plan):
+    """Issue 29: the output layer's weights (and its bias) stay on the wafer from their
+    forward to their backward where they fit half the prefetch buffer; their backward_data
+    then streams nothing in, and every other segment is as before."""
+    output = frozenset({"fc3", "fc3.bias"})
+    need = weight_bytes(fc_digits_plan, output)
+    assert kept_on_wafer(fc_digits_plan, 2 * need) == output
+    assert kept_on_wafer(fc_digits_plan, 2 * need - 1) == frozenset()
+    plain, kept = segments(fc_digits_plan), segments(fc_digits_plan, kept=output)
+    changed = [(a.layer, a.pass_name, b.in_bytes)
+               for a, b in zip(plain, kept, strict=True) if a != b]  # fmt: skip
+    assert changed == [("fc3", "backward_data", 0)]  # a bias needs no weights there
