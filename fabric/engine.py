@@ -17,6 +17,7 @@ import numpy as np
 
 from fabric import _kernels as K
 from fabric.channel_deps import check_routes as check_deadlock_free_routes
+from fabric.compile_once import compile_once
 from fabric.deadlock import deadlock_message
 from fabric.mesh import Mesh
 from fabric.routes import ColorRoutes
@@ -167,7 +168,9 @@ def run_kernel(
     row_events = np.zeros((fab.height, 4), np.int64)
     want_rows = np.zeros((fab.height, 2, 5 * st.credits.shape[2]), np.int64)
     mode_tr = tr if fab.traffic else None
-    status, cycle = K.run_cycles(t0, t1, parallel, fab, st, prog, mode_tr, row_events, want_rows)
+    args = (t0, t1, parallel, fab, st, prog, mode_tr, row_events, want_rows)
+    compile_once(K.run_cycles, args)  # one process of the machine compiles, the others load
+    status, cycle = K.run_cycles(*args)
     return int(status), int(cycle)
 
 
