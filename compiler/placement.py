@@ -35,7 +35,7 @@ from compiler.passes import Gemm, Vector
 from compiler.plan_records import GemmPlacement, GemmWork, Orientation, VectorPlacement
 from compiler.strategies import Strategy, grid_sizes
 from compiler.working import Lines, WorkingGrid
-from fabric.program import words
+from fabric.program import HALF_DTYPES, value_bytes, words
 from kernels.detour import NO_DETOUR, Detour
 from kernels.lines import reduce_cycles
 from kernels.registry import analytic_cycles
@@ -139,7 +139,7 @@ def _lower_bound(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, i
 
 def _local_costs(work: Gemm, target: Target, pes: int) -> dict[str, int]:
     macs = -(-work.m * work.k * work.n * work.count // pes)
-    size = 2 if target.dtype == "fp16" else 4
+    size = value_bytes(target.dtype)
     reads = macs * (size + ACCUMULATOR_BYTES)
     return _bounds(target.spec, macs, reads, macs * ACCUMULATOR_BYTES, target.dtype)
 
@@ -226,7 +226,7 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> GemmPlacement:
 
 def _bounds(spec: WaferSpec, macs: int, read: int, write: int, dtype: str) -> dict[str, int]:
     """Cycles of the FMACs alone, and of their SRAM traffic alone, on one PE."""
-    rate = spec.pe.fp16_fmac_per_cycle if dtype == "fp16" else spec.pe.fp32_fmac_per_cycle
+    rate = spec.pe.fp16_fmac_per_cycle if dtype in HALF_DTYPES else spec.pe.fp32_fmac_per_cycle
     sram = max(-(-read // spec.pe.sram_read_bytes_per_cycle),
                -(-write // spec.pe.sram_write_bytes_per_cycle))  # fmt: skip
     return {"compute": -(-macs // rate), "SRAM": sram}
@@ -245,7 +245,7 @@ def place_vector(layer: str, work: Vector, target: Target) -> VectorPlacement:
     """Element-wise work spread over the working grid (tokens over the wafer's columns,
     features down them, skipping holes: :meth:`Lines.widest`), with a per-token tree
     reduction down the columns where the op needs one."""
-    spec, size = target.spec, 2 if target.dtype == "fp16" else 4
+    spec, size = target.spec, value_bytes(target.dtype)
     lines = target.lines(False)
     depth, count = lines.widest()
     rows, cols = min(depth, work.features), min(count, work.tokens)

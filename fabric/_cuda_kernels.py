@@ -80,7 +80,8 @@ def _device(**_options):
 
 def _device_module(module: types.ModuleType, provided: dict) -> types.ModuleType:
     """``module`` executed again from its source file, with the top-level definitions and
-    imports that bind only names in ``provided`` replaced by those values."""
+    imported names that ``provided`` holds replaced by its values (an import of several
+    names keeps the others)."""
     path = Path(module.__file__)
     tree = ast.parse(path.read_text(), str(path))
     kept, replaced = [], set()
@@ -88,8 +89,11 @@ def _device_module(module: types.ModuleType, provided: dict) -> types.ModuleType
         names = _bound_names(node)
         if names and names <= provided.keys():
             replaced |= names
-        else:
-            kept.append(node)
+            continue
+        if isinstance(node, ast.ImportFrom) and names & provided.keys():
+            replaced |= names & provided.keys()
+            node.names = [a for a in node.names if (a.asname or a.name) not in provided]
+        kept.append(node)
     missing = provided.keys() - replaced
     if missing:
         raise ImportError(f"{path.name} no longer defines {sorted(missing)}")

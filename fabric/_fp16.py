@@ -1,14 +1,18 @@
-"""IEEE half precision inside Numba kernels (Numba has no float16 on the CPU).
+"""16-bit floats inside Numba kernels (Numba has no float16 on the CPU): IEEE half (fp16)
+and bfloat16 (bf16: the top 16 bits of an fp32).
 
-fp16 is a storage format: two values per 32-bit SRAM word or wavelet, element ``i`` of a
+Both are storage formats: two values per 32-bit SRAM word or wavelet, element ``i`` of a
 vector in the low half of word ``i // 2`` when ``i`` is even and in the high half when odd.
-Arithmetic happens in fp32; results are rounded to nearest even when stored.
+Arithmetic happens in fp32; results are rounded to nearest even when stored. ``fmt`` names the
+format: :data:`FP16` or :data:`BF16` (the engine's dtype codes).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+FP16, BF16 = 1, 2  # the engine's dtype codes (fabric._kernels; FP32 is 0)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -58,23 +62,50 @@ def float_to_half(x):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def word_half(word, which):
-    """The fp16 value in half ``which`` (0 low, 1 high) of a float32-typed word."""
+def bf16_to_float(h):
+    """bf16 bits (an int in [0, 65535]) to float32: they are its top 16 bits."""
+    return np.uint32(h << 16).view(np.float32)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def float_to_bf16(x):
+    """float32 to bf16 bits, rounding to nearest even (as ``ml_dtypes.bfloat16``); a NaN
+    stays a NaN (quiet), never rounds to infinity."""
+    bits = np.int64(np.float32(x).view(np.uint32))
+    if bits & 0x7F800000 == 0x7F800000 and bits & 0x7FFFFF:
+        return ((bits >> 16) | 0x40) & 0xFFFF
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _to_float(h, fmt):
+    return bf16_to_float(h) if fmt == BF16 else half_to_float(h)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _to_bits(x, fmt):
+    return float_to_bf16(x) if fmt == BF16 else float_to_half(x)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def word_half(word, which, fmt):
+    """The 16-bit value (format ``fmt``) in half ``which`` (0 low, 1 high) of a
+    float32-typed word."""
     bits = np.int64(np.float32(word).view(np.uint32))
-    return half_to_float((bits >> (16 * which)) & 0xFFFF)
+    return _to_float((bits >> (16 * which)) & 0xFFFF, fmt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def get_half(mem, base, i):
-    """Element ``i`` of the fp16 vector starting at word ``base``."""
-    return word_half(mem[base + (i >> 1)], i & 1)
+def get_half(mem, base, i, fmt):
+    """Element ``i`` of the 16-bit vector (format ``fmt``) starting at word ``base``."""
+    return word_half(mem[base + (i >> 1)], i & 1, fmt)
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def set_half(mem, base, i, value):
-    """Store ``value`` rounded to fp16 as element ``i`` of the vector at word ``base``."""
+def set_half(mem, base, i, value, fmt):
+    """Store ``value`` rounded to ``fmt`` as element ``i`` of the vector at word ``base``."""
     word = base + (i >> 1)
     shift = 16 * (i & 1)
     bits = np.int64(np.float32(mem[word]).view(np.uint32))
-    bits = (bits & ~(0xFFFF << shift)) | (float_to_half(value) << shift)
+    bits = (bits & ~(0xFFFF << shift)) | (_to_bits(value, fmt) << shift)
     mem[word] = np.uint32(bits).view(np.float32)

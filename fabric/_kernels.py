@@ -33,7 +33,7 @@ import sys
 import numpy as np
 from numba import njit, prange
 
-from fabric._fp16 import get_half, set_half, word_half
+from fabric._fp16 import BF16, FP16, get_half, set_half, word_half  # noqa: F401 (codes)
 
 
 def kernel(**options):
@@ -86,7 +86,7 @@ SWITCH_BITS = 8  # an OP_SWITCH packs the new output mask of input port p at bit
 # columns of the op table
 C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE, C_PERIOD = range(10)
 NUM_OP_COLUMNS = 10
-FP32, FP16 = 0, 1
+FP32 = 0  # FP16 and BF16 (fabric._fp16): two 16-bit values a word
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
 IDLE, COUNTDOWN, PROGRESS, STALL = 0, 1, 2, 3  # what a task did in a cycle
@@ -533,11 +533,11 @@ def _load_op(r, task, pc, st, prog):
 
 @kernel(inline="always")
 def _consume(op, k, value, mem):
-    """Use the ``k``-th wavelet of a receiving op (one fp32 or two fp16 values)."""
+    """Use the ``k``-th wavelet of a receiving op (one fp32 or two 16-bit values)."""
     code, dst = op[C_CODE], op[C_DST]
     if code == OP_RECV:
         mem[dst + k] = value
-    elif op[C_DTYPE] == FP16:
+    elif op[C_DTYPE] != FP32:
         _consume_fp16(op, k, value, mem)
     elif code == OP_RECV_ADD:
         mem[dst + k] += value
@@ -559,23 +559,23 @@ def mul_rn(a, b):
 
 @kernel(noalias=True)
 def _consume_fp16(op, k, value, mem):
-    """fp16 storage, fp32 arithmetic: recv_add of two halves, or fmacs of two scalars
-    (rows ``2k`` and ``2k + 1`` of the fp16 matrix) into an fp32 accumulator."""
-    dst = op[C_DST]
+    """fp16 or bf16 storage, fp32 arithmetic: recv_add of two halves, or fmacs of two
+    scalars (rows ``2k`` and ``2k + 1`` of the 16-bit matrix) into an fp32 accumulator."""
+    dst, fmt = op[C_DST], op[C_DTYPE]
     if op[C_CODE] == OP_RECV_ADD:
         for j in range(2):
             e = 2 * k + j
-            set_half(mem, dst, e, get_half(mem, dst, e) + word_half(value, j))
+            set_half(mem, dst, e, get_half(mem, dst, e, fmt) + word_half(value, j, fmt), fmt)
         return
     m, period = op[C_M], op[C_PERIOD]
     for j in range(2):
         v = 2 * k + j
         if v >= op[C_B]:  # the pad half of an odd-length stream
             break
-        scalar = word_half(value, j)
+        scalar = word_half(value, j, fmt)
         acc, row = dst + (v // period) * m, v % period
         for i in range(m):
-            mem[acc + i] += mul_rn(get_half(mem, op[C_A], row * m + i), scalar)
+            mem[acc + i] += mul_rn(get_half(mem, op[C_A], row * m + i, fmt), scalar)
 
 
 @kernel(noalias=True)
@@ -583,15 +583,15 @@ def _matmul_column(op, j, mem):
     """Column ``j`` of ``C += A @ B``, all column-major: ``C[:, j] += A (m, k) @ B[:, j]``.
 
     ``C`` (fp32, m x n) at C_DST, ``A`` (m x k) at C_A, ``B`` (k x n) at C_B; k = C_PERIOD.
-    fp16 stores ``A`` and ``B`` as halves and accumulates in fp32.
+    fp16 and bf16 store ``A`` and ``B`` as halves and accumulate in fp32.
     """
     m, kk, c = op[C_M], op[C_PERIOD], op[C_DST] + j * op[C_M]
-    half = op[C_DTYPE] == FP16
+    fmt = op[C_DTYPE]
     for p in range(kk):
-        if half:
-            b = get_half(mem, op[C_B], j * kk + p)
+        if fmt != FP32:
+            b = get_half(mem, op[C_B], j * kk + p, fmt)
             for i in range(m):
-                mem[c + i] += mul_rn(get_half(mem, op[C_A], p * m + i), b)
+                mem[c + i] += mul_rn(get_half(mem, op[C_A], p * m + i, fmt), b)
         else:
             b = mem[op[C_B] + j * kk + p]
             a = op[C_A] + p * m
@@ -602,16 +602,17 @@ def _matmul_column(op, j, mem):
 @kernel(noalias=True)
 def _local_op(op, scalar, mem):
     code, dst, a, b, m = op[C_CODE], op[C_DST], op[C_A], op[C_B], op[C_M]
-    if op[C_DTYPE] == FP16:
+    fmt = op[C_DTYPE]
+    if fmt != FP32:
         for i in range(m):
-            x = get_half(mem, a, i)
-            y = get_half(mem, b, i) if code != OP_VSCALE else np.float32(0.0)
+            x = get_half(mem, a, i, fmt)
+            y = get_half(mem, b, i, fmt) if code != OP_VSCALE else np.float32(0.0)
             if code == OP_VADD:
-                set_half(mem, dst, i, x + y)
+                set_half(mem, dst, i, x + y, fmt)
             elif code == OP_VSCALE:
-                set_half(mem, dst, i, x * scalar)
+                set_half(mem, dst, i, x * scalar, fmt)
             else:  # OP_VFMA
-                set_half(mem, dst, i, get_half(mem, dst, i) + mul_rn(x, y))
+                set_half(mem, dst, i, get_half(mem, dst, i, fmt) + mul_rn(x, y), fmt)
         return
     for i in range(m):
         if code == OP_VADD:

@@ -25,13 +25,14 @@ from wafer.errors import ConfigError
 from wafer.spec import PESpec
 
 WORD_BYTES = 4
-DTYPES = {"fp32": (K.FP32, 4), "fp16": (K.FP16, 2)}  # code, bytes per value
+DTYPES = {"fp32": (K.FP32, 4), "fp16": (K.FP16, 2), "bf16": (K.BF16, 2)}  # code, bytes a value
+HALF_DTYPES = ("fp16", "bf16")  # two values a word, fp32 arithmetic, the PE's 16-bit FMAC rate
 VECTOR_OPS = (K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL)
 
 
 def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dtype: str) -> int:
     """Cycles for ``fmacs`` multiply-adds moving so many SRAM bytes, at the dtype's rate."""
-    rate = pe.fp16_fmac_per_cycle if dtype == "fp16" else pe.fp32_fmac_per_cycle
+    rate = pe.fp16_fmac_per_cycle if dtype in HALF_DTYPES else pe.fp32_fmac_per_cycle
     return max(
         1,
         math.ceil(fmacs / rate),
@@ -59,17 +60,32 @@ def words(n, dtype: str):
     return -(-n * value_bytes(dtype) // WORD_BYTES)
 
 
-def pack_fp16(values: np.ndarray) -> np.ndarray:
-    """Values -> float32-typed words holding them as fp16 pairs (low half first)."""
-    halves = np.asarray(values, np.float32).astype(np.float16)
+def pack_half(values: np.ndarray, dtype: str = "fp16") -> np.ndarray:
+    """Values -> float32-typed words holding them as 16-bit pairs of ``dtype`` (fp16 or
+    bf16; low half first), rounded to nearest even."""
+    halves = _half_bits(np.asarray(values, np.float32).reshape(-1), dtype)
     if halves.size % 2:
-        halves = np.append(halves, np.float16(0))
+        halves = np.append(halves, np.uint16(0))
     return halves.view(np.float32)
 
 
-def unpack_fp16(packed: np.ndarray, n: int) -> np.ndarray:
-    """The first ``n`` fp16 values of packed words, as float32."""
-    return np.ascontiguousarray(packed, np.float32).view(np.float16)[:n].astype(np.float32)
+def unpack_half(packed: np.ndarray, n: int, dtype: str = "fp16") -> np.ndarray:
+    """The first ``n`` 16-bit values (``dtype``) of packed words, as float32."""
+    bits = np.ascontiguousarray(packed, np.float32).view(np.uint16)[:n]
+    if dtype == "bf16":
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    return bits.view(np.float16).astype(np.float32)
+
+
+def _half_bits(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values as fp16 or bf16 bits (uint16), rounded to nearest even, as the engine's
+    ``fabric._fp16`` rounds."""
+    if dtype == "fp16":
+        return values.astype(np.float16).view(np.uint16)
+    bits = values.view(np.uint32).astype(np.uint64)
+    nan = (bits & 0x7F800000 == 0x7F800000) & (bits & 0x7FFFFF != 0)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return np.where(nan, (bits >> 16) | 0x40, rounded).astype(np.uint16)
 
 
 class ProgramBuilder:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fabric.program import words
+from fabric.program import WORD_BYTES, value_bytes, words
 from kernels.algorithm import Families, GemmAlgorithm, RouteFamily, Tiles, Variant, spans
 from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
@@ -334,7 +334,7 @@ def _relay(plan, at, colors, out_colors, buf, n_values, side: int, dtype: str) -
     waits for its receive. The receive never waits for the next piece, so a relay cannot
     tie one line's progress to the next PE's buffers."""
     prog, pe = plan.prog, plan.grid.pe
-    per_word = 2 if dtype == "fp16" else 1
+    per_word = WORD_BYTES // value_bytes(dtype)
     chunk = RELAY_CHUNK_WORDS * per_word  # values
     n, recv, send = n_values[at], RECV_TASK[side], SEND_TASK[side]
     pes, into, out = pe[at], colors[at], out_colors[at]

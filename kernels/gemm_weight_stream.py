@@ -41,7 +41,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fabric.program import WORD_BYTES, fmacs_cycles, value_bytes, vector_cycles, words
+from fabric.program import (
+    HALF_DTYPES,
+    WORD_BYTES,
+    fmacs_cycles,
+    pack_half,
+    unpack_half,
+    value_bytes,
+    vector_cycles,
+    words,
+)
 from kernels import _weight_stream_kernels
 from kernels.algorithm import (
     Families,
@@ -246,9 +255,9 @@ def block_mask(b: np.ndarray, rows: int, dtype: str) -> np.ndarray:
     """bool (rows, n): whether block ``B[K_i, col]`` (``k`` split over ``rows`` as the kernel
     splits it) holds a value that is nonzero once stored as ``dtype``."""
     stored = np.asarray(b, np.float32)
-    if dtype == "fp16":
+    if dtype in HALF_DTYPES:
         with np.errstate(over="ignore"):  # overflow to inf is nonzero, as the kernel sends it
-            stored = stored.astype(np.float16)
+            stored = unpack_half(pack_half(stored, dtype), stored.size, dtype).reshape(b.shape)
     starts = split(stored.shape[0], rows, "k")[:-1]
     return np.logical_or.reduceat(stored != 0, starts, axis=0)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from fabric import _kernels as K
 from fabric.engine import SimResult, simulate
-from fabric.program import WORD_BYTES, ProgramBuilder, pack_fp16, unpack_fp16
+from fabric.program import HALF_DTYPES, WORD_BYTES, ProgramBuilder, pack_half, unpack_half
 from fabric.routes import ColorRoutes
 from fabric.state import ProgramArrays
 from kernels.grid import KernelGrid
@@ -99,12 +99,14 @@ class KernelPlan:
 def encode(values: np.ndarray, dtype: str) -> np.ndarray:
     """Values (any shape, flattened in C order) -> SRAM words of ``dtype``."""
     flat = np.asarray(values, np.float32).reshape(-1)
-    return pack_fp16(flat) if dtype == "fp16" else flat
+    return pack_half(flat, dtype) if dtype in HALF_DTYPES else flat
 
 
 def decode(data: np.ndarray, n: int, dtype: str) -> np.ndarray:
     """The first ``n`` values stored as ``dtype`` in SRAM words ``data``."""
-    return unpack_fp16(data, n) if dtype == "fp16" else np.asarray(data[:n], np.float32)
+    if dtype in HALF_DTYPES:
+        return unpack_half(data, n, dtype)
+    return np.asarray(data[:n], np.float32)
 
 
 def split(total: int, parts: int, name: str) -> np.ndarray:

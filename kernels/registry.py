@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fabric.program import WORD_BYTES, value_bytes
 from kernels import collectives, gemv, stencil
 from kernels.algorithm import GemmAlgorithm
 from kernels.gemm_algorithms import GEMM_ALGORITHMS
@@ -150,7 +151,7 @@ def check_fits(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype
 
 def _footprint(kernel, algo, shape, rows, cols, spec, dtype) -> tuple[int, int]:
     """(SRAM words of the busiest PE, at least; input values drawn on the host)."""
-    p, q, per_word = rows, cols, 2 if dtype == "fp16" else 1
+    p, q, per_word = rows, cols, WORD_BYTES // value_bytes(dtype)
     if kernel == "gemm":
         m, k, n = shape["m"], shape["k"], shape["n"]
         return algorithm(kernel, algo).sram_words(m, k, n, p, q, spec, dtype), m * k + k * n

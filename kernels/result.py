@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric.engine import SimResult
+from fabric.program import HALF_DTYPES
 from kernels.plan import KernelPlan
 from wafer.spec import WaferSpec
 
@@ -50,7 +51,7 @@ def max_cycles_for(analytic: int) -> int:
 
 def peak_flops_per_cycle(spec: WaferSpec, dtype: str) -> int:
     """FLOPs one PE can do per cycle (a multiply-add is two)."""
-    rate = spec.pe.fp16_fmac_per_cycle if dtype == "fp16" else spec.pe.fp32_fmac_per_cycle
+    rate = spec.pe.fp16_fmac_per_cycle if dtype in HALF_DTYPES else spec.pe.fp32_fmac_per_cycle
     return 2 * rate
 
 

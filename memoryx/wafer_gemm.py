@@ -90,7 +90,8 @@ class WaferGemm:
 
     def _kernel(self, placed: GemmPlacement, turned: bool):
         """The placement's GEMM on its grid: replayed per shape in fp32 (the routes and
-        programs are built once), built afresh in fp16 (packed operands cannot be traced)."""
+        programs are built once), built afresh in fp16 or bf16 (packed operands cannot be
+        traced)."""
         rows, cols = placed.grid
         options = tuple(sorted(placed.options.items()))
         lines = tuple(assignment_lines(placed.pe_assignment).tolist())

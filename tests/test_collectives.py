@@ -196,7 +196,7 @@ def test_flops_count_additions_only(op):
         ({"n_words": 0}, "n_words=0 must be an integer >= 1"),
         ({"op": "scatter", "n_words": 5}, "n_words=5 must be >= 6"),
         ({"op": "reduce", "dtype": "fp16"}, "dtype='fp16': reduce adds fp32 words"),
-        ({"dtype": "bf16"}, "dtype='bf16' is not one of: fp32, fp16"),
+        ({"dtype": "fp8"}, "dtype='fp8' is not one of: fp32, fp16, bf16"),
         ({"grid": kernel_grid(3, 1), "scope": "row"}, "scope='row' of a 3x1 grid has 1 PE"),
         ({"n_words": 20_000}, "pe.sram_bytes"),
         ({"spec": SPEC.replace({"router.colors": 8})}, "needs 10 colors: router.colors=8 leaves 4"),

@@ -356,7 +356,7 @@ def test_fp16_conversion_matches_numpy_exactly():
 
 def test_fp16_stream_moves_two_values_per_wavelet():
     """An fp16 send of n values takes ceil(n/2) wavelet cycles and arrives bit-exact."""
-    from fabric.program import pack_fp16, unpack_fp16
+    from fabric.program import pack_half, unpack_half
 
     n, hops = 7, 3
     mesh, routes, prog = line(hops + 1)
@@ -365,16 +365,16 @@ def test_fp16_stream_moves_two_values_per_wavelet():
     prog.recv(hops, 0, 0, 100, n, dtype="fp16")
     mem = np.zeros((hops + 1, WORDS), np.float32)
     values = np.random.default_rng(1).standard_normal(n).astype(np.float32)
-    mem[0, :4] = pack_fp16(values)
+    mem[0, :4] = pack_half(values)
     result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
     assert result.cycles == 2 + 1 + hops + 4  # startup + ramp + hops + ceil(7/2) wavelets
-    received = unpack_fp16(result.mem[hops, 100:104], n)
+    received = unpack_half(result.mem[hops, 100:104], n)
     np.testing.assert_array_equal(received, values.astype(np.float16).astype(np.float32))
 
 
 def test_fp16_fmacs_accumulates_in_fp32():
     """fp16 matrix and stream, fp32 accumulator: equals numpy on the fp16-rounded inputs."""
-    from fabric.program import pack_fp16
+    from fabric.program import pack_half
 
     m, n = 6, 9
     mesh, routes, prog = line(2)
@@ -385,8 +385,8 @@ def test_fp16_fmacs_accumulates_in_fp32():
     x = rng.standard_normal(n).astype(np.float32)
     a = rng.standard_normal((n, m)).astype(np.float32)
     mem = np.zeros((2, WORDS), np.float32)
-    mem[0, :5] = pack_fp16(x)
-    mem[1, 16 : 16 + 27] = pack_fp16(a.reshape(-1))
+    mem[0, :5] = pack_half(x)
+    mem[1, 16 : 16 + 27] = pack_half(a.reshape(-1))
     result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=10_000)
     x16 = x.astype(np.float16).astype(np.float64)
     a16 = a.astype(np.float16).astype(np.float64)
@@ -395,7 +395,7 @@ def test_fp16_fmacs_accumulates_in_fp32():
 
 def test_fp16_local_ops_round_like_numpy():
     """fp16 vadd, vscale and vfma compute in fp32 and round each result to fp16."""
-    from fabric.program import pack_fp16, unpack_fp16
+    from fabric.program import pack_half, unpack_half
 
     m = 9
     mesh, routes, prog = line(1)
@@ -405,20 +405,20 @@ def test_fp16_local_ops_round_like_numpy():
     rng = np.random.default_rng(3)
     a, b, c = (rng.standard_normal(m).astype(np.float32) for _ in range(3))
     mem = np.zeros((1, WORDS), np.float32)
-    mem[0, 0:5], mem[0, 10:15], mem[0, 80:85] = pack_fp16(a), pack_fp16(b), pack_fp16(c)
+    mem[0, 0:5], mem[0, 10:15], mem[0, 80:85] = pack_half(a), pack_half(b), pack_half(c)
     result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
 
     def h(v):
         return np.asarray(v, np.float32).astype(np.float16).astype(np.float32)
 
-    np.testing.assert_array_equal(unpack_fp16(result.mem[0, 40:45], m), h(h(a) + h(b)))
-    np.testing.assert_array_equal(unpack_fp16(result.mem[0, 60:65], m), h(h(a) * np.float32(0.3)))
-    np.testing.assert_array_equal(unpack_fp16(result.mem[0, 80:85], m), h(h(c) + h(a) * h(b)))
+    np.testing.assert_array_equal(unpack_half(result.mem[0, 40:45], m), h(h(a) + h(b)))
+    np.testing.assert_array_equal(unpack_half(result.mem[0, 60:65], m), h(h(a) * np.float32(0.3)))
+    np.testing.assert_array_equal(unpack_half(result.mem[0, 80:85], m), h(h(c) + h(a) * h(b)))
 
 
 def test_fp16_recv_add_rounds_each_sum():
     """fp16 recv_add adds two values per wavelet in fp32 and stores fp16."""
-    from fabric.program import pack_fp16, unpack_fp16
+    from fabric.program import pack_half, unpack_half
 
     m = 5
     mesh, routes, prog = line(2)
@@ -428,10 +428,10 @@ def test_fp16_recv_add_rounds_each_sum():
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal(m).astype(np.float32), rng.standard_normal(m).astype(np.float32)
     mem = np.zeros((2, WORDS), np.float32)
-    mem[0, :3], mem[1, 20:23] = pack_fp16(a), pack_fp16(b)
+    mem[0, :3], mem[1, 20:23] = pack_half(a), pack_half(b)
     result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
     expected = (a.astype(np.float16).astype(np.float32) + b.astype(np.float16)).astype(np.float16)
-    np.testing.assert_array_equal(unpack_fp16(result.mem[1, 20:23], m), expected)
+    np.testing.assert_array_equal(unpack_half(result.mem[1, 20:23], m), expected)
 
 
 def test_traffic_over_several_colors_delivers_everything_and_relieves_blocking():

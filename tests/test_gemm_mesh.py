@@ -226,7 +226,7 @@ def test_bad_operands(algo):
     a, b = operands(4, 4, 4, 0)
     with pytest.raises(ConfigError, match=r"m x k and k x n"):
         run(algo, a, b[:3], kernel_grid(2, 2))
-    with pytest.raises(ConfigError, match="fp32, fp16"):
-        run(algo, a, b, kernel_grid(2, 2), "bf16")
+    with pytest.raises(ConfigError, match="fp32, fp16, bf16"):
+        run(algo, a, b, kernel_grid(2, 2), "fp8")
     with pytest.raises(ConfigError, match="m=1 must be >= 2"):
         run(algo, a[:1], b, kernel_grid(2, 2))

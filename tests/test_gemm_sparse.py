@@ -179,5 +179,5 @@ def test_stream_words_rejects_bad_input():
         ws.stream_words(HAND_B, 0, "fp32")
     with pytest.raises(ConfigError, match="must be a matrix"):
         ws.stream_words(HAND_B[0], 1, "fp32")
-    with pytest.raises(ConfigError, match="fp32, fp16"):
-        ws.stream_words(HAND_B, 1, "bf16")
+    with pytest.raises(ConfigError, match="fp32, fp16, bf16"):
+        ws.stream_words(HAND_B, 1, "fp8")

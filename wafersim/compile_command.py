@@ -39,7 +39,7 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     add_spec_options(parser)
     parser.add_argument("--batch", type=int, default=1, help="sequences per step")
     parser.add_argument("--seq", type=int, help="tokens per sequence (default: model context)")
-    parser.add_argument("--dtype", default="fp16", choices=["fp16", "fp32"])
+    parser.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
     parser.add_argument(
         "--activations",
         default="auto",

@@ -51,7 +51,7 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"matrix dimension {dim} (default {DEFAULT_SIZE})",
         )
     add_grid_option(parser, "8x8", "; 'wafer': the spec's whole logical grid")
-    parser.add_argument("--dtype", default="fp32", choices=["fp32", "fp16"])
+    parser.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
     parser.add_argument(
         "--tier",
         default="cycle",
