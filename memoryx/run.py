@@ -37,7 +37,7 @@ from memoryx.streaming import (
     weight_bytes,
 )
 from memoryx.swarmx import effective_edge
-from memoryx.training import Checkpoints, History, Trainer, train
+from memoryx.training import Checkpoints, History, Trainer, check_resume, train
 from memoryx.wafer_gemm import WaferGemm
 from wafer.defects import generate
 from wafer.errors import ConfigError
@@ -74,8 +74,9 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     tier = RUN_TIERS[config["tier"]]
-    if tier.functional:
-        check_functional(load_model(config.model_path).graph)  # before the costly parts
+    if tier.functional:  # before the costly parts, and before anything is written in DIR
+        check_functional(load_model(config.model_path).graph)
+        check_resume(checkpoints_of(config, out_dir), config["steps"])
     compile_start = time.perf_counter()
     wafers = [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
     compile_time = time.perf_counter() - compile_start
@@ -187,8 +188,7 @@ def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path,
     matmuls = [WaferGemm(w.plan, config.spec, w.logical, frozenset(masks)) for w in wafers]
     fanout = config.spec.io.swarmx_fanout
     trainer = Trainer(graph, data, optimizer, matmuls, config["batch"], seed, fanout, masks)
-    saved = Checkpoints(out_dir, config["checkpoint_every"], config["keep_checkpoints"],
-                        config.digest, config.training)  # fmt: skip
+    saved = checkpoints_of(config, out_dir)
 
     def step_progress(done: int, total: int, loss: float) -> None:
         if progress is not None:
@@ -196,6 +196,11 @@ def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path,
 
     _, history = train(trainer, store, config["steps"], config["eval_every"], saved, step_progress)
     return history, matmuls
+
+
+def checkpoints_of(config: RunConfig, out_dir: Path) -> Checkpoints:
+    return Checkpoints(out_dir, config["checkpoint_every"], config["keep_checkpoints"],
+                       config.digest, config.training)  # fmt: skip
 
 
 def _fast_tier(config: RunConfig, wafers: list[Wafer], data, out_dir, progress):

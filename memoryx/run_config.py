@@ -116,10 +116,21 @@ class RunConfig:
 
     @property
     def digest(self) -> str:
-        """SHA-256 of :attr:`training` and the model file: which training a checkpoint (and
-        the default output folder) belongs to, whatever its steps."""
-        text = json.dumps(self.training, sort_keys=True) + self.model_path.read_text()
-        return hashlib.sha256(text.encode()).hexdigest()
+        """SHA-256 of :attr:`training` and the model file: which training a checkpoint
+        belongs to, whatever its steps."""
+        return _sha256(self.training, self.model_path)
+
+    @property
+    def run_digest(self) -> str:
+        """SHA-256 of the whole config and the model file: which run a default output folder
+        is of (points of a sweep over steps each get their own; to train a run on, name its
+        folder with --out)."""
+        return _sha256(self.raw, self.model_path)
+
+
+def _sha256(table: dict[str, Any], model_path: Path) -> str:
+    text = json.dumps(table, sort_keys=True) + model_path.read_text()
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def load_run_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:

@@ -117,12 +117,7 @@ def train(
 ) -> tuple[WeightStore, History]:
     """Train to ``steps`` steps, resuming from the newest checkpoint in ``saved.out_dir`` if
     any; evaluate every ``eval_every`` steps (0: only at the end)."""
-    store, start, history = resume(saved, store)
-    if start > steps:
-        raise ConfigError(
-            f"steps={steps}: {saved.out_dir} holds a checkpoint of step {start}, further than "
-            "that; ask for at least as many steps or use a new --out folder"
-        )
+    store, start, history = resume(saved, store, steps)
     base = np.array(history.busy or 0, np.int64)  # busy cycles before a resume
     for step in range(start, steps):
         loss = trainer.step(store, step)
@@ -199,12 +194,13 @@ def checkpoints(out_dir: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if CHECKPOINT_NAME.search(p.name))
 
 
-def resume(saved: Checkpoints, store: WeightStore) -> tuple[WeightStore, int, History]:
+def resume(saved: Checkpoints, store: WeightStore, steps: int) -> tuple[WeightStore, int, History]:
     """The newest intact checkpoint's store, step and history, or ``store`` at step 0.
 
     A damaged checkpoint (unreadable, or a dataset failing its checksum) is skipped for the
-    next older one, saying so on stderr; none intact, or one of another training, is an
-    error: nothing is overwritten, so the user decides what to keep."""
+    next older one, saying so on stderr; none intact, one of another training or one past
+    ``steps`` is an error (:func:`check_resume`): nothing is deleted, so the user decides
+    what to keep."""
     found = checkpoints(saved.out_dir)
     if not found:
         return store, 0, History()
@@ -212,18 +208,36 @@ def resume(saved: Checkpoints, store: WeightStore) -> tuple[WeightStore, int, Hi
     if damaged:
         LOG.warning("wafersim: skipped damaged checkpoint(s): %s; resuming from %s",
                     "; ".join(damaged), newest.name)  # fmt: skip
-    meta = loaded.meta or {}
-    if meta.get("config_sha256") != saved.digest:
-        raise ConfigError(f"{newest} is a checkpoint of another training: "
-                          f"{_changed(meta.get('config'), saved.training)}; use a new --out "
-                          "folder (or delete the old checkpoints) to start this one")  # fmt: skip
+    _check_resumable(newest, loaded, saved, steps)
     if not damaged:  # a kill between a save and its pruning left one too many
         for old in found[: -saved.keep]:
             old.unlink()
     fields = {f.name for f in dataclasses.fields(History)}
+    meta = loaded.meta or {}
     history = History(**{key: value for key, value in meta.items() if key in fields})
     history.accuracy = [tuple(a) for a in history.accuracy]
     return loaded.store, loaded.step, history
+
+
+def check_resume(saved: Checkpoints, steps: int) -> None:
+    """The checks of :func:`resume` alone, before a run compiles anything into its folder."""
+    found = checkpoints(saved.out_dir)
+    if found:
+        newest, loaded, _ = _newest_intact(found)
+        _check_resumable(newest, loaded, saved, steps)
+
+
+def _check_resumable(path: Path, loaded, saved: Checkpoints, steps: int) -> None:
+    meta = loaded.meta or {}
+    if meta.get("config_sha256") != saved.digest:
+        raise ConfigError(f"{path} is a checkpoint of another training: "
+                          f"{_changed(meta.get('config'), saved.training)}; use a new --out "
+                          "folder (or delete the old checkpoints) to start this one")  # fmt: skip
+    if loaded.step > steps:
+        raise ConfigError(
+            f"steps={steps}: {saved.out_dir} holds a checkpoint of step {loaded.step}, further "
+            "than that; ask for at least as many steps or use a new --out folder"
+        )
 
 
 def _changed(then: dict[str, Any] | None, now: dict[str, Any]) -> str:

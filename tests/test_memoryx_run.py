@@ -165,15 +165,32 @@ def test_a_resume_to_fewer_steps_than_saved_is_refused(tmp_path):
         run(load_run_config(path, {"steps": 1}), tmp_path / "out")
 
 
-def test_the_default_folder_of_a_run_does_not_depend_on_its_steps(tmp_path):
-    """``wafersim run CONFIG steps=40`` finds the folder of ``steps=20`` (and resumes it)."""
+def test_each_run_config_has_its_own_default_folder(tmp_path):
+    """Points of a sweep over steps do not share a folder (and a checkpoint of more steps);
+    training on names its folder with --out."""
     from wafersim.run_command import default_out
 
     path = write_config(tmp_path, steps=2)
-    folders = {default_out(str(path), load_run_config(path, c).digest)
-               for c in ({}, {"steps": 9}, {"eval_every": 3})}  # fmt: skip
-    assert len(folders) == 1
-    assert default_out(str(path), load_run_config(path, {"batch": 8}).digest) not in folders
+    folders = {default_out(str(path), load_run_config(path, c).run_digest)
+               for c in ({}, {"steps": 9}, {"eval_every": 1})}  # fmt: skip
+    assert len(folders) == 3
+
+
+def test_a_refused_resume_deletes_and_overwrites_nothing(tmp_path):
+    """Refused for fewer steps, or for another training: every checkpoint and the folder's
+    plan stay as they were."""
+    path = write_config(tmp_path, steps=2, checkpoint_every=1)
+    out = tmp_path / "out"
+    run(load_run_config(path), out)
+    kept = {p: p.read_bytes() for p in [*checkpoints(out), *(out / "compile").rglob("*.json")]}
+    for changes, message in (
+        ({"steps": 1, "keep_checkpoints": 1}, "steps=1"),
+        ({"batch": 8, "keep_checkpoints": 1}, "batch was 16, now 8"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            run(load_run_config(path, changes), out)  # fmt: skip
+    assert {p: p.read_bytes() for p in kept} == kept
+    assert sorted(checkpoints(out)) == sorted(p for p in kept if p.suffix == ".h5")
 
 
 def assert_same_weights(a_dir: Path, b_dir: Path) -> None:

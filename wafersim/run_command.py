@@ -50,7 +50,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     if args.engine != "cpu" and config["tier"] == "analytic":
         raise ConfigError(f"--engine {args.engine} runs the cycle and fast tiers' engine runs; "
                           "tier analytic runs none")  # fmt: skip
-    out = Path(args.out) if args.out else default_out(args.config, config.digest)
+    out = Path(args.out) if args.out else default_out(args.config, config.run_digest)
     mode = "validate-only" if args.validate_only else "compile-only" if args.compile_only else ""
     if mode:
         from memoryx.run_modes import run_mode
