@@ -165,13 +165,15 @@ def run_kernel(
 ) -> tuple[int, int]:
     """Advance cycles ``[t0, t1)``; returns the kernel's (status, cycle). The kernel takes
     the mode from ``tr``'s type (``K.run_cycles``): None for PE programs."""
+    status, cycle = K.run_cycles(*_kernel_args(fab, st, prog, tr, t0, t1, parallel))
+    return int(status), int(cycle)
+
+
+def _kernel_args(fab, st, prog, tr, t0, t1, parallel) -> tuple:
     row_events = np.zeros((fab.height, 4), np.int64)
     want_rows = np.zeros((fab.height, 2, 5 * st.credits.shape[2]), np.int64)
     mode_tr = tr if fab.traffic else None
-    args = (t0, t1, parallel, fab, st, prog, mode_tr, row_events, want_rows)
-    compile_once(K.run_cycles, args)  # one process of the machine compiles, the others load
-    status, cycle = K.run_cycles(*args)
-    return int(status), int(cycle)
+    return (t0, t1, parallel, fab, st, prog, mode_tr, row_events, want_rows)
 
 
 def simulate(
@@ -233,6 +235,9 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace):
 
     Returns the kernel's (status, cycle); a deadlock raises :class:`DeadlockError`.
     """
+    # one process of the machine compiles the engine, the others load it (once a run: the
+    # signature's types cost half a millisecond, a chunk may take less)
+    compile_once(K.run_cycles, _kernel_args(fab, st, prog, tr, 0, 0, parallel))
     step = trace.every_cycles if trace else max_cycles
     t = 0
     while True:

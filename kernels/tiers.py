@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fabric.engine import engine_used
+from fabric.engine import ENGINE_IN_USE, engine_used
 from kernels.grid import KernelGrid
 from kernels.registry import algorithm, analytic_cycles, run_kernel
 from kernels.result import KernelResult
@@ -117,13 +117,14 @@ def estimate(
     tier: str = "cycle",
     dtype: str = "fp32",
     seed: int = 0,
-    engine: str = "cpu",
+    engine: str | None = None,
     hole_fraction: float = 0.0,
     **options,
 ) -> Estimate:
     """``kernel``/``algo`` on ``grid`` by the tier named ``tier`` (``hole_fraction``: the
     share of dead PEs the fast tier gives its reduced grids; ``engine``: where the cycle
-    and fast tiers run the engine)."""
+    and fast tiers run the engine, None: the one in use, ``fabric.engine.engine_used``)."""
+    engine = engine or ENGINE_IN_USE.get()
     check_request(kernel, algo, tier, engine, options)
     request = (kernel, algo, shape, grid, spec)
     return TIERS[tier](request, dtype, seed, engine, hole_fraction, options)

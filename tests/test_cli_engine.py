@@ -115,7 +115,7 @@ def test_sweep_points_run_on_the_engine_their_file_names(cuda_calls, tmp_path):
     assert all(json.loads(c)["engine"] == "cuda" for c in read_table(tmp_path / "r.h5")["config"])
 
 
-def test_cuda_engine_without_a_gpu_is_one_line_before_any_work(capsys):
+def test_cuda_engine_without_a_gpu_is_one_line_before_any_work(capsys, tmp_path):
     """Where no GPU (nor the simulator) can run it, ``--engine cuda`` is one clear error."""
     from fabric import cuda_engine
 
@@ -125,11 +125,19 @@ def test_cuda_engine_without_a_gpu_is_one_line_before_any_work(capsys):
         pass
     else:
         pytest.skip("a GPU (or the simulator) is here")
-    for argv in ([*TRAFFIC, "--engine", "cuda"], ["defects", "--study", "--engine", "cuda"]):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("job: traffic\nbase: {preset: tiny, grid: 4x4, cycles: 60, engine: cuda}\n"
+                     "axes:\n  rate: [0.1, 0.2]\nmetrics: [accepted_rate]\n")  # fmt: skip
+    for argv in (
+        [*TRAFFIC, "--engine", "cuda"],
+        ["defects", "--study", "--engine", "cuda"],
+        ["sweep", str(sweep), "--out", str(tmp_path / "r.h5"), "--serial"],
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1
         assert "needs an NVIDIA GPU" in err
+    assert not (tmp_path / "r.h5").exists()
 
 
 @pytest.mark.parametrize(
@@ -155,8 +163,11 @@ def test_engine_used_sets_the_engine_of_runs_that_name_none(cuda_calls):
     from kernels.grid import kernel_grid
     from wafer.presets import preset
 
+    from kernels.tiers import estimate
+
     with wafersim.engine_used("cuda"):
         result = wafersim.run_kernel("gemv", "chain", {"m": 8, "n": 8}, kernel_grid(2, 2),
                                      preset("tiny"), seed=0)  # fmt: skip
-    assert cuda_calls == ["cuda"]
+        estimate("gemv", "chain", {"m": 8, "n": 8}, kernel_grid(2, 2), preset("tiny"))
+    assert cuda_calls == ["cuda", "cuda"]
     assert np.isfinite(result.max_abs_error)

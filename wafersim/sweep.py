@@ -123,6 +123,20 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, bool | int | float)
 
 
+def _check_engines(sweep: SweepConfig) -> None:
+    """An engine that the points name and this machine cannot run (cuda without a GPU) is
+    one error before any point runs, not a failed record for every point."""
+    engines = set()
+    for point in sweep.points:
+        words = point.argv
+        engines |= {words[i + 1] for i, word in enumerate(words[:-1]) if word == "--engine"}
+    if engines - {"cpu"}:
+        from fabric.engine import chunk_runner
+
+        for engine in sorted(engines - {"cpu"}):
+            chunk_runner(engine)
+
+
 def run_sweep(
     sweep: SweepConfig,
     out: str | Path,
@@ -138,6 +152,7 @@ def run_sweep(
     256 MiB of freed memory kept: :mod:`wafersim.heap`).
     """
     start = time.perf_counter()
+    _check_engines(sweep)
     with exclusive(out, "sweep"):  # one sweep a results file at a time
         previous = open_results(out, sweep)
         todo = [p for p in sweep.points if _needs_run(previous.get(p.index))]
