@@ -24,14 +24,15 @@ if ! python3 -c "$probe"; then
   python3 -c "$probe" || exit 3
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+failed=0
 for step in $steps; do
   case $step in
-    cases) timeout 400 python3 tests/cuda_cases.py 2>&1 | tee "$out/cases.log" ;;
+    cases) timeout 400 python3 tests/cuda_cases.py 2>&1 | tee "$out/cases.log" || failed=1 ;;
     bench)
       for layout in rows router; do
         timeout 300 python3 benchmarks/bench_fabric.py --engine cuda --layout "$layout" \
           --sizes 128 1024 --loads 0.01 0.3 --cycles 10000 --plain \
-          --out "$out/bench_fabric_$layout.json" 2>&1 | tee "$out/bench_$layout.log"
+          --out "$out/bench_fabric_$layout.json" 2>&1 | tee "$out/bench_$layout.log" || failed=1
       done ;;
     profile)
       ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
@@ -40,8 +41,9 @@ for step in $steps; do
           --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
           --section Occupancy --section WarpStateStats --section LaunchStats \
           python3 benchmarks/profile_cuda.py --sizes $k --cycles 200 --layout rows \
-          > "$out/ncu_$k.txt" 2>&1
+          > "$out/ncu_$k.txt" 2>&1 || failed=1
         grep -E "Duration|Throughput|Achieved Occupancy|Registers|Stall|L1/TEX Hit|L2 Hit|Warp Cycles|Block Limit|Theoretical Occ|Local" "$out/ncu_$k.txt" | head -40
       done ;;
   esac
 done
+exit $failed

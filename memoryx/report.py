@@ -30,6 +30,7 @@ from compiler.plan import working_grid
 from compiler.plan_records import Plan, to_json
 from memoryx.data import input_bound, input_pipeline
 from memoryx.run import RunResult, Wafer, stream_edge
+from memoryx.run_config import write_config
 from memoryx.run_events import write_events
 from memoryx.streaming import no_stall_threshold
 from memoryx.swarmx import scaling, tree_levels
@@ -189,20 +190,6 @@ def write_outputs(
 
 def performance_path(out_dir: Path) -> Path:
     return out_dir / "performance" / "performance.json"
-
-
-def write_config(config, out_dir: Path) -> Path:
-    """The run's resolved config: ``run.yaml`` (the yaml extra), else ``run.json``."""
-    try:
-        import yaml
-    except ImportError:
-        path = out_dir / "run.json"
-        write_json(path, config.raw)
-        return path
-    path = out_dir / "run.yaml"
-    with atomic_path(path) as tmp:
-        tmp.write_text(yaml.safe_dump(config.raw, sort_keys=False))
-    return path
 
 
 def write_trace(result: RunResult, path: Path) -> None:

@@ -25,7 +25,7 @@ from memoryx.functional import check_functional, weight_shapes
 from memoryx.optimizer import make_optimizer
 from memoryx.run_config import RunConfig
 from memoryx.sparsity import apply_masks, prune_masks
-from memoryx.store import WeightStore
+from memoryx.store import WeightStore, check_init_std
 from memoryx.streaming import (
     DEFAULT_TILE_BYTES,
     Edge,
@@ -98,10 +98,23 @@ def compile_wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
     """Wafer ``index``'s repaired grid and plan, saved under ``out_dir/compile/wafer_<index>``
     (each wafer's defects: its own plan) and reused while its inputs are unchanged."""
     logical = logical_grid(config, index)
-    folder = out_dir / "compile" / f"wafer_{index}"
-    plan, _ = compile_cached(config.model_path, config.spec, compile_options(config), folder,
-                             logical)  # fmt: skip
+    plan, _ = compile_cached(config.model_path, config.spec, compile_options(config),
+                             compile_folder(out_dir, index), logical)  # fmt: skip
     return Wafer(logical, plan)
+
+
+def compile_folder(out_dir: Path, index: int) -> Path:
+    return out_dir / "compile" / f"wafer_{index}"
+
+
+def check_run(config: RunConfig, plan: Plan) -> None:
+    """What a run checks as it starts, past the config's own checks: the optimizer, the data
+    set (loaded), the initial weights' spread, the MemoryX buffer and tiles against ``plan``
+    (``--validate-only`` calls it; a run meets each check where it first needs it)."""
+    make_optimizer(**_optimizer_params(config["optimizer"]))
+    load_dataset(config["data"], config["seed"])
+    check_init_std(config["init_std"])
+    stream_edge(config, plan, count_wafers(config))  # its Edge checks buffer and tile
 
 
 def compile_options(config: RunConfig) -> CompileOptions:
@@ -253,16 +266,19 @@ def _stream(config: RunConfig, wafers: list[Wafer], index: int, history: History
 def stream_edge(config: RunConfig, plan: Plan, count: int) -> tuple[Edge, frozenset[str]]:
     """The edge a wafer of ``count`` streams through (its prefetch buffer less the weights
     kept on the wafer for the backward), and the layers that keep them
-    (:func:`memoryx.streaming.kept_on_wafer`)."""
+    (:func:`memoryx.streaming.kept_on_wafer`; none where the buffer left would not hold a
+    tile: a buffer and tile the user sets are not made to clash)."""
     spec = config.spec
     bandwidth, latency = effective_edge(spec, count)
     section = config["memoryx"]
     buffer = section.get("prefetch_buffer_bytes")
     buffer = prefetch_buffer_bytes(plan, spec) if buffer is None else buffer
-    kept = kept_on_wafer(plan, buffer)
-    buffer -= weight_bytes(plan, kept)
     tile = section.get("tile_bytes")
     tile = min(DEFAULT_TILE_BYTES, max(MIN_TILE_BYTES, buffer // 2)) if tile is None else tile
+    kept = kept_on_wafer(plan, buffer)
+    if buffer - weight_bytes(plan, kept) < tile:  # a tile must still fit beside them
+        kept = frozenset()
+    buffer -= weight_bytes(plan, kept)
     return Edge(bandwidth, latency, buffer, tile), kept
 
 

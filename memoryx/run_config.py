@@ -48,6 +48,7 @@ from kernels.tiers import TIERS
 from memoryx.data import input_pipeline
 from memoryx.sparsity import check_sparsity
 from memoryx.swarmx import MAX_WAFERS
+from wafer.atomic import atomic_path, write_json
 from wafer.config_io import flatten, load_mapping
 from wafer.errors import ConfigError
 from wafer.presets import DEFAULT_PRESET, preset
@@ -231,3 +232,17 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
             raise ConfigError(f"override {dotted!r}: {part!r} is not a table")
         node = child
     node[last] = value
+
+
+def write_config(config: RunConfig, out_dir: Path) -> Path:
+    """The run's resolved config: ``run.yaml`` (the yaml extra), else ``run.json``."""
+    try:
+        import yaml
+    except ImportError:
+        path = out_dir / "run.json"
+        write_json(path, config.raw)
+        return path
+    path = out_dir / "run.yaml"
+    with atomic_path(path) as tmp:
+        tmp.write_text(yaml.safe_dump(config.raw, sort_keys=False))
+    return path

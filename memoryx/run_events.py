@@ -1,7 +1,8 @@
 """TensorBoard event files of a run (extra ``tensorboard``: tensorboardX, a maintained writer
 that needs neither TensorFlow nor PyTorch): per training step the loss, the test accuracy at
-each evaluation, samples/s and the stall fraction of the step as simulated, so that
-``tensorboard --logdir DIR`` shows a run's curves beside other runs'."""
+each evaluation, the wafer's samples/s and the stall fraction of the step as simulated, so
+that ``tensorboard --logdir DIR`` shows a run's curves beside other runs'. Each write holds
+the whole run (a resumed one's history included) and replaces the folder's older files."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ def write_events(result, out_dir: Path) -> str:
     except ImportError:
         return "not written: pip install 'wafersim[tensorboard]'"
     samples, per_step_s, stalls = step_rates(result)
+    for old in out_dir.glob("events.out.tfevents.*"):
+        old.unlink()
     with SummaryWriter(logdir=str(out_dir)) as writer:
         for step, (seconds, stall) in enumerate(zip(per_step_s, stalls, strict=True), 1):
-            writer.add_scalar("samples_per_sec", samples / seconds, step)
+            writer.add_scalar("wafer_samples_per_sec", samples / seconds, step)
             writer.add_scalar("stall_fraction", stall, step)
         if result.history is not None:
             for step, loss in enumerate(result.history.losses, 1):

@@ -1,12 +1,14 @@
 """``wafersim run --validate-only`` and ``--compile-only``: a run's config checked, and its
 plans made, without training or timing anything.
 
-- validate-only: the config, the model and its layer graph, the defect map of wafer 0 and the
-  activations' fit are checked, and wafer 0's plan is made in memory (a second or less, even
-  for GPT-3 175B): every layer's passes are listed with their shape and the kernel chosen for
-  each. Nothing is written.
+- validate-only: what a run checks before it starts is checked (the config, the model and its
+  layer graph, the optimizer, the data set, the initial weights' spread, wafer 0's defect
+  map, the activations' fit, the MemoryX buffer and tiles), and wafer 0's plan is made in
+  memory (two seconds or less, even for GPT-3 175B): every layer's passes are listed with
+  their shape and the kernel chosen for each. Nothing is written.
 - compile-only: every wafer's plan is made (each with its own defect map) and saved under
-  ``DIR/compile`` as a full run would, beside the run's resolved config; the same list.
+  ``DIR/compile`` as a full run would, beside the run's resolved config (``DIR/run.yaml``);
+  the same list, and the plan files written.
 """
 
 from __future__ import annotations
@@ -17,11 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from compiler.model_file import load_model
-from compiler.plan import check_activations_fit, compile_cached
+from compiler.plan import check_activations_fit, compile_cached, plan_path
 from compiler.plan_records import GemmPlacement, Plan, to_json
 from memoryx.functional import check_functional
-from memoryx.run import RUN_TIERS, compile_options, compile_wafer, count_wafers, logical_grid
-from memoryx.run_config import RunConfig
+from memoryx.run import (
+    RUN_TIERS,
+    check_run,
+    compile_folder,
+    compile_options,
+    compile_wafer,
+    count_wafers,
+    logical_grid,
+)
+from memoryx.run_config import RunConfig, write_config
 
 MODES = ("validate-only", "compile-only")
 
@@ -48,7 +58,7 @@ class ModeResult:
     wafers: int
     passes: list[PassRow]
     step_cycles: int  # wafer 0's plan
-    plans: list[str]  # compile-only: the saved plan files
+    plans: list[str]  # compile-only: the files written (each wafer's plan, the config)
     compile_time_s: float
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,11 +76,13 @@ def run_mode(mode: str, config: RunConfig, out_dir: Path) -> ModeResult:
         logical = logical_grid(config, 0)
         check_activations_fit(model, config.spec, options, logical)
         plan, _ = compile_cached(config.model_path, config.spec, options, None, logical)
+        check_run(config, plan)
         saved: list[str] = []
     else:
         wafers = [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
         plan = wafers[0].plan
-        saved = sorted(str(p) for p in (out_dir / "compile").rglob("*.plan.json"))
+        saved = [str(plan_path(compile_folder(out_dir, w), plan.model)) for w in range(len(wafers))]
+        saved.append(str(write_config(config, out_dir)))
     return ModeResult(mode, model.graph.name, config.spec.name, config["tier"],
                       count_wafers(config), pass_rows(plan), plan.totals.cycles, saved,
                       time.perf_counter() - start)  # fmt: skip
@@ -86,15 +98,15 @@ def pass_rows(plan: Plan) -> list[PassRow]:
 
 
 def mode_text(r: dict[str, Any]) -> str:
-    lines = [f"{'layer':24} {'op':10} {'pass':16} {'shape':30} {'kernel':14} {'grid':>9} "
+    lines = [f"{'layer':24} {'op':10} {'pass':16} {'shape':30} {'kernel':18} {'grid':>9} "
              f"{'cycles':>11}"]  # fmt: skip
     for p in r["passes"]:
         shape = " ".join(f"{k}={v}" for k, v in p["shape"].items())
         grid = "x".join(map(str, p["grid"]))
         lines.append(f"{p['layer'][:24]:24} {p['op'][:10]:10} {p['pass_name'][:16]:16} "
-                     f"{shape[:30]:30} {p['kernel'][:14]:14} {grid:>9} "
+                     f"{shape[:30]:30} {p['kernel'][:18]:18} {grid:>9} "
                      f"{p['cycles']:>11}")  # fmt: skip
-    what = "valid" if r["mode"] == "validate-only" else f"compiled ({len(r['plans'])} plan files)"
+    what = "valid" if r["mode"] == "validate-only" else f"compiled: {', '.join(r['plans'])}"
     lines.append(f"{r['model']} on {r['spec']}, {r['wafers']} wafer(s), tier {r['tier']}: "
                  f"{what}; wafer 0's step {r['step_cycles']:,} cycles "
                  f"({r['compile_time_s']:.2f} s)")  # fmt: skip

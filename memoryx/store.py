@@ -53,7 +53,7 @@ class WeightStore:
         shapes = _check_shapes(shapes)
         _check_dtype(dtype, MATERIALISED_DTYPES)
         seed = _check_seed(seed)
-        init_std = _check_init_std(init_std)
+        init_std = check_init_std(init_std)
         names = sorted(shapes)
         streams = np.random.SeedSequence(seed).spawn(len(names))
         weights = {}
@@ -183,7 +183,7 @@ def _check_seed(seed: object) -> int:
     return int(seed)
 
 
-def _check_init_std(init_std: object) -> float:
+def check_init_std(init_std: object) -> float:
     ok = isinstance(init_std, int | float) and not isinstance(init_std, bool)
     if not ok or not math.isfinite(init_std) or init_std < 0:
         raise ConfigError(f"init_std is {init_std!r}; allowed: a finite number >= 0")

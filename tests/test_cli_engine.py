@@ -161,9 +161,8 @@ def test_engine_used_sets_the_engine_of_runs_that_name_none(cuda_calls):
 
     import wafersim
     from kernels.grid import kernel_grid
-    from wafer.presets import preset
-
     from kernels.tiers import estimate
+    from wafer.presets import preset
 
     with wafersim.engine_used("cuda"):
         result = wafersim.run_kernel("gemv", "chain", {"m": 8, "n": 8}, kernel_grid(2, 2),

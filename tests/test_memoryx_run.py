@@ -411,10 +411,13 @@ def test_validate_only_lists_every_pass_and_writes_nothing(tmp_path, capsys):
     from memoryx.run import compile_options, logical_grid
 
     path = write_config(tmp_path, steps=2)
-    out = tmp_path / "never"
-    assert main(["run", str(path), "--out", str(out), "--validate-only", "--json"]) == 0
+    before = set(tmp_path.rglob("*"))
+    assert main(["run", str(path), "--validate-only", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert not out.exists()
+    assert set(tmp_path.rglob("*")) == before
+    from wafersim.run_command import default_out
+
+    assert not default_out(str(path), load_run_config(path).run_digest).exists()
     config = load_run_config(path)
     plan, _ = compile_cached(MODEL, config.spec, compile_options(config), None,
                              logical_grid(config, 0))  # fmt: skip
@@ -422,7 +425,7 @@ def test_validate_only_lists_every_pass_and_writes_nothing(tmp_path, capsys):
     assert [(p["layer"], p["pass_name"], p["kernel"]) for p in result["passes"]] == expected
     first = next(p for p in result["passes"] if p["op"] == "linear")
     assert set(first["shape"]) == {"m", "k", "n"}
-    assert main(["run", str(path), "--out", str(out), "--validate-only"]) == 0
+    assert main(["run", str(path), "--validate-only"]) == 0
     text = capsys.readouterr().out
     assert "valid" in text
     assert all(p["layer"][:24] in text for p in result["passes"])
@@ -434,7 +437,11 @@ def test_compile_only_saves_the_plans_and_trains_nothing(tmp_path, capsys):
     assert main(["run", str(path), "--out", str(out), "--compile-only", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["mode"] == "compile-only"
-    assert len(result["plans"]) == 2  # one per wafer, each with its own defects
+    assert [Path(p).relative_to(out).parts[:2] for p in result["plans"][:2]] == [
+        ("compile", "wafer_0"),
+        ("compile", "wafer_1"),
+    ]  # one per wafer, each its own defects
+    assert yaml.safe_load((out / "run.yaml").read_text())["swarmx"] == {"wafers": 2}
     assert not checkpoints(out)
     assert not (out / "performance").exists()
 
@@ -442,7 +449,13 @@ def test_compile_only_saves_the_plans_and_trains_nothing(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [(["--validate-only", "--compile-only"], "not allowed with"),
-     (["--validate-only", "--engine", "cuda"], "runs nothing on an engine")],
+     (["--validate-only", "--engine", "cuda"], "runs nothing on an engine"),
+     (["--validate-only", "--out", "x"], "--validate-only writes nothing"),
+     (["--compile-only", "--summary-only"], "writes no performance summary"),
+     (["--validate-only", "optimizer.name=foo"], "optimizer is 'foo'"),
+     (["--validate-only", "init_std=-1"], "init_std is -1"),
+     (["--validate-only", "memoryx.prefetch_buffer_bytes=16384", "memoryx.tile_bytes=32768"],
+      "tile_bytes=32768 must be <=")],
 )  # fmt: skip
 def test_run_modes_refuse_what_they_cannot_do(tmp_path, capsys, monkeypatch, argv, message):
     from fabric import cuda_engine
@@ -470,8 +483,10 @@ def test_tensorboard_shows_the_run_s_curves(tmp_path):
     scalars = read_event_scalars(out)
     assert [v for _, v in scalars["loss"]] == pytest.approx(result.history.losses)
     assert [s for s, _ in scalars["test_accuracy"]] == [1, 2, 3]
-    assert len(scalars["samples_per_sec"]) == len(scalars["stall_fraction"]) == 3
-    assert all(v > 0 for _, v in scalars["samples_per_sec"])
+    assert len(scalars["wafer_samples_per_sec"]) == len(scalars["stall_fraction"]) == 3
+    assert all(v > 0 for _, v in scalars["wafer_samples_per_sec"])
+    write_outputs(result, out)  # again (a resume writes the whole history): no duplicates
+    assert len(list(out.glob("events.out.tfevents.*"))) == 1
 
 
 def read_event_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
@@ -490,3 +505,11 @@ def read_event_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
             for value in event.summary.value:
                 scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
     return scalars
+
+
+def test_weights_are_kept_only_where_a_tile_still_fits_beside_them(tmp_path, capsys):
+    """A buffer and tile the user sets are not made to clash by the output layer's weights."""
+    path = write_config(tmp_path, steps=1, tier="analytic",
+                        memoryx={"prefetch_buffer_bytes": 16384, "tile_bytes": 16384})  # fmt: skip
+    assert main(["run", str(path), "--out", str(tmp_path / "o"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["weights_kept_for_backward"] == []

@@ -57,6 +57,10 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
 
         if args.engine != "cpu":
             raise ConfigError(f"--engine {args.engine}: --{mode} runs nothing on an engine")
+        if args.summary_only:
+            raise ConfigError(f"--summary-only: --{mode} writes no performance summary")
+        if args.out and mode == "validate-only":
+            raise ConfigError("--out: --validate-only writes nothing")
         return run_mode(mode, config, out).to_dict()
     line = progress_for(sys.stderr)
     started = time.perf_counter()
@@ -97,7 +101,7 @@ def run_text(r: dict[str, Any]) -> str:
         f"  input pipeline {r['input_samples_per_s']:.4g} samples/s"
         + (" (suspected input bottleneck)" if r["suspected_input_bottleneck"] else ""),
         f"  compile {r['compile_time_s']:.2f} s, programming {r['programming_time_s']:.3g} s "
-        f"(simulated), wall {r['sim_wall_s']:.1f} s",
+        f"(a floor: SRAM images in over the edge), wall {r['sim_wall_s']:.1f} s",
     ]
     kept = r["activations_kept"]
     lines.append(
