@@ -128,6 +128,9 @@ class _Layout:
         rows, pes, count = plan.grid.rows, plan.grid.mesh.pes, len(chunks) - 1
         self.colors = list(range(1, 1 + 2 * reduce_colors(reduce, rows, 0)))
         self.owner = [c % rows if reduce == "chain" else 0 for c in range(count)]
+        self.owned = [[] for _ in range(rows)]  # the chunks whose C each row keeps
+        for c, row in enumerate(self.owner):
+            self.owned[row].append(c)
         self.ports = [plan.grid.west_port(i) for i in range(rows)]  # (a search each call)
         # per mesh PE (-1 where none): A tile, the two partial buffers, C of each owned chunk,
         # and the task-1 ops once chunk c is reduced (when its partial buffer is free again)
@@ -158,7 +161,7 @@ class _Layout:
 
     def _alloc_outputs(self, pe: int, i: int, mj: int) -> None:
         widths = np.diff(self.chunks)
-        owned = [c for c, o in enumerate(self.owner) if o == i]
+        owned = self.owned[i]  # (a scan of every chunk for each PE took hours on a wafer)
         base = self.plan.alloc(pe, mj * int(widths[owned].sum()), "C (fp32)")
         for c in owned:
             self.out[pe, c] = base
