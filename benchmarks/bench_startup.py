@@ -6,7 +6,7 @@ one (``--against PATH``, e.g. an older commit's worktree).
 Each checkout is copied to a temporary folder (its tracked files: ``git archive``) with an
 empty ``NUMBA_CACHE_DIR``, and run with this interpreter (the installed dependencies):
 
-    python benchmarks/bench_startup.py [--against ../old-checkout] [--steps 120]
+    python benchmarks/bench_startup.py [--against ../old-checkout] [--steps N]
     python benchmarks/bench_startup.py --compile-profile kernel   # where a cold compile goes
 
 ``--compile-profile JOB`` runs one job cold in a child process that listens to Numba's
@@ -29,10 +29,12 @@ from wafer.atomic import write_json
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def jobs(steps: int) -> dict[str, list[str]]:
-    """The commands timed, as ``python -m <cli> ...`` arguments after the module."""
+def jobs(steps: int | None) -> dict[str, list[str]]:
+    """The commands timed, as ``python -m <cli> ...`` arguments after the module (the main
+    job as each checkout's README runs it unless ``steps`` is given)."""
+    steps_word = [f"steps={steps}"] if steps else []
     return {
-        "main job": ["run", "examples/fc_digits.yaml", f"steps={steps}"],  # --out: per run
+        "main job": ["run", "examples/fc_digits.yaml", *steps_word],  # --out: per run
         "kernel": [
             "kernel",
             "gemm",
@@ -153,7 +155,8 @@ def compile_profile(job: str, steps: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", type=Path, help="another checkout, timed side by side")
-    parser.add_argument("--steps", type=int, default=120, help="main job steps (README: 120)")
+    parser.add_argument("--steps", type=int,
+                        help="main job steps (default: each checkout's own config)")  # fmt: skip
     parser.add_argument("--out", default="out/bench_startup.json")
     parser.add_argument("--compile-profile", choices=list(jobs(1)), help="profile one job")
     args = parser.parse_args()
