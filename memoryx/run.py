@@ -78,7 +78,7 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
         check_functional(load_model(config.model_path).graph)
         check_resume(checkpoints_of(config, out_dir), config["steps"])
     compile_start = time.perf_counter()
-    wafers = [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
+    wafers = compile_wafers(config, out_dir)
     compile_time = time.perf_counter() - compile_start
     start = time.perf_counter()  # sim_wall_s counts the simulation, not the compile
     data = load_dataset(config["data"], config["seed"])
@@ -92,6 +92,11 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
 
 def count_wafers(config: RunConfig) -> int:
     return config["swarmx"].get("wafers", 1)
+
+
+def compile_wafers(config: RunConfig, out_dir: Path) -> list[Wafer]:
+    """Every wafer of the run, each with its own defects and plan (:func:`compile_wafer`)."""
+    return [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
 
 
 def compile_wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:

@@ -27,7 +27,7 @@ from memoryx.run import (
     check_run,
     compile_folder,
     compile_options,
-    compile_wafer,
+    compile_wafers,
     count_wafers,
     logical_grid,
 )
@@ -51,6 +51,8 @@ class PassRow:
 
 @dataclass(frozen=True)
 class ModeResult:
+    """What ``--validate-only`` or ``--compile-only`` reports (JSON: :meth:`to_dict`)."""
+
     mode: str
     model: str
     spec: str
@@ -79,7 +81,7 @@ def run_mode(mode: str, config: RunConfig, out_dir: Path) -> ModeResult:
         check_run(config, plan)
         saved: list[str] = []
     else:
-        wafers = [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
+        wafers = compile_wafers(config, out_dir)
         plan = wafers[0].plan
         saved = [str(plan_path(compile_folder(out_dir, w), plan.model)) for w in range(len(wafers))]
         saved.append(str(write_config(config, out_dir)))

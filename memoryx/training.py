@@ -118,10 +118,10 @@ def train(
     """Train to ``steps`` steps, resuming from the newest checkpoint in ``saved.out_dir`` if
     any; evaluate every ``eval_every`` steps (0: only at the end)."""
     store, start, history = resume(saved, store, steps)
+    # an evaluation at the last run's end, off the interval: a run not stopped there has none
     ended_there = history.accuracy and history.accuracy[-1][0] == start < steps
     if ended_there and not _due(start, eval_every, steps):
-        history.accuracy.pop()  # the last run's end, not an interval: a run not stopped there
-        # has no evaluation there
+        history.accuracy.pop()
     base = np.array(history.busy or 0, np.int64)  # busy cycles before a resume
     for step in range(start, steps):
         loss = trainer.step(store, step)
