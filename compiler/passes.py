@@ -12,6 +12,7 @@ fed only by the model input (or nothing) needs no ``backward_data``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from compiler.graph import Layer
@@ -29,13 +30,15 @@ DX_NEEDS_PARAMS = ("layernorm", "rmsnorm")  # dX = f(dY, gamma); a bias's dX is 
 
 @dataclass(frozen=True)
 class Gemm:
-    """``count`` independent ``C = A @ B`` (``m x k`` times ``k x n``)."""
+    """``count`` independent ``C = A @ B`` (``m x k`` times ``k x n``); ``density``: the share
+    of ``B``'s values that are nonzero (pruned weights streamed in)."""
 
     m: int
     k: int
     n: int
     count: int
     edge_bytes: int  # weights in, or weight gradients out, through MemoryX
+    density: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -52,17 +55,23 @@ class Vector:
 Work = Gemm | Vector
 
 
-def layer_passes(layer: Layer, batch: int, seq: int, dtype: str) -> dict[str, Work]:
-    """The work of ``layer`` per pass for ``batch`` sequences of ``seq`` tokens."""
+def layer_passes(
+    layer: Layer, batch: int, seq: int, dtype: str, density: float = 1.0
+) -> dict[str, Work]:
+    """The work of ``layer`` per pass for ``batch`` sequences of ``seq`` tokens, its weights
+    pruned to ``density``: the passes that stream them in carry the density and the dense
+    bytes (how they stream depends on the strategy: :func:`compiler.placement.as_run`);
+    only the kept weights' gradients stream out (MemoryX holds the mask); ``dW`` is
+    computed dense."""
     tokens, size = batch * seq, value_bytes(dtype)
     needs_dx = any(name != "input" for name in layer.inputs)
     if layer.weights is not None:
         k, n = layer.weights
         edge = k * n * size
-        passes = {"forward": Gemm(tokens, k, n, 1, edge)}
+        passes = {"forward": Gemm(tokens, k, n, 1, edge, density)}
         if needs_dx:
-            passes["backward_data"] = Gemm(tokens, n, k, 1, edge)
-        passes["backward_weight"] = Gemm(k, tokens, n, 1, edge)
+            passes["backward_data"] = Gemm(tokens, n, k, 1, edge, density)
+        passes["backward_weight"] = Gemm(k, tokens, n, 1, math.ceil(k * n * size * density))
         return passes
     if layer.attention is not None and layer.op == "matmul":
         kind, heads, head_dim = layer.attention

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from compiler.colors import fits_palette, kernel_colors
@@ -39,6 +39,7 @@ from fabric.program import HALF_DTYPES, value_bytes, words
 from kernels.detour import NO_DETOUR, Detour
 from kernels.lines import reduce_cycles
 from kernels.registry import analytic_cycles
+from kernels.sparse_weights import stream_fraction
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
@@ -83,27 +84,41 @@ def place_gemm(
     the search stops once no candidate left can beat the best (cycles, then PEs)."""
     fitting, smallest = [], math.inf
     for name, strategy in strategies.items():
-        for turned, rows, cols in _grids(work, target, strategy):
-            need = strategy.sram_bytes(work.m, work.k, work.n, rows, cols, target.spec,
+        run = as_run(work, strategy, target.dtype)
+        for turned, rows, cols in _grids(run, target, strategy):
+            need = strategy.sram_bytes(run.m, run.k, run.n, rows, cols, target.spec,
                                        target.dtype)  # fmt: skip
             if need > target.budget:
                 smallest = min(smallest, need)
                 continue
             shape = _Shape(name, strategy, turned, rows, cols, need, len(fitting))
-            fitting.append((_lower_bound(work, target, shape), shape))
+            fitting.append((_lower_bound(run, target, shape), shape, run))
     if not fitting:
         raise _too_big(layer, smallest, target)
     best, best_key = None, None
-    for bound, shape in sorted(fitting, key=lambda item: item[0]):
+    for bound, shape, run in sorted(fitting, key=lambda item: item[0]):
         if best_key is not None and bound[:3] >= best_key:
             break
-        if best_key is not None and _straight_key(work, target, shape) >= best_key:
+        if best_key is not None and _straight_key(run, target, shape) >= best_key:
             continue  # it loses even on straight lines: no need to count its detours
-        found = _gemm_placement(work, target, shape)
+        found = _gemm_placement(run, target, shape)
         key = (found.cycles, found.kernel_cycles, found.pes)
         if best_key is None or key < best_key:
             best, best_key = found, key
     return best
+
+
+def as_run(work: Gemm, strategy: Strategy, dtype: str) -> Gemm:
+    """``work`` as ``strategy`` runs it: pruned weights (``density < 1``, ``edge_bytes`` the
+    dense stream) stream compressed and skip their zeros where it skips zeros
+    (:mod:`kernels.sparse_weights`); any other strategy streams and multiplies them dense,
+    zeros and all, so the search weighs both."""
+    if work.density == 1:
+        return work
+    if strategy.record.zero_skipping is None:
+        return replace(work, density=1.0)
+    share = stream_fraction(work.density, dtype)
+    return replace(work, edge_bytes=math.ceil(work.edge_bytes * share))
 
 
 @dataclass(frozen=True)
@@ -138,7 +153,7 @@ def _lower_bound(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, i
 
 
 def _local_costs(work: Gemm, target: Target, pes: int) -> dict[str, int]:
-    macs = -(-work.m * work.k * work.n * work.count // pes)
+    macs = math.ceil(work.m * work.k * work.n * work.count * work.density / pes)
     size = value_bytes(target.dtype)
     reads = macs * (size + ACCUMULATOR_BYTES)
     return _bounds(target.spec, macs, reads, macs * ACCUMULATOR_BYTES, target.dtype)
@@ -172,10 +187,10 @@ def _too_big(layer: str, needed: float, target: Target) -> ConfigError:
 
 @functools.lru_cache(maxsize=65536)
 def _kernel_cycles(algo: str, options: tuple, m, k, n, rows, cols, spec, dtype,
-                   detour: Detour) -> int:  # fmt: skip
+                   detour: Detour, density: float = 1.0) -> int:  # fmt: skip
     shape = {"m": m, "k": k, "n": n}
     return analytic_cycles("gemm", algo, shape, rows, cols, spec, dtype, detour=detour,
-                           **dict(options))  # fmt: skip
+                           density=density, **dict(options))  # fmt: skip
 
 
 def _straight_key(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, int]:
@@ -185,7 +200,7 @@ def _straight_key(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, 
     options = tuple(sorted(shape.strategy.options.items()))
     kernel = -(-work.count // replicas) * _kernel_cycles(
         shape.strategy.algo, options, work.m, work.k, work.n, shape.rows, shape.cols,
-        target.spec, target.dtype, NO_DETOUR,
+        target.spec, target.dtype, NO_DETOUR, work.density,
     )  # fmt: skip
     edge = math.ceil(work.edge_bytes / target.spec.edge_bytes_per_cycle)
     return max(kernel, edge), kernel, shape.rows * shape.cols * replicas
@@ -200,7 +215,7 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> GemmPlacement:
     blocks = lines.blocks(replicas, rows, cols)
     detour = lines.detour(rows, cols, blocks, strategy.tree_reduction)
     kernel = waves * _kernel_cycles(strategy.algo, options, work.m, work.k, work.n, rows, cols,
-                                    spec, target.dtype, detour)  # fmt: skip
+                                    spec, target.dtype, detour, work.density)  # fmt: skip
     costs = _local_costs(work, target, rows * cols * replicas)
     costs["fabric"] = max(0, kernel - max(costs["compute"], costs["SRAM"]))
     costs["edge bandwidth"] = math.ceil(work.edge_bytes / spec.edge_bytes_per_cycle)
@@ -211,7 +226,7 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> GemmPlacement:
         grid=(rows, cols),
         orientation=Orientation.of(shape.turned),
         mapping=strategy.mapping,
-        gemm=GemmWork(work.m, work.k, work.n, work.count),
+        gemm=GemmWork(work.m, work.k, work.n, work.count, work.density),
         replicas=replicas,
         waves=waves,
         colors=len(kernel_colors(strategy.algo, rows, cols, work.n, options)),

@@ -45,12 +45,13 @@ from compiler.strategies import strategies
 from compiler.tile_order import IN_PASSES, tile_order
 from compiler.working import WorkingGrid
 from fabric.program import value_bytes
+from kernels.sparse_weights import check_density
 from wafer import __version__
 from wafer.atomic import write_json
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
-COMPILER_VERSION = "9"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "10"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
 RECOMPUTE = "recompute"  # a block's forward run again before its backward (a stream segment)
 
@@ -68,6 +69,7 @@ class CompileOptions:
     strategies: tuple[str, ...] | None = None
     activations: str = "auto"
     micro_batches: int | None = None
+    weight_density: float = 1.0  # pruned weights: the share kept (kernels.sparse_weights)
 
     def resolved(self, context: int) -> CompileOptions:
         """Checked options with ``seq`` filled in."""
@@ -78,6 +80,7 @@ class CompileOptions:
                 raise ConfigError(f"{key}={value!r} must be an integer in [1, {high}]")
         strategies(None if self.strategies is None else list(self.strategies))
         activations.check_options(self.activations, self.micro_batches)
+        check_density(self.weight_density)
         return replace(self, seq=seq)
 
 
@@ -194,7 +197,8 @@ def _place_layers(graph: LayerGraph, options: CompileOptions, sequences: int, ta
     place = _Placer(target, chosen)
     return [
         _layer_entry(layer, {name: place(layer.name, name, work) for name, work in
-                             layer_passes(layer, sequences, options.seq, options.dtype).items()})
+                             layer_passes(layer, sequences, options.seq, options.dtype,
+                                          options.weight_density).items()})
         for layer in graph.layers
     ]  # fmt: skip
 

@@ -36,12 +36,17 @@ class Orientation(enum.StrEnum):
 
 @dataclass(frozen=True)
 class GemmWork:
-    """``count`` independent GEMMs ``(m x k) @ (k x n)``."""
+    """``count`` independent GEMMs ``(m x k) @ (k x n)``, ``B`` of ``density`` (pruned)."""
 
     m: int
     k: int
     n: int
     count: int
+    density: float = 1.0
+
+    def options(self) -> dict[str, float]:
+        """The kernel option that times its pruned weights (none when dense)."""
+        return {} if self.density == 1 else {"density": self.density}
 
     def shape(self) -> dict[str, int]:
         return {"m": self.m, "k": self.k, "n": self.n}

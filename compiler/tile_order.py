@@ -19,6 +19,7 @@ says what sends or takes them; ``tile_order(..., limit=None)`` lists them all.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -45,8 +46,14 @@ def tile_order(
     moved_by = record.tiles_in_moved_by if incoming else record.tiles_out_moved_by
     rows, cols, count, order = rule(m, k, n, *placed.grid, spec)
     size, axis = value_bytes(dtype), "k" if incoming else "m"
+    dense = (k if incoming else m) * n * size
+    share = placed.edge_bytes / dense  # < 1 for pruned weights (compressed, or fewer grads)
+
+    def sized(values: int) -> int:
+        return math.ceil(values * size * share)
+
     tiles = [
-        {axis: list(r), "n": list(c), "bytes": (r[1] - r[0]) * (c[1] - c[0]) * size}
+        {axis: list(r), "n": list(c), "bytes": sized((r[1] - r[0]) * (c[1] - c[0]))}
         for r, c in itertools.islice(order, limit)
     ]
     return {
@@ -54,7 +61,7 @@ def tile_order(
         "operand": "B" if incoming else "C",
         "moved_by": moved_by.format(**kernel_edges(placed.orientation)),
         "tiles": count,
-        "tile_bytes": int(np.diff(rows).max()) * int(np.diff(cols).max()) * size,
-        "total_bytes": (k if incoming else m) * n * size,
+        "tile_bytes": sized(int(np.diff(rows).max()) * int(np.diff(cols).max())),
+        "total_bytes": placed.edge_bytes,
         "order": tiles,
     }

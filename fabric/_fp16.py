@@ -96,6 +96,12 @@ def word_half(word, which, fmt):
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def half_bits(word, which):
+    """The raw 16 bits in half ``which`` (0 low, 1 high) of a float32-typed word."""
+    return (np.int64(np.float32(word).view(np.uint32)) >> (16 * which)) & 0xFFFF
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def get_half(mem, base, i, fmt):
     """Element ``i`` of the 16-bit vector (format ``fmt``) starting at word ``base``."""
     return word_half(mem[base + (i >> 1)], i & 1, fmt)

@@ -33,7 +33,7 @@ import sys
 import numpy as np
 from numba import njit, prange
 
-from fabric._fp16 import BF16, FP16, get_half, set_half, word_half  # noqa: F401 (codes)
+from fabric._fp16 import BF16, FP16, get_half, half_bits, set_half, word_half  # noqa: F401
 
 
 def kernel(**options):
@@ -82,6 +82,7 @@ OPPOSITE = (2, 3, 0, 1)
 
 OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA, OP_WAIT, OP_MATMUL = range(9)
 OP_SWITCH = 9  # move the PE's router to another switch position of one color
+OP_SPMACS = 10  # fmacs of a compressed stream: each value with its 16-bit index (see _consume)
 SWITCH_BITS = 8  # an OP_SWITCH packs the new output mask of input port p at bits 8p..8p+7
 # columns of the op table
 C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE, C_PERIOD = range(10)
@@ -466,7 +467,7 @@ def _task_step(r, task, fab, st, prog):
     _load_op(r, task, pc, st, prog)
     op = st.op[r, task]
     code, c, k = op[C_CODE], op[C_COLOR], st.progress[r, task]
-    mem = st.mem[r]
+    mem, cost = st.mem[r], op[C_COST]
     if code == OP_WAIT:  # until task C_A has finished its first C_B ops
         if st.pc[r, op[C_A]] - prog.task_start[r, op[C_A]] < op[C_B]:
             return IDLE
@@ -475,12 +476,12 @@ def _task_step(r, task, fab, st, prog):
             st.pe_stalls[r] += 1
             return STALL
         _inject(r, c, mem[op[C_A] + k], pack_meta(c, 1, 1, -1, 0), fab, st)
-    elif code in (OP_RECV, OP_RECV_ADD, OP_FMACS):
+    elif code in (OP_RECV, OP_RECV_ADD, OP_FMACS, OP_SPMACS):
         if st.rx_count[r, c] == 0:
             st.pe_stalls[r] += 1
             return STALL
         value, _meta = _rx_pop(r, c, fab, st)
-        _consume(op, k, value, mem)
+        cost = _consume(op, k, value, mem, prog.scalars[pc] != 0)
     elif code == OP_MATMUL:
         _matmul_column(op, k, mem)
     elif code == OP_SWITCH:
@@ -490,7 +491,7 @@ def _task_step(r, task, fab, st, prog):
         _switch(r, c, op[C_A], fab, st)
     else:
         _local_op(op, prog.scalars[pc], mem)
-    st.wait[r, task] = op[C_COST] - 1
+    st.wait[r, task] = cost - 1
     st.busy[r] += 1
     st.progress[r, task] = k + 1
     if k + 1 >= op[C_N]:
@@ -532,13 +533,19 @@ def _load_op(r, task, pc, st, prog):
 
 
 @kernel(inline="always")
-def _consume(op, k, value, mem):
-    """Use the ``k``-th wavelet of a receiving op (one fp32 or two 16-bit values)."""
+def _consume(op, k, value, mem, skip):
+    """Use the ``k``-th wavelet of a receiving op (one fp32 or two 16-bit values); returns
+    the cycles it takes. ``skip`` (an fmacs or spmacs whose scalar is nonzero): a wavelet
+    whose scalars meet only zeros of ``mat`` (zero activations, after a ReLU) takes one
+    cycle instead of its multiply-adds' cost; the multiply-adds are still done, so the
+    result is the dense op's bit for bit."""
     code, dst = op[C_CODE], op[C_DST]
     if code == OP_RECV:
         mem[dst + k] = value
+    elif code == OP_SPMACS:
+        return _consume_sparse(op, k, value, mem, skip)
     elif op[C_DTYPE] != FP32:
-        _consume_fp16(op, k, value, mem)
+        return _consume_fp16(op, k, value, mem, skip)
     elif code == OP_RECV_ADD:
         mem[dst + k] += value
     else:  # OP_FMACS: acc[b*m : b*m+m] += mat[row*m : row*m+m] * value
@@ -547,6 +554,47 @@ def _consume(op, k, value, mem):
         base, acc = op[C_A] + row * m, dst + block * m
         for i in range(m):
             mem[acc + i] += mul_rn(mem[base + i], value)
+        return 1 if skip and _all_zero(mem, base, m) else op[C_COST]
+    return op[C_COST]
+
+
+@kernel(inline="always")
+def _all_zero(mem, base, m):
+    """Whether the fp32 words ``mem[base:base+m]`` are all zero (a dense one stops at once)."""
+    for i in range(m):  # noqa: SIM110 (a generator does not compile for the GPU)
+        if mem[base + i] != 0:
+            return False
+    return True
+
+
+@kernel(noalias=True)
+def _consume_sparse(op, k, value, mem, skip):
+    """Wavelet ``k`` of an spmacs: a compressed ``C_PERIOD x cols`` block of scalars, each
+    nonzero ``s`` at flat index ``e = row + C_PERIOD * col`` doing
+    ``acc[col*m : col*m+m] += mat[row*m : row*m+m] * s``. fp16/bf16: one wavelet a value,
+    the value in the low half, ``e`` in the high half. fp32: groups of an index word (two
+    16-bit indices, low half first) and the two values, the word kept at ``C_B`` meanwhile
+    (its wavelet costs a cycle); the last group of an odd count has one value."""
+    fmt, m, ki = op[C_DTYPE], op[C_M], op[C_PERIOD]
+    if fmt == FP32:
+        phase = k % 3
+        if phase == 0:
+            mem[op[C_B]] = value
+            return 1
+        e = half_bits(mem[op[C_B]], phase - 1)
+        base, acc = op[C_A] + (e % ki) * m, op[C_DST] + (e // ki) * m
+        for i in range(m):
+            mem[acc + i] += mul_rn(mem[base + i], value)
+        return 1 if skip and _all_zero(mem, base, m) else op[C_COST]
+    e = half_bits(value, 1)
+    scalar = word_half(value, 0, fmt)
+    acc, row = op[C_DST] + (e // ki) * m, e % ki
+    nonzero = False
+    for i in range(m):
+        a = get_half(mem, op[C_A], row * m + i, fmt)
+        nonzero |= a != 0
+        mem[acc + i] += mul_rn(a, scalar)
+    return op[C_COST] if nonzero or not skip else 1
 
 
 @kernel(inline="always")
@@ -558,16 +606,18 @@ def mul_rn(a, b):
 
 
 @kernel(noalias=True)
-def _consume_fp16(op, k, value, mem):
+def _consume_fp16(op, k, value, mem, skip):
     """fp16 or bf16 storage, fp32 arithmetic: recv_add of two halves, or fmacs of two
-    scalars (rows ``2k`` and ``2k + 1`` of the 16-bit matrix) into an fp32 accumulator."""
+    scalars (rows ``2k`` and ``2k + 1`` of the 16-bit matrix) into an fp32 accumulator;
+    returns the cycles it takes (see :func:`_consume`)."""
     dst, fmt = op[C_DST], op[C_DTYPE]
     if op[C_CODE] == OP_RECV_ADD:
         for j in range(2):
             e = 2 * k + j
             set_half(mem, dst, e, get_half(mem, dst, e, fmt) + word_half(value, j, fmt), fmt)
-        return
+        return op[C_COST]
     m, period = op[C_M], op[C_PERIOD]
+    nonzero = False
     for j in range(2):
         v = 2 * k + j
         if v >= op[C_B]:  # the pad half of an odd-length stream
@@ -575,7 +625,10 @@ def _consume_fp16(op, k, value, mem):
         scalar = word_half(value, j, fmt)
         acc, row = dst + (v // period) * m, v % period
         for i in range(m):
-            mem[acc + i] += mul_rn(get_half(mem, op[C_A], row * m + i, fmt), scalar)
+            a = get_half(mem, op[C_A], row * m + i, fmt)
+            nonzero |= a != 0
+            mem[acc + i] += mul_rn(a, scalar)
+    return op[C_COST] if nonzero or not skip else 1
 
 
 @kernel(noalias=True)

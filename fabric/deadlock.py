@@ -9,6 +9,7 @@ from wafer.geometry import DIR_NAMES
 
 OP_NAMES = (
     "send", "recv", "recv_add", "fmacs", "vadd", "vscale", "vfma", "wait", "matmul", "switch",
+    "spmacs",
 )  # fmt: skip
 MAX_LISTED = 6
 

@@ -27,7 +27,8 @@ from wafer.spec import PESpec
 WORD_BYTES = 4
 DTYPES = {"fp32": (K.FP32, 4), "fp16": (K.FP16, 2), "bf16": (K.BF16, 2)}  # code, bytes a value
 HALF_DTYPES = ("fp16", "bf16")  # two values a word, fp32 arithmetic, the PE's 16-bit FMAC rate
-VECTOR_OPS = (K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL)
+VECTOR_OPS = (K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL, K.OP_SPMACS)
+MAX_SPARSE_INDEX = 1 << 16  # an spmacs index is 16 bits (a half of a wavelet)
 
 
 def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dtype: str) -> int:
@@ -46,6 +47,19 @@ def fmacs_cycles(pe: PESpec, m: int, dtype: str) -> int:
     size = value_bytes(dtype)
     macs = m * (WORD_BYTES // size)
     return vector_cycles(pe, macs, macs * (size + 4), macs * 4, dtype)
+
+
+def spmacs_cycles(pe: PESpec, m: int, dtype: str) -> int:
+    """Cycles of one value of ``spmacs`` (a scalar with its index) into ``m`` fp32 words."""
+    size = value_bytes(dtype)
+    return vector_cycles(pe, m, m * (size + 4), m * 4, dtype)
+
+
+def spmacs_wavelets(nonzeros, dtype: str):
+    """Wavelets of an spmacs stream of ``nonzeros`` values: fp32 sends an index word before
+    each pair of values; fp16 and bf16 carry the index in the value's wavelet."""
+    value_bytes(dtype)
+    return nonzeros + (-(-nonzeros // 2) if dtype == "fp32" else 0)
 
 
 def value_bytes(dtype: str) -> int:
@@ -128,17 +142,42 @@ class ProgramBuilder:
         op = [K.OP_RECV_ADD, color, dst, 0, 0, w, 0, 1]
         self._add(pe, task, dtype, op, 0.0, [(dst, w)])
 
-    def fmacs(self, pe, task: int, color, acc, mat, m, n, dtype="fp32", blocks=1) -> None:
+    def fmacs(
+        self, pe, task: int, color, acc, mat, m, n, dtype="fp32", blocks=1, skip_zeros=False
+    ) -> None:
         """Stream ``n * blocks`` scalars; scalar ``s`` of block ``b`` and row ``j`` does
         ``acc[b*m:(b+1)*m] += mat[j*m:(j+1)*m] * s`` (``blocks`` columns of ``acc = mat @ S``).
 
         ``acc`` is fp32; ``mat`` and the stream are ``dtype`` (fp16: two scalars a wavelet).
+        ``skip_zeros``: a wavelet whose rows of ``mat`` are all zero (zero activations) takes
+        one cycle, the PE's test of its zero-activation mask, instead of the multiply-adds'
+        (an assumption: the SDK documents no such mask; same results).
         """
         cost = _each(lambda mm: fmacs_cycles(self.pe_spec, mm, dtype), m)
         total = n * blocks
         op = [K.OP_FMACS, color, acc, mat, total, words(total, dtype), m, cost]
         ranges = [(acc, m * blocks), (mat, words(m * n, dtype))]
-        self._add(pe, task, dtype, op, 0.0, ranges, period=n)
+        self._add(pe, task, dtype, op, float(skip_zeros), ranges, period=n)
+
+    def spmacs(
+        self, pe, task: int, color, acc, mat, scratch, m, n, blocks, nonzeros, dtype="fp32",
+        skip_zeros=False,
+    ) -> None:  # fmt: skip
+        """``fmacs`` of a compressed stream: ``nonzeros`` of the ``n * blocks`` scalars, each
+        with its flat index ``j + n * b`` (16 bits, so ``n * blocks <= 65536``), the others
+        zero and neither sent nor multiplied. The stream's layout is
+        :func:`fabric._kernels._consume_sparse`'s; fp32 keeps each index word at ``scratch``
+        (one word) until its values have come. ``skip_zeros`` as in :meth:`fmacs`."""
+        if np.any(np.asarray(n) * blocks > MAX_SPARSE_INDEX):
+            raise ConfigError(
+                f"spmacs of {np.max(n)} x {blocks} scalars: the 16-bit index holds at most "
+                f"{MAX_SPARSE_INDEX} (use more grid rows or narrower blocks)"
+            )
+        cost = _each(lambda mm: spmacs_cycles(self.pe_spec, mm, dtype), m)
+        waves = spmacs_wavelets(nonzeros, dtype)
+        op = [K.OP_SPMACS, color, acc, mat, scratch, waves, m, cost]
+        ranges = [(acc, m * blocks), (mat, words(m * n, dtype)), (scratch, 1)]
+        self._add(pe, task, dtype, op, float(skip_zeros), ranges, period=n)
 
     def matmul(
         self, pe: int, task: int, c: int, a: int, b: int, m: int, k: int, n: int, dtype="fp32"

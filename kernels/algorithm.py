@@ -51,6 +51,8 @@ import numpy as np
 
 from kernels.grid import KernelGrid
 from kernels.result import KernelResult
+from kernels.sparse_weights import check_density, prune_to_density
+from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 DIMS = ("m", "k", "n")
@@ -139,9 +141,9 @@ class GemmAlgorithm:
     tiles_in_moved_by: str
     tiles_out_moved_by: str
     fast_tier: FastTierSampling
-    # Pruned weights: None, or ``(b, rows, dtype) -> words`` of B streamed compressed (its
-    # all-zero blocks left out, with their index words), for a kernel whose ``apply`` takes
-    # ``sparse=True`` and skips their multiply-adds.
+    # Pruned weights: None, or ``(b, rows, dtype) -> StreamWords`` of B streamed compressed
+    # (nonzero values with their indices), for a kernel whose ``apply`` skips the zeros of B
+    # it is given and whose analytic cycles take ``density``.
     zero_skipping: Callable[..., Any] | None
 
     @property
@@ -152,8 +154,9 @@ class GemmAlgorithm:
     @property
     def option_names(self) -> tuple[str, ...]:
         """The keyword options its strategies run it with (e.g. weight streaming's
-        ``reduce``)."""
-        return tuple(sorted({name for variant in self.strategies for name in variant.options}))
+        ``reduce``), and ``density`` where it skips zero weights."""
+        names = {name for variant in self.strategies for name in variant.options}
+        return tuple(sorted(names | ({"density"} if self.zero_skipping else set())))
 
     @property
     def mapping(self) -> dict[str, str]:
@@ -161,14 +164,27 @@ class GemmAlgorithm:
         rows, cols = self.grid_dims
         return {rows: "grid rows", cols: "grid columns", self.third_dim: self.third_dim_mapping}
 
-    def run(self, shape, grid: KernelGrid, spec: WaferSpec, dtype, seed, **options):
-        """Run on the engine with standard normal float32 operands drawn from ``seed``."""
+    def run(self, shape, grid: KernelGrid, spec: WaferSpec, dtype, seed, density=1.0, **options):
+        """Run on the engine with standard normal float32 operands drawn from ``seed``, ``B``
+        pruned by magnitude to ``density`` (:func:`kernels.sparse_weights.prune_to_density`)."""
+        density = self._density(density)
         rng = np.random.default_rng(seed)
         a = rng.standard_normal((shape["m"], shape["k"])).astype(np.float32)
         b = rng.standard_normal((shape["k"], shape["n"])).astype(np.float32)
-        return self.apply(a, b, grid, spec, dtype, **options)
+        return self.apply(a, prune_to_density(b, density), grid, spec, dtype, **options)
 
-    def cycles(self, shape, rows: int, cols: int, spec: WaferSpec, dtype, **options) -> int:
-        """The analytic cycles of GEMM ``shape`` (``m``, ``k``, ``n``) on ``rows x cols``."""
+    def cycles(self, shape, rows: int, cols: int, spec: WaferSpec, dtype, density=1.0,
+               **options) -> int:  # fmt: skip
+        """The analytic cycles of GEMM ``shape`` (``m``, ``k``, ``n``) on ``rows x cols``,
+        with weights of ``density``."""
         m, k, n = (shape[dim] for dim in DIMS)
+        if self._density(density) < 1:
+            options["density"] = density
         return self.analytic_cycles(m, k, n, rows, cols, spec, dtype, **options)
+
+    def _density(self, density) -> float:
+        density = check_density(density)
+        if density < 1 and self.zero_skipping is None:
+            raise ConfigError(f"density={density} needs an algorithm that skips zero weights, "
+                              f"not {self.name}")  # fmt: skip
+        return density

@@ -48,8 +48,9 @@ def gather_c(sim: SimResult, tiles: list[tuple], m: int, n: int) -> np.ndarray:
     return out
 
 
-def gemm_result(algo, dtype, a, b, plan, sim, analytic, output) -> KernelResult:
-    """The :class:`KernelResult` of a GEMM, checked against numpy in float64."""
+def gemm_result(algo, dtype, a, b, plan, sim, analytic, output, flops=None) -> KernelResult:
+    """The :class:`KernelResult` of a GEMM, checked against numpy in float64; ``flops``: the
+    work done (default ``2 m k n``; a kernel that skips zero weights counts the nonzeros)."""
     (m, k), n = a.shape, b.shape[1]
     return kernel_result(
         kernel="gemm",
@@ -58,7 +59,7 @@ def gemm_result(algo, dtype, a, b, plan, sim, analytic, output) -> KernelResult:
         shape={"m": m, "k": k, "n": n},
         plan=plan,
         sim=sim,
-        flops=2 * m * k * n,
+        flops=2 * m * k * n if flops is None else flops,
         analytic=analytic,
         output=output,
         expected=a.astype(np.float64) @ b.astype(np.float64),

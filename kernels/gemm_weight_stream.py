@@ -21,17 +21,17 @@ PE alternate, so chunk ``c + 1`` computes while chunk ``c`` is reduced; task 0 w
 to free a buffer before reusing it. The owner row accumulates straight into its ``C``
 (allocated, never loaded: it starts at zero like all SRAM).
 
-Sparse weights, exactly. A *block* is the ``k_i`` values ``B[K_i, col]`` that row ``i``'s port
-sends for one column. In each chunk the port sends only the blocks holding a nonzero (as
-stored in ``dtype``; back to back, fp16 padded to whole words per run), and each PE of the row
-issues one ``fmacs`` per run of consecutive nonzero columns, into the run's columns of its
-partial (or ``C``). All-zero columns are neither sent nor multiplied: a partial keeps the zero
-of its ``vscale`` zeroing, the owner's ``C`` its initial zero, so the result is bit for bit
-the dense kernel's. A row whose chunk is all zero sends and multiplies nothing, and still
-takes part in the reduction (with its zeroed partial). A ``B`` without an all-zero block gets
-the dense program unchanged. The fabric stream carries values only: the PE programs hold the
-static pattern (which columns each ``fmacs`` covers). MemoryX would store and send one 32-bit
-index per nonzero block with the values; :func:`stream_words` counts both.
+Sparse weights, exactly (:mod:`kernels.sparse_weights`). A *block* is the ``k_i x w`` values
+``B[K_i, chunk]`` that row ``i``'s port sends for one chunk. A block with zeros (as stored in
+``dtype``) streams compressed where that is shorter: only its nonzero values, each with a
+16-bit index, and each PE of the row multiplies them with one ``spmacs`` (an ``fmacs`` that
+skips the zeros). A block without a nonzero is not sent; its rows multiply nothing, a
+partial keeps the zero of its ``vscale`` zeroing, the owner's ``C`` its initial zero, so
+the result is bit for bit the dense kernel's. A ``B`` without zeros gets the dense program.
+
+Zero activations: every multiply is marked ``skip_zeros``, so a weight that meets only zeros
+of the PE's ``A`` tile (its column ``A[M_j, k]``, after a ReLU) costs one cycle instead of
+its multiply-adds (:meth:`fabric.program.ProgramBuilder.fmacs`); random operands have none.
 """
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ import numpy as np
 
 from fabric.program import (
     HALF_DTYPES,
+    MAX_SPARSE_INDEX,
     WORD_BYTES,
     fmacs_cycles,
-    pack_half,
-    unpack_half,
+    spmacs_cycles,
     value_bytes,
     vector_cycles,
     words,
 )
-from kernels import _weight_stream_kernels
+from kernels import _weight_stream_kernels, sparse_weights
 from kernels.algorithm import (
     Families,
     FastTierSampling,
@@ -73,14 +73,13 @@ from wafer.spec import WaferSpec
 W_COLOR = 0  # the weight multicast along each row
 REDUCES = ("chain", "tree")
 MAX_CHUNK_COLS = 32  # chunk width cap: partial buffers stay small, the pipeline fills fast
-INDEX_WORDS_PER_BLOCK = 1  # MemoryX sends one 32-bit column index per nonzero block
-Runs = list[tuple[int, int]]  # (first column within the chunk, columns) of nonzero blocks
 
 
 class StreamWords(NamedTuple):
     """32-bit words of ``B`` a weight-streaming run moves: ``dense_words`` as the dense kernel
-    streams them, ``sparse_words`` with all-zero blocks left out (what the fabric carries),
-    ``index_words`` the block indices MemoryX would send alongside (not on the fabric)."""
+    streams them, ``sparse_words`` what the ports send with sparse blocks compressed (their
+    indices included), ``index_words`` the part of those that are indices (an fp16/bf16
+    value's index is half of its wavelet: two count as a word)."""
 
     dense_words: int
     sparse_words: int
@@ -104,18 +103,20 @@ def weight_stream(
     m, k = a.shape
     n = b.shape[1]
     ms, ks, chunks = split(m, grid.cols, "m"), split(k, grid.rows, "k"), chunk_offsets(n, grid.rows)
-    mask = block_mask(b, grid.rows, dtype)
+    blocks = encode_blocks(b, ks, chunks, dtype)
     plan = KernelPlan(grid, spec, tasks=2)
     layout = _Layout(plan, ms, ks, chunks, reduce, dtype)
-    layout.load(a, b, chunk_runs(mask, chunks))
+    layout.load(a, blocks)
     for c in range(len(chunks) - 1):
         layout.chunk(c)
-    density = float(mask.mean())
+    density = sum(block.nonzeros for row in blocks for block in row) / b.size
+    multiplied = sum(block.multiplied for row in blocks for block in row)
     detour = grid.tree_detour if reduce == "tree" else grid.detour
     analytic = weight_stream_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, reduce, density,
                                     detour)  # fmt: skip
     sim = plan.run(max_cycles_for(analytic))
-    return gemm_result("weight_stream", dtype, a, b, plan, sim, analytic, layout.gather(sim.mem))
+    output, flops = layout.gather(sim.mem), 2 * m * multiplied
+    return gemm_result("weight_stream", dtype, a, b, plan, sim, analytic, output, flops)
 
 
 class _Layout:
@@ -138,26 +139,28 @@ class _Layout:
         self.acc = np.full((pes, 2), -1, np.int64)
         self.out = np.full((pes, count), -1, np.int64)
         self.freed = np.zeros((pes, count), np.int64)
+        self.scratch = np.zeros(pes, np.int64)
 
-    def load(self, a: np.ndarray, b: np.ndarray, runs: list[list[Runs]]) -> None:
-        """Place ``A``'s tiles and the nonzero blocks of ``B`` (``runs[i][c]``: row ``i``,
-        chunk ``c``) at the ports; allocate ``C`` and the partial buffers."""
+    def load(self, a: np.ndarray, blocks: list[list[sparse_weights.Block]]) -> None:
+        """Place ``A``'s tiles and the blocks of ``B`` (``blocks[i][c]``: row ``i``, chunk
+        ``c``, as :func:`encode_blocks` gives them) at the ports; allocate ``C``, the partial
+        buffers and (fp32 sparse blocks) the word an index waits in."""
         plan, grid, dt = self.plan, self.plan.grid, self.dtype
-        self.port_addr, self.runs = {}, runs
+        self.port_addr, self.blocks = {}, blocks
+        scratch = dt == "fp32" and any(x.mode == sparse_weights.SPARSE for r in blocks for x in r)
         for i in range(grid.rows):
             ki = slice(self.ks[i], self.ks[i + 1])
             port = self.ports[i]
-            for c in range(len(self.chunks) - 1):
-                first = int(self.chunks[c])
-                pieces = [encode(b[ki, first + s : first + s + w].T, dt) for s, w in runs[i][c]]
-                data = np.concatenate([np.zeros(0, np.float32), *pieces])
-                self.port_addr[port, c] = plan.alloc(port, len(data), "weights")
-                plan.load(port, self.port_addr[port, c], data)
+            for c, block in enumerate(blocks[i]):
+                self.port_addr[port, c] = plan.alloc(port, len(block.data), "weights")
+                plan.load(port, self.port_addr[port, c], block.data, fixed=block.index_words)
             for j in range(grid.cols):
                 pe, tile = int(grid.pe[i, j]), a[self.ms[j] : self.ms[j + 1], ki]
                 self.mat[pe] = plan.alloc(pe, words(tile.size, dt), f"A tile {tile.shape}")
                 plan.load(pe, self.mat[pe], encode(tile.T, dt))
                 self._alloc_outputs(pe, i, tile.shape[0])
+                if scratch:
+                    self.scratch[pe] = plan.alloc(pe, 1, "sparse index word")
 
     def _alloc_outputs(self, pe: int, i: int, mj: int) -> None:
         widths = np.diff(self.chunks)
@@ -200,17 +203,16 @@ class _Layout:
         return self.out[pes, c] if self.owner[c] == i else self.acc[pes, c % 2]
 
     def _stream(self, c: int, colors: np.ndarray) -> None:
-        """Each row's port sends the chunk's nonzero blocks (an all-zero chunk sends nothing;
-        fp16 runs are padded to whole words)."""
+        """Each row's port sends its block of the chunk (an empty block: nothing)."""
         grid, dt = self.plan.grid, self.dtype
-        sending = [i for i in range(grid.rows) if self.runs[i][c]]
+        sending = [i for i in range(grid.rows) if self.blocks[i][c].mode != sparse_weights.EMPTY]
+        if not sending:
+            return
         ports = np.array([self.ports[i] for i in sending], np.int64)
-        ks = np.diff(self.ks)
         per_word = WORD_BYTES // value_bytes(dt)
-        values = [run_words(int(ks[i]), self.runs[i][c], dt) * per_word for i in sending]
+        values = [len(self.blocks[i][c].data) * per_word for i in sending]
         src = [self.port_addr[int(port), c] for port in ports]
-        if sending:
-            self.plan.prog.send(ports, 0, colors[sending], np.array(src), np.array(values), dt)
+        self.plan.prog.send(ports, 0, colors[sending], np.array(src), np.array(values), dt)
 
     def _zero(self, c: int, targets: np.ndarray) -> None:
         """Rows other than the owner zero their partial buffer, once the reduction of chunk
@@ -224,21 +226,26 @@ class _Layout:
         prog.vscale(pes, 0, target, target, 0.0, size.reshape(-1))
 
     def _multiply(self, c: int, colors: np.ndarray, targets: np.ndarray) -> None:
-        """Every PE multiplies the chunk's nonzero runs into its target (one ``fmacs`` per
-        run), rows with the same runs in one call."""
-        grid, prog = self.plan.grid, self.plan.prog
-        groups: dict[tuple, list[int]] = {}
-        for i in range(grid.rows):
-            groups.setdefault(tuple(self.runs[i][c]), []).append(i)
-        shape_mj, ks = np.diff(self.ms)[None, :], np.diff(self.ks)[:, None]
-        for runs, rows in groups.items():
+        """Every PE multiplies its row's block into its target: one ``fmacs`` (dense) or
+        ``spmacs`` (sparse) per PE, the rows of each kind in one call."""
+        grid, prog, dt = self.plan.grid, self.plan.prog, self.dtype
+        width = self._width(c)
+        for mode in (sparse_weights.DENSE, sparse_weights.SPARSE):
+            rows = [i for i in range(grid.rows) if self.blocks[i][c].mode == mode]
+            if not rows:
+                continue
             pes = grid.pe[rows]
             flat = lambda x, pes=pes: np.broadcast_to(x, pes.shape).reshape(-1)  # noqa: E731
-            mj, ki, color = flat(shape_mj), flat(ks[rows]), flat(colors[rows][:, None])
-            mat, dt = self.mat[pes].reshape(-1), self.dtype
-            for first, cols in runs:
-                acc = flat(targets[rows] + first * shape_mj)
-                prog.fmacs(pes.reshape(-1), 0, color, acc, mat, mj, ki, dt, cols)
+            mj = flat(np.diff(self.ms)[None, :])
+            ki = flat(np.diff(self.ks)[rows][:, None])
+            color, acc = flat(colors[rows][:, None]), targets[rows].reshape(-1)
+            on, mat = pes.reshape(-1), self.mat[pes].reshape(-1)
+            if mode == sparse_weights.DENSE:
+                prog.fmacs(on, 0, color, acc, mat, mj, ki, dt, width, skip_zeros=True)
+            else:
+                count = flat(np.array([self.blocks[i][c].nonzeros for i in rows])[:, None])
+                prog.spmacs(on, 0, color, acc, mat, self.scratch[on], mj, ki, width, count, dt,
+                            skip_zeros=True)  # fmt: skip
 
     def gather(self, mem: np.ndarray) -> np.ndarray:
         """Assemble ``C`` from the owners' SRAM."""
@@ -254,50 +261,36 @@ class _Layout:
         return c_out
 
 
-def block_mask(b: np.ndarray, rows: int, dtype: str) -> np.ndarray:
-    """bool (rows, n): whether block ``B[K_i, col]`` (``k`` split over ``rows`` as the kernel
-    splits it) holds a value that is nonzero once stored as ``dtype``."""
-    stored = np.asarray(b, np.float32)
-    if dtype in HALF_DTYPES:
-        with np.errstate(over="ignore"):  # overflow to inf is nonzero, as the kernel sends it
-            stored = unpack_half(pack_half(stored, dtype), stored.size, dtype).reshape(b.shape)
-    starts = split(stored.shape[0], rows, "k")[:-1]
-    return np.logical_or.reduceat(stored != 0, starts, axis=0)
-
-
-def column_runs(nonzero: np.ndarray) -> Runs:
-    """``(first, length)`` of each run of ``True`` in the 1-D bool array ``nonzero``."""
-    edges = np.diff(np.concatenate([[0], np.asarray(nonzero, np.int8), [0]]))
-    starts, stops = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    return [(int(s), int(e - s)) for s, e in zip(starts, stops, strict=True)]
-
-
-def chunk_runs(mask: np.ndarray, chunks: np.ndarray) -> list[list[Runs]]:
-    """``runs[i][c]``: the nonzero runs of row ``i`` in chunk ``c``, columns within the chunk."""
-    bounds = list(zip(chunks[:-1], chunks[1:], strict=True))
-    return [[column_runs(row[c0:c1]) for c0, c1 in bounds] for row in mask]
-
-
-def run_words(ki: int, runs: Runs, dtype: str) -> int:
-    """Words streamed for ``runs`` of ``ki``-value blocks (each run packed to whole words)."""
-    return sum(words(ki * cols, dtype) for _, cols in runs)
+def encode_blocks(b: np.ndarray, ks: np.ndarray, chunks: np.ndarray, dtype: str):
+    """``blocks[i][c]``: block ``B[K_i, chunk c]`` as row ``i``'s port sends it."""
+    return [
+        [sparse_weights.encode_block(b[ks[i] : ks[i + 1], c0:c1], dtype)
+         for c0, c1 in zip(chunks[:-1], chunks[1:], strict=True)]
+        for i in range(len(ks) - 1)
+    ]  # fmt: skip
 
 
 def stream_words(b: np.ndarray, rows: int, dtype: str) -> StreamWords:
     """Words of ``b`` (k x n) that :func:`weight_stream` on ``rows`` grid rows streams, dense
-    and sparse (see the module docstring), and the index words of the nonzero blocks."""
+    and as sent (see the module docstring), and the index words among those."""
     value_bytes(dtype)  # an unknown dtype names the valid ones
     b = np.asarray(b, np.float32)
     if b.ndim != 2:
         raise ConfigError(f"b of shape {b.shape} must be a matrix k x n")
     if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
         raise ConfigError(f"rows={rows!r} must be an integer >= 1")
-    mask = block_mask(b, int(rows), dtype)
-    ks, chunks = np.diff(split(b.shape[0], int(rows), "k")), chunk_offsets(b.shape[1], rows)
-    dense = sum(words(int(ki) * int(w), dtype) for ki in ks for w in np.diff(chunks))
-    runs = zip(ks, chunk_runs(mask, chunks), strict=True)
-    sparse = sum(run_words(int(ki), r, dtype) for ki, row in runs for r in row)
-    return StreamWords(dense, sparse, INDEX_WORDS_PER_BLOCK * int(mask.sum()))
+    ks, chunks = split(b.shape[0], int(rows), "k"), chunk_offsets(b.shape[1], rows)
+    blocks = [x for row in encode_blocks(b, ks, chunks, dtype) for x in row]
+    dense = sum(words(int(ki) * int(w), dtype) for ki in np.diff(ks) for w in np.diff(chunks))
+    sent = sum(len(x.data) for x in blocks)
+    index = sum(_index_words(x, dtype) for x in blocks)
+    return StreamWords(dense, sent, index)
+
+
+def _index_words(block: sparse_weights.Block, dtype: str) -> float:
+    if block.mode != sparse_weights.SPARSE:
+        return 0
+    return -(-block.nonzeros // 2) if dtype in HALF_DTYPES else int(block.index_words.sum())
 
 
 def weight_stream_cycles(
@@ -323,9 +316,10 @@ def weight_stream_cycles(
     column's end, which with short chunks outlasts the two buffers and stalls the rows near
     the owner (on 64 x 64 at m = k = n = 512 it adds 14 %).
 
-    ``density`` (fraction of nonzero blocks, see the module docstring) scales the streaming
-    and, roughly, adds an op startup per extra run of nonzero columns in a chunk (blocks taken
-    as independent: ``d + (width - 1) d (1 - d)`` runs) or takes off the one of an empty chunk.
+    ``density`` (the share of nonzero values, spread at random) makes each block stream
+    compressed where that is shorter (:mod:`kernels.sparse_weights`): its expected nonzero
+    values each cost an ``spmacs`` value's cycles, an fp32 index word a cycle more a pair;
+    a block that is empty (probability ``(1 - d)^(k_i w)``) takes no op startup.
     ``detour`` adds the extra hops of the slowest row to the fill and of the slowest column
     to the end; a tree's streams that share links round holes move at their share of the
     link, and the busiest link bounds each chunk's reduction (``shares`` and ``crowd``).
@@ -335,9 +329,7 @@ def weight_stream_cycles(
     widths = np.diff(chunk_offsets(n, p))
     mj, ki = -(-m // q), -(-k // p)
     s, latency = spec.pe.op_startup_cycles, spec.link.hop_latency_cycles
-    per_word = max(1, fmacs_cycles(spec.pe, mj, dtype))
-    runs = density + (widths - 1) * density * (1 - density)
-    per_chunk = words(ki * widths, dtype) * per_word * density + s * (runs - 1)  # a multiply
+    per_chunk = _multiply_cycles(spec, mj, ki * widths, dtype, density)
     fill = p2p_cycles(spec, q + detour.across, 0)
     if p == 1:
         return fill + round(per_chunk.sum()) + (len(widths) - 1) * s
@@ -349,6 +341,21 @@ def weight_stream_cycles(
         mj * widths.astype(np.int64), shares, detour.crowd,
     )  # fmt: skip
     return int(end) + 1 + detour.down * latency
+
+
+def _multiply_cycles(spec: WaferSpec, mj: int, values: np.ndarray, dtype: str, density: float):
+    """Expected cycles a row's PE takes to multiply each chunk's block of ``values`` weights
+    (float per chunk; see :func:`weight_stream_cycles`)."""
+    dense = words(values, dtype) * max(1, fmacs_cycles(spec.pe, mj, dtype))
+    if density == 1:
+        return dense.astype(np.float64)
+    nonzeros = density * values
+    index = nonzeros / 2 if dtype == "fp32" else 0.0  # fp32: an index word a pair of values
+    waves = nonzeros + index
+    sparse = nonzeros * max(1, spmacs_cycles(spec.pe, mj, dtype)) + index
+    compressed = (waves < words(values, dtype)) & (values <= MAX_SPARSE_INDEX)
+    empty = (1 - density) ** values
+    return np.where(compressed, sparse, dense) - spec.pe.op_startup_cycles * empty
 
 
 # ---- the record: what the compiler and the fast tier need ----

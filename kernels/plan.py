@@ -38,6 +38,7 @@ class KernelPlan:
         self.prog = ProgramBuilder(mesh.pes, spec.pe, spec.router.colors, tasks, self.budget)
         self.used = np.zeros(mesh.pes, np.int64)
         self._images: list[tuple[int, int, np.ndarray]] = []
+        self._fixed: list[tuple[int, int, np.ndarray]] = []  # (pe, addr, word indices)
 
     def alloc(self, pe: int, n_words: int, what: str) -> int:
         """Reserve ``n_words`` of ``pe``'s SRAM for ``what``; returns the first word."""
@@ -53,9 +54,17 @@ class KernelPlan:
             )
         return addr
 
-    def load(self, pe: int, addr: int, data: np.ndarray) -> None:
-        """Initial SRAM contents: float32 words at ``addr``."""
+    def load(self, pe: int, addr: int, data: np.ndarray, fixed: np.ndarray | None = None) -> None:
+        """Initial SRAM contents: float32 words at ``addr``; ``fixed`` (bool per word) marks
+        words that hold no operand value (sparse indices), which a replay keeps as they are."""
         self._images.append((pe, addr, np.asarray(data, np.float32)))
+        if fixed is not None and np.any(fixed):
+            self._fixed.append((pe, addr, np.flatnonzero(fixed)))
+
+    def fixed_slots(self, words: int) -> np.ndarray:
+        """Flat positions, in an SRAM image of ``words`` a PE, of the ``fixed`` words."""
+        parts = [pe * words + addr + at for pe, addr, at in self._fixed]
+        return np.concatenate([np.zeros(0, np.int64), *parts]).astype(np.int64)
 
     def sram_peak_bytes(self) -> int:
         """The most SRAM any wafer PE (not a port) uses."""

@@ -45,7 +45,10 @@ class _Recording:
     b_slots: np.ndarray
     b_index: np.ndarray
     out_slots: np.ndarray  # flat SRAM position of each output element (C order)
+    fixed_slots: np.ndarray  # flat SRAM positions of words that hold no operand (indices) ...
+    fixed_values: np.ndarray  # ... and what they hold
     analytic: int
+    flops: int  # the recorded run's: weight streaming counts the nonzero weights' work
 
 
 class GemmReplay:
@@ -91,13 +94,16 @@ class GemmReplay:
             kernel_plan.RECORDER.reset(token)
         plan, routes, program, memory, max_cycles = seen[0]
         flat = memory.reshape(-1)
-        a_slots, b_slots = np.flatnonzero(flat > 0), np.flatnonzero(flat < 0)
+        fixed = np.zeros(flat.size, bool)
+        fixed[plan.fixed_slots(memory.shape[1])] = True
+        a_slots = np.flatnonzero((flat > 0) & ~fixed)
+        b_slots = np.flatnonzero((flat < 0) & ~fixed)
         out_slots = result.output.reshape(-1).astype(np.int64) - 1
         return _Recording(
             plan, routes, program, max_cycles, memory.shape,
             a_slots, flat[a_slots].astype(np.int64) - 1,
             b_slots, (-flat[b_slots]).astype(np.int64) - 1,
-            out_slots, result.analytic_cycles,
+            out_slots, np.flatnonzero(fixed), flat[fixed], result.analytic_cycles, result.flops,
         )  # fmt: skip
 
     def _replay(self, rec: _Recording, a: np.ndarray, b: np.ndarray, check: bool) -> KernelResult:
@@ -105,13 +111,14 @@ class GemmReplay:
         flat = memory.reshape(-1)
         flat[rec.a_slots] = a.reshape(-1)[rec.a_index]
         flat[rec.b_slots] = b.reshape(-1)[rec.b_index]
+        flat[rec.fixed_slots] = rec.fixed_values
         sim = simulate(rec.plan.grid.mesh, self.spec, rec.routes, rec.program, memory,
                        max_cycles=rec.max_cycles, check_routes=check)  # fmt: skip
         output = sim.mem.reshape(-1)[rec.out_slots].reshape(a.shape[0], b.shape[1])
         return kernel_result(
             kernel="gemm", algo=self.algo, dtype="fp32",
             shape={"m": a.shape[0], "k": a.shape[1], "n": b.shape[1]},
-            plan=rec.plan, sim=sim, flops=2 * a.shape[0] * a.shape[1] * b.shape[1],
+            plan=rec.plan, sim=sim, flops=rec.flops,
             analytic=rec.analytic, output=output,
             expected=a.astype(np.float64) @ b.astype(np.float64),
         )  # fmt: skip

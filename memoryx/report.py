@@ -27,7 +27,9 @@ import numpy as np
 import wafer
 from compiler.assignment import assigned_pes
 from compiler.plan import working_grid
-from compiler.plan_records import Plan, to_json
+from compiler.plan_records import GemmPlacement, Plan, to_json
+from compiler.tile_order import IN_PASSES
+from fabric.program import value_bytes
 from memoryx.data import input_bound, input_pipeline
 from memoryx.run import RunResult, Wafer, stream_edge
 from memoryx.run_config import write_config
@@ -131,25 +133,42 @@ def _swarmx(result: RunResult, cycles: int) -> dict[str, Any]:
 
 
 def _sparsity(result: RunResult) -> dict[str, Any] | None:
-    """Bytes and cycles that streaming pruned weights compressed saved over all steps
-    (measured: each sparse pass also ran once with its dense program)."""
-    history = result.history
-    if history is None or not history.dense_cycles:
+    """What pruned weights saved over all steps in the passes that stream them in: bytes
+    (the compressed stream, indices included, against the dense one) and, on the cycle tier,
+    cycles (each sparse pass also ran once with its dense program); on the other tiers the
+    plan's compressed bytes (its cycles already count the skipped zeros)."""
+    if not result.config["sparsity"]:
         return None
-    steps = result.config["steps"]
-    plan = {(lay.name, p): placed for lay, p, placed in result.wafers[0].plan.placements()}
-    saved_bytes = saved_cycles = 0
-    for key, dense in history.dense_cycles.items():
-        layer, pass_name = key.split("/")
-        saved_cycles += steps * (dense - history.cycles[0][key])
-        saved_bytes += steps * (plan[layer, pass_name].edge_bytes - history.stream_bytes[key])
-    return {
+    history, wafer_plan = result.history, result.wafers[0].plan
+    size = value_bytes(wafer_plan.options["dtype"])
+    steps = result.config["steps"] * wafer_plan.activations.micro_batches
+    passes = {f"{lay.name}/{p}": placed for lay, p, placed in wafer_plan.placements()}
+    if history is not None:
+        streamed = history.stream_bytes
+    else:
+        streamed = {
+            key: placed.edge_bytes
+            for key, placed in passes.items()
+            if key.split("/")[1] in IN_PASSES
+            and isinstance(placed, GemmPlacement)
+            and placed.edge_bytes
+        }  # fmt: skip (the weights' passes)
+    dense = sum(passes[key].gemm.k * passes[key].gemm.n * size for key in streamed) * steps
+    sent = sum(streamed.values()) * steps
+    out = {
         "config": result.config["sparsity"],
-        "bytes_saved": saved_bytes,
-        "cycles_saved": saved_cycles,
-        "dense_cycles": history.dense_cycles,
-        "sparse_cycles": {key: history.cycles[0][key] for key in history.dense_cycles},
+        "dense_bytes": dense,
+        "streamed_bytes": sent,
+        "streamed_fraction": sent / dense if dense else 1.0,
+        "bytes_saved": dense - sent,
     }
+    if history is not None:
+        sparse_cycles = {key: history.cycles[0][key] for key in history.dense_cycles}
+        out["cycles_saved"] = steps * sum(
+            history.dense_cycles[k] - c for k, c in sparse_cycles.items()
+        )
+        out["dense_cycles"], out["sparse_cycles"] = history.dense_cycles, sparse_cycles
+    return out
 
 
 def _input(result: RunResult, wafer_samples_per_s: float) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from memoryx.data import Dataset, load_dataset
 from memoryx.functional import check_functional, weight_shapes
 from memoryx.optimizer import make_optimizer
 from memoryx.run_config import RunConfig
-from memoryx.sparsity import apply_masks, prune_masks
+from memoryx.sparsity import apply_masks, check_sparsity, prune_masks
 from memoryx.store import WeightStore, check_init_std
 from memoryx.streaming import (
     DEFAULT_TILE_BYTES,
@@ -124,7 +124,15 @@ def check_run(config: RunConfig, plan: Plan) -> None:
 
 def compile_options(config: RunConfig) -> CompileOptions:
     return CompileOptions(config["batch"], config["seq"], config["dtype"], _strategies(config),
-                          config["activations"], config["micro_batches"])  # fmt: skip
+                          config["activations"], config["micro_batches"],
+                          _weight_density(config))  # fmt: skip
+
+
+def _weight_density(config: RunConfig) -> float:
+    """The pruned weights' density the plan is timed with: ``sparsity.density``, else dense
+    (a ``threshold`` gives the density only once the weights are drawn)."""
+    rule = check_sparsity(config["sparsity"])
+    return rule[1] if rule is not None and rule[0] == "density" else 1.0
 
 
 class FastCycles:
@@ -149,23 +157,28 @@ class FastCycles:
 
 def _placement_key(placed: GemmPlacement) -> tuple:
     g = placed.gemm
-    return (placed.algorithm, g.m, g.k, g.n, *placed.grid, tuple(sorted(placed.options.items())))
+    options = tuple(sorted(placed.options.items()))
+    return (placed.algorithm, g.m, g.k, g.n, g.density, *placed.grid, options)
 
 
 def _fast(placed: GemmPlacement, spec, dtype: str, holes: float) -> int:
     rows, cols = placed.grid
     return fast_cycles(placed.algorithm, placed.gemm.shape(), rows, cols, spec, dtype, holes,
-                       **placed.options).cycles  # fmt: skip
+                       **placed.options, **placed.gemm.options()).cycles  # fmt: skip
 
 
 def _strategies(config: RunConfig) -> tuple[str, ...] | None:
-    """The GEMM strategies to search: sparse runs need an algorithm that skips zero weights
-    (weight streaming)."""
+    """The GEMM strategies to search. Pruning by ``density``: the compiler gives the pruned
+    layers' weight passes an algorithm that skips zero weights (weight streaming); by
+    ``threshold``, whose density the plan cannot know, every GEMM gets one, and only the
+    cycle tier (which draws the weights) can time it."""
     names = config["strategies"]
-    if not config["sparsity"]:
+    rule = check_sparsity(config["sparsity"])
+    if rule is None or rule[0] == "density":
         return None if names is None else tuple(names)
     if not RUN_TIERS[config["tier"]].functional:
-        raise ConfigError("sparsity is measured on the cycle engine: it needs tier: cycle")
+        raise ConfigError("sparsity.threshold is measured on the cycle engine (tier: cycle); "
+                          "the fast and analytic tiers take sparsity.density")  # fmt: skip
     sparse = sparse_strategies()
     if names is not None and not set(names) <= set(sparse):
         raise ConfigError(f"sparsity needs strategies among {', '.join(sparse)}")

@@ -4,8 +4,10 @@ The run config's ``sparsity`` section prunes every matmul weight tensor by magni
 the weights are initialised: ``{density: 0.25}`` keeps the largest quarter of each tensor,
 ``{threshold: 0.05}`` keeps the weights with ``|w| >= 0.05``. The mask stays fixed (static
 sparsity, as in pruned-model training); after each optimizer update MemoryX multiplies the
-weights by it again, so pruned weights stay exactly zero and the cycle engine's
-weight-streaming GEMM can stream them compressed and skip their multiply-adds.
+weights by it again, so pruned weights stay exactly zero and the weight-streaming GEMM
+streams only the nonzero values, with their indices, and skips the zeros' multiply-adds
+(:mod:`kernels.sparse_weights`). ``density`` is timed by every tier (the compiler knows it);
+``threshold`` only by the cycle tier, which draws the weights.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.sparse_weights import keep_largest
 from memoryx.store import WeightStore
 from wafer.errors import ConfigError
 
@@ -23,7 +26,7 @@ SPARSITY_KEYS = ("density", "threshold")
 def prune_masks(store: WeightStore, section: dict[str, Any] | None) -> dict[str, np.ndarray]:
     """Masks (True: kept) of the 2-D tensors of ``store`` per the ``sparsity`` section."""
     rule = check_sparsity(section)
-    if rule is None:
+    if rule is None or rule == ("density", 1.0):  # density 1 keeps every weight: dense
         return {}
     key, value = rule
     return {
@@ -57,13 +60,7 @@ def check_sparsity(section: Any) -> tuple[str, float] | None:
 
 
 def _mask(magnitude: np.ndarray, key: str, value: float) -> np.ndarray:
-    if key == "threshold":
-        return magnitude >= value
-    keep = max(1, round(value * magnitude.size))
-    order = np.argsort(-magnitude, axis=None, kind="stable")[:keep]
-    mask = np.zeros(magnitude.size, bool)
-    mask[order] = True
-    return mask.reshape(magnitude.shape)
+    return magnitude >= value if key == "threshold" else keep_largest(magnitude, value)
 
 
 def apply_masks(store: WeightStore, masks: dict[str, np.ndarray]) -> None:

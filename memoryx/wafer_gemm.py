@@ -7,10 +7,10 @@ the north edge), over the repaired wafer's holes, cut-off PEs, dead links and st
 detour around dead links, and a stretched link costs its physical hops. The measured cycles
 and per-PE busy cycles are kept per (layer, pass).
 
-Layers in ``sparse`` (pruned weights) stream only the weight blocks that hold a nonzero and
-skip the others' multiply-adds (algorithms whose record has ``zero_skipping``: weight
+Layers in ``sparse`` (pruned weights) stream only their nonzero weights, with indices, and
+skip the zeros' multiply-adds (algorithms whose record has ``zero_skipping``: weight
 streaming); their dense cycles are measured once beside, so a run can report the cycles and
-bytes sparsity saved.
+bytes sparsity saved. Zero activations are skipped by the kernel itself, in every pass.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from compiler.assignment import assignment_grid, assignment_lines
 from compiler.plan_records import GemmPlacement, Plan
 from compiler.tile_order import IN_PASSES  # the passes that stream the weights in
 from compiler.working import WorkingGrid
-from fabric.program import WORD_BYTES
-from kernels.gemm_algorithms import gemm_algorithm, sparse_strategies
+from fabric.program import WORD_BYTES, value_bytes
+from kernels.gemm_algorithms import gemm_algorithm
 from kernels.grid import KernelGrid
 from kernels.registry import algorithm
 from kernels.replay import GemmReplay
@@ -75,18 +75,23 @@ class WaferGemm:
         return result.output
 
     def _sparse(self, kernel, placed: GemmPlacement, key: tuple[str, str], a, b):
-        """The zero-skipping program (an algorithm whose record has ``zero_skipping``), with
-        the dense program's cycles measured once for comparison and the compressed stream's
-        bytes counted."""
+        """The zero-skipping program (an algorithm whose record has ``zero_skipping``; the
+        plan may have found another algorithm faster, which runs dense), with the dense
+        program's cycles measured once for comparison (``B`` with its zeros made
+        ones: the same program as dense weights) and the compressed stream's bytes counted,
+        indices included."""
+        dtype = self.plan.options["dtype"]
         compressed = gemm_algorithm(placed.algorithm).zero_skipping
-        if compressed is None or not isinstance(kernel, GemmReplay):
-            raise ConfigError(f"{key[0]} {key[1]}: sparse weights need a zero-skipping "
-                              f"algorithm ({', '.join(sparse_strategies())}) in fp32")  # fmt: skip
+        if compressed is None:  # the compiler found the dense program faster: zeros and all
+            result = kernel(a, b)
+            self.dense_cycles[key] = result.cycles
+            self.stream_bytes[key] = b.size * value_bytes(dtype)
+            return result
         if key not in self.dense_cycles:
-            self.dense_cycles[key] = kernel(a, b).cycles
-        words = compressed(b, placed.grid[0], "fp32")
-        self.stream_bytes[key] = WORD_BYTES * (words.sparse_words + words.index_words)
-        return kernel(a, b, sparse=True)
+            self.dense_cycles[key] = kernel(a, np.where(b == 0, np.float32(1), b)).cycles
+        words = compressed(b, placed.grid[0], dtype)
+        self.stream_bytes[key] = WORD_BYTES * words.sparse_words
+        return kernel(a, b, sparse=True) if isinstance(kernel, GemmReplay) else kernel(a, b)
 
     def _kernel(self, placed: GemmPlacement, turned: bool):
         """The placement's GEMM on its grid: replayed per shape in fp32 (the routes and

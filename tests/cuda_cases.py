@@ -33,6 +33,7 @@ from fabric.state import allocate_state, empty_program, empty_traffic  # noqa: E
 from fabric.trace import TraceRecorder  # noqa: E402
 from fabric.traffic import ROUTINGS, TrafficConfig, run_traffic, traffic_arrays  # noqa: E402
 from kernels import plan as kernel_plan  # noqa: E402
+from kernels.gemm_weight_stream import weight_stream  # noqa: E402
 from kernels.grid import kernel_grid  # noqa: E402
 from kernels.registry import run_kernel as run_registered_kernel  # noqa: E402
 from wafer.errors import DeadlockError  # noqa: E402
@@ -177,10 +178,9 @@ def traced(engine):
     return fields | {"trace_cycles": np.array(trace.cycles), "trace_link": np.array(trace.link)}
 
 
-def gemm_summa(engine):
-    """SUMMA on a 3x3 kernel grid (a 4x4 mesh with its ports; the middle roots switch their
-    routers): the plan kernels.plan would simulate, captured through its recorder hook and
-    run on ``engine``."""
+def captured(run):
+    """The plan that ``run()`` would simulate (kernels.plan's recorder hook): mesh, spec,
+    routes, program, memory and max cycles."""
     seen = []
 
     def capture(plan, routes, prog, mem, max_cycles):
@@ -189,13 +189,40 @@ def gemm_summa(engine):
 
     token = kernel_plan.RECORDER.set(capture)
     try:
-        shape = {"m": 6, "k": 6, "n": 6}
-        run_registered_kernel("gemm", "summa", shape, kernel_grid(3, 3), SPEC, "fp32", seed=3)
+        run()
     finally:
         kernel_plan.RECORDER.reset(token)
-    mesh, spec, routes, prog, mem, max_cycles = seen[0]
+    return seen[0]
+
+
+def gemm_summa(engine):
+    """SUMMA on a 3x3 kernel grid (a 4x4 mesh with its ports; the middle roots switch their
+    routers), captured and run on ``engine``."""
+    shape = {"m": 6, "k": 6, "n": 6}
+    mesh, spec, routes, prog, mem, max_cycles = captured(
+        lambda: run_registered_kernel("gemm", "summa", shape, kernel_grid(3, 3), SPEC, seed=3)
+    )
     assert (prog.ops[:, 0] == K.OP_SWITCH).any(), "the case runs switch ops"
     return outcome(engine, mesh, spec, routes, prog, mem, max_cycles)
+
+
+def sparse_weight_stream(engine):
+    """Weight streaming of weights pruned to 0.2 (compressed blocks: spmacs) in fp32 and
+    bf16, with zero activations (skipped fmacs and spmacs wavelets)."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((6, 16)).astype(np.float32)
+    a[:, :4] = 0
+    b = rng.standard_normal((16, 24)).astype(np.float32)
+    b = np.where(rng.random(b.shape) < 0.2, b, np.float32(0))
+    fields = {}
+    for dtype in ("fp32", "bf16"):
+        mesh, spec, routes, prog, mem, max_cycles = captured(
+            lambda dtype=dtype: weight_stream(a, b, kernel_grid(2, 2), SPEC, dtype)
+        )
+        assert (prog.ops[:, 0] == K.OP_SPMACS).any(), "the case runs spmacs ops"
+        run = outcome(engine, mesh, spec, routes, prog, mem, max_cycles)
+        fields |= {f"{dtype}_{key}": value for key, value in run.items()}
+    return fields
 
 
 def deadlock_ring(engine):
@@ -334,6 +361,7 @@ CASES = {
         fp16_wait_matmul,
         traced,
         gemm_summa,
+        sparse_weight_stream,
         deadlock_ring,
         deadlock_missing_sender,
         traffic_uniform,

@@ -173,3 +173,21 @@ def test_mismatched_operands_are_a_config_error(b_rows):
     replay(*operands((4, 3, 2), 0))  # a recording of 4 x 3 x 2 exists
     with pytest.raises(ConfigError, match="must be matrices"):
         replay(np.ones((4, 3), np.float32), np.ones((b_rows, 2), np.float32))
+
+
+@pytest.mark.parametrize(("rows", "cols", "dead"), [(2, 2, None), (3, 2, (2, 1))])
+def test_sparse_replay_keeps_the_index_words(rows, cols, dead):
+    """Weights pruned value by value stream compressed, their index words beside the values
+    in the ports' SRAM: the recording keeps those words, so the sparse replay equals apply()
+    bit for bit, for new values of the same pattern too."""
+    grid = grid_of(rows, cols, dead)
+    replay = GemmReplay("weight_stream", KERNELS["gemm"]["weight_stream"].apply, grid, SPEC, {})
+    shape = (6, 16, 40)
+    pattern = np.random.default_rng(5).random(shape[1:]) < 0.25
+    dense = replay(*operands(shape, 9)).cycles
+    for seed in (0, 1):
+        a, b = operands(shape, seed)
+        b = np.where(pattern, b, np.float32(0))
+        direct = direct_run("weight_stream", a, b, grid)
+        assert_same_run(replay(a, b, sparse=True), direct)
+        assert direct.cycles < dense

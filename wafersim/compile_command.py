@@ -50,6 +50,11 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--micro-batches", type=int, help="split the batch in parts (default: the fewest that fit)"
     )
+    parser.add_argument(
+        "--weight-density", type=float, default=1.0,
+        help="share of each weight matrix kept by pruning, in (0, 1] (default 1: dense): the "
+        "weights stream compressed and their zeros are skipped",
+    )  # fmt: skip
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--validate-only", action="store_true", help="check inputs, place nothing")
     mode.add_argument("--compile-only", action="store_true", help="place every layer (default)")
@@ -64,9 +69,8 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
 
     start = time.perf_counter()
     spec = spec_from(args)
-    options = CompileOptions(
-        args.batch, args.seq, args.dtype, None, args.activations, args.micro_batches
-    )
+    options = CompileOptions(args.batch, args.seq, args.dtype, None, args.activations,
+                             args.micro_batches, args.weight_density)  # fmt: skip
     logical = repaired_grid(args, spec)
     if args.validate_only:
         model = load_model(args.model)

@@ -63,6 +63,11 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spare-rows", type=int, default=1,
                         help="patch rows (and columns) kept for holes")  # fmt: skip
     parser.add_argument("--reduce", help="weight_stream partial-sum reduction: chain|tree")
+    parser.add_argument(
+        "--density", type=float,
+        help="gemm weight_stream: share of B's weights kept by magnitude pruning, in (0, 1] "
+        "(default 1: dense); the zeros are neither streamed nor multiplied",
+    )  # fmt: skip
     parser.add_argument("--scope", help="collectives: row|column|grid (default grid)")
     parser.add_argument(
         "--inputs", help="gemv: x streamed in at the edge (default) or resident in the PEs"
@@ -81,7 +86,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     args.algo = args.algo or next(iter(KERNELS[args.kernel]))
     width, height = _grid_size(args.grid, spec)
     shape = shape_of(args.kernel, args.m, args.k, args.n)
-    given = ("reduce", "scope", "inputs", "outputs")
+    given = ("reduce", "density", "scope", "inputs", "outputs")
     options = {k: v for k in given if (v := getattr(args, k)) is not None}
     check_request(args.kernel, args.algo, args.tier, args.engine, options)  # before any work
     dead_pe, dead_link = _patch(args, height, width, spec)
