@@ -148,6 +148,7 @@ DEVICE = _device_module(
         "kernel": _device,
         "np": _numpy_for_devices(),
         "get_half": _FP16.get_half,
+        "half_bits": _FP16.half_bits,
         "set_half": _FP16.set_half,
         "word_half": _FP16.word_half,
         "_record_packet": _record_packet,
