@@ -1,9 +1,9 @@
 """Pruned weights as weight streaming sends them: only the nonzero values, each with its index.
 
-Unstructured weight sparsity on the documented system streams the nonzero weights from
-MemoryX and the PEs skip the multiply-adds of the zeros (Lie, "Cerebras architecture deep
-dive", Hot Chips 34, 2022: "sparse weights are streamed compressed ... only nonzero
-weights trigger compute"). The wafer's fabric moves 32-bit wavelets, so each value travels
+Unstructured weight sparsity on the documented system streams only the nonzero weights from
+MemoryX, and the dataflow PEs compute only on what arrives, skipping the zeros' multiply-adds
+(Lie, "Cerebras architecture deep dive", Hot Chips 34, 2022, paraphrased; the exact wire
+format is not published). The wafer's fabric moves 32-bit wavelets, so each value travels
 with a 16-bit index into its block of ``k_i x w`` weights (``e = row + k_i * col``, column
 major): an fp16 or bf16 value and its index share one wavelet; an fp32 value takes a whole
 wavelet, so its index shares a word with the next value's, one index word before each pair
