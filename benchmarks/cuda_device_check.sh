@@ -4,7 +4,8 @@
 # STEPS (default "cases bench"): cases = every case of tests/cuda_cases.py bit for bit against
 # the CPU engine; bench = bench_fabric.py --engine cuda at 30 % load, 128 x 128 and
 # 1024 x 1024, 10^4 cycles, each device layout, beside the one-launch-a-cycle plain kernel;
-# profile = Nsight Compute on one 200-cycle launch at 128 x 128 and 1024 x 1024 (ncu_K.txt).
+# profile = Nsight Compute on one 200-cycle launch at 128 x 128 and 1024 x 1024 (ncu_K.txt);
+# jitcache = benchmarks/cuda_jit_cache.py (start-up with and without the kernels' disk cache).
 # Where the machine's numba-cuda does not import, wheels in .whl/ (numpy<2.5, numba-cuda) are
 # installed first. Logs go to OUT_DIR (default out/cuda).
 set -uo pipefail
@@ -28,6 +29,8 @@ failed=0
 for step in $steps; do
   case $step in
     cases) timeout 400 python3 tests/cuda_cases.py 2>&1 | tee "$out/cases.log" || failed=1 ;;
+    jitcache)
+      timeout 300 python3 benchmarks/cuda_jit_cache.py 2>&1 | tee "$out/jitcache.log" || failed=1 ;;
     bench)
       for layout in rows router; do
         timeout 300 python3 benchmarks/bench_fabric.py --engine cuda --layout "$layout" \

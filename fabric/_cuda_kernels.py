@@ -17,8 +17,11 @@ the add after it (by default it does, and the GPU's ``acc + a * b`` then differs
 in the last bit). And ``np`` there is numpy with ``log1p`` and ``ceil`` taken from ``math``
 (numba-cuda has no device loops for those two ufuncs; see ``_numpy_for_devices``).
 
-No ``cache=True``: Numba's cache would key these kernels on this file alone and miss a change
-to the device functions taken from ``_kernels.py``; they compile in about 10 s per process.
+The three kernels are cached on disk (``cache=True``, where the CUDA toolchain allows: not in
+the simulator) so that a process after the first loads them instead of compiling them again
+(about 35-46 s on an H100 machine). Numba keys a cached kernel on the file that defines it,
+which would miss a change to the device functions taken from ``_kernels.py`` and ``_fp16.py``:
+:func:`_cached` keys it on the digest of all three files instead.
 
 What replaces ``run_cycles``: each cycle, every thread steps its routers (``first``,
 ``first + stride``, ...) and folds their summary (any event, any move, the last cycle of an op
@@ -44,6 +47,7 @@ Three kernels run that loop:
 from __future__ import annotations
 
 import ast
+import hashlib
 import math
 import types
 from pathlib import Path
@@ -160,6 +164,23 @@ _program_cycle = DEVICE._program_cycle
 _traffic_cycle = DEVICE._traffic_cycle
 
 
+SOURCES = (Path(K.__file__), Path(_fp16.__file__), Path(__file__))
+SOURCES_DIGEST = hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()
+
+
+def _cached(kernel):
+    """``kernel`` with Numba's disk cache on, its entries valid while :data:`SOURCES` are
+    unchanged (Numba's own stamp is the defining file's time and size). Where the cache's
+    internals differ (the simulator, another numba-cuda) the kernel is left uncached."""
+    try:
+        kernel.enable_caching()
+        kernel._cache._cache_file._source_stamp = ("wafersim", SOURCES_DIGEST)
+    except AttributeError:
+        pass
+    return kernel
+
+
+@_cached
 @cuda.jit
 def run_cycles_block(t0, t1, fab, st, prog, tr, want, ctl):
     """``_kernels.run_cycles`` from cycle ``t0`` to at most ``t1`` in one thread block.
@@ -182,6 +203,7 @@ def run_cycles_block(t0, t1, fab, st, prog, tr, want, ctl):
     _finish(run, first, stride, fab, st, ctl)
 
 
+@_cached
 @cuda.jit
 def run_cycles_grid(t0, t1, fab, st, prog, tr, want, ctl):
     """``run_cycles_block`` on a cooperative grid of any number of resident blocks."""
@@ -207,10 +229,22 @@ def run_cycles_grid(t0, t1, fab, st, prog, tr, want, ctl):
 # bench_fabric.py's 3,072 cycles at 1024 x 1024 (copies included): 293 against 124 M
 # router-cycles/s (then 256-thread blocks).
 WIDE_REGISTERS = 64
+
+
+def _renamed(function, suffix: str):
+    """A copy of ``function`` under another name: its own disk-cache entry (the cache names
+    its files after the function, and its key holds no register limit)."""
+    copy = types.FunctionType(function.__code__, function.__globals__,
+                              f"{function.__name__}_{suffix}", function.__defaults__,
+                              function.__closure__)  # fmt: skip
+    copy.__qualname__ = f"{function.__qualname__}_{suffix}"
+    return copy
+
+
 run_cycles_wide = (
     run_cycles_grid  # the simulator's jit takes no register limit
     if SIMULATED
-    else cuda.jit(max_registers=WIDE_REGISTERS)(run_cycles_grid.py_func)
+    else _cached(cuda.jit(max_registers=WIDE_REGISTERS)(_renamed(run_cycles_grid.py_func, "wide")))
 )
 
 
