@@ -290,11 +290,23 @@ def _threads(launch: str, pes: int, most: int | None) -> int:
     return min(-(-pes // WARP) * WARP, THREADS[launch])
 
 
+def _compiled(launch: str, args: tuple):
+    """The kernel to launch for ``args`` and its compiled form: compiled on the dispatcher
+    itself, which loads it from its disk cache where it is there (``_cuda_kernels._cached``;
+    a ``specialize``d copy would compile afresh, without the cache); the simulator's kernels
+    take ``specialize`` only."""
+    dispatcher = KERNELS[launch]
+    if numba.config.ENABLE_CUDASIM:
+        kernel = dispatcher.specialize(*args)
+        (compiled,) = kernel.overloads.values()
+        return kernel, compiled
+    return dispatcher, dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
+
+
 def _cooperative(launch: str, pes: int, args: tuple, most: int | None):
     """The ``grid`` or ``wide`` kernel with as many blocks as the routers need and fit."""
     threads = _threads(launch, pes, most)
-    kernel = KERNELS[launch].specialize(*args)
-    (compiled,) = kernel.overloads.values()
+    kernel, compiled = _compiled(launch, args)
     resident = compiled.max_cooperative_grid_blocks(threads)
     if resident < 1:
         raise ConfigError(f"the cooperative kernel does not fit {threads} threads on this GPU")
