@@ -180,6 +180,22 @@ def _cached(kernel):
     return kernel
 
 
+def specialized(kernel, args: tuple):
+    """``kernel.specialize(*args)`` through the disk cache: numba-cuda's ``specialize``
+    compiles a fresh copy of the dispatcher, which has no cache; this copy has one, so it
+    loads what an earlier process saved (the specialized kernel launches without typing its
+    arguments again)."""
+    argtypes = tuple(kernel.typeof_pyval(a) for a in args)
+    key = (cuda.get_current_device().compute_capability, argtypes)
+    if key not in kernel.specializations:
+        copy = _cached(type(kernel)(kernel.py_func, targetoptions=kernel.targetoptions))
+        copy.compile(argtypes)
+        copy.disable_compile()
+        copy._specialized = True
+        kernel.specializations[key] = copy
+    return kernel.specializations[key]
+
+
 @_cached
 @cuda.jit
 def run_cycles_block(t0, t1, fab, st, prog, tr, want, ctl):

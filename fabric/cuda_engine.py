@@ -291,16 +291,15 @@ def _threads(launch: str, pes: int, most: int | None) -> int:
 
 
 def _compiled(launch: str, args: tuple):
-    """The kernel to launch for ``args`` and its compiled form: compiled on the dispatcher
-    itself, which loads it from its disk cache where it is there (``_cuda_kernels._cached``;
-    a ``specialize``d copy would compile afresh, without the cache); the simulator's kernels
-    take ``specialize`` only."""
+    """The kernel of ``launch`` specialized for ``args``, and its compiled form, loaded from
+    the disk cache where it is there (:func:`fabric._cuda_kernels.specialized`)."""
     dispatcher = KERNELS[launch]
     if numba.config.ENABLE_CUDASIM:
         kernel = dispatcher.specialize(*args)
-        (compiled,) = kernel.overloads.values()
-        return kernel, compiled
-    return dispatcher, dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))
+    else:
+        kernel = CK.specialized(dispatcher, args)
+    (compiled,) = kernel.overloads.values()
+    return kernel, compiled
 
 
 def _cooperative(launch: str, pes: int, args: tuple, most: int | None):
