@@ -32,9 +32,9 @@ from numba import cuda
 
 from fabric import _cuda_kernels as CK
 from fabric import _kernels as K
-from fabric.deadlock import deadlock_message
+from fabric.deadlock import raise_deadlock
 from fabric.state import EngineState, FabricArrays, ProgramArrays, TrafficArrays
-from wafer.errors import ConfigError, DeadlockError
+from wafer.errors import ConfigError
 
 LAUNCHES = ("auto", "block", "grid", "wide")
 KERNELS = {"block": CK.run_cycles_block, "grid": CK.run_cycles_grid, "wide": CK.run_cycles_wide}
@@ -111,7 +111,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch="auto"):
         if trace:
             trace.sample(st, cycle if status != K.STATUS_MAX_CYCLES else end)
         if status == K.STATUS_DEADLOCK:
-            raise DeadlockError(deadlock_message(fab, st, prog, cycle))
+            raise_deadlock(fab, st, prog, cycle, trace)
         if last:
             return status, cycle
         t = end

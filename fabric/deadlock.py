@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fabric import _kernels as K
+from wafer.errors import DeadlockError
 from wafer.geometry import DIR_NAMES
 
 OP_NAMES = (
@@ -12,6 +13,15 @@ OP_NAMES = (
     "spmacs",
 )  # fmt: skip
 MAX_LISTED = 6
+
+
+def raise_deadlock(fab, st, prog, cycle: int, trace=None) -> None:
+    """Raise the :class:`DeadlockError` that explains the state, noted in the run's
+    :class:`fabric.trace.TraceRecorder` ``trace`` too (a timeline marks it)."""
+    message = deadlock_message(fab, st, prog, cycle)
+    if trace is not None:
+        trace.deadlock = (cycle, message)
+    raise DeadlockError(message)
 
 
 def deadlock_message(fab, st, prog, cycle: int) -> str:

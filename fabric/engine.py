@@ -18,7 +18,7 @@ import numpy as np
 from fabric import _kernels as K
 from fabric.channel_deps import check_routes as check_deadlock_free_routes
 from fabric.compile_once import compile_once
-from fabric.deadlock import deadlock_message
+from fabric.deadlock import raise_deadlock
 from fabric.mesh import Mesh
 from fabric.routes import ColorRoutes
 from fabric.state import (
@@ -30,8 +30,8 @@ from fabric.state import (
     empty_traffic,
 )
 from fabric.switches import all_positions, check_strict, switch_ops
-from fabric.trace import TraceRecorder
-from wafer.errors import ConfigError, DeadlockError
+from fabric.trace import TRACE_IN_USE, TraceRecorder
+from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
@@ -206,6 +206,9 @@ def simulate(
     """
     check_max_cycles(max_cycles)
     run = chunk_runner(engine)
+    trace = trace or TRACE_IN_USE.get()
+    if trace is not None:
+        trace.begin(mesh.width, mesh.height)
     switches = switch_ops(program)
     if strict:
         check_strict(routes, switches)
@@ -250,7 +253,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace):
         if trace:
             trace.sample(st, cycle if status != K.STATUS_MAX_CYCLES else end)
         if status == K.STATUS_DEADLOCK:
-            raise DeadlockError(deadlock_message(fab, st, prog, cycle))
+            raise_deadlock(fab, st, prog, cycle, trace)
         if status != K.STATUS_MAX_CYCLES or end >= max_cycles:
             return status, cycle
         t = end

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +16,48 @@ from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
 
 PORT_NAMES = "N,E,S,W,R"
+# the recorder that runs given none record into (a kernel's run, deep under its plan)
+TRACE_IN_USE: ContextVar[Any] = ContextVar("trace_in_use", default=None)
+
+
+@contextlib.contextmanager
+def traced(recorder: TraceRecorder | None):
+    """Within the block, engine runs given no trace record into ``recorder``."""
+    token = TRACE_IN_USE.set(recorder)
+    try:
+        yield recorder
+    finally:
+        TRACE_IN_USE.reset(token)
 
 
 class TraceRecorder:
-    """Collects per-sample link utilization (wavelets per cycle out of each port) and PE
-    activity (busy cycles per cycle) as the engine runs in chunks of ``every_cycles``."""
+    """Collects per-sample link utilization (wavelets per cycle out of each port), PE
+    activity (busy cycles per cycle) and the wavelets queued at each router at the sample's
+    end, as the engine runs in chunks of ``every_cycles``; and the deadlock that ended a run
+    (cycle, message), if one did. ``width`` and ``height``: the mesh's, else taken from the
+    first run the recorder is given to (:meth:`begin`)."""
 
-    def __init__(self, every_cycles: int, width: int, height: int) -> None:
-        if not isinstance(every_cycles, int) or every_cycles < 1:
+    def __init__(self, every_cycles: int, width: int | None = None, height: int | None = None):
+        if isinstance(every_cycles, bool) or not isinstance(every_cycles, int) or every_cycles < 1:
             raise ConfigError(f"trace_every_cycles={every_cycles!r} must be an integer >= 1")
         self.every_cycles = every_cycles
-        self.shape = (height, width)
+        self.shape = (height or 0, width or 0)
         self.cycles: list[int] = []
         self.link: list[np.ndarray] = []
         self.pe: list[np.ndarray] = []
+        self.queued: list[np.ndarray] = []
+        self.deadlock: tuple[int, str] | None = None
+        self._last = (0, np.zeros((self.shape[0] * self.shape[1], 5), np.int64),
+                      np.zeros(self.shape[0] * self.shape[1]))  # fmt: skip
+
+    def begin(self, width: int, height: int) -> None:
+        """A run on a ``width x height`` mesh starts: size the recorder if it has no shape
+        yet; ConfigError if it has another (one recorder, one mesh)."""
+        if self.shape == (0, 0):
+            self.__init__(self.every_cycles, width, height)
+        elif self.shape != (height, width):
+            raise ConfigError(f"a trace of a {self.shape[1]}x{self.shape[0]} mesh cannot "
+                              f"record a {width}x{height} one")  # fmt: skip
         self._last = (0, np.zeros((width * height, 5), np.int64), np.zeros(width * height))
 
     def sample(self, st: Any, cycle: int) -> None:
@@ -38,14 +68,17 @@ class TraceRecorder:
         link = (st.link_flits - last_flits) / span
         self.link.append(link.reshape(*self.shape, 5).astype(np.float32))
         self.pe.append(((st.busy - last_busy) / span).reshape(self.shape).astype(np.float32))
+        self.queued.append(st.q_count.sum(axis=(1, 2)).reshape(self.shape).astype(np.int32))
         self._last = (cycle, st.link_flits.copy(), st.busy.copy())
 
     def save(self, path: str | Path, attrs: dict[str, Any]) -> None:
-        """Write ``cycles``, ``link_utilization`` (S, H, W, 5) and ``pe_activity`` (S, H, W)."""
+        """Write ``cycles``, ``link_utilization`` (S, H, W, 5), ``pe_activity`` (S, H, W) and
+        ``queued_wavelets`` (S, H, W)."""
         with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
             f.create_dataset("cycles", data=np.array(self.cycles, np.int64))
             f.create_dataset("link_utilization", data=np.array(self.link), compression="gzip")
             f.create_dataset("pe_activity", data=np.array(self.pe), compression="gzip")
+            f.create_dataset("queued_wavelets", data=np.array(self.queued), compression="gzip")
             f.attrs["ports"] = PORT_NAMES
             f.attrs["every_cycles"] = self.every_cycles
             f.attrs["wafersim_version"] = __version__

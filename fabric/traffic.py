@@ -147,6 +147,8 @@ def run_traffic(
     st = allocate_state(mesh.pes, cfg.colors, fab.depth, fab.slots, 1, 1)
     tr = traffic_arrays(cfg, mesh)
     st.wake[~mesh.alive.reshape(-1)] = NEVER  # holes never wake
+    if trace is not None:
+        trace.begin(mesh.width, mesh.height)
     start = time.perf_counter()
     run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
     wall = time.perf_counter() - start

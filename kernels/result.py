@@ -41,6 +41,7 @@ class KernelResult:
         """JSON-ready fields (everything but the arrays)."""
         out = {k: v for k, v in self.__dict__.items() if k not in ("output", "pe_busy_cycles")}
         out["grid"] = list(self.grid)
+        out["busy_cycles"] = int(self.pe_busy_cycles.sum())  # over the grid's PEs
         return out
 
 

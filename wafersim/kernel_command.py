@@ -20,13 +20,14 @@ from typing import Any
 import numpy as np
 
 from wafer import __version__
-from wafer.errors import ConfigError
+from wafer.errors import ConfigError, DeadlockError
 from wafer.spec import WaferSpec
 from wafersim.jobs import Command
 from wafersim.options import (
     add_defect_options,
     add_grid_option,
     add_spec_options,
+    add_timeline_options,
     defect_map,
     parse_grid,
     spec_from,
@@ -75,12 +76,17 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--outputs", help="gemv: y left in place (default) or gathered to the west edge ports"
     )
+    add_timeline_options(parser, regions=True)
+    parser.add_argument("--trace-every", type=int, default=100,
+                        help="cycles per engine sample of the timeline (default 100)")  # fmt: skip
 
 
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
+    from fabric.trace import traced
     from kernels.grid import kernel_grid
     from kernels.registry import KERNELS, shape_of
     from kernels.tiers import check_request, estimate
+    from wafersim.timelines import write_engine_timeline
 
     spec = spec_from(args)
     args.algo = args.algo or next(iter(KERNELS[args.kernel]))
@@ -89,14 +95,26 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     given = ("reduce", "density", "scope", "inputs", "outputs")
     options = {k: v for k in given if (v := getattr(args, k)) is not None}
     check_request(args.kernel, args.algo, args.tier, args.engine, options)  # before any work
+    recorder = _timeline_recorder(args)
     dead_pe, dead_link = _patch(args, height, width, spec)
     grid = kernel_grid(height, width, dead_pe, dead_link, _full_columns(dead_pe, height, width))
     holes = 0.0 if dead_pe is None else float(dead_pe.mean())
     start = time.perf_counter()
-    result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,
-                      args.seed, args.engine, holes, **options)  # fmt: skip
+    name = f"{args.kernel} {args.algo} {shape}"
+    try:
+        with traced(recorder):
+            result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,
+                              args.seed, args.engine, holes, **options)  # fmt: skip
+    except DeadlockError:
+        if recorder is not None and recorder.cycles:  # the timeline shows where it stuck
+            write_engine_timeline(args.timeline, recorder, spec, args.timeline_block, name,
+                                  recorder.cycles[-1], {"command": "kernel"})  # fmt: skip
+        raise
     summary = result.summary()
     summary.pop("grid", None)  # an engine run's (rows, cols): said as width_pes, height_pes
+    if recorder is not None:
+        write_engine_timeline(args.timeline, recorder, spec, args.timeline_block, name,
+                              result.cycles, {"command": "kernel", **summary})  # fmt: skip
     return {
         **summary,
         "width_pes": width,
@@ -108,6 +126,22 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
         "wafersim_version": __version__,
         "wall_s": time.perf_counter() - start,
     }
+
+
+def _timeline_recorder(args: argparse.Namespace):
+    """The engine samples ``--timeline`` asks for (the cycle tier only), checked before any
+    work; None without a timeline."""
+    from fabric.timeline import check_block
+    from fabric.trace import TraceRecorder
+
+    if not args.timeline:
+        return None
+    if args.tier != "cycle":
+        raise ConfigError(f"--timeline records the cycle engine's run: --tier cycle, not "
+                          f"{args.tier}")  # fmt: skip
+    if args.timeline_block is not None:
+        check_block(args.timeline_block)
+    return TraceRecorder(args.trace_every)
 
 
 def _grid_size(text: str, spec: WaferSpec) -> tuple[int, int]:
@@ -171,4 +205,5 @@ def kernel_text(r: dict[str, Any]) -> str:
     )
 
 
-COMMAND = Command(add_kernel_arguments, run_kernel_command, kernel_text, engine=True)
+COMMAND = Command(add_kernel_arguments, run_kernel_command, kernel_text,
+                  outputs={"timeline": "file"}, engine=True)  # fmt: skip

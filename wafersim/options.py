@@ -61,6 +61,20 @@ def add_engine_option(parser: argparse.ArgumentParser) -> None:
                              "'cuda')")  # fmt: skip
 
 
+def add_timeline_options(parser: argparse.ArgumentParser, regions: bool) -> None:
+    """``--timeline PATH`` and, for commands whose timeline samples the cycle engine,
+    ``--timeline-block`` (the samples' interval is ``--trace-every``)."""
+    parser.add_argument(
+        "--timeline",
+        help="write a timeline to this JSON file (Chrome trace events: open it in "
+        "ui.perfetto.dev or chrome://tracing)",
+    )
+    if regions:
+        parser.add_argument("--timeline-block", type=int,
+                            help="PEs a side of a timeline region, a counter track each "
+                                 "(default: at most 8 x 8 regions; 1: a track per PE)")  # fmt: skip
+
+
 def seed_value(text: str) -> int:
     """``--seed``: an integer >= 0 (numpy's generators take no negative seed)."""
     try:

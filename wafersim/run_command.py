@@ -19,6 +19,7 @@ from typing import Any
 from wafer.config_io import parse_overrides
 from wafer.errors import ConfigError
 from wafersim.jobs import Command
+from wafersim.options import add_timeline_options
 from wafersim.progress import progress_for
 
 
@@ -36,6 +37,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                            "and kernel; write nothing")  # fmt: skip
     mode.add_argument("--compile-only", action="store_true",
                       help="make and save every wafer's plan (DIR/compile), then stop")  # fmt: skip
+    add_timeline_options(parser, regions=False)
 
 
 def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -61,6 +63,8 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError(f"--summary-only: --{mode} writes no performance summary")
         if args.out and mode == "validate-only":
             raise ConfigError("--out: --validate-only writes nothing")
+        if args.timeline:
+            raise ConfigError(f"--timeline: --{mode} runs no step to draw")
         return run_mode(mode, config, out).to_dict()
     line = progress_for(sys.stderr)
     started = time.perf_counter()
@@ -74,6 +78,11 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         line.close()
     perf = write_outputs(result, out, full=not args.summary_only, plots=write_plots)
+    if args.timeline:
+        from memoryx.run_timeline import run_timeline
+
+        run_timeline(result).write(args.timeline, {"command": "run", "config": args.config})
+        perf["timeline"] = args.timeline
     return {"out": str(out), "engine": args.engine, **perf}
 
 
@@ -116,4 +125,4 @@ def run_text(r: dict[str, Any]) -> str:
 
 
 COMMAND = Command(add_run_arguments, run_run_command, run_text, overrides="run-config",
-                  outputs={"out": "folder"}, engine=True)  # fmt: skip
+                  outputs={"out": "folder", "timeline": "file"}, engine=True)  # fmt: skip

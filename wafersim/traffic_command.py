@@ -7,7 +7,13 @@ from typing import Any
 
 from wafer import __version__
 from wafersim.jobs import Command
-from wafersim.options import add_grid_option, add_spec_options, parse_grid, spec_from
+from wafersim.options import (
+    add_grid_option,
+    add_spec_options,
+    add_timeline_options,
+    parse_grid,
+    spec_from,
+)
 
 
 def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,12 +41,15 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", help="write link/PE utilization samples to this HDF5 file")
     parser.add_argument("--trace-every", type=int, default=100, help="cycles per trace sample")
     parser.add_argument("--plot", help="save a heatmap of link utilization to this PNG")
+    add_timeline_options(parser, regions=True)
 
 
 def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
+    from fabric.timeline import check_block
     from fabric.trace import TraceRecorder
     from fabric.traffic import TrafficConfig, run_traffic
     from wafersim.figures import wafer_heatmap
+    from wafersim.timelines import write_engine_timeline
 
     width, height = parse_grid(args.grid)
     spec = spec_from(args)
@@ -58,7 +67,9 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
         threads=args.threads,
         colors=args.colors,
     )
-    wants_trace = args.trace or args.plot
+    if args.timeline_block is not None:
+        check_block(args.timeline_block)
+    wants_trace = args.trace or args.plot or args.timeline
     trace = TraceRecorder(args.trace_every, width, height) if wants_trace else None
     result = {**run_traffic(config, spec, trace=trace), "spec": spec.name}
     del result["grid"]  # [width, height]: said by name below, as every command says it
@@ -66,6 +77,10 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
     result["wafersim_version"] = __version__
     if args.trace:
         trace.save(args.trace, {"command": "traffic", **result, "spec": spec.to_dict()})
+    if args.timeline:
+        name = f"traffic {args.pattern} {width}x{height}, rate {args.rate}"
+        write_engine_timeline(args.timeline, trace, spec, args.timeline_block, name,
+                              config.cycles, {"command": "traffic", **result})  # fmt: skip
     if args.plot:
         title = f"{width}x{height} {args.pattern}, rate {args.rate}: link utilization"
         wafer_heatmap(trace.mean_link_utilization(), args.plot, title, "wavelets/cycle/link")
@@ -88,5 +103,6 @@ def _traffic_text(r: dict[str, Any]) -> str:
     )
 
 
-COMMAND = Command(add_traffic_arguments, run_traffic_command, _traffic_text,
-                  outputs={"trace": "file", "plot": "file"}, engine=True)  # fmt: skip
+OUTPUTS = {"trace": "file", "plot": "file", "timeline": "file"}
+COMMAND = Command(add_traffic_arguments, run_traffic_command, _traffic_text, outputs=OUTPUTS,
+                  engine=True)  # fmt: skip

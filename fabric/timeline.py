@@ -1,0 +1,134 @@
+"""Timelines in the Chrome trace-event format, which the Perfetto UI (ui.perfetto.dev) and
+``chrome://tracing`` open, as PyTorch's profiler writes them.
+
+A :class:`Timeline` collects spans (``"ph": "X"``), counters (``"C"``) and instants (``"i"``)
+on named tracks: a *process* (``pid``: a wafer, MemoryX, the engine) holds *threads*
+(``tid``: one row of spans each) and counter tracks. Times are simulated cycles, written in
+microseconds at the spec's clock (the format's unit), so the viewer's ruler reads wafer time.
+:func:`engine_counters` turns the cycle engine's samples (:class:`fabric.trace.TraceRecorder`)
+into counter tracks per region of PEs: busy share, link use, queued wavelets.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fabric.trace import TraceRecorder
+from wafer.atomic import atomic_path
+from wafer.errors import ConfigError
+
+
+@dataclass
+class Timeline:
+    """Trace events of one run; ``clock_hz`` converts cycles to the format's microseconds."""
+
+    clock_hz: float
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _pids: dict[str, int] = field(default_factory=dict)
+    _tids: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def us(self, cycle: float) -> float:
+        """Cycle ``cycle`` in microseconds (to a picosecond: a cycle is about a nanosecond)."""
+        return round(float(cycle) / self.clock_hz * 1e6, 6)
+
+    def pid(self, process: str) -> int:
+        """The id of ``process`` (named in the trace on first use)."""
+        if process not in self._pids:
+            self._pids[process] = len(self._pids) + 1
+            self.events.append({"ph": "M", "name": "process_name", "pid": self._pids[process],
+                                "args": {"name": process}})  # fmt: skip
+        return self._pids[process]
+
+    def tid(self, process: str, thread: str) -> tuple[int, int]:
+        """(pid, tid) of the row ``thread`` of ``process`` (named on first use)."""
+        pid = self.pid(process)
+        if (process, thread) not in self._tids:
+            self._tids[process, thread] = tid = len(self._tids) + 1
+            self.events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                                "args": {"name": thread}})  # fmt: skip
+        return pid, self._tids[process, thread]
+
+    def span(self, process: str, thread: str, name: str, start: float, end: float, **args):
+        """A span from cycle ``start`` to ``end`` on row ``thread`` of ``process``."""
+        pid, tid = self.tid(process, thread)
+        ts = self.us(start)
+        self.events.append({"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts,
+                            "dur": max(self.us(end) - ts, 0.0), "args": args})  # fmt: skip
+
+    def counter(self, process: str, name: str, cycle: float, **values: float) -> None:
+        """Counter track ``name`` of ``process`` takes ``values`` (series) from ``cycle`` on."""
+        rounded = {key: float(f"{value:.7g}") for key, value in values.items()}  # file size
+        self.events.append({"ph": "C", "name": name, "pid": self.pid(process),
+                            "ts": self.us(cycle), "args": rounded})  # fmt: skip
+
+    def instant(self, process: str, thread: str, name: str, cycle: float, **args) -> None:
+        """An event at one cycle (a deadlock, an optimizer update)."""
+        pid, tid = self.tid(process, thread)
+        self.events.append({"ph": "i", "s": "t", "name": name, "pid": pid, "tid": tid,
+                            "ts": self.us(cycle), "args": args})  # fmt: skip
+
+    def write(self, path: str | Path, metadata: dict[str, Any] | None = None) -> Path:
+        """Write the trace JSON (atomically); returns the path."""
+        document = {"traceEvents": self.events, "displayTimeUnit": "ns",
+                    "otherData": {"clock_hz": self.clock_hz, **(metadata or {})}}  # fmt: skip
+        with atomic_path(path) as tmp:
+            Path(tmp).write_text(json.dumps(document, default=_plain, separators=(",", ":")))
+        return Path(path)
+
+
+def _plain(value):
+    if isinstance(value, np.integer | np.floating):
+        return value.item()
+    return str(value)
+
+
+def check_block(block) -> int:
+    """``block`` (PEs a side of a timeline region) as an int; ConfigError unless >= 1."""
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ConfigError(f"timeline block={block!r} (--timeline-block) must be an integer >= 1")
+    return block
+
+
+def engine_counters(timeline: Timeline, trace: TraceRecorder, block: int,
+                    process: str = "cycle engine") -> None:  # fmt: skip
+    """Counter tracks from the engine's samples, per ``block x block`` region of PEs (one
+    track per PE with ``block`` 1), each a mean over its PEs and the sample's cycles: the busy
+    share (``busy``: a PE's busy cycles, or a traffic source's injected flits, a cycle), the
+    wavelets a cycle on each of its routers' four mesh links (``links``) and to its PEs
+    (``delivered``), and the wavelets queued at its routers at the sample's end (``queued``);
+    a deadlock the trace saw is an instant whose message names the routers."""
+    check_block(block)
+    height, width = trace.shape
+    regions = [(y, x) for y in range(0, height, block) for x in range(0, width, block)]
+    start = 0
+    for k, end in enumerate(trace.cycles):
+        busy = trace.pe[k].astype(np.float64)
+        links = trace.link[k].astype(np.float64)
+        mesh, delivered = links[..., :4].mean(axis=-1), links[..., 4]
+        queued = trace.queued[k] if trace.queued else None
+        for y, x in regions:
+            cut = (slice(y, y + block), slice(x, x + block))
+            values = {"busy": busy[cut].mean(), "links": mesh[cut].mean(),
+                      "delivered": delivered[cut].mean()}  # fmt: skip
+            if queued is not None:
+                values["queued"] = float(queued[cut].sum())
+            timeline.counter(process, _region(x, y, block, width, height), start, **values)
+        start = end
+    if trace.cycles:  # every track ends where the run ends
+        for y, x in regions:
+            timeline.counter(process, _region(x, y, block, width, height), start,
+                             busy=0.0, links=0.0, delivered=0.0)  # fmt: skip
+    if trace.deadlock is not None:
+        cycle, message = trace.deadlock
+        timeline.instant(process, "deadlock", "deadlock", cycle, message=message)
+
+
+def _region(x: int, y: int, block: int, width: int, height: int) -> str:
+    if block == 1:
+        return f"PE ({x},{y})"
+    return f"PEs x {x}-{min(x + block, width) - 1}, y {y}-{min(y + block, height) - 1}"

@@ -1,0 +1,173 @@
+"""Timelines (Chrome trace events for Perfetto) of ``traffic``, ``kernel`` and ``run``: valid
+trace JSON, spans that nest, and counters that sum to the figures each command reports."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+
+import numpy as np
+import pytest
+
+from fabric.engine import simulate
+from fabric.mesh import Mesh
+from fabric.program import ProgramBuilder
+from fabric.routes import ColorRoutes
+from fabric.timeline import Timeline, engine_counters
+from fabric.trace import TraceRecorder
+from memoryx.run import run
+from memoryx.run_config import load_run_config
+from memoryx.run_timeline import run_timeline
+from tests.test_memoryx_run import write_config
+from wafer.errors import DeadlockError
+from wafer.presets import preset
+from wafersim.cli import main
+
+
+def load(path) -> tuple[list[dict], float]:
+    document = json.loads(path.read_text())
+    assert set(document) == {"traceEvents", "displayTimeUnit", "otherData"}
+    for event in document["traceEvents"]:
+        assert event["ph"] in "MXCi"
+        assert isinstance(event["pid"], int)
+        assert event["ph"] == "M" or event["ts"] >= 0
+    return document["traceEvents"], document["otherData"]["clock_hz"]
+
+
+def threads(events) -> dict[tuple[int, int], str]:
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+
+
+def assert_spans_nest(events) -> None:
+    """On each row, spans are disjoint or one holds the other (what the viewers draw)."""
+    rows = collections.defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            rows[e["pid"], e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+    slack = 1e-6  # microseconds: float rounding of cycle -> us
+    for spans in rows.values():
+        open_ends: list[float] = []
+        for start, end in sorted(spans, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1] <= start + slack:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1] + slack, (start, end, open_ends[-1])
+            open_ends.append(end)
+
+
+def counter_integrals(events, clock_hz: float, series: str) -> dict[str, float]:
+    """Per counter track: the sum of value x cycles it held (the last value holds none)."""
+    tracks = collections.defaultdict(list)
+    for e in events:
+        if e["ph"] == "C":
+            tracks[e["name"]].append((e["ts"], e["args"][series]))
+    out = {}
+    for name, points in tracks.items():
+        points.sort()
+        held = zip(points, points[1:], strict=False)
+        out[name] = sum(value * (end - ts) * clock_hz / 1e6 for (ts, value), (end, _) in held)
+    return out
+
+
+def cli(capsys, argv) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_traffic_timeline_counters_sum_to_the_flits(capsys, tmp_path):
+    """Busy counters (a source's injected flits) and delivered counters, per 4 x 4 region,
+    integrate to the summary's flits injected and ejected."""
+    path = tmp_path / "traffic.json"
+    summary = cli(capsys, ["traffic", "--grid", "16x16", "--cycles", "600", "--rate", "0.3",
+                           "--trace-every", "50", "--timeline", str(path),
+                           "--timeline-block", "4"])  # fmt: skip
+    events, clock = load(path)
+    assert len({e["name"] for e in events if e["ph"] == "C"}) == 16
+    injected = sum(counter_integrals(events, clock, "busy").values()) * 16
+    ejected = sum(counter_integrals(events, clock, "delivered").values()) * 16
+    assert injected == pytest.approx(summary["flits_injected"], rel=1e-6)
+    assert ejected == pytest.approx(summary["flits_ejected"], rel=1e-6)
+    assert_spans_nest(events)
+
+
+def test_kernel_timeline_has_a_track_per_pe_summing_to_the_busy_cycles(capsys, tmp_path):
+    """With one PE a region, the grid's PEs' busy counters integrate to busy_cycles (the edge
+    ports' frame, row and column 0, has tracks of its own)."""
+    path = tmp_path / "kernel.json"
+    summary = cli(capsys, ["kernel", "gemm", "--grid", "4x4", "--m", "16", "--k", "16",
+                           "--n", "32", "--trace-every", "40", "--timeline", str(path),
+                           "--timeline-block", "1"])  # fmt: skip
+    events, clock = load(path)
+    busy = counter_integrals(events, clock, "busy")
+    assert len(busy) == 25  # the 4 x 4 grid and its ports' frame
+    grid = {name: v for name, v in busy.items()
+            if min(map(int, re.findall(r"\d+", name))) > 0}  # fmt: skip
+    assert sum(grid.values()) == pytest.approx(summary["busy_cycles"], rel=1e-6)
+    (run_span,) = [e for e in events if e["ph"] == "X"]
+    assert run_span["dur"] == pytest.approx(summary["cycles"] / clock * 1e6)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["kernel", "gemm", "--tier", "fast"], "--timeline records the cycle engine's run"),
+        (["kernel", "gemm", "--timeline-block", "0"], r"timeline block=0 \(--timeline-block\)"),
+        (["traffic", "--timeline-block", "-2"], r"timeline block=-2"),
+        (["run", "examples/fc_digits.yaml", "--validate-only"], "--timeline: --validate-only"),
+    ],
+)
+def test_bad_timeline_options_are_one_line(capsys, tmp_path, argv, message):
+    """Before any work: the fast tier, a bad region size, a mode that runs no step."""
+    assert main([*argv, "--timeline", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err)
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_run_timeline_counters_and_waits_match_the_summary(tmp_path):
+    """Steps hold their passes, the waits for weights sum to stall_cycles, the byte counters
+    end at memoryx_bytes_in and _out, and each layer's update is an instant in MemoryX."""
+    config = load_run_config(write_config(tmp_path, steps=2, tier="fast"))
+    result = run(config, tmp_path / "out")
+    path = run_timeline(result).write(tmp_path / "run.json")
+    events, clock = load(path)
+    assert_spans_nest(events)
+    rows = threads(events)
+    summary = result.streams[0].summary()
+    waits = [e for e in events if e["ph"] == "X" and rows[e["pid"], e["tid"]].startswith("wait")]
+    assert sum(e["dur"] for e in waits) * clock / 1e6 == pytest.approx(summary["stall_cycles"],
+                                                                      abs=1)  # fmt: skip
+    last = {}
+    for e in sorted((e for e in events if e["ph"] == "C"), key=lambda e: e["ts"]):
+        last[e["name"]] = e["args"]["bytes"]
+    assert last["bytes in from MemoryX"] == summary["memoryx_bytes_in"]
+    assert last["bytes out to MemoryX"] == summary["memoryx_bytes_out"]
+    assert last["prefetch buffer bytes"] == 0
+    steps = [e for e in events if e["ph"] == "X" and e["name"].startswith("step ")]
+    assert len(steps) == 2
+    updates = [e for e in events if e["ph"] == "i" and e["name"].startswith("update ")]
+    assert len(updates) == 2 * sum(1 for s in result.streams[0].segments if s.out_bytes)
+
+
+def test_a_deadlock_is_an_instant_naming_its_routers(tmp_path):
+    """A receive of 5 words where 3 are sent: the trace keeps the deadlock, the timeline
+    marks it where the engine stopped."""
+    mesh, spec = Mesh.full(2, 1), preset("tiny")
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    builder = ProgramBuilder(mesh.pes, spec.pe, 1)
+    builder.send(0, 0, 0, 0, 3)
+    builder.recv(1, 0, 0, 0, 5)
+    trace = TraceRecorder(10)
+    with pytest.raises(DeadlockError) as caught:
+        simulate(mesh, spec, routes, builder.build(), np.ones((2, 8), np.float32),
+                 max_cycles=500, trace=trace)  # fmt: skip
+    assert trace.deadlock is not None
+    assert trace.deadlock[1] == str(caught.value)
+    timeline = Timeline(spec.clock_hz)
+    engine_counters(timeline, trace, 1)
+    (instant,) = [e for e in timeline.events if e["ph"] == "i"]
+    assert instant["name"] == "deadlock"
+    assert "PE (1,0)" in instant["args"]["message"]
+    assert instant["ts"] == pytest.approx(trace.deadlock[0] / spec.clock_hz * 1e6, abs=1e-6)
