@@ -13,6 +13,9 @@ EXPORTS = {
     "TrafficConfig": "fabric.traffic",
     "run_traffic": "fabric.traffic",
     "TraceRecorder": "fabric.trace",
+    "traced": "fabric.trace",
+    "Timeline": "fabric.timeline",
+    "engine_counters": "fabric.timeline",
     "warm_up": "fabric.precompile",
 }
 __all__ = list(EXPORTS)

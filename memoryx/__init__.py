@@ -10,6 +10,7 @@ EXPORTS = {
     "RunResult": "memoryx.run",
     "performance": "memoryx.report",
     "write_outputs": "memoryx.report",
+    "run_timeline": "memoryx.run_timeline",
 }
 __all__ = list(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -28,6 +28,10 @@ EXPORTS = {
     "simulate": "fabric.engine",
     "TrafficConfig": "fabric.traffic",
     "run_traffic": "fabric.traffic",
+    "TraceRecorder": "fabric.trace",
+    "traced": "fabric.trace",
+    "Timeline": "fabric.timeline",
+    "engine_counters": "fabric.timeline",
     # kernels
     "kernel_grid": "kernels.grid",
     "run_kernel": "kernels.registry",
@@ -46,6 +50,7 @@ EXPORTS = {
     "load_run_config": "memoryx.run_config",
     "run": "memoryx.run",
     "write_outputs": "memoryx.report",
+    "run_timeline": "memoryx.run_timeline",
     # the application
     "StudyConfig": "wafersim.study_config",
     "run_study": "wafersim.study",
