@@ -160,6 +160,7 @@ DEVICE = _device_module(
     },
 )
 _catch_up = DEVICE._catch_up
+_settle_router = DEVICE.settle_router
 _program_cycle = DEVICE._program_cycle
 _traffic_cycle = DEVICE._traffic_cycle
 
@@ -435,7 +436,7 @@ def _finish(run, first, stride, fab, st, ctl):
     if not fab.traffic:
         for r in range(first, fab.alive.shape[0], stride):
             if fab.alive[r]:
-                _catch_up(r, run[R_SETTLE] + 1, st)
+                _settle_router(r, run[R_SETTLE] + 1, st)
     if first == 0:
         ctl[RESULT, 0] = run[R_STATUS]
         ctl[RESULT, 1] = run[R_CYCLE]

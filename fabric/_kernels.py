@@ -90,7 +90,14 @@ NUM_OP_COLUMNS = 10
 FP32 = 0  # FP16 and BF16 (fabric._fp16): two 16-bit values a word
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
-IDLE, COUNTDOWN, PROGRESS, STALL = 0, 1, 2, 3  # what a task did in a cycle
+IDLE, COUNTDOWN, PROGRESS, STALL_IN, STALL_OUT = range(5)  # what a task did in a cycle
+# what a PE did in a cycle, counted once a cycle (the first that holds): a task computes or
+# moves a wavelet, else one waits for an input wavelet, else for room in an output queue
+# (or for its router's switch), else for SRAM (not modelled: always 0), else nothing
+REASON_COMPUTING, REASON_INPUT, REASON_OUTPUT, REASON_SRAM, REASON_IDLE = range(5)
+REASONS = 5
+R_SKIPPED, R_NOW, R_SINCE = 5, 6, 7  # further columns of st.reasons (fabric.state)
+REASON_COLUMNS = 8
 EVENTS, MOVES, UNTIL, NEXT_WAKE = 0, 1, 2, 3  # columns of the per-row cycle summary
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
@@ -455,8 +462,9 @@ def _rx_pop(r, c, fab, st):
 @kernel(inline="always")
 def _task_step(r, task, fab, st, prog):
     """Step 3 for one task: advance its current op by one cycle. Returns ``COUNTDOWN`` for
-    a cycle of an op's cost, ``PROGRESS`` when the op moved on, ``STALL`` when it waits on a
-    queue (counted as a stall), ``IDLE`` when it waits for another task or is done."""
+    a cycle of an op's cost, ``PROGRESS`` when the op moved on, ``STALL_IN`` when it waits
+    for an input wavelet and ``STALL_OUT`` for room in its output queue or for its router's
+    switch (both counted as a stall), ``IDLE`` when it waits for another task or is done."""
     if st.wait[r, task] > 0:
         st.wait[r, task] -= 1
         st.busy[r] += 1
@@ -474,12 +482,12 @@ def _task_step(r, task, fab, st, prog):
     elif code == OP_SEND:
         if st.q_count[r, RAMP, c] >= fab.depth:
             st.pe_stalls[r] += 1
-            return STALL
+            return STALL_OUT
         _inject(r, c, mem[op[C_A] + k], pack_meta(c, 1, 1, -1, 0), fab, st)
     elif code in (OP_RECV, OP_RECV_ADD, OP_FMACS, OP_SPMACS):
         if st.rx_count[r, c] == 0:
             st.pe_stalls[r] += 1
-            return STALL
+            return STALL_IN
         value, _meta = _rx_pop(r, c, fab, st)
         cost = _consume(op, k, value, mem, prog.scalars[pc] != 0)
     elif code == OP_MATMUL:
@@ -487,7 +495,7 @@ def _task_step(r, task, fab, st, prog):
     elif code == OP_SWITCH:
         if _switch_blocked(r, c, op[C_A], fab, st):
             st.pe_stalls[r] += 1
-            return STALL
+            return STALL_OUT
         _switch(r, c, op[C_A], fab, st)
     else:
         _local_op(op, prog.scalars[pc], mem)
@@ -712,6 +720,8 @@ def _traffic_step(r, t, fab, st, tr):
         st.busy[r] += 1
         tr.left[r] -= 1
         events += 1
+    elif tr.left[r] > 0:  # a flit to inject, its queue full
+        st.reasons[r, REASON_OUTPUT] += 1
     return events
 
 
@@ -854,20 +864,25 @@ def _program_cycle(r, t, read, write, fab, st, prog, want):
     running (``t`` if none). Then notes what the router's skipped cycles will repeat: until
     the next wake-up (the first cycle an op cost runs out, or a wavelet or credit comes in)
     each such cycle adds the same busy and stall counts and counts every op cost down."""
-    moves = _fabric_step(r, read, write, fab, st, want, False)
+    moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, False)
     events, next_step, until = moves, NEVER, t
-    counting, stalled = 0, 0
+    counting, stalled, waited_in, waited_out = 0, 0, 0, 0
     for task in range(prog.task_end.shape[1]):
         step = _task_step(r, task, fab, st, prog)
         events += step in (COUNTDOWN, PROGRESS)
         moves += step == PROGRESS
-        stalled += step == STALL
+        stalled += step >= STALL_IN
+        waited_in |= step == STALL_IN
+        waited_out |= step == STALL_OUT
         wait = st.wait[r, task]
         if wait > 0:
             counting += 1
             until = max(until, t + wait)
         if wait > 0 or step == COUNTDOWN:
             next_step = min(next_step, t + 1 + wait)
+    waits = REASON_INPUT if waited_in else (REASON_OUTPUT if waited_out else REASON_IDLE)
+    _note_reason(r, REASON_COMPUTING if events > fabric_moves else waits, t, st)
+    st.reasons[r, R_SKIPPED] = REASON_COMPUTING if counting else waits
     st.rate_busy[r], st.rate_stall[r], st.seen[r] = counting, stalled, t
     st.wake[r] = t + 1 if moves else next_step
     return events, moves, until
@@ -881,12 +896,35 @@ def _catch_up(r, t, st):
         return
     st.busy[r] += st.rate_busy[r] * gap
     st.pe_stalls[r] += st.rate_stall[r] * gap
+    _note_reason(r, st.reasons[r, R_SKIPPED], st.seen[r] + 1, st)
     if st.stuck[r] and st.occupancy[r]:
         _add_stalls(r, st.stuck_stalls[r], gap, st)
     for task in range(st.wait.shape[1]):
         if st.wait[r, task] > 0:
             st.wait[r, task] -= gap
     st.seen[r] = t - 1
+
+
+@kernel(inline="always")
+def _note_reason(r, reason, t, st):
+    """PE ``r`` does ``reason`` from cycle ``t`` on: the stretch of another reason before it
+    is counted. Counting stretches, not cycles, keeps a store out of most router steps (a
+    count a cycle slowed a weight-streaming GEMM by 15 %)."""
+    row = st.reasons[r]
+    now = row[R_NOW]
+    if reason != now:
+        row[now] += t - row[R_SINCE]
+        row[R_NOW], row[R_SINCE] = reason, t
+
+
+@kernel(inline="always")
+def settle_router(r, t, st):
+    """Bring router ``r``'s counters and op costs up to cycle ``t`` (exclusive), its
+    reasons counted to there."""
+    _catch_up(r, t, st)
+    row = st.reasons[r]
+    row[row[R_NOW]] += t - row[R_SINCE]
+    row[R_SINCE] = t
 
 
 @kernel(parallel=True)
@@ -1051,7 +1089,7 @@ def _settle(t, fab, st):
         return
     for r in range(st.seen.shape[0]):
         if fab.alive[r]:
-            _catch_up(r, t + 1, st)
+            settle_router(r, t + 1, st)
 
 
 @kernel()

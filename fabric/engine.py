@@ -40,6 +40,9 @@ ENGINE_IN_USE: ContextVar[str] = ContextVar("fabric_engine_in_use", default="cpu
 MAX_EXTRA_CYCLES = 254  # the most a stretched link adds to the hop latency (1 + it: uint8)
 
 
+REASON_NAMES = ("computing", "waiting_input", "waiting_output", "waiting_sram", "idle")
+
+
 @dataclass(frozen=True)
 class SimResult:
     """What a program run left behind: its cycle count, SRAM and counters."""
@@ -52,6 +55,8 @@ class SimResult:
     pe_stall_cycles: np.ndarray  # int64 (H, W)
     leftover_wavelets: int
     sim_wall_s: float
+    # int64 (H, W, 5): each working PE's cycles by what it did (``REASON_NAMES``)
+    pe_cycle_reasons: np.ndarray | None = None
 
 
 def fabric_arrays(
@@ -270,4 +275,5 @@ def _result(mesh: Mesh, st: EngineState, cycles: int, wall: float) -> SimResult:
         pe_stall_cycles=st.pe_stalls.reshape(shape),
         leftover_wavelets=int(st.occupancy.sum() + st.rx_count.sum()),
         sim_wall_s=wall,
+        pe_cycle_reasons=st.reasons[:, : K.REASONS].reshape(*shape, K.REASONS),
     )

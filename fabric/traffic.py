@@ -25,6 +25,7 @@ import numpy as np
 from fabric import _kernels as K
 from fabric.engine import (
     ENGINE_IN_USE,
+    REASON_NAMES,
     check_max_cycles,
     chunk_runner,
     configure_threads,
@@ -154,7 +155,18 @@ def run_traffic(
     wall = time.perf_counter() - start
     stretched = int(np.count_nonzero(mesh.hops() > 1)) // 2  # each wire from both ends
     summary = summarize(cfg, tr, st, wall)
-    return {**summary, "stretched_links_as_one_hop": stretched, "engine": engine}
+    return {**summary, "pe_cycles_by_reason": cycles_by_reason(cfg, st, mesh),
+            "stretched_links_as_one_hop": stretched, "engine": engine}  # fmt: skip
+
+
+def cycles_by_reason(cfg: TrafficConfig, st, mesh: Mesh) -> dict[str, int]:
+    """The working PEs' cycles by reason (``fabric.engine.REASON_NAMES``): a source injecting
+    a flit computes, one whose flit finds its queue full waits for output, the rest idle."""
+    alive = mesh.alive.reshape(-1)
+    counts = st.reasons[alive, : K.REASONS].sum(axis=0)
+    counts[K.REASON_COMPUTING] = st.busy[alive].sum()
+    counts[K.REASON_IDLE] = int(alive.sum()) * cfg.cycles - counts[: K.REASON_IDLE].sum()
+    return dict(zip(REASON_NAMES, map(int, counts), strict=True))
 
 
 def _check_mesh(cfg: TrafficConfig, mesh: Mesh) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fabric.engine import SimResult
+from fabric.engine import REASON_NAMES, SimResult
 from fabric.program import HALF_DTYPES
 from kernels.plan import KernelPlan
 from wafer.spec import WaferSpec
@@ -36,12 +36,18 @@ class KernelResult:
     sim_wall_s: float
     output: np.ndarray = field(repr=False)
     pe_busy_cycles: np.ndarray = field(repr=False)  # int64 (rows, cols) of the wafer patch
+    # int64 (rows, cols, 5): each PE's cycles by reason (fabric.engine.REASON_NAMES)
+    pe_cycle_reasons: np.ndarray | None = field(default=None, repr=False)
 
     def summary(self) -> dict:
         """JSON-ready fields (everything but the arrays)."""
-        out = {k: v for k, v in self.__dict__.items() if k not in ("output", "pe_busy_cycles")}
+        arrays = ("output", "pe_busy_cycles", "pe_cycle_reasons")
+        out = {k: v for k, v in self.__dict__.items() if k not in arrays}
         out["grid"] = list(self.grid)
         out["busy_cycles"] = int(self.pe_busy_cycles.sum())  # over the grid's PEs
+        if self.pe_cycle_reasons is not None:  # PE-cycles of the patch by reason
+            totals = self.pe_cycle_reasons.sum(axis=(0, 1))
+            out["pe_cycles_by_reason"] = dict(zip(REASON_NAMES, map(int, totals), strict=True))
         return out
 
 
@@ -93,6 +99,7 @@ def kernel_result(
         sim_wall_s=sim.sim_wall_s,
         output=output,
         pe_busy_cycles=sim.pe_busy_cycles[1:, 1:],  # the port frame left out
+        pe_cycle_reasons=None if sim.pe_cycle_reasons is None else sim.pe_cycle_reasons[1:, 1:],
     )
 
 
