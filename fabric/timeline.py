@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fabric.engine import REASON_NAMES
 from fabric.trace import TraceRecorder
 from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
@@ -100,7 +101,9 @@ def engine_counters(timeline: Timeline, trace: TraceRecorder, block: int,
     track per PE with ``block`` 1), each a mean over its PEs and the sample's cycles: the busy
     share (``busy``: a PE's busy cycles, or a traffic source's injected flits, a cycle), the
     wavelets a cycle on each of its routers' four mesh links (``links``) and to its PEs
-    (``delivered``), and the wavelets queued at its routers at the sample's end (``queued``);
+    (``delivered``), the wavelets queued at its routers at the sample's end (``queued``) and
+    the share of its PE-cycles of each stall reason (``fabric.engine.REASON_NAMES``; a dead
+    PE adds none in programs, idle cycles in traffic);
     a deadlock the trace saw is an instant whose message names the routers."""
     check_block(block)
     height, width = trace.shape
@@ -111,10 +114,13 @@ def engine_counters(timeline: Timeline, trace: TraceRecorder, block: int,
         links = trace.link[k].astype(np.float64)
         mesh, delivered = links[..., :4].mean(axis=-1), links[..., 4]
         queued = trace.queued[k] if trace.queued else None
+        reasons = trace.reasons[k].astype(np.float64)
         for y, x in regions:
             cut = (slice(y, y + block), slice(x, x + block))
             values = {"busy": busy[cut].mean(), "links": mesh[cut].mean(),
                       "delivered": delivered[cut].mean()}  # fmt: skip
+            shares = reasons[cut].reshape(-1, len(REASON_NAMES)).mean(axis=0)
+            values |= dict(zip(REASON_NAMES, shares, strict=True))
             if queued is not None:
                 values["queued"] = float(queued[cut].sum())
             timeline.counter(process, _region(x, y, block, width, height), start, **values)
@@ -122,7 +128,8 @@ def engine_counters(timeline: Timeline, trace: TraceRecorder, block: int,
     if trace.cycles:  # every track ends where the run ends
         for y, x in regions:
             timeline.counter(process, _region(x, y, block, width, height), start,
-                             busy=0.0, links=0.0, delivered=0.0)  # fmt: skip
+                             busy=0.0, links=0.0, delivered=0.0,
+                             **dict.fromkeys(REASON_NAMES, 0.0))  # fmt: skip
     if trace.deadlock is not None:
         cycle, message = trace.deadlock
         timeline.instant(process, "deadlock", "deadlock", cycle, message=message)

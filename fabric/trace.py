@@ -46,39 +46,55 @@ class TraceRecorder:
         self.link: list[np.ndarray] = []
         self.pe: list[np.ndarray] = []
         self.queued: list[np.ndarray] = []
+        self.reasons: list[np.ndarray] = []
         self.deadlock: tuple[int, str] | None = None
-        self._last = (0, np.zeros((self.shape[0] * self.shape[1], 5), np.int64),
-                      np.zeros(self.shape[0] * self.shape[1]))  # fmt: skip
+        self.traffic = False
+        self._restart(self.shape[0] * self.shape[1])
 
-    def begin(self, width: int, height: int) -> None:
-        """A run on a ``width x height`` mesh starts: size the recorder if it has no shape
-        yet; ConfigError if it has another (one recorder, one mesh)."""
+    def begin(self, width: int, height: int, traffic: bool = False) -> None:
+        """A run on a ``width x height`` mesh starts (synthetic ``traffic`` or programs):
+        size the recorder if it has no shape yet; ConfigError if it has another (one
+        recorder, one mesh)."""
         if self.shape == (0, 0):
             self.__init__(self.every_cycles, width, height)
         elif self.shape != (height, width):
             raise ConfigError(f"a trace of a {self.shape[1]}x{self.shape[0]} mesh cannot "
                               f"record a {width}x{height} one")  # fmt: skip
-        self._last = (0, np.zeros((width * height, 5), np.int64), np.zeros(width * height))
+        self.traffic = traffic
+        self._restart(width * height)
+
+    def _restart(self, pes: int) -> None:
+        self._last = (0, np.zeros((pes, 5), np.int64), np.zeros(pes, np.int64),
+                      np.zeros((pes, 5), np.int64))  # fmt: skip
 
     def sample(self, st: Any, cycle: int) -> None:
         """Record the utilization since the previous sample, ending at ``cycle``."""
-        last_cycle, last_flits, last_busy = self._last
+        last_cycle, last_flits, last_busy, last_reasons = self._last
         span = max(cycle - last_cycle, 1)
         self.cycles.append(cycle)
         link = (st.link_flits - last_flits) / span
         self.link.append(link.reshape(*self.shape, 5).astype(np.float32))
         self.pe.append(((st.busy - last_busy) / span).reshape(self.shape).astype(np.float32))
         self.queued.append(st.q_count.sum(axis=(1, 2)).reshape(self.shape).astype(np.int32))
-        self._last = (cycle, st.link_flits.copy(), st.busy.copy())
+        reasons = st.reasons[:, :5].copy()
+        share = (reasons - last_reasons) / span
+        if self.traffic:  # a source computes as it injects; its other cycles are idle
+            share[:, 0] = (st.busy - last_busy) / span
+            share[:, 4] = 1 - share[:, :4].sum(axis=1)
+        self.reasons.append(share.reshape(*self.shape, 5).astype(np.float32))
+        self._last = (cycle, st.link_flits.copy(), st.busy.copy(), reasons)
 
     def save(self, path: str | Path, attrs: dict[str, Any]) -> None:
-        """Write ``cycles``, ``link_utilization`` (S, H, W, 5), ``pe_activity`` (S, H, W) and
-        ``queued_wavelets`` (S, H, W)."""
+        """Write ``cycles``, ``link_utilization`` (S, H, W, 5), ``pe_activity`` (S, H, W),
+        ``queued_wavelets`` (S, H, W) and ``pe_cycle_reasons`` (S, H, W, 5: each PE's share
+        of the sample's cycles by reason, ``fabric.engine.REASON_NAMES``)."""
         with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
             f.create_dataset("cycles", data=np.array(self.cycles, np.int64))
             f.create_dataset("link_utilization", data=np.array(self.link), compression="gzip")
             f.create_dataset("pe_activity", data=np.array(self.pe), compression="gzip")
             f.create_dataset("queued_wavelets", data=np.array(self.queued), compression="gzip")
+            f.create_dataset("pe_cycle_reasons", data=np.array(self.reasons), compression="gzip")
+            f.attrs["reasons"] = "computing,waiting_input,waiting_output,waiting_sram,idle"
             f.attrs["ports"] = PORT_NAMES
             f.attrs["every_cycles"] = self.every_cycles
             f.attrs["wafersim_version"] = __version__

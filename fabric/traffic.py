@@ -149,7 +149,7 @@ def run_traffic(
     tr = traffic_arrays(cfg, mesh)
     st.wake[~mesh.alive.reshape(-1)] = NEVER  # holes never wake
     if trace is not None:
-        trace.begin(mesh.width, mesh.height)
+        trace.begin(mesh.width, mesh.height, traffic=True)
     start = time.perf_counter()
     run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
     wall = time.perf_counter() - start

@@ -103,6 +103,10 @@ def test_kernel_timeline_has_a_track_per_pe_summing_to_the_busy_cycles(capsys, t
     grid = {name: v for name, v in busy.items()
             if min(map(int, re.findall(r"\d+", name))) > 0}  # fmt: skip
     assert sum(grid.values()) == pytest.approx(summary["busy_cycles"], rel=1e-6)
+    for reason, cycles in summary["pe_cycles_by_reason"].items():  # stall reasons too
+        shares = counter_integrals(events, clock, reason)
+        on_grid = sum(v for name, v in shares.items() if min(map(int, re.findall(r"\d+", name))))
+        assert on_grid == pytest.approx(cycles, rel=1e-4, abs=0.05), reason  # float32 shares
     (run_span,) = [e for e in events if e["ph"] == "X"]
     assert run_span["dur"] == pytest.approx(summary["cycles"] / clock * 1e6)
 
