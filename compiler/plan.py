@@ -80,7 +80,7 @@ class CompileOptions:
                 raise ConfigError(f"{key}={value!r} must be an integer in [1, {high}]")
         strategies(None if self.strategies is None else list(self.strategies))
         activations.check_options(self.activations, self.micro_batches)
-        check_density(self.weight_density)
+        check_density(self.weight_density, "weight_density (--weight-density)")
         return replace(self, seq=seq)
 
 

@@ -45,11 +45,12 @@ class Block(NamedTuple):
     index_words: np.ndarray  # bool per word (all False unless fp32 sparse)
 
 
-def check_density(density) -> float:
-    """``density`` as a float; ConfigError unless it is a number in (0, 1]."""
+def check_density(density, name: str = "density") -> float:
+    """``density`` as a float; ConfigError (naming it ``name``) unless it is a number in
+    (0, 1]."""
     ok = isinstance(density, Real) and not isinstance(density, bool)
     if not (ok and 0 < density <= 1):
-        raise ConfigError(f"density={density!r} must be a number in (0, 1]")
+        raise ConfigError(f"{name}={density!r} must be a number in (0, 1]")
     return float(density)
 
 

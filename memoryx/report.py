@@ -29,6 +29,7 @@ from compiler.assignment import assigned_pes
 from compiler.plan import working_grid
 from compiler.plan_records import GemmPlacement, Plan, to_json
 from compiler.tile_order import IN_PASSES
+from fabric.engine import REASON_NAMES
 from fabric.program import value_bytes
 from memoryx.data import input_bound, input_pipeline
 from memoryx.run import RunResult, Wafer, stream_edge
@@ -83,6 +84,7 @@ def performance(result: RunResult) -> dict[str, Any]:
         "activations_kept": to_json(result.wafers[slowest].plan.activations),
         "swarmx": _swarmx(result, summary["total_cycles"]),
         "sparsity": _sparsity(result),
+        "pe_cycles_by_reason": _reasons(result),
         "layers": stream.per_layer(),
         **fed,
         **_training(result),
@@ -163,12 +165,21 @@ def _sparsity(result: RunResult) -> dict[str, Any] | None:
         "bytes_saved": dense - sent,
     }
     if history is not None:
-        sparse_cycles = {key: history.cycles[0][key] for key in history.dense_cycles}
+        sparse_cycles = history.sparse_cycles  # the dense's twin: same step and operands
         out["cycles_saved"] = steps * sum(
             history.dense_cycles[k] - c for k, c in sparse_cycles.items()
         )
         out["dense_cycles"], out["sparse_cycles"] = history.dense_cycles, sparse_cycles
     return out
+
+
+def _reasons(result: RunResult) -> dict[str, int] | None:
+    """Cycle tier: wafer 0's GEMM PE-cycles by stall reason (``fabric.engine.REASON_NAMES``),
+    over all steps and PEs."""
+    if result.history is None or result.history.reasons is None:
+        return None
+    totals = np.array(result.history.reasons, np.int64).sum(axis=(0, 1))
+    return dict(zip(REASON_NAMES, map(int, totals), strict=True))
 
 
 def _input(result: RunResult, wafer_samples_per_s: float) -> dict[str, Any]:
@@ -220,6 +231,10 @@ def write_trace(result: RunResult, path: Path) -> None:
             f.create_dataset("loss", data=np.array(result.history.losses, np.float64))
             if result.history.busy is not None:
                 f.create_dataset("pe_busy_cycles", data=np.array(result.history.busy, np.int64))
+            if result.history.reasons is not None:
+                reasons = np.array(result.history.reasons, np.int64)
+                f.create_dataset("pe_cycle_reasons", data=reasons, compression="gzip")
+                f.attrs["reasons"] = ",".join(REASON_NAMES)
         for w, (stream, wafer_) in enumerate(zip(result.streams, result.wafers, strict=True)):
             group = f.create_group(f"wafer_{w}")
             group.create_dataset("times_cycles", data=stream.times, compression="gzip")

@@ -64,7 +64,9 @@ class History:
     accuracy: list[tuple[int, float]] = field(default_factory=list)  # (step, test accuracy)
     cycles: list[dict[str, int]] = field(default_factory=list)  # per wafer: "layer/pass" ->
     busy: list[list[int]] | None = None  # busy cycles per logical PE of wafer 0
-    dense_cycles: dict[str, int] = field(default_factory=dict)  # sparse passes, run dense
+    reasons: list | None = None  # wafer 0's GEMM cycles by stall reason per PE (H, W, 5)
+    dense_cycles: dict[str, int] = field(default_factory=dict)  # sparse passes, run dense ...
+    sparse_cycles: dict[str, int] = field(default_factory=dict)  # ... and sparse, same step
     stream_bytes: dict[str, int] = field(default_factory=dict)  # sparse passes, compressed
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,6 +125,7 @@ def train(
     if ended_there and not _due(start, eval_every, steps):
         history.accuracy.pop()
     base = np.array(history.busy or 0, np.int64)  # busy cycles before a resume
+    base_reasons = np.array(history.reasons or 0, np.int64)
     for step in range(start, steps):
         loss = trainer.step(store, step)
         if not math.isfinite(loss):
@@ -135,11 +138,11 @@ def train(
         if _due(done, eval_every, steps) and len(trainer.data.y_test):
             history.accuracy.append((done, trainer.test_accuracy(store)))
         if _due(done, saved.every, steps):
-            _record_engine(trainer, history, base)
+            _record_engine(trainer, history, base, base_reasons)
             save(saved, store, done, trainer.optimizer, history)
         if progress is not None:
             progress(done, steps, loss)
-    _record_engine(trainer, history, base)
+    _record_engine(trainer, history, base, base_reasons)
     return store, history
 
 
@@ -147,18 +150,25 @@ def _due(done: int, interval: int, steps: int) -> bool:
     return done == steps or (interval > 0 and done % interval == 0)
 
 
-def _record_engine(trainer: Trainer, history: History, base: np.ndarray) -> None:
-    """Copy every wafer's measured cycles, and wafer 0's sparse-pass records and busy counts
-    (when the matmuls are the engine)."""
+def _record_engine(trainer: Trainer, history: History, base: np.ndarray,
+                   base_reasons: np.ndarray) -> None:  # fmt: skip
+    """Copy every wafer's measured cycles, and wafer 0's sparse-pass records, busy counts
+    and stall reasons (when the matmuls are the engine), added to a resumed run's."""
     history.cycles = history.cycles or [{} for _ in trainer.matmuls]
     for record, matmul in zip(history.cycles, trainer.matmuls, strict=True):
         record.update(_keyed(getattr(matmul, "cycles", {})))
     first = trainer.matmuls[0]
-    for name in ("dense_cycles", "stream_bytes"):
-        getattr(history, name).update(_keyed(getattr(first, name, {})))
+    history.stream_bytes.update(_keyed(getattr(first, "stream_bytes", {})))
+    for name in ("dense_cycles", "sparse_cycles"):  # the first run's pair: resumes keep it
+        record = getattr(history, name)
+        for key, value in _keyed(getattr(first, name, {})).items():
+            record.setdefault(key, value)
     busy = getattr(first, "busy", None)
     if busy is not None:
         history.busy = (busy + base).tolist()
+    reasons = getattr(first, "reasons", None)
+    if reasons is not None:
+        history.reasons = (reasons + base_reasons).tolist()
 
 
 def _keyed(measured: dict[tuple[str, str], int]) -> dict[str, int]:

@@ -5,7 +5,7 @@ the lines its ``pe_assignment`` lists (wafer columns, or wafer rows when the pla
 the north edge), over the repaired wafer's holes, cut-off PEs, dead links and stretched links
 (:mod:`compiler.working`): the kernel's column-shift placement skips holes, its routes
 detour around dead links, and a stretched link costs its physical hops. The measured cycles
-and per-PE busy cycles are kept per (layer, pass).
+and per-PE busy cycles and stall reasons are kept.
 
 Layers in ``sparse`` (pruned weights) stream only their nonzero weights, with indices, and
 skip the zeros' multiply-adds (algorithms whose record has ``zero_skipping``: weight
@@ -26,6 +26,7 @@ from compiler.assignment import assignment_grid, assignment_lines
 from compiler.plan_records import GemmPlacement, Plan
 from compiler.tile_order import IN_PASSES  # the passes that stream the weights in
 from compiler.working import WorkingGrid
+from fabric.engine import REASON_NAMES
 from fabric.program import WORD_BYTES, value_bytes
 from kernels.gemm_algorithms import gemm_algorithm
 from kernels.grid import KernelGrid
@@ -46,7 +47,10 @@ class WaferGemm:
     sparse: frozenset[str] = frozenset()  # layers whose pruned weights stream compressed
     cycles: dict[tuple[str, str], int] = field(default_factory=dict)
     busy: np.ndarray | None = None  # int64 (height, width): busy cycles per logical PE
-    dense_cycles: dict[tuple[str, str], int] = field(default_factory=dict)  # sparse passes
+    reasons: np.ndarray | None = None  # int64 (height, width, 5): PE-cycles by stall reason
+    # sparse passes: the dense and the sparse program's cycles, on the first operands met
+    dense_cycles: dict[tuple[str, str], int] = field(default_factory=dict)
+    sparse_cycles: dict[tuple[str, str], int] = field(default_factory=dict)
     stream_bytes: dict[tuple[str, str], int] = field(default_factory=dict)  # compressed
     _grids: dict[tuple, KernelGrid] = field(default_factory=dict)
     _passes: dict[tuple[str, str], GemmPlacement] = field(default_factory=dict)
@@ -54,7 +58,9 @@ class WaferGemm:
     _working: WorkingGrid | None = None
 
     def __post_init__(self) -> None:
-        self.busy = np.zeros((self.spec.logical_height_pes, self.spec.logical_width_pes), np.int64)
+        shape = (self.spec.logical_height_pes, self.spec.logical_width_pes)
+        self.busy = np.zeros(shape, np.int64)
+        self.reasons = np.zeros((*shape, len(REASON_NAMES)), np.int64)
         if self.logical is not None:
             self._working = WorkingGrid.from_logical(self.logical)
         for layer, name, placed in self.plan.placements():
@@ -71,7 +77,9 @@ class WaferGemm:
         else:
             result = kernel(a, b)
         self.cycles[(layer, pass_name)] = result.cycles
-        self._add_busy(result.pe_busy_cycles, turned)
+        self._add(self.busy, result.pe_busy_cycles, turned)
+        if result.pe_cycle_reasons is not None:
+            self._add(self.reasons, result.pe_cycle_reasons, turned)
         return result.output
 
     def _sparse(self, kernel, placed: GemmPlacement, key: tuple[str, str], a, b):
@@ -84,14 +92,17 @@ class WaferGemm:
         compressed = gemm_algorithm(placed.algorithm).zero_skipping
         if compressed is None:  # the compiler found the dense program faster: zeros and all
             result = kernel(a, b)
-            self.dense_cycles[key] = result.cycles
+            self.dense_cycles.setdefault(key, result.cycles)
+            self.sparse_cycles.setdefault(key, result.cycles)
             self.stream_bytes[key] = b.size * value_bytes(dtype)
             return result
-        if key not in self.dense_cycles:
+        if key not in self.dense_cycles:  # on the same operands (activations decide skips)
             self.dense_cycles[key] = kernel(a, np.where(b == 0, np.float32(1), b)).cycles
         words = compressed(b, placed.grid[0], dtype)
         self.stream_bytes[key] = WORD_BYTES * words.sparse_words
-        return kernel(a, b, sparse=True) if isinstance(kernel, GemmReplay) else kernel(a, b)
+        result = kernel(a, b, sparse=True) if isinstance(kernel, GemmReplay) else kernel(a, b)
+        self.sparse_cycles.setdefault(key, result.cycles)
+        return result
 
     def _kernel(self, placed: GemmPlacement, turned: bool):
         """The placement's GEMM on its grid: replayed per shape in fp32 (the routes and
@@ -120,11 +131,13 @@ class WaferGemm:
             self._grids[key] = assignment_grid(placed, self._working)
         return self._grids[key]
 
-    def _add_busy(self, busy: np.ndarray, turned: bool) -> None:
-        patch = busy.T if turned else busy
-        height = min(patch.shape[0], self.busy.shape[0])
-        width = min(patch.shape[1], self.busy.shape[1])
-        self.busy[:height, :width] += patch[:height, :width]
+    @staticmethod
+    def _add(total: np.ndarray, counts: np.ndarray, turned: bool) -> None:
+        """Add a kernel patch's per-PE ``counts`` (rows, cols[, ...]) to the wafer's."""
+        patch = counts.swapaxes(0, 1) if turned else counts
+        height = min(patch.shape[0], total.shape[0])
+        width = min(patch.shape[1], total.shape[1])
+        total[:height, :width] += patch[:height, :width]
 
 
 def _direct(apply, a, b, *, grid, spec, dtype, options):

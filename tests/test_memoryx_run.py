@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from compiler.model_file import load_model
+from fabric.engine import REASON_NAMES
 from memoryx.checkpoint import load_checkpoint
 from memoryx.data import load_dataset
 from memoryx.functional import numpy_matmul, weight_shapes
@@ -129,8 +130,15 @@ def test_outputs_written(tmp_path):
         assert f["loss"].shape == (2,)
         assert f["wafer_0/times_cycles"].shape[0] == 2
         assert f["pe_busy_cycles"][()].sum() > 0
+        reasons = f["pe_cycle_reasons"][()]  # (H, W, 5), summed over every GEMM run
     assert (out / "timeline.png").stat().st_size > 0
     assert (out / "wafer.png").stat().st_size > 0
+    by_reason = saved["pe_cycles_by_reason"]
+    totals = dict(zip(REASON_NAMES, reasons.sum(axis=(0, 1)).tolist(), strict=True))
+    assert by_reason == totals
+    assert by_reason["computing"] > 0
+    assert by_reason["waiting_sram"] == 0  # not modelled
+    assert (out / "wafer_computing.png").stat().st_size > 0
 
 
 def test_resume_gives_the_uninterrupted_weights(tmp_path):
@@ -375,6 +383,20 @@ def test_fast_tier_run_times_like_the_cycle_tier(tmp_path):
         config = load_run_config(write_config(tmp_path, steps=2, tier=tier))
         totals[tier] = run(config, tmp_path / tier).streams[0].total_cycles
     assert totals["fast"] == pytest.approx(totals["cycle"], rel=0.10)
+
+
+def test_sparse_savings_are_the_same_resumed_and_nothing_without_zeros(tmp_path):
+    """Dense and sparse cycles are measured on the same step's operands (zero activations
+    make cycles depend on them): a resumed run reports an uninterrupted run's savings, and
+    a threshold of 0 (no weight pruned) saves no cycle."""
+    sparse = {"sparsity": {"density": 0.2}}
+    whole = run(load_run_config(write_config(tmp_path, steps=2, **sparse)), tmp_path / "a")
+    run(load_run_config(write_config(tmp_path, steps=1, **sparse)), tmp_path / "b")
+    resumed = run(load_run_config(write_config(tmp_path, steps=2, **sparse)), tmp_path / "b")
+    assert performance(resumed)["sparsity"] == performance(whole)["sparsity"]
+    none = {"sparsity": {"threshold": 0}}
+    kept = run(load_run_config(write_config(tmp_path, steps=2, **none)), tmp_path / "c")
+    assert performance(kept)["sparsity"]["cycles_saved"] == 0
 
 
 def test_pruned_weights_make_a_step_faster_in_every_tier(tmp_path):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fabric.engine import REASON_NAMES
 from memoryx import _stream_kernel as K
 from memoryx.report import assigned_cycles
 from memoryx.run import RunResult
@@ -16,6 +17,7 @@ from wafer.errors import ConfigError
 from wafersim.figures import pyplot
 
 LANES = ("weights in", "compute", "gradients out")
+MAX_LEGEND_LAYERS = 20  # more layers than that: the colors repeat and no legend is drawn
 
 
 def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
@@ -33,6 +35,12 @@ def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
     holes = None if first.logical is None else first.logical.hole
     label = "busy cycles (cycle engine)" if measured else "cycles of work placed (analytic)"
     written.append(str(heatmap(busy, holes, label, out_dir / "wafer.png")))
+    if measured and result.history.reasons is not None:  # a picture per stall reason
+        reasons = np.array(result.history.reasons, np.int64)
+        for k, name in enumerate(REASON_NAMES):
+            if reasons[..., k].any():
+                path = out_dir / f"wafer_{name}.png"
+                written.append(str(heatmap(reasons[..., k], holes, f"{name} cycles", path)))
     return written
 
 
@@ -42,8 +50,10 @@ def timeline(stream: StreamResult, path: Path) -> Path:
     times = stream.times[-1]
     origin = times[:, K.COMPUTE_START].min()
     lanes: dict[int, tuple[list, list]] = {2: ([], []), 1: ([], []), 0: ([], [])}
+    layers = list(dict.fromkeys(seg.layer for seg in stream.segments))  # in step order
+    layer_color = {layer: f"C{i % 10}" for i, layer in enumerate(layers)}
     for j, seg in enumerate(stream.segments):
-        row, color = times[j], f"C{j % 10}"
+        row, color = times[j], layer_color[seg.layer]
         bars = [(1, row[K.COMPUTE_START], row[K.COMPUTE_END])]
         if seg.in_bytes:
             bars.append((2, row[K.IN_START], row[K.IN_END] - stream.edge.latency_cycles))
@@ -58,7 +68,12 @@ def timeline(stream: StreamResult, path: Path) -> Path:
         ax.broken_barh(spans, (lane - 0.4, 0.8), facecolors=colors)
     ax.set_yticks([2, 1, 0], LANES)
     ax.set_xlabel("cycles since the step's first compute")
-    ax.set_title(f"Last step: {len(stream.segments)} layer passes (one color per segment)")
+    ax.set_title(f"Last step: {len(stream.segments)} passes of {len(layers)} layers "
+                 "(a color per layer)")  # fmt: skip
+    if len(layers) <= MAX_LEGEND_LAYERS:
+        handles = [pyplot().Rectangle((0, 0), 1, 1, color=layer_color[name]) for name in layers]
+        ax.legend(handles, layers, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
+                  title="layer")  # fmt: skip
     return _save(fig, path)
 
 
