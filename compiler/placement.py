@@ -85,6 +85,8 @@ def place_gemm(
     fitting, smallest = [], math.inf
     for name, strategy in strategies.items():
         run = as_run(work, strategy, target.dtype)
+        if run is None:
+            continue
         for turned, rows, cols in _grids(run, target, strategy):
             need = strategy.sram_bytes(run.m, run.k, run.n, rows, cols, target.spec,
                                        target.dtype)  # fmt: skip
@@ -93,6 +95,10 @@ def place_gemm(
                 continue
             shape = _Shape(name, strategy, turned, rows, cols, need, len(fitting))
             fitting.append((_lower_bound(run, target, shape), shape, run))
+    if not fitting and all(as_run(work, st, target.dtype) is None for st in strategies.values()):
+        raise ConfigError(f"layer {layer!r}: pruned weights (density {work.density}) stream "
+                          "compressed: they need a strategy that skips zero weights, none among "
+                          f"{', '.join(strategies)}")  # fmt: skip
     if not fitting:
         raise _too_big(layer, smallest, target)
     best, best_key = None, None
@@ -108,16 +114,18 @@ def place_gemm(
     return best
 
 
-def as_run(work: Gemm, strategy: Strategy, dtype: str) -> Gemm:
+def as_run(work: Gemm, strategy: Strategy, dtype: str) -> Gemm | None:
     """``work`` as ``strategy`` runs it: pruned weights (``density < 1``, ``edge_bytes`` the
     dense stream) stream compressed and skip their zeros where it skips zeros
-    (:mod:`kernels.sparse_weights`); any other strategy streams and multiplies them dense,
-    zeros and all, so the search weighs both."""
+    (:mod:`kernels.sparse_weights`). Where compression shortens the stream, MemoryX holds the
+    weights compressed, so a strategy that skips no zeros cannot take them (None); where it
+    does not (density 1/2 and up in 16 bits, 2/3 in fp32), any strategy streams and
+    multiplies them dense, zeros and all, and the search weighs them all."""
     if work.density == 1:
         return work
-    if strategy.record.zero_skipping is None:
-        return replace(work, density=1.0)
     share = stream_fraction(work.density, dtype)
+    if strategy.record.zero_skipping is None:
+        return replace(work, density=1.0) if share == 1 else None
     return replace(work, edge_bytes=math.ceil(work.edge_bytes * share))
 
 

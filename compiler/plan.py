@@ -51,7 +51,7 @@ from wafer.atomic import write_json
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
-COMPILER_VERSION = "10"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "11"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
 RECOMPUTE = "recompute"  # a block's forward run again before its backward (a stream segment)
 

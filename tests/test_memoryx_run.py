@@ -308,6 +308,7 @@ def test_checkpoint_of_another_config_is_refused_naming_the_key(tmp_path):
         ({"model": str(ROOT / "examples/models/gpt2-small.yaml")}, "use tier: analytic"),
         ({"sparsity": {"density": 2}}, r"sparsity.density=2 must be a number in \(0, 1\]"),
         ({"sparsity": {"density": 0.5, "threshold": 1}}, "exactly one of"),
+        ({"sparsity": {"density": 0.5}, "strategies": ["summa"]}, "skips zero weights, none"),
         ({"sparsity": {"threshold": 0.1}, "strategies": ["summa"]}, "needs strategies among"),
         ({"sparsity": {"threshold": 0.1}, "tier": "fast"}, "take sparsity.density"),
         ({"wafer": {"preset": "tiny", "defects": 3}}, "wafer.defects must be a table"),
