@@ -122,6 +122,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
         "holes": int(dead_pe.sum()) if dead_pe is not None else 0,
         "spec": spec.name,
         "seed": args.seed,
+        "options": options,  # reduce, density, scope, inputs, outputs as given
         "engine": args.engine,
         "wafersim_version": __version__,
         "wall_s": time.perf_counter() - start,
@@ -183,7 +184,7 @@ def _full_columns(dead_pe: np.ndarray | None, rows: int, cols: int) -> np.ndarra
 
 
 def kernel_text(r: dict[str, Any]) -> str:
-    shape = " ".join(f"{k}={v}" for k, v in r["shape"].items())
+    shape = " ".join(f"{k}={v}" for k, v in {**r["shape"], **r.get("options", {})}.items())
     head = (
         f"{r['kernel']} {r['algo']} {shape} {r['dtype']} on {r['width_pes']}x{r['height_pes']} "
         f"PEs (WxH, {r['holes']} holes), {r['spec']}, {r['tier']} tier"
