@@ -114,7 +114,7 @@ def test_kernel_timeline_has_a_track_per_pe_summing_to_the_busy_cycles(capsys, t
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["kernel", "gemm", "--tier", "fast"], "--timeline records the cycle engine's run"),
+        (["kernel", "gemm", "--tier", "fast"], "--timeline and --animation record the cycle"),
         (["kernel", "gemm", "--timeline-block", "0"], r"timeline block=0 \(--timeline-block\)"),
         (["traffic", "--timeline-block", "-2"], r"timeline block=-2"),
         (["run", "examples/fc_digits.yaml", "--validate-only"], "--timeline: --validate-only"),
@@ -175,3 +175,28 @@ def test_a_deadlock_is_an_instant_naming_its_routers(tmp_path):
     assert instant["name"] == "deadlock"
     assert "PE (1,0)" in instant["args"]["message"]
     assert instant["ts"] == pytest.approx(trace.deadlock[0] / spec.clock_hz * 1e6, abs=1e-6)
+
+
+def test_animations_have_a_frame_a_sample(capsys, tmp_path):
+    """kernel and traffic --animation: an animated GIF, one frame per engine sample."""
+    from PIL import Image
+
+    for argv, frames in (
+        (["kernel", "gemm", "--grid", "4x4", "--m", "16", "--k", "16", "--n", "32"], None),
+        (["traffic", "--grid", "8x8", "--cycles", "300"], 3),
+    ):
+        path = tmp_path / f"{argv[0]}.gif"
+        summary = cli(capsys, [*argv, "--trace-every", "100", "--animation", str(path)])
+        expected = frames or -(-summary["cycles"] // 100)
+        with Image.open(path) as gif:
+            assert gif.format == "GIF"
+            assert gif.n_frames == expected
+
+
+def test_animation_frames_average_a_wafer_down():
+    """A wafer larger than the frame is shown as block means, edges padded."""
+    from wafersim.figures import _downsample
+
+    values = np.arange(12, dtype=float).reshape(3, 4)
+    np.testing.assert_array_equal(_downsample(values, 2), [[2.5, 4.5], [8.5, 10.5]])
+    np.testing.assert_array_equal(_downsample(values, 4), values)

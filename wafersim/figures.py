@@ -1,5 +1,5 @@
 """PNG figures (the optional ``plot`` extra: matplotlib, on its non-interactive Agg backend,
-so plots need no display): the pyplot module and a wafer heatmap."""
+so plots need no display): the pyplot module, a wafer heatmap and an activity animation."""
 
 from __future__ import annotations
 
@@ -37,3 +37,46 @@ def wafer_heatmap(values: np.ndarray, path: str | Path, title: str, label: str) 
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
+
+
+MAX_ANIMATION_SIDE = 128  # cells a side of an animation frame: a whole wafer is averaged down
+
+
+def activity_animation(frames: list[np.ndarray], cycles: list[int], path: str | Path,
+                       title: str, fps: int = 8) -> int:  # fmt: skip
+    """An animated GIF of per-PE activity (``frames``: (H, W) busy shares, one a sample
+    ending at ``cycles``), averaged down to at most :data:`MAX_ANIMATION_SIDE` cells a side;
+    each frame drawn by matplotlib, the GIF written by Pillow (matplotlib's own dependency);
+    returns the frames written."""
+    if not frames:
+        raise ConfigError("the animation has no samples: the run was shorter than --trace-every")
+    from PIL import Image
+
+    plt = pyplot()
+    cells = [_downsample(np.asarray(f, np.float64), MAX_ANIMATION_SIDE) for f in frames]
+    fig, ax = plt.subplots(figsize=(5, 5 * cells[0].shape[0] / max(cells[0].shape[1], 1) + 0.6))
+    image = ax.imshow(cells[0], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+    fig.colorbar(image, ax=ax, label="busy share of the sample's cycles")
+    ax.set_xlabel("x (PE column, averaged)")
+    ax.set_ylabel("y (PE row, averaged)")
+    shots = []
+    for frame, cycle in zip(cells, cycles, strict=True):
+        image.set_data(frame)
+        ax.set_title(f"{title}: cycle {cycle}")
+        fig.canvas.draw()
+        shots.append(Image.fromarray(np.asarray(fig.canvas.buffer_rgba())).convert("P"))
+    plt.close(fig)
+    with atomic_path(path) as tmp:
+        shots[0].save(tmp, format="GIF", save_all=True, append_images=shots[1:],
+                      duration=round(1000 / fps), loop=0)  # fmt: skip
+    return len(shots)
+
+
+def _downsample(values: np.ndarray, side: int) -> np.ndarray:
+    """``values`` (H, W) as block means, at most ``side`` blocks a side (edges padded)."""
+    step = max(1, -(-max(values.shape) // side))
+    height, width = -(-values.shape[0] // step) * step, -(-values.shape[1] // step) * step
+    padded = np.full((height, width), np.nan)
+    padded[: values.shape[0], : values.shape[1]] = values
+    blocks = padded.reshape(height // step, step, width // step, step)
+    return np.nanmean(blocks, axis=(1, 3))

@@ -78,7 +78,8 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_timeline_options(parser, regions=True)
     parser.add_argument("--trace-every", type=int, default=100,
-                        help="cycles per engine sample of the timeline (default 100)")  # fmt: skip
+                        help="cycles per engine sample of the timeline and the animation "
+                             "(default 100)")  # fmt: skip
 
 
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
@@ -86,6 +87,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     from kernels.grid import kernel_grid
     from kernels.registry import KERNELS, shape_of
     from kernels.tiers import check_request, estimate
+    from wafersim.figures import activity_animation
     from wafersim.timelines import write_engine_timeline
 
     spec = spec_from(args)
@@ -106,15 +108,17 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
             result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,
                               args.seed, args.engine, holes, **options)  # fmt: skip
     except DeadlockError:
-        if recorder is not None and recorder.cycles:  # the timeline shows where it stuck
+        if args.timeline and recorder.cycles:  # the timeline shows where it stuck
             write_engine_timeline(args.timeline, recorder, spec, args.timeline_block, name,
                                   recorder.cycles[-1], {"command": "kernel"})  # fmt: skip
         raise
     summary = result.summary()
     summary.pop("grid", None)  # an engine run's (rows, cols): said as width_pes, height_pes
-    if recorder is not None:
+    if args.timeline:
         write_engine_timeline(args.timeline, recorder, spec, args.timeline_block, name,
                               result.cycles, {"command": "kernel", **summary})  # fmt: skip
+    if args.animation:
+        activity_animation(recorder.pe, recorder.cycles, args.animation, name)
     return {
         **summary,
         "width_pes": width,
@@ -135,11 +139,11 @@ def _timeline_recorder(args: argparse.Namespace):
     from fabric.timeline import check_block
     from fabric.trace import TraceRecorder
 
-    if not args.timeline:
+    if not (args.timeline or args.animation):
         return None
     if args.tier != "cycle":
-        raise ConfigError(f"--timeline records the cycle engine's run: --tier cycle, not "
-                          f"{args.tier}")  # fmt: skip
+        raise ConfigError(f"--timeline and --animation record the cycle engine's run: "
+                          f"--tier cycle, not {args.tier}")  # fmt: skip
     if args.timeline_block is not None:
         check_block(args.timeline_block)
     return TraceRecorder(args.trace_every)
@@ -207,4 +211,4 @@ def kernel_text(r: dict[str, Any]) -> str:
 
 
 COMMAND = Command(add_kernel_arguments, run_kernel_command, kernel_text,
-                  outputs={"timeline": "file"}, engine=True)  # fmt: skip
+                  outputs={"timeline": "file", "animation": "file"}, engine=True)  # fmt: skip

@@ -70,6 +70,11 @@ def add_timeline_options(parser: argparse.ArgumentParser, regions: bool) -> None
         "ui.perfetto.dev or chrome://tracing)",
     )
     if regions:
+        parser.add_argument(
+            "--animation",
+            help="write an animated GIF of per-PE activity over the run (a frame a "
+            "--trace-every sample; extra 'plot')",
+        )
         parser.add_argument("--timeline-block", type=int,
                             help="PEs a side of a timeline region, a counter track each "
                                  "(default: at most 8 x 8 regions; 1: a track per PE)")  # fmt: skip

@@ -48,7 +48,7 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
     from fabric.timeline import check_block
     from fabric.trace import TraceRecorder
     from fabric.traffic import TrafficConfig, run_traffic
-    from wafersim.figures import wafer_heatmap
+    from wafersim.figures import activity_animation, wafer_heatmap
     from wafersim.timelines import write_engine_timeline
 
     width, height = parse_grid(args.grid)
@@ -69,7 +69,7 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
     )
     if args.timeline_block is not None:
         check_block(args.timeline_block)
-    wants_trace = args.trace or args.plot or args.timeline
+    wants_trace = args.trace or args.plot or args.timeline or args.animation
     trace = TraceRecorder(args.trace_every, width, height) if wants_trace else None
     result = {**run_traffic(config, spec, trace=trace), "spec": spec.name}
     del result["grid"]  # [width, height]: said by name below, as every command says it
@@ -81,6 +81,9 @@ def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
         name = f"traffic {args.pattern} {width}x{height}, rate {args.rate}"
         write_engine_timeline(args.timeline, trace, spec, args.timeline_block, name,
                               config.cycles, {"command": "traffic", **result})  # fmt: skip
+    if args.animation:
+        name = f"{args.pattern} traffic, rate {args.rate}"
+        activity_animation(trace.pe, trace.cycles, args.animation, name)
     if args.plot:
         title = f"{width}x{height} {args.pattern}, rate {args.rate}: link utilization"
         wafer_heatmap(trace.mean_link_utilization(), args.plot, title, "wavelets/cycle/link")
@@ -103,6 +106,6 @@ def _traffic_text(r: dict[str, Any]) -> str:
     )
 
 
-OUTPUTS = {"trace": "file", "plot": "file", "timeline": "file"}
+OUTPUTS = {"trace": "file", "plot": "file", "timeline": "file", "animation": "file"}
 COMMAND = Command(add_traffic_arguments, run_traffic_command, _traffic_text, outputs=OUTPUTS,
                   engine=True)  # fmt: skip
