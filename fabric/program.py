@@ -55,11 +55,18 @@ def spmacs_cycles(pe: PESpec, m: int, dtype: str) -> int:
     return vector_cycles(pe, m, m * (size + 4), m * 4, dtype)
 
 
-def spmacs_wavelets(nonzeros, dtype: str):
-    """Wavelets of an spmacs stream of ``nonzeros`` values: fp32 sends an index word before
-    each pair of values; fp16 and bf16 carry the index in the value's wavelet."""
+def index_wavelets_per_value(dtype: str) -> float:
+    """Index wavelets an spmacs stream sends per value: fp32 an index word before each pair
+    of values; fp16 and bf16 carry the index in the value's own wavelet."""
     value_bytes(dtype)
-    return nonzeros + (-(-nonzeros // 2) if dtype == "fp32" else 0)
+    return 0.0 if dtype in HALF_DTYPES else 0.5
+
+
+def spmacs_wavelets(nonzeros, dtype: str):
+    """Wavelets of an spmacs stream of ``nonzeros`` values (an odd fp32 count's last index
+    word holds one index)."""
+    pairs = -(-nonzeros // 2)
+    return nonzeros + (pairs if index_wavelets_per_value(dtype) else 0)
 
 
 def value_bytes(dtype: str) -> int:

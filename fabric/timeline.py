@@ -107,32 +107,38 @@ def engine_counters(timeline: Timeline, trace: TraceRecorder, block: int,
     a deadlock the trace saw is an instant whose message names the routers."""
     check_block(block)
     height, width = trace.shape
-    regions = [(y, x) for y in range(0, height, block) for x in range(0, width, block)]
+    names = [_region(x, y, block, width, height)
+             for y in range(0, height, block) for x in range(0, width, block)]  # fmt: skip
+    series = ("busy", "links", "delivered", *REASON_NAMES)
     start = 0
     for k, end in enumerate(trace.cycles):
-        busy = trace.pe[k].astype(np.float64)
         links = trace.link[k].astype(np.float64)
-        mesh, delivered = links[..., :4].mean(axis=-1), links[..., 4]
-        queued = trace.queued[k] if trace.queued else None
-        reasons = trace.reasons[k].astype(np.float64)
-        for y, x in regions:
-            cut = (slice(y, y + block), slice(x, x + block))
-            values = {"busy": busy[cut].mean(), "links": mesh[cut].mean(),
-                      "delivered": delivered[cut].mean()}  # fmt: skip
-            shares = reasons[cut].reshape(-1, len(REASON_NAMES)).mean(axis=0)
-            values |= dict(zip(REASON_NAMES, shares, strict=True))
-            if queued is not None:
-                values["queued"] = float(queued[cut].sum())
-            timeline.counter(process, _region(x, y, block, width, height), start, **values)
+        per_pe = np.dstack([trace.pe[k], links[..., :4].mean(axis=-1), links[..., 4],
+                            trace.reasons[k]])  # fmt: skip
+        means = region_means(per_pe, block).reshape(len(names), len(series))
+        queued = region_means(trace.queued[k].astype(np.float64), block, np.nansum)
+        for name, row, waiting in zip(names, means.tolist(), queued.reshape(-1), strict=True):
+            timeline.counter(process, name, start, **dict(zip(series, row, strict=True)),
+                             queued=float(waiting))  # fmt: skip
         start = end
     if trace.cycles:  # every track ends where the run ends
-        for y, x in regions:
-            timeline.counter(process, _region(x, y, block, width, height), start,
-                             busy=0.0, links=0.0, delivered=0.0,
-                             **dict.fromkeys(REASON_NAMES, 0.0))  # fmt: skip
+        for name in names:
+            timeline.counter(process, name, start, **dict.fromkeys(series, 0.0))
     if trace.deadlock is not None:
         cycle, message = trace.deadlock
         timeline.instant(process, "deadlock", "deadlock", cycle, message=message)
+
+
+def region_means(values: np.ndarray, block: int, reduce=np.nanmean) -> np.ndarray:
+    """Means (or ``reduce``, e.g. ``np.nansum``) of ``values`` (H, W, ...) over ``block x
+    block`` regions, the last ones smaller where the sides do not divide:
+    (ceil(H / block), ceil(W / block), ...)."""
+    height, width = values.shape[:2]
+    rows, cols = -(-height // block), -(-width // block)
+    padded = np.full((rows * block, cols * block, *values.shape[2:]), np.nan)
+    padded[:height, :width] = values
+    blocks = padded.reshape(rows, block, cols, block, *values.shape[2:])
+    return reduce(blocks, axis=(1, 3))
 
 
 def _region(x: int, y: int, block: int, width: int, height: int) -> str:

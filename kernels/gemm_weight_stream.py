@@ -46,6 +46,7 @@ from fabric.program import (
     MAX_SPARSE_INDEX,
     WORD_BYTES,
     fmacs_cycles,
+    index_wavelets_per_value,
     spmacs_cycles,
     value_bytes,
     vector_cycles,
@@ -350,7 +351,7 @@ def _multiply_cycles(spec: WaferSpec, mj: int, values: np.ndarray, dtype: str, d
     if density == 1:
         return dense.astype(np.float64)
     nonzeros = density * values
-    index = nonzeros / 2 if dtype == "fp32" else 0.0  # fp32: an index word a pair of values
+    index = nonzeros * index_wavelets_per_value(dtype)  # a cycle each
     waves = nonzeros + index
     sparse = nonzeros * max(1, spmacs_cycles(spec.pe, mj, dtype)) + index
     compressed = (waves < words(values, dtype)) & (values <= MAX_SPARSE_INDEX)

@@ -22,9 +22,12 @@ import numpy as np
 from fabric.program import (
     HALF_DTYPES,
     MAX_SPARSE_INDEX,
+    WORD_BYTES,
+    index_wavelets_per_value,
     pack_half,
     spmacs_wavelets,
     unpack_half,
+    value_bytes,
     words,
 )
 from kernels.plan import encode
@@ -120,5 +123,6 @@ def stream_fraction(density: float, dtype: str) -> float:
     """Expected share of the dense stream's words at value ``density`` (indices included),
     blocks sent compressed where shorter: ``min(1, 1.5 d)`` in fp32, ``min(1, 2 d)`` in 16
     bits (large blocks; the index words of odd counts left out)."""
-    per_value = 1.5 if dtype not in HALF_DTYPES else 2.0
-    return min(1.0, per_value * check_density(density))
+    wavelets = 1 + index_wavelets_per_value(dtype)  # a value's, compressed
+    dense = value_bytes(dtype) / WORD_BYTES  # a value's words, dense
+    return min(1.0, wavelets / dense * check_density(density))

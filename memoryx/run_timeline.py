@@ -31,31 +31,31 @@ def run_timeline(result: RunResult) -> Timeline:
 
 
 def _wafer(timeline: Timeline, wafer: str, stream: StreamResult) -> None:
-    latency, bw = stream.edge.latency_cycles, stream.edge.bytes_per_cycle
     changes: list[tuple[float, str, float]] = []  # (cycle, counter, bytes added)
     previous_end = 0.0
     for s, row in enumerate(stream.times):
         first, last = row[0, K.COMPUTE_START], row[-1, K.COMPUTE_END]
         timeline.span(wafer, "steps and passes", f"step {s}", first, last, step=s)
-        for j, seg in enumerate(stream.segments):
+        links = stream.link_spans(s)
+        for j, (seg, (weights, grads)) in enumerate(zip(stream.segments, links, strict=True)):
             start, end, stall = row[j, K.COMPUTE_START], row[j, K.COMPUTE_END], row[j, K.STALL]
-            timeline.span(wafer, "steps and passes", f"{seg.layer} {seg.pass_name}", start, end,
+            name = f"{seg.layer} {seg.pass_name}"
+            timeline.span(wafer, "steps and passes", name, start, end,
                           layer=seg.layer, pass_name=seg.pass_name, step=s,
                           compute_cycles=seg.compute_cycles, stall_cycles=float(stall))  # fmt: skip
             if stall > 0:
                 timeline.span(wafer, "waiting for weights", f"stall {seg.layer}",
                               previous_end, previous_end + stall, cycles=float(stall))  # fmt: skip
             previous_end = end
-            if seg.in_bytes:
-                arrived, name = row[j, K.IN_END], f"{seg.layer} {seg.pass_name}"
-                timeline.span(wafer, "MemoryX -> wafer (weights)", name, row[j, K.IN_START],
-                              arrived - latency, bytes=seg.in_bytes)  # fmt: skip
+            if weights:
+                arrived = row[j, K.IN_END]
+                timeline.span(wafer, "MemoryX -> wafer (weights)", name, *weights,
+                              bytes=seg.in_bytes)  # fmt: skip
                 changes += [(arrived, "in", seg.in_bytes), (arrived, "held", seg.in_bytes),
                             (end, "held", -seg.in_bytes)]  # fmt: skip
-            if seg.out_bytes:
+            if grads:
                 sent = row[j, K.OUT_END]
-                timeline.span(wafer, "wafer -> MemoryX (gradients)", f"{seg.layer}",
-                              sent - latency - seg.out_bytes / bw, sent - latency,
+                timeline.span(wafer, "wafer -> MemoryX (gradients)", seg.layer, *grads,
                               bytes=seg.out_bytes)  # fmt: skip
                 timeline.instant(wafer, "MemoryX optimizer", f"update {seg.layer}", sent, step=s)
                 changes.append((sent, "out", seg.out_bytes))

@@ -173,6 +173,19 @@ class StreamResult:
         last = self.times[-1]
         return math.ceil(max(last[:, K.COMPUTE_END].max(), last[:, K.OUT_END].max()))
 
+    def link_spans(self, step: int) -> list[tuple[tuple | None, tuple | None]]:
+        """Per segment of ``step``: the cycles the edge link spent sending its weights in
+        and its gradients out, ``(start, end)`` each, None where it moves none (arrival less
+        the link's latency; gradients taken as sent back to back until their last byte)."""
+        row, latency, bw = self.times[step], self.edge.latency_cycles, self.edge.bytes_per_cycle
+        spans = []
+        for j, seg in enumerate(self.segments):
+            weights = (row[j, K.IN_START], row[j, K.IN_END] - latency) if seg.in_bytes else None
+            sent = row[j, K.OUT_END] - latency
+            grads = (sent - seg.out_bytes / bw, sent) if seg.out_bytes else None
+            spans.append((weights, grads))
+        return spans
+
     def summary(self) -> dict[str, Any]:
         """Totals over all steps: cycles, stall fraction, edge use, bytes each way."""
         total = self.total_cycles

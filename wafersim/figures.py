@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fabric.timeline import region_means
 from wafer.atomic import atomic_path
 from wafer.errors import ConfigError
 
@@ -74,9 +75,4 @@ def activity_animation(frames: list[np.ndarray], cycles: list[int], path: str | 
 
 def _downsample(values: np.ndarray, side: int) -> np.ndarray:
     """``values`` (H, W) as block means, at most ``side`` blocks a side (edges padded)."""
-    step = max(1, -(-max(values.shape) // side))
-    height, width = -(-values.shape[0] // step) * step, -(-values.shape[1] // step) * step
-    padded = np.full((height, width), np.nan)
-    padded[: values.shape[0], : values.shape[1]] = values
-    blocks = padded.reshape(height // step, step, width // step, step)
-    return np.nanmean(blocks, axis=(1, 3))
+    return region_means(values, max(1, -(-max(values.shape) // side)))

@@ -52,14 +52,11 @@ def timeline(stream: StreamResult, path: Path) -> Path:
     lanes: dict[int, tuple[list, list]] = {2: ([], []), 1: ([], []), 0: ([], [])}
     layers = list(dict.fromkeys(seg.layer for seg in stream.segments))  # in step order
     layer_color = {layer: f"C{i % 10}" for i, layer in enumerate(layers)}
-    for j, seg in enumerate(stream.segments):
+    links = stream.link_spans(len(stream.times) - 1)
+    for j, (seg, (weights, grads)) in enumerate(zip(stream.segments, links, strict=True)):
         row, color = times[j], layer_color[seg.layer]
         bars = [(1, row[K.COMPUTE_START], row[K.COMPUTE_END])]
-        if seg.in_bytes:
-            bars.append((2, row[K.IN_START], row[K.IN_END] - stream.edge.latency_cycles))
-        if seg.out_bytes:
-            end = row[K.OUT_END] - stream.edge.latency_cycles
-            bars.append((0, end - seg.out_bytes / stream.edge.bytes_per_cycle, end))
+        bars += [(lane, *span) for lane, span in ((2, weights), (0, grads)) if span]
         for lane, start, stop in bars:
             lanes[lane][0].append((start - origin, stop - start))
             lanes[lane][1].append(color)
