@@ -910,11 +910,10 @@ def _note_reason(r, reason, t, st):
     """PE ``r`` does ``reason`` from cycle ``t`` on: the stretch of another reason before it
     is counted. Counting stretches, not cycles, keeps a store out of most router steps (a
     count a cycle slowed a weight-streaming GEMM by 15 %)."""
-    row = st.reasons[r]
-    now = row[R_NOW]
+    now = st.reasons[r, R_NOW]
     if reason != now:
-        row[now] += t - row[R_SINCE]
-        row[R_NOW], row[R_SINCE] = reason, t
+        st.reasons[r, now] += t - st.reasons[r, R_SINCE]
+        st.reasons[r, R_NOW], st.reasons[r, R_SINCE] = reason, t
 
 
 @kernel(inline="always")
