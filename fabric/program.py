@@ -21,6 +21,7 @@ import numpy as np
 from fabric import _kernels as K
 from fabric.state import ProgramArrays
 from fabric.switches import pack_position
+from wafer.energy import Events
 from wafer.errors import ConfigError
 from wafer.spec import PESpec
 
@@ -42,17 +43,39 @@ def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dty
     )
 
 
+def fmac_sram_bytes(dtype: str) -> tuple[int, int]:
+    """SRAM bytes one multiply-add reads (its value and the fp32 accumulator) and writes
+    (the accumulator): the vector ops' cost and the energy model both count these."""
+    return value_bytes(dtype) + WORD_BYTES, WORD_BYTES
+
+
+def fmac_events(macs: float, dtype: str) -> Events:
+    """What ``macs`` multiply-adds of ``dtype`` cost in energy: the FMACs and their SRAM
+    words (:func:`fmac_sram_bytes`)."""
+    read, write = fmac_sram_bytes(dtype)
+    half = dtype in HALF_DTYPES
+    return Events(
+        fp32_fmacs=0.0 if half else macs,
+        half_fmacs=macs if half else 0.0,
+        sram_read_words=macs * read / WORD_BYTES,
+        sram_write_words=macs * write / WORD_BYTES,
+    )
+
+
+def fmac_cycles(pe: PESpec, macs: int, dtype: str) -> int:
+    """Cycles of ``macs`` multiply-adds into fp32 accumulators in one vector op."""
+    read, write = fmac_sram_bytes(dtype)
+    return vector_cycles(pe, macs, macs * read, macs * write, dtype)
+
+
 def fmacs_cycles(pe: PESpec, m: int, dtype: str) -> int:
     """Cycles of one streamed wavelet of ``fmacs`` into an ``m``-long fp32 accumulator."""
-    size = value_bytes(dtype)
-    macs = m * (WORD_BYTES // size)
-    return vector_cycles(pe, macs, macs * (size + 4), macs * 4, dtype)
+    return fmac_cycles(pe, m * (WORD_BYTES // value_bytes(dtype)), dtype)
 
 
 def spmacs_cycles(pe: PESpec, m: int, dtype: str) -> int:
     """Cycles of one value of ``spmacs`` (a scalar with its index) into ``m`` fp32 words."""
-    size = value_bytes(dtype)
-    return vector_cycles(pe, m, m * (size + 4), m * 4, dtype)
+    return fmac_cycles(pe, m, dtype)
 
 
 def index_wavelets_per_value(dtype: str) -> float:
@@ -191,9 +214,7 @@ class ProgramBuilder:
     ) -> None:
         """``C (m x n, fp32) += A (m x k) @ B (k x n)``, all column-major in SRAM, computed
         one column of ``C`` (``k`` vector FMACs of length ``m``) per step."""
-        size = value_bytes(dtype)
-        macs = m * k
-        cost = vector_cycles(self.pe_spec, macs, macs * (size + 4), macs * 4, dtype)
+        cost = fmac_cycles(self.pe_spec, m * k, dtype)
         op = [K.OP_MATMUL, 0, c, a, b, n, m, cost]
         ranges = [(c, m * n), (a, words(m * k, dtype)), (b, words(k * n, dtype))]
         self._add(pe, task, dtype, op, 0.0, ranges, period=k)

@@ -31,6 +31,7 @@ Write ``kernels/gemm_<name>.py`` with the kernel and, at its end, the record::
         tiles_out_moved_by="...",   # what takes C's tiles out
         fast_tier=FastTierSampling(units=..., reduced_length=..., halves_grid=...),
         zero_skipping=None,         # or how B streams compressed when pruned (weight_stream)
+        wavelet_hops=my_hops,       # optional: (m, k, n, rows, cols, dtype, **options) -> int
     )
 
 and add one line to :mod:`kernels.gemm_algorithms`: ``register(MY_GEMM)`` (a script or a
@@ -49,6 +50,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from fabric.program import words
 from kernels.grid import KernelGrid
 from kernels.result import KernelResult
 from kernels.sparse_weights import check_density, prune_to_density
@@ -84,6 +86,21 @@ class Tiles(NamedTuple):
 
 
 TileRule = Callable[[int, int, int, int, int, WaferSpec], Tiles]  # (m, k, n, rows, cols, spec)
+
+
+def line_hops(m, k, n, rows, cols, dtype, grid_dims, along: Callable[[int], float]) -> int:
+    """Wavelet-hops of ``A`` and ``B`` where they move along grid lines: an operand without
+    the grid's column dimension reaches every PE of its row, ``along(cols)`` hops a wavelet on
+    average, one without its row dimension every PE of its column (``along(rows)``); one with
+    both stays put."""
+    sizes, (row_dim, col_dim) = {"m": m, "k": k, "n": n}, grid_dims
+    total = 0.0
+    for dims in (("m", "k"), ("k", "n")):
+        wavelets = words(sizes[dims[0]] * sizes[dims[1]], dtype)
+        total += wavelets * (
+            along(cols) * (col_dim not in dims) + along(rows) * (row_dim not in dims)
+        )
+    return round(total)
 
 
 def spans(offsets: np.ndarray) -> list[Span]:
@@ -145,6 +162,10 @@ class GemmAlgorithm:
     # (nonzero values with their indices), for a kernel whose ``apply`` skips the zeros of B
     # it is given and whose analytic cycles take ``density``.
     zero_skipping: Callable[..., Any] | None
+    # ``(m, k, n, rows, cols, dtype, **options) -> int``: the wavelets times the links each
+    # crosses (the fabric's energy); None: :func:`line_hops` with each moving operand word
+    # crossing its whole line, as a stream from the edge does.
+    wavelet_hops: Callable[..., int] | None = None
 
     @property
     def third_dim(self) -> str:
@@ -181,6 +202,16 @@ class GemmAlgorithm:
         if self._density(density) < 1:
             options["density"] = density
         return self.analytic_cycles(m, k, n, rows, cols, spec, dtype, **options)
+
+    def hops(self, shape, rows: int, cols: int, dtype, density=1.0, **options) -> int:
+        """Wavelet-hops of GEMM ``shape`` on ``rows x cols`` PEs (what the engine's link
+        counters would sum to, estimated from how the operands move)."""
+        m, k, n = (shape[dim] for dim in DIMS)
+        if self._density(density) < 1:
+            options["density"] = density
+        if self.wavelet_hops is None:
+            return line_hops(m, k, n, rows, cols, dtype, self.grid_dims, lambda line: line)
+        return self.wavelet_hops(m, k, n, rows, cols, dtype, **options)
 
     def _density(self, density) -> float:
         density = check_density(density)

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric.program import words
-from kernels.algorithm import GemmAlgorithm, RouteFamily, Tiles, Variant, spans
+from kernels.algorithm import GemmAlgorithm, RouteFamily, Tiles, Variant, line_hops, spans
 from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
     C_STAYS_PUT,
@@ -71,6 +71,7 @@ from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 RINGS = ("naive", "interleaved")
+CANNON_DIMS = ("m", "n")  # grid rows, grid columns
 # [line parity][slot]: rows (A) and columns (B) of either parity take distinct colors, so a
 # detour around a hole through the next line's routers avoids that line's colors
 A_COLORS = ((0, 1, 2, 3), (4, 5, 6, 7))
@@ -256,6 +257,16 @@ def ring_hops(p: int, ring: str) -> list[int]:
     return [abs(order[(i + 1) % p] - order[i]) for i in range(p)]
 
 
+def cannon_hops(m, k, n, p, q, dtype, ring: str) -> int:
+    """Wavelet-hops: every tile shifts round its ring ``line - 1`` times, each shift the
+    ring's mean hop."""
+
+    def along(line: int) -> float:
+        return (line - 1) * sum(ring_hops(line, ring)) / line
+
+    return line_hops(m, k, n, p, q, dtype, CANNON_DIMS, along)
+
+
 def cannon_cycles(
     m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, ring: str,
     detour=NO_DETOUR,
@@ -331,7 +342,7 @@ def _cannon_record(ring: str) -> GemmAlgorithm:
         apply=functools.partial(cannon, ring=ring),
         analytic_cycles=functools.partial(cannon_cycles, ring=ring),
         sram_words=cannon_words,
-        grid_dims=("m", "n"),
+        grid_dims=CANNON_DIMS,
         third_dim_mapping="ring shifts",
         strategies=(Variant(name),),
         square=True,
@@ -344,6 +355,7 @@ def _cannon_record(ring: str) -> GemmAlgorithm:
         tiles_out_moved_by=C_STAYS_PUT,
         fast_tier=K_STEPS,
         zero_skipping=None,
+        wavelet_hops=functools.partial(cannon_hops, ring=ring),
     )
 
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from fabric.engine import SimResult
-from fabric.program import value_bytes, vector_cycles
+from fabric.program import fmac_cycles, value_bytes
 from kernels.algorithm import Families, FastTierSampling, Tiles, spans
 from kernels.plan import KernelPlan, decode, encode, split
 from kernels.result import KernelResult, kernel_result
@@ -68,9 +68,7 @@ def gemm_result(algo, dtype, a, b, plan, sim, analytic, output, flops=None) -> K
 
 def matmul_cycles(spec: WaferSpec, m: int, k: int, n: int, dtype: str) -> int:
     """Cycles of one ``matmul`` op (startup, then ``n`` columns of ``k`` vector FMACs)."""
-    size = value_bytes(dtype)
-    column = vector_cycles(spec.pe, m * k, m * k * (size + 4), m * k * 4, dtype)
-    return spec.pe.op_startup_cycles + n * column
+    return spec.pe.op_startup_cycles + n * fmac_cycles(spec.pe, m * k, dtype)
 
 
 def ceil_div(a: int, b: int) -> int:

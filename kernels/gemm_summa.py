@@ -46,7 +46,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric.program import WORD_BYTES, value_bytes, words
-from kernels.algorithm import Families, GemmAlgorithm, RouteFamily, Tiles, Variant, spans
+from kernels.algorithm import (
+    Families,
+    GemmAlgorithm,
+    RouteFamily,
+    Tiles,
+    Variant,
+    line_hops,
+    spans,
+)
 from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
     C_STAYS_PUT,
@@ -72,6 +80,7 @@ from wafer.spec import WaferSpec
 A_COLORS = ((0, 1), (4, 5))  # rows
 B_COLORS = ((2, 3), (6, 7))  # columns
 FORWARD, BACKWARD = 0, 1
+SUMMA_DIMS = ("m", "n")  # grid rows, grid columns
 BUFFERS = 3  # received pieces in flight per side (see the module docstring)
 RELAY_CHUNK_WORDS = 16  # a relay's store-and-forward unit (assumption: a few queue depths)
 PASSING, ROOT = 0, 1  # a chain router's two switch positions (``Wiring.chain``)
@@ -393,6 +402,11 @@ def summa_cycles(
 # ---- the record: what the compiler and the fast tier need ----
 
 
+def summa_hops(m, k, n, p, q, dtype) -> int:
+    """Wavelet-hops: each k step's owner sends its piece to the other PEs of its line."""
+    return line_hops(m, k, n, p, q, dtype, SUMMA_DIMS, lambda line: line - 1)
+
+
 def summa_words(m, k, n, p, q, spec, dtype) -> int:
     """SRAM words of the fullest PE: its pieces of ``A`` and ``B`` (fp16 pieces padded to
     whole words), the :data:`BUFFERS` buffers of received pieces and ``C``."""
@@ -437,7 +451,7 @@ SUMMA = GemmAlgorithm(
     apply=summa,
     analytic_cycles=summa_cycles,
     sram_words=summa_words,
-    grid_dims=("m", "n"),
+    grid_dims=SUMMA_DIMS,
     third_dim_mapping="broadcast steps",
     strategies=(Variant("summa"),),
     square=False,
@@ -450,4 +464,5 @@ SUMMA = GemmAlgorithm(
     tiles_out_moved_by=C_STAYS_PUT,
     fast_tier=K_STEPS,
     zero_skipping=None,
+    wavelet_hops=summa_hops,
 )

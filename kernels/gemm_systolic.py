@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from fabric.program import WORD_BYTES, value_bytes, vector_cycles, words
+from fabric.program import WORD_BYTES, fmac_cycles, value_bytes, words
 from kernels.algorithm import FastTierSampling, GemmAlgorithm, RouteFamily, Tiles, Variant, spans
 from kernels.detour import NO_DETOUR
 from kernels.gemm_common import (
@@ -141,7 +141,7 @@ def systolic_cycles(
     chunks = np.diff(split(k, -(-k // chunk_width(k, mi, spec)), "k"))
     size = value_bytes(dtype)
     macs = mi * WORD_BYTES // size  # per streamed wavelet
-    per_value = vector_cycles(spec.pe, macs, macs * (size + 4), macs * 4, dtype) * size / WORD_BYTES
+    per_value = fmac_cycles(spec.pe, macs, dtype) * size / WORD_BYTES
     fill = p2p_cycles(spec, q + detour.across, words(mi * int(chunks[0]), dtype))
     start = wait_cycles(spec) + spec.pe.op_startup_cycles
     chunk = [

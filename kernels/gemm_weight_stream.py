@@ -362,6 +362,25 @@ def _multiply_cycles(spec: WaferSpec, mj: int, values: np.ndarray, dtype: str, d
 # ---- the record: what the compiler and the fast tier need ----
 
 
+def weight_stream_hops(m, k, n, p, q, dtype, reduce="chain", density=1.0) -> int:
+    """Wavelet-hops: each row's weights (compressed where pruned) cross its ``q`` PEs; each
+    column's fp32 partials of ``C`` are summed over its ``p`` rows (:func:`reduce_hops`)."""
+    weights = words(k * n, dtype) * sparse_weights.stream_fraction(density, dtype) * q
+    return round(weights + m * n * reduce_hops(reduce, p))
+
+
+def reduce_hops(reduce: str, rows: int) -> int:
+    """Hops one partial's word makes, summed over a column of ``rows`` PEs: a chain's PEs
+    each send one hop; a binomial tree's at level ``l`` send ``2**l`` hops."""
+    if reduce == "chain":
+        return rows - 1
+    total, stride = 0, 1
+    while stride < rows:
+        total += stride * len(range(stride, rows, 2 * stride))
+        stride *= 2
+    return total
+
+
 def weight_stream_words(m, k, n, p, q, spec, dtype, reduce="chain") -> int:
     """SRAM words of the fullest PE: its ``A`` tile, the ``C`` chunks it owns (a tree's
     row 0 owns them all) and the two partial buffers."""
@@ -457,4 +476,5 @@ WEIGHT_STREAM = GemmAlgorithm(
         units=_n_streamed, reduced_length=_chunks_a_row_per_step, halves_grid=False
     ),
     zero_skipping=stream_words,
+    wavelet_hops=weight_stream_hops,
 )

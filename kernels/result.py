@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabric.engine import REASON_NAMES, SimResult
-from fabric.program import HALF_DTYPES
+from fabric.program import HALF_DTYPES, fmac_events
 from kernels.plan import KernelPlan
+from wafer.energy import EnergySplit, Events, energy
 from wafer.spec import WaferSpec
 
 MAX_CYCLES_FACTOR = 4  # engine budget: this many times the analytic estimate ...
@@ -34,6 +35,8 @@ class KernelResult:
     colors_used: int
     sram_peak_bytes: int
     sim_wall_s: float
+    wavelet_hops: int  # wavelets times the links each crossed, ports' links included
+    energy: EnergySplit  # the multiply-adds, their SRAM and leakage, and the hops
     output: np.ndarray = field(repr=False)
     pe_busy_cycles: np.ndarray = field(repr=False)  # int64 (rows, cols) of the wafer patch
     # int64 (rows, cols, 5): each PE's cycles by reason (fabric.engine.REASON_NAMES)
@@ -44,6 +47,7 @@ class KernelResult:
         arrays = ("output", "pe_busy_cycles", "pe_cycle_reasons")
         out = {k: v for k, v in self.__dict__.items() if k not in arrays}
         out["grid"] = list(self.grid)
+        out["energy"] = self.energy.to_dict()
         out["busy_cycles"] = int(self.pe_busy_cycles.sum())  # over the grid's PEs
         if self.pe_cycle_reasons is not None:  # PE-cycles of the patch by reason
             totals = self.pe_cycle_reasons.sum(axis=(0, 1))
@@ -81,6 +85,8 @@ def kernel_result(
     cycles = max(1, sim.cycles)
     peak = pes * peak_flops_per_cycle(plan.spec, dtype) * cycles
     wafer_links = sim.link_flits[1:, 1:, :4]  # ports excluded
+    hops = int(sim.link_flits[..., :4].sum())
+    events = fmac_events(flops / 2, dtype) + Events(wavelet_hops=hops)
     return KernelResult(
         kernel=kernel,
         algo=algo,
@@ -97,6 +103,8 @@ def kernel_result(
         colors_used=len(plan.wiring.colors_used),
         sram_peak_bytes=plan.sram_peak_bytes(),
         sim_wall_s=sim.sim_wall_s,
+        wavelet_hops=hops,
+        energy=energy(events, plan.spec, pe_seconds=pes * sim.cycles / plan.spec.clock_hz),
         output=output,
         pe_busy_cycles=sim.pe_busy_cycles[1:, 1:],  # the port frame left out
         pe_cycle_reasons=None if sim.pe_cycle_reasons is None else sim.pe_cycle_reasons[1:, 1:],

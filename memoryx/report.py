@@ -32,7 +32,8 @@ from compiler.tile_order import IN_PASSES
 from fabric.engine import REASON_NAMES
 from fabric.program import value_bytes
 from memoryx.data import input_bound, input_pipeline
-from memoryx.run import RunResult, Wafer, stream_edge
+from memoryx.energy import cost_report, energy_report, layer_energy
+from memoryx.run import RunResult, Wafer, optimizer_of, stream_edge
 from memoryx.run_config import write_config
 from memoryx.run_events import write_events
 from memoryx.streaming import no_stall_threshold
@@ -55,6 +56,7 @@ def performance(result: RunResult) -> dict[str, Any]:
     est_step_s = result.wafers[slowest].plan.totals.seconds
     fed = _input(result, samples / seconds)
     rate = min(samples / seconds, fed["input_samples_per_s"])
+    plan, slots = result.wafers[slowest].plan, len(optimizer_of(config).slots)
     out = {
         "compile_time_s": result.compile_time_s,
         "programming_time_s": programming_time_s(result.wafers[slowest].plan, spec),
@@ -85,7 +87,9 @@ def performance(result: RunResult) -> dict[str, Any]:
         "swarmx": _swarmx(result, summary["total_cycles"]),
         "sparsity": _sparsity(result),
         "pe_cycles_by_reason": _reasons(result),
-        "layers": stream.per_layer(),
+        "energy": energy_report(plan, stream, spec, slots, plan.working["pes"]),
+        "cost": cost_report(spec, config["wafer"].get("defects"), rate),
+        "layers": _layers(stream, layer_energy(plan, stream, spec, slots)),
         **fed,
         **_training(result),
         "config": config.raw,
@@ -94,6 +98,11 @@ def performance(result: RunResult) -> dict[str, Any]:
         "wafersim_version": wafer.__version__,
     }
     return out
+
+
+def _layers(stream, energies: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Per segment, over all steps: the stream's cycles and bytes, with its joules."""
+    return [{**row, **joules} for row, joules in zip(stream.per_layer(), energies, strict=True)]
 
 
 def programming_time_s(plan: Plan, spec) -> float:

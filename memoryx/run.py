@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from compiler.model_file import load_model
 from compiler.plan import CompileOptions, compile_cached
@@ -22,7 +21,7 @@ from kernels.fast_tier import fast_cycles
 from kernels.gemm_algorithms import sparse_strategies
 from memoryx.data import Dataset, load_dataset
 from memoryx.functional import check_functional, weight_shapes
-from memoryx.optimizer import make_optimizer
+from memoryx.optimizer import Optimizer, make_optimizer
 from memoryx.run_config import RunConfig
 from memoryx.sparsity import apply_masks, check_sparsity, prune_masks
 from memoryx.store import WeightStore, check_init_std
@@ -116,7 +115,7 @@ def check_run(config: RunConfig, plan: Plan) -> None:
     """What a run checks as it starts, past the config's own checks: the optimizer, the data
     set (loaded), the initial weights' spread, the MemoryX buffer and tiles against ``plan``
     (``--validate-only`` calls it; a run meets each check where it first needs it)."""
-    make_optimizer(**_optimizer_params(config["optimizer"]))
+    optimizer_of(config)
     load_dataset(config["data"], config["seed"])
     check_init_std(config["init_std"])
     stream_edge(config, plan, count_wafers(config))  # its Edge checks buffer and tile
@@ -211,7 +210,7 @@ def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path,
             f"batch={config['batch']} x {len(wafers)} wafer(s) exceeds the "
             f"{len(data.y_train)} training samples"
         )
-    optimizer = make_optimizer(**_optimizer_params(config["optimizer"]))
+    optimizer = optimizer_of(config)
     shapes, seed = weight_shapes(graph), config["seed"]
     store = WeightStore.materialised(shapes, seed, init_std=config["init_std"])
     masks = prune_masks(store, config["sparsity"])
@@ -260,10 +259,12 @@ RUN_TIERS: dict[str, RunTier] = {  # kernels.tiers.TIERS' names, for a whole run
 }
 
 
-def _optimizer_params(section: Any) -> dict[str, Any]:
+def optimizer_of(config: RunConfig) -> Optimizer:
+    """The optimizer the config names, with its parameters."""
+    section = config["optimizer"]
     if not isinstance(section, dict) or "name" not in section:
         raise ConfigError(f"optimizer must be a table with a 'name', got {section!r}")
-    return dict(section)
+    return make_optimizer(**section)
 
 
 def _stream(config: RunConfig, wafers: list[Wafer], index: int, history: History | None,

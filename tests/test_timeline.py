@@ -144,7 +144,7 @@ def test_run_timeline_counters_and_waits_match_the_summary(tmp_path):
                                                                       abs=1)  # fmt: skip
     last = {}
     for e in sorted((e for e in events if e["ph"] == "C"), key=lambda e: e["ts"]):
-        last[e["name"]] = e["args"]["bytes"]
+        last[e["name"]] = e["args"].get("bytes", e["args"].get("joules"))
     assert last["bytes in from MemoryX"] == summary["memoryx_bytes_in"]
     assert last["bytes out to MemoryX"] == summary["memoryx_bytes_out"]
     assert last["prefetch buffer bytes"] == 0

@@ -269,6 +269,31 @@ def defects_per_tile(spec: WaferSpec, params: dict[str, Any]) -> float:
     return min(lam, MAX_DEFECTS_PER_TILE)
 
 
+def defect_free_probability(spec: WaferSpec, model: str, params: dict[str, Any]) -> float:
+    """The chance that ``model`` draws a wafer of ``spec`` with no defect at all (what a part
+    that needs every PE and wire would yield): Poisson ``exp(-lambda * tiles)``; clustered,
+    each block of ``cluster_size_pes`` squared tiles negative binomial. An explicit map is
+    one wafer: 1 if it lists no defect, else 0."""
+    if model == "explicit":
+        return float(not generate(spec, model, 0, **params).dead_pe.any())
+    resolved = _resolve_random(model, params)
+    lam, height, width = (
+        defects_per_tile(spec, resolved),
+        spec.physical_height_pes,
+        spec.physical_width_pes,
+    )
+    if model == "poisson":
+        return math.exp(-lam * height * width)
+    size, alpha = resolved["cluster_size_pes"], resolved["alpha"]  # edge blocks are smaller
+    blocks = _block_sizes(height, size)[:, None] * _block_sizes(width, size)[None, :]
+    return float(np.exp(-alpha * np.log1p(lam * blocks / alpha).sum()))
+
+
+def _block_sizes(length: int, size: int) -> np.ndarray:
+    """Tiles of each block along a side of ``length`` tiles cut into blocks of ``size``."""
+    return np.diff(np.minimum(np.arange(0, length + size, size), length))[: -(-length // size)]
+
+
 def defect_rng(seed: int) -> np.random.Generator:
     """The defect stream of ``seed``: the first child of its ``SeedSequence``."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:

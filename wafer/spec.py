@@ -17,9 +17,12 @@ from typing import Any
 from wafer.errors import ConfigError
 
 
-def knob(low: float, high: float = math.inf, **meta: Any) -> Any:
-    """A dataclass field with an inclusive allowed range ``[low, high]``."""
-    return field(metadata={"low": low, "high": high, **meta})
+def knob(
+    low: float, high: float = math.inf, default: Any = dataclasses.MISSING, **meta: Any
+) -> Any:
+    """A dataclass field with an inclusive allowed range ``[low, high]`` (and a default where
+    a section may be left out of a spec file)."""
+    return field(default=default, metadata={"low": low, "high": high, **meta})
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,44 @@ class IOSpec:
 
 
 @dataclass(frozen=True)
+class EnergySpec:
+    """Energy per event, in picojoules (``wafer.energy`` turns a run's events into joules).
+
+    Sources:
+      [MuchiSim] M. Orenes-Vera et al., "MuchiSim: A Simulation Framework for Design
+                 Exploration of Multi-Chip Manycore Systems", ISPASS 2024; constants of its
+                 public code, ``src/configs/param_energy.h`` (7 nm, 0.7 V, 1 GHz): SRAM read
+                 5.8 and write 9.1 pJ a 32-bit word, plus the bank multiplexer tree of
+                 ``src/common/calc_energy.h`` (3 pJ a word at 32 KiB, 1.5x per doubling: 3.8 pJ
+                 at a PE's 48 KiB); SRAM leakage 625 nW a KiB; an on-die wire 0.150 pJ a bit
+                 and mm; a radix-5 router 3 pJ a flit; HBM 3.7 pJ a bit, its I/O included.
+      [Horowitz14] M. Horowitz, "Computing's energy problem (and what we can do about it)",
+                 ISSCC 2014 (45 nm): fp32 multiply 3.7 and add 0.9 pJ, fp16 1.1 and 0.4.
+    A hop's wire is one PE pitch, the square root of ``pe.area_mm2``.
+    """
+
+    fp32_fmac_pj: float = knob(0.0, 1e4, default=4.6)  # [Horowitz14] 3.7 + 0.9; 45 nm, a bound
+    half_fmac_pj: float = knob(0.0, 1e4, default=1.5)  # [Horowitz14] fp16 1.1 + 0.4; 45 nm
+    sram_read_pj_per_word: float = knob(0.0, 1e4, default=9.6)  # [MuchiSim] 5.8 + 3.8 mux
+    sram_write_pj_per_word: float = knob(0.0, 1e4, default=12.9)  # [MuchiSim] 9.1 + 3.8 mux
+    sram_leakage_nw_per_kib: float = knob(0.0, 1e6, default=625.0)  # [MuchiSim]
+    wire_pj_per_bit_mm: float = knob(0.0, 1e3, default=0.15)  # [MuchiSim] on-die wire
+    router_pj_per_wavelet: float = knob(0.0, 1e4, default=3.0)  # [MuchiSim] radix-5, a flit
+    # assumption: a 100 GbE optical module of SFF-8636 power class 4 (3.5 W) per 100 Gb/s
+    edge_io_pj_per_bit: float = knob(0.0, 1e5, default=35.0)
+    # assumption: MemoryX's DRAM at [MuchiSim]'s HBM figure (server DDR costs more: a bound)
+    memoryx_pj_per_bit: float = knob(0.0, 1e5, default=3.7)
+
+
+@dataclass(frozen=True)
+class CostSpec:
+    """What silicon costs. [MuchiSim] ``src/configs/param_cost.h``: a processed 7 nm wafer,
+    $6,047 (the silicon alone: no packaging, cooling, system or MemoryX)."""
+
+    wafer_usd: float = knob(0.0, 1e9, default=6047.0)  # [MuchiSim]
+
+
+@dataclass(frozen=True)
 class WaferSpec:
     """The whole wafer. ``logical_*`` is the grid the software sees; spares come on top."""
 
@@ -84,6 +125,8 @@ class WaferSpec:
     link: LinkSpec = field(default_factory=LinkSpec)
     router: RouterSpec = field(default_factory=RouterSpec)
     io: IOSpec = field(default_factory=IOSpec)
+    energy: EnergySpec = field(default_factory=EnergySpec)
+    cost: CostSpec = field(default_factory=CostSpec)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -155,6 +198,7 @@ def validate(obj: Any) -> None:
 
 
 _SECTIONS = {"pe": PESpec, "link": LinkSpec, "router": RouterSpec, "io": IOSpec}
+_OPTIONAL_SECTIONS = {"energy": EnergySpec, "cost": CostSpec}  # missing keys: the defaults
 
 
 def spec_from_dict(data: dict[str, Any]) -> WaferSpec:
@@ -172,6 +216,12 @@ def spec_from_dict(data: dict[str, Any]) -> WaferSpec:
         missing = allowed - set(part)
         if missing:
             raise ConfigError(f"{section} is missing keys: {', '.join(sorted(missing))}")
+        kwargs[section] = cls(**part)
+    for section, cls in _OPTIONAL_SECTIONS.items():
+        part = kwargs.get(section, {})
+        if not isinstance(part, dict):
+            raise ConfigError(f"{section} must be a table of keys, got {part!r}")
+        _check_keys(section, part, {f.name for f in dataclasses.fields(cls)})
         kwargs[section] = cls(**part)
     return WaferSpec(**kwargs)  # validates the sections too
 

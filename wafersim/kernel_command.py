@@ -22,6 +22,7 @@ import numpy as np
 from wafer import __version__
 from wafer.errors import ConfigError, DeadlockError
 from wafer.spec import WaferSpec
+from wafersim.energy_text import energy_line
 from wafersim.jobs import Command
 from wafersim.options import (
     add_defect_options,
@@ -205,6 +206,7 @@ def kernel_text(r: dict[str, Any]) -> str:
             f"{r['analytic_cycles']}, utilization {r['utilization']:.1%}",
             f"max abs error {r['max_abs_error']:.3g}, colors {r['colors_used']}, "
             f"SRAM peak {r['sram_peak_bytes']} B, busiest link {r['link_utilization_max']:.2f}",
+            energy_line(r["energy"], r["flops"]),
             f"simulated in {r['sim_wall_s']:.2f} s",
         ]
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 from wafer.config_io import parse_overrides
 from wafer.errors import ConfigError
+from wafersim.energy_text import energy_line
 from wafersim.jobs import Command
 from wafersim.options import add_timeline_options
 from wafersim.progress import progress_for
@@ -109,6 +110,9 @@ def run_text(r: dict[str, Any]) -> str:
         f"MemoryX in {r['memoryx_bytes_in']} B, out {r['memoryx_bytes_out']} B",
         f"  input pipeline {r['input_samples_per_s']:.4g} samples/s"
         + (" (suspected input bottleneck)" if r["suspected_input_bottleneck"] else ""),
+        "  "
+        + energy_line(r["energy"]["per_step_j"], r["energy"]["gflop_per_step"] * 1e9, "kJ")
+        + " a step",
         f"  compile {r['compile_time_s']:.2f} s, programming {r['programming_time_s']:.3g} s "
         f"(a floor: SRAM images in over the edge), wall {r['sim_wall_s']:.1f} s",
     ]

@@ -1,0 +1,107 @@
+"""Energy and cost of a weight-streaming run: performance.json's ``energy`` and ``cost``.
+
+Energy. Each segment of a step (a layer's pass on one micro-batch, as the stream ran it)
+costs its placement's events (:func:`compiler.plan_energy.placement_events`: the same in
+every tier), its bytes through the wafer edge, and MemoryX's memory: it reads the weights it
+sends and writes the gradients it takes, and its optimizer reads and writes each weight's
+fp32 state once a step (counted on the layer's last gradient segment). SRAM leakage runs
+over every working PE for the whole step. A data-parallel run reports one wafer with its
+own share of MemoryX; multiply by ``wafers`` for the cluster.
+
+Cost. ``spec.cost.wafer_usd`` is the silicon of one wafer. wafersim's compiler places work
+on every working PE around the dead ones, so a wafer whose plan compiles is usable: its cost
+is the wafer's, and a defect study's share of maps that compile is the usable yield (a
+sweep's failed points). Beside it, ``defect_free_yield`` is the chance that the same defect
+model leaves the wafer with no defect at all, what a part that needs every PE and wire
+would yield, and the price of such a wafer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.plan import RECOMPUTE
+from compiler.plan_energy import placement_events
+from compiler.plan_records import Plan
+from memoryx.optimizer import STATE_BYTES_PER_ELEMENT
+from memoryx.streaming import StreamResult
+from wafer.defects import defect_free_probability
+from wafer.energy import Events, energy, gflop_per_j
+from wafer.spec import WaferSpec
+
+
+def segment_events(plan: Plan, stream: StreamResult, state_slots: int) -> list[Events]:
+    """The events of each segment of one step of ``stream`` (``plan``'s), with an optimizer
+    of ``state_slots`` fp32 values a weight."""
+    dtype = plan.options["dtype"]
+    layers = {layer.name: layer for layer in plan.layers}
+    last_out = {seg.layer: j for j, seg in enumerate(stream.segments) if seg.out_bytes}
+    out = []
+    for j, seg in enumerate(stream.segments):
+        layer = layers[seg.layer]
+        placed = layer.passes["forward" if seg.pass_name == RECOMPUTE else seg.pass_name]
+        moved = seg.in_bytes + seg.out_bytes
+        update = last_out.get(seg.layer) == j
+        state = 2 * layer.params * state_slots * STATE_BYTES_PER_ELEMENT if update else 0
+        edge = Events(edge_bytes=moved, memoryx_bytes=moved + state)
+        out.append(placement_events(placed, dtype) + edge)
+    return out
+
+
+def energy_report(
+    plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int, working_pes: int
+) -> dict[str, Any]:
+    """performance.json's ``energy``: joules per step split by where they went, the run's
+    total, the mean power and GFLOP/J; and each segment's joules (``layer_joules``)."""
+    events = segment_events(plan, stream, state_slots)
+    steps = stream.times.shape[0]
+    step_s = stream.total_cycles / spec.clock_hz / steps
+    step = sum(events, Events())
+    split = energy(step, spec, pe_seconds=working_pes * step_s)
+    return {
+        "per_step_j": split.to_dict(),
+        "total_j": split.total_j * steps,
+        "mean_power_w": split.total_j / step_s if step_s else 0.0,
+        "gflop_per_step": step.flops / 1e9,
+        "gflop_per_j": gflop_per_j(step, split),
+        "note": "one wafer; leakage of logic, clocks, cooling and power delivery left out",
+    }
+
+
+def segment_joules(plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int):
+    """Each segment's joules in one step (leakage left out), and one step's SRAM leakage
+    over ``plan``'s working PEs: what the timeline's energy counter adds up."""
+    joules = [energy(e, spec).total_j for e in segment_events(plan, stream, state_slots)]
+    step_s = stream.total_cycles / spec.clock_hz / stream.times.shape[0]
+    leakage = energy(Events(), spec, pe_seconds=plan.working["pes"] * step_s).total_j
+    return joules, leakage
+
+
+def layer_energy(
+    plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int
+) -> list[dict[str, float]]:
+    """Per segment, over all steps: joules (leakage left out) and GFLOP/J."""
+    steps = stream.times.shape[0]
+    out = []
+    for events in segment_events(plan, stream, state_slots):
+        split = energy(events, spec)
+        out.append({"energy_j": steps * split.total_j, "gflop_per_j": gflop_per_j(events, split)})
+    return out
+
+
+def cost_report(spec: WaferSpec, defects: dict[str, Any] | None, samples_per_sec: float):
+    """performance.json's ``cost``: this (usable) wafer's price and throughput per dollar,
+    and what a wafer without any defect would cost under the run's defect model."""
+    price = spec.cost.wafer_usd
+    params = dict(defects or {})
+    model = params.pop("model", "poisson")
+    for key in ("seed", "repair"):
+        params.pop(key, None)
+    clean = defect_free_probability(spec, model, params) if defects else 1.0
+    return {
+        "wafer_usd": price,
+        "usable_wafer_usd": price,
+        "samples_per_sec_per_kusd": samples_per_sec / price * 1000 if price else None,
+        "defect_free_yield": clean,
+        "defect_free_wafer_usd": price / clean if clean > 0 else None,
+    }
