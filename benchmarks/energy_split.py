@@ -38,7 +38,7 @@ def main() -> None:
     print("| what | J a step | " + " | ".join(LABELS.values()) + " | GFLOP/J |")
     print("|" + "---|" * (len(LABELS) + 3))
     report = perf["energy"]
-    print(split_row(f"{config['model']} ({perf['tier']} tier), whole step",
+    print(split_row(f"{Path(config['model']).stem} ({perf['tier']} tier), a whole step",
                     report["per_step_j"], report["gflop_per_step"] * 1e9))  # fmt: skip
     if args.layers:
         plan, stream = result.wafers[0].plan, result.streams[0]

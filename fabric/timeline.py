@@ -32,6 +32,7 @@ class Timeline:
     events: list[dict[str, Any]] = field(default_factory=list)
     _pids: dict[str, int] = field(default_factory=dict)
     _tids: dict[tuple[str, str], int] = field(default_factory=dict)
+    _lane_ends: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
     def us(self, cycle: float) -> float:
         """Cycle ``cycle`` in microseconds (to a picosecond: a cycle is about a nanosecond)."""
@@ -60,6 +61,16 @@ class Timeline:
         ts = self.us(start)
         self.events.append({"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts,
                             "dur": max(self.us(end) - ts, 0.0), "args": args})  # fmt: skip
+
+    def lane_span(self, process: str, thread: str, name: str, start: float, end: float, **args):
+        """A span on the first row of ``thread``'s lanes (``thread``, ``thread (2)``, ...)
+        free at ``start``: spans that overlap without nesting, each on a row it nests on.
+        Spans must come in order of ``start``."""
+        ends = self._lane_ends.setdefault((process, thread), [])
+        lane = next((k for k, last in enumerate(ends) if last <= start), len(ends))
+        ends[lane : lane + 1] = [end]
+        row = thread if lane == 0 else f"{thread} ({lane + 1})"
+        self.span(process, row, name, start, end, **args)
 
     def counter(self, process: str, name: str, cycle: float, **values: float) -> None:
         """Counter track ``name`` of ``process`` takes ``values`` (series) from ``cycle`` on."""

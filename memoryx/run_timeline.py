@@ -7,12 +7,14 @@ weights on a row of their own (a segment's waits summed and drawn at the start o
 where prefetch leaves them; a wait between its tiles is counted there too); the weights
 streaming in and the gradients streaming out, each pass's bytes as one span while the link
 moved them; MemoryX's optimizer update of each layer as an instant once its gradients
-arrived; and counters: bytes in and out so far, and the weights held in the prefetch buffer
-(a pass's bytes from their arrival to its compute's end), and the joules spent so far (each
-pass's at its end, a step's SRAM leakage at the step's end: :mod:`memoryx.energy`). The
+arrived; with several wafers, SwarmX's broadcast of each pass's weights and its reduction of
+the gradients as spans (from the first wafer's first byte to the last wafer's arrival); the
+checkpoints a functional run wrote, as instants after their steps; and counters: bytes in
+and out so far, the weights held in the prefetch buffer (a pass's bytes from their arrival
+to its compute's end), and the joules spent so far (each pass's at its end, a step's SRAM
+leakage at the step's end: :mod:`memoryx.energy`). The
 counters' last values are ``memoryx_bytes_in``, ``memoryx_bytes_out`` and
-``energy.total_j`` of performance.json; the waits sum to its ``stall_cycles``. Not drawn:
-SwarmX (its tree's latency is folded into the edge's) and checkpoint writes (not simulated).
+``energy.total_j`` of performance.json; the waits sum to its ``stall_cycles``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from memoryx import _stream_kernel as K
 from memoryx.energy import segment_joules
 from memoryx.run import RunResult, optimizer_of
 from memoryx.streaming import StreamResult
+from memoryx.training import step_due
+
+BROADCAST = "broadcast (weights to the wafers)"
+REDUCE = "reduce (gradients from the wafers)"
 
 
 def run_timeline(result: RunResult) -> Timeline:
@@ -31,7 +37,44 @@ def run_timeline(result: RunResult) -> Timeline:
     for w, stream in enumerate(result.streams):
         joules = segment_joules(result.wafers[w].plan, stream, result.config.spec, slots)
         _wafer(timeline, f"wafer {w}", stream, joules)
+    if len(result.streams) > 1:
+        _swarmx(timeline, result.streams)
+    if result.history is not None:  # a functional run writes checkpoints
+        _checkpoints(timeline, result.streams[0], result.config)
     return timeline
+
+
+def _swarmx(timeline: Timeline, streams: list[StreamResult]) -> None:
+    """Each pass's weights broadcast down SwarmX's tree, from the first wafer's first byte
+    to the last wafer's arrival, and its gradients reduced up, from the first wafer's first
+    byte to the sum's arrival in MemoryX (every wafer runs the same passes); successive
+    passes overlap there, so each takes the first free lane."""
+    spans = []  # (start, end, row, name, bytes, step)
+    for s in range(streams[0].times.shape[0]):
+        ends = [stream.times[s] for stream in streams]
+        links = [stream.link_spans(s) for stream in streams]
+        for j, seg in enumerate(streams[0].segments):
+            name = f"{seg.layer} {seg.pass_name}"
+            if seg.in_bytes:
+                start = min(link[j][0][0] for link in links)
+                end = max(row[j, K.IN_END] for row in ends)
+                spans.append((start, end, BROADCAST, name, seg.in_bytes, s))
+            if seg.out_bytes:
+                start = min(link[j][1][0] for link in links)
+                end = max(row[j, K.OUT_END] for row in ends)
+                spans.append((start, end, REDUCE, seg.layer, seg.out_bytes, s))
+    for start, end, row, name, moved, s in sorted(spans, key=lambda span: span[0]):
+        timeline.lane_span("SwarmX", row, name, start, end, bytes=moved, step=s)
+
+
+def _checkpoints(timeline: Timeline, stream: StreamResult, config) -> None:
+    """An instant where each checkpoint was written: after its step's last pass (MemoryX
+    holds the weights and writes them off the wafer's path, so no time is charged)."""
+    steps = stream.times.shape[0]
+    for s in range(steps):
+        if step_due(s + 1, config["checkpoint_every"], steps):
+            end = stream.times[s, -1, K.COMPUTE_END]
+            timeline.instant("MemoryX", "checkpoints", f"checkpoint step {s + 1}", end, step=s + 1)
 
 
 def _wafer(timeline: Timeline, wafer: str, stream: StreamResult, joules) -> None:

@@ -122,7 +122,7 @@ def train(
     store, start, history = resume(saved, store, steps)
     # an evaluation at the last run's end, off the interval: a run not stopped there has none
     ended_there = history.accuracy and history.accuracy[-1][0] == start < steps
-    if ended_there and not _due(start, eval_every, steps):
+    if ended_there and not step_due(start, eval_every, steps):
         history.accuracy.pop()
     base = np.array(history.busy or 0, np.int64)  # busy cycles before a resume
     base_reasons = np.array(history.reasons or 0, np.int64)
@@ -135,9 +135,9 @@ def train(
             )
         history.losses.append(loss)
         done = step + 1
-        if _due(done, eval_every, steps) and len(trainer.data.y_test):
+        if step_due(done, eval_every, steps) and len(trainer.data.y_test):
             history.accuracy.append((done, trainer.test_accuracy(store)))
-        if _due(done, saved.every, steps):
+        if step_due(done, saved.every, steps):
             _record_engine(trainer, history, base, base_reasons)
             save(saved, store, done, trainer.optimizer, history)
         if progress is not None:
@@ -146,7 +146,9 @@ def train(
     return store, history
 
 
-def _due(done: int, interval: int, steps: int) -> bool:
+def step_due(done: int, interval: int, steps: int) -> bool:
+    """Whether step ``done`` (1-based) of ``steps`` is due for what runs every ``interval``
+    steps (an evaluation, a checkpoint) and at the last."""
     return done == steps or (interval > 0 and done % interval == 0)
 
 

@@ -16,6 +16,7 @@ from fabric.program import ProgramBuilder
 from fabric.routes import ColorRoutes
 from fabric.timeline import Timeline, engine_counters
 from fabric.trace import TraceRecorder
+from memoryx import _stream_kernel as K
 from memoryx.run import run
 from memoryx.run_config import load_run_config
 from memoryx.run_timeline import run_timeline
@@ -200,3 +201,40 @@ def test_animation_frames_average_a_wafer_down():
     values = np.arange(12, dtype=float).reshape(3, 4)
     np.testing.assert_array_equal(_downsample(values, 2), [[2.5, 4.5], [8.5, 10.5]])
     np.testing.assert_array_equal(_downsample(values, 4), values)
+
+
+def test_run_timeline_draws_swarmx_and_checkpoints(tmp_path):
+    """Two wafers: each pass's weights broadcast and gradients reduced by SwarmX, spanning
+    every wafer's own transfer (overlapping passes on lanes where they nest); a checkpoint
+    instant after each step that wrote one."""
+    path = write_config(tmp_path, steps=3, checkpoint_every=2, swarmx={"wafers": 2})
+    result = run(load_run_config(path), tmp_path / "out")
+    timeline = run_timeline(result)
+    events, _ = load(timeline.write(tmp_path / "run.json"))
+    assert_spans_nest(events)
+    rows = threads(events)
+    swarmx = collections.defaultdict(list)
+    for e in events:
+        if e["ph"] == "X" and rows[e["pid"], e["tid"]].startswith(("broadcast", "reduce")):
+            swarmx[rows[e["pid"], e["tid"]].split(" ")[0], e["args"]["step"], e["name"]].append(e)
+    segments = result.streams[0].segments
+    assert len(swarmx) == 3 * sum(bool(s.in_bytes) + bool(s.out_bytes) for s in segments)
+    for s in range(3):
+        for stream in result.streams:  # SwarmX's span holds each wafer's own transfer
+            for j, (seg, (weights, grads)) in enumerate(
+                zip(segments, stream.link_spans(s), strict=True)
+            ):
+                for kind, name, link, end in (("broadcast", f"{seg.layer} {seg.pass_name}",
+                                               weights, stream.times[s, j, K.IN_END]),
+                                              ("reduce", seg.layer, grads,
+                                               stream.times[s, j, K.OUT_END])):  # fmt: skip
+                    if link is None:
+                        continue
+                    spans = swarmx[kind, s, name]
+                    assert any(e["ts"] <= timeline.us(link[0]) + 1e-6
+                               and timeline.us(end) <= e["ts"] + e["dur"] + 1e-6
+                               for e in spans)  # fmt: skip
+    saved = sorted(e["args"]["step"] for e in events if e["name"].startswith("checkpoint"))
+    assert saved == [2, 3]  # every 2 steps, and the last
+    written = sorted(p.name for p in (tmp_path / "out" / "checkpoints").glob("*.h5"))
+    assert written == ["step_00000002.h5", "step_00000003.h5"]

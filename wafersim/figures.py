@@ -63,7 +63,7 @@ def activity_animation(frames: list[np.ndarray], cycles: list[int], path: str | 
     shots = []
     for frame, cycle in zip(cells, cycles, strict=True):
         image.set_data(frame)
-        ax.set_title(f"{title}: cycle {cycle}")
+        ax.set_title(f"{title}\ncycle {cycle}", fontsize=9)
         fig.canvas.draw()
         shots.append(Image.fromarray(np.asarray(fig.canvas.buffer_rgba())).convert("P"))
     plt.close(fig)

@@ -103,7 +103,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     grid = kernel_grid(height, width, dead_pe, dead_link, _full_columns(dead_pe, height, width))
     holes = 0.0 if dead_pe is None else float(dead_pe.mean())
     start = time.perf_counter()
-    name = f"{args.kernel} {args.algo} {shape}"
+    name = f"{args.kernel} {args.algo} " + " ".join(f"{k}={v}" for k, v in shape.items())
     try:
         with traced(recorder):
             result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,

@@ -111,7 +111,7 @@ def run_text(r: dict[str, Any]) -> str:
         f"  input pipeline {r['input_samples_per_s']:.4g} samples/s"
         + (" (suspected input bottleneck)" if r["suspected_input_bottleneck"] else ""),
         "  "
-        + energy_line(r["energy"]["per_step_j"], r["energy"]["gflop_per_step"] * 1e9, "kJ")
+        + energy_line(r["energy"]["per_step_j"], r["energy"]["gflop_per_step"] * 1e9)
         + " a step",
         f"  compile {r['compile_time_s']:.2f} s, programming {r['programming_time_s']:.3g} s "
         f"(a floor: SRAM images in over the edge), wall {r['sim_wall_s']:.1f} s",

@@ -34,13 +34,14 @@ def write_plots(result: RunResult, out_dir: Path) -> list[str] | str:
     busy = np.array(result.history.busy) if measured else assigned_cycles(first, result)
     holes = None if first.logical is None else first.logical.hole
     label = "busy cycles (cycle engine)" if measured else "cycles of work placed (analytic)"
-    written.append(str(heatmap(busy, holes, label, out_dir / "wafer.png")))
+    written.append(str(heatmap(busy, holes, label, out_dir / "wafer.png", "work")))
     if measured and result.history.reasons is not None:  # a picture per stall reason
         reasons = np.array(result.history.reasons, np.int64)
         for k, name in enumerate(REASON_NAMES):
             if reasons[..., k].any():
                 path = out_dir / f"wafer_{name}.png"
-                written.append(str(heatmap(reasons[..., k], holes, f"{name} cycles", path)))
+                title = f"GEMM cycles {name.replace('_', ' ')}"
+                written.append(str(heatmap(reasons[..., k], holes, f"{name} cycles", path, title)))
     return written
 
 
@@ -74,7 +75,8 @@ def timeline(stream: StreamResult, path: Path) -> Path:
     return _save(fig, path)
 
 
-def heatmap(values: np.ndarray, holes: np.ndarray | None, label: str, path: Path) -> Path:
+def heatmap(values: np.ndarray, holes: np.ndarray | None, label: str, path: Path,
+            title: str) -> Path:  # fmt: skip
     """Per logical PE ``values`` (row 0 at the top, the west edge at the left), holes grey."""
     data = np.ma.masked_array(np.asarray(values, float), mask=holes if holes is not None else False)
     plt = pyplot()
@@ -84,7 +86,7 @@ def heatmap(values: np.ndarray, holes: np.ndarray | None, label: str, path: Path
     fig.colorbar(image, ax=ax, label=label)
     ax.set_xlabel("x (PE column)")
     ax.set_ylabel("y (PE row)")
-    ax.set_title("Wafer: work per PE (holes grey)")
+    ax.set_title(f"Wafer: {title} per PE (holes grey)", fontsize=10)
     return _save(fig, path)
 
 
