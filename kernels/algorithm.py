@@ -54,6 +54,7 @@ from fabric.program import words
 from kernels.grid import KernelGrid
 from kernels.result import KernelResult
 from kernels.sparse_weights import check_density, prune_to_density
+from kernels.staging import OUTPUTS, check_choice
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
@@ -166,6 +167,10 @@ class GemmAlgorithm:
     # crosses (the fabric's energy); None: :func:`line_hops` with each moving operand word
     # crossing its whole line, as a stream from the edge does.
     wavelet_hops: Callable[..., int] | None = None
+    # what ``inputs`` may be, the default first: ``resident`` blocks may also be streamed in
+    # from the edge first (:mod:`kernels.staging`); a kernel fed from the edge by design
+    # has ``("streamed",)``
+    input_modes: tuple[str, ...] = ("resident", "streamed")
 
     @property
     def third_dim(self) -> str:
@@ -175,9 +180,11 @@ class GemmAlgorithm:
     @property
     def option_names(self) -> tuple[str, ...]:
         """The keyword options its strategies run it with (e.g. weight streaming's
-        ``reduce``), and ``density`` where it skips zero weights."""
+        ``reduce``), ``density`` where it skips zero weights, and every GEMM's ``inputs``
+        and ``outputs`` (:mod:`kernels.staging`)."""
         names = {name for variant in self.strategies for name in variant.options}
-        return tuple(sorted(names | ({"density"} if self.zero_skipping else set())))
+        names |= {"inputs", "outputs"} | ({"density"} if self.zero_skipping else set())
+        return tuple(sorted(names))
 
     @property
     def mapping(self) -> dict[str, str]:
@@ -189,6 +196,7 @@ class GemmAlgorithm:
         """Run on the engine with standard normal float32 operands drawn from ``seed``, ``B``
         pruned by magnitude to ``density`` (:func:`kernels.sparse_weights.prune_to_density`)."""
         density = self._density(density)
+        self._check_inputs(options)
         rng = np.random.default_rng(seed)
         a = rng.standard_normal((shape["m"], shape["k"])).astype(np.float32)
         b = rng.standard_normal((shape["k"], shape["n"])).astype(np.float32)
@@ -201,6 +209,7 @@ class GemmAlgorithm:
         m, k, n = (shape[dim] for dim in DIMS)
         if self._density(density) < 1:
             options["density"] = density
+        self._check_inputs(options)
         return self.analytic_cycles(m, k, n, rows, cols, spec, dtype, **options)
 
     def hops(self, shape, rows: int, cols: int, dtype, density=1.0, **options) -> int:
@@ -212,6 +221,13 @@ class GemmAlgorithm:
         if self.wavelet_hops is None:
             return line_hops(m, k, n, rows, cols, dtype, self.grid_dims, lambda line: line)
         return self.wavelet_hops(m, k, n, rows, cols, dtype, **options)
+
+    def _check_inputs(self, options: dict) -> None:
+        inputs = options.get("inputs", self.input_modes[0])
+        if inputs not in self.input_modes:
+            raise ConfigError(f"inputs={inputs!r} is not one of {self.name}'s: "
+                              f"{', '.join(self.input_modes)}")  # fmt: skip
+        check_choice("outputs", options.get("outputs", OUTPUTS[0]), OUTPUTS)
 
     def _density(self, density) -> float:
         density = check_density(density)

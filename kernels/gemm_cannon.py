@@ -67,6 +67,7 @@ from kernels.gemm_common import (
 from kernels.grid import KernelGrid
 from kernels.plan import KernelPlan, encode, split
 from kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from kernels.staging import STAGING_WORDS, Staging, staging_cycles
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
@@ -153,8 +154,11 @@ def cannon(
     spec: WaferSpec,
     dtype: str,
     ring: str = "interleaved",
+    inputs: str = "resident",
+    outputs: str = "in_place",
 ) -> KernelResult:
-    """Run ``C = a @ b`` by Cannon on a square ``grid``; see the module docstring."""
+    """Run ``C = a @ b`` by Cannon on a square ``grid``; see the module docstring;
+    ``inputs`` and ``outputs``: what is timed (:mod:`kernels.staging`)."""
     a, b = check_operands(a, b, dtype)
     if grid.rows != grid.cols:
         raise ConfigError(
@@ -166,35 +170,39 @@ def cannon(
     cuts = (split(m, p, "m"), split(k, p, "k"), split(n, p, "n"))
     pes = grid.pe[np.ix_(order, order)]  # logical (r, c) -> mesh PE
     plan = KernelPlan(grid, spec, tasks=5)
+    staging = Staging(plan, inputs, outputs)
     tiles = {}
     for (r, c), pe in np.ndenumerate(pes):
-        tiles[int(pe)] = _place(plan, a, b, cuts, int(pe), r, c, dtype)
+        tiles[int(pe)] = _place(staging, a, b, cuts, int(pe), r, c, dtype)
+    staging.stream_in()
     _connect(plan, pes, order, tiles)
     arrays = _Grid.of(pes, tiles)
     for s in range(p):
         _step(plan, cuts, pes, arrays, s, dtype)
-    analytic = cannon_cycles(m, k, n, p, p, spec, dtype, ring, grid.detour)
-    sim = plan.run(max_cycles_for(analytic))
     placed = [
         (int(pe), tiles[int(pe)].c, *cuts[0][r : r + 2], *cuts[2][c : c + 2])
         for (r, c), pe in np.ndenumerate(pes)
     ]
+    placed = staging.gather_out(placed)
+    analytic = cannon_cycles(m, k, n, p, p, spec, dtype, ring, grid.detour, inputs, outputs)
+    sim = plan.run(max_cycles_for(analytic))
     out = gather_c(sim, placed, m, n)
     return gemm_result(f"cannon_{ring}", dtype, a, b, plan, sim, analytic, out)
 
 
-def _place(plan, a, b, cuts, pe: int, r: int, c: int, dtype) -> _Tile:
-    """Reserve logical PE ``(r, c)``'s buffers and ``C``; load its skewed first blocks."""
+def _place(staging: Staging, a, b, cuts, pe: int, r: int, c: int, dtype) -> _Tile:
+    """Reserve logical PE ``(r, c)``'s buffers and ``C``; place its skewed first blocks."""
+    plan = staging.plan
     (mr, kl, nc), widest = (np.diff(cut) for cut in cuts), int(np.diff(cuts[1]).max())
     first = (r + c) % len(kl)
     sizes = (words(int(mr[r]) * widest, dtype), words(widest * int(nc[c]), dtype))
-    bufs = tuple(
-        tuple(plan.alloc(pe, size, f"{name} block buffer {i}") for i in range(2))
-        for name, size in zip("AB", sizes, strict=True)
-    )
     rows, ks, cols = (slice(cut[i], cut[i + 1]) for cut, i in zip(cuts, (r, first, c), strict=True))
-    plan.load(pe, bufs[0][0], encode(a[rows, ks].T, dtype))
-    plan.load(pe, bufs[1][0], encode(b[ks, cols].T, dtype))
+    blocks = (encode(a[rows, ks].T, dtype), encode(b[ks, cols].T, dtype))
+    bufs = tuple(
+        (staging.place(pe, block, f"{name} block buffer 0", name, size),
+         plan.alloc(pe, size, f"{name} block buffer 1"))
+        for name, size, block in zip("AB", sizes, blocks, strict=True)
+    )  # fmt: skip
     c_addr = plan.alloc(pe, int(mr[r] * nc[c]), "fp32 C tile")
     return _Tile(c_addr, bufs)
 
@@ -269,10 +277,11 @@ def cannon_hops(m, k, n, p, q, dtype, ring: str) -> int:
 
 def cannon_cycles(
     m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, ring: str,
-    detour=NO_DETOUR,
+    detour=NO_DETOUR, inputs: str = "resident", outputs: str = "in_place",
 ) -> int:  # fmt: skip
     """Analytic cycles; see the module docstring. ``q`` must equal ``p``. With ``detour``,
-    each of the ring's longest hops takes the longest detour a logical hop takes."""
+    each of the ring's longest hops takes the longest detour a logical hop takes; and what
+    staging adds (:func:`kernels.staging.staging_cycles`)."""
     if p != q:
         raise ConfigError(f"cannon needs a square grid (rows == cols), got {p} x {q}")
     mi, nj = -(-m // p), -(-n // p)
@@ -284,16 +293,21 @@ def cannon_cycles(
         total += max(mul, recv)
     hops = [h + detour.hop for h in ring_hops(p, ring)]
     latency = spec.link.hop_latency_cycles
-    return total + ((max(hops) + sum(sorted(hops)[-2:])) * latency if p > 1 else 0)
+    kl = ceil_div(k, p)
+    staged = staging_cycles(spec, p, p, inputs, outputs, p * words(mi * kl, dtype),
+                            p * words(kl * nj, dtype), mi * n)  # fmt: skip
+    return total + ((max(hops) + sum(sorted(hops)[-2:])) * latency if p > 1 else 0) + staged
 
 
 # ---- the records (one per ring): what the compiler and the fast tier need ----
 
 
-def cannon_words(m, k, n, p, q, spec, dtype) -> int:
-    """SRAM words of the fullest PE: double buffers of its ``A`` and ``B`` blocks, and ``C``."""
+def cannon_words(m, k, n, p, q, spec, dtype, inputs="resident", outputs="in_place") -> int:
+    """SRAM words of the fullest PE: double buffers of its ``A`` and ``B`` blocks, and ``C``
+    (and a staging relay's buffers)."""
     mr, kl, nc = ceil_div(m, p), ceil_div(k, p), ceil_div(n, p)
-    return 2 * words(mr * kl, dtype) + 2 * words(kl * nc, dtype) + mr * nc
+    staged = STAGING_WORDS if (inputs, outputs) != ("resident", "in_place") else 0
+    return 2 * words(mr * kl, dtype) + 2 * words(kl * nc, dtype) + mr * nc + staged
 
 
 def cannon_routes(ring: str):

@@ -12,8 +12,9 @@ import numpy as np
 from fabric.engine import SimResult
 from fabric.program import fmac_cycles, value_bytes
 from kernels.algorithm import Families, FastTierSampling, Tiles, spans
-from kernels.plan import KernelPlan, decode, encode, split
+from kernels.plan import decode, encode, split
 from kernels.result import KernelResult, kernel_result
+from kernels.staging import Staging
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
@@ -31,12 +32,10 @@ def check_operands(a, b, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def store(plan: KernelPlan, pe: int, block: np.ndarray, dtype: str, what: str) -> int:
-    """Load ``block`` column-major into ``pe``'s SRAM; returns its first word."""
-    data = encode(block.T, dtype)
-    addr = plan.alloc(pe, len(data), what)
-    plan.load(pe, addr, data)
-    return addr
+def store(staging: Staging, pe: int, block: np.ndarray, dtype: str, what: str, operand: str):
+    """Place ``block`` of ``operand`` column-major in ``pe``'s SRAM (loaded, or streamed in:
+    :mod:`kernels.staging`); returns its first word."""
+    return staging.place(pe, encode(block.T, dtype), what, operand)
 
 
 def gather_c(sim: SimResult, tiles: list[tuple], m: int, n: int) -> np.ndarray:

@@ -72,6 +72,7 @@ from kernels.gemm_common import (
 from kernels.grid import KernelGrid
 from kernels.plan import KernelPlan, split
 from kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from kernels.staging import STAGING_WORDS, Staging, staging_cycles
 from wafer.geometry import NUM_PORTS
 from wafer.spec import WaferSpec
 
@@ -159,16 +160,20 @@ class _Grid:
 
 
 def summa(
-    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str
-) -> KernelResult:
-    """Run ``C = a @ b`` by SUMMA on ``grid`` (any P x Q); see the module docstring."""
+    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str,
+    inputs: str = "resident", outputs: str = "in_place",
+) -> KernelResult:  # fmt: skip
+    """Run ``C = a @ b`` by SUMMA on ``grid`` (any P x Q); see the module docstring;
+    ``inputs`` and ``outputs``: what is timed (:mod:`kernels.staging`)."""
     a, b = check_operands(a, b, dtype)
     (m, k), n = a.shape, b.shape[1]
     steps = summa_steps(m, k, n, grid.rows, grid.cols)
     plan = KernelPlan(grid, spec, tasks=5)
+    staging = Staging(plan, inputs, outputs)
     tiles = {}
     for (i, j), pe in np.ndenumerate(grid.pe):
-        tiles[int(pe)] = _place(plan, a, b, steps, i, j, dtype)
+        tiles[int(pe)] = _place(staging, a, b, steps, i, j, dtype)
+    staging.stream_in()
     plan.wiring.reserve(c for colors in (*A_COLORS, *B_COLORS) for c in colors)
     chains = (
         _side_chains(plan, grid.pe, A_COLORS, "summa A"),
@@ -177,28 +182,31 @@ def summa(
     arrays = _arrays(grid.pe, tiles, chains)
     for t in range(steps.count):
         _step(plan, steps, tiles, arrays, t, dtype)
-    analytic = summa_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, grid.detour)
-    sim = plan.run(max_cycles_for(analytic))
     placed = [
         (int(pe), tiles[int(pe)].c, *steps.rows[i : i + 2], *steps.cols[j : j + 2])
         for (i, j), pe in np.ndenumerate(grid.pe)
     ]
+    placed = staging.gather_out(placed)
+    analytic = summa_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, grid.detour, inputs,
+                            outputs)  # fmt: skip
+    sim = plan.run(max_cycles_for(analytic))
     c = gather_c(sim, placed, m, n)
     return gemm_result("summa", dtype, a, b, plan, sim, analytic, c)
 
 
-def _place(plan, a, b, steps: SummaSteps, i: int, j: int, dtype) -> _Tile:
-    """Load PE ``(i, j)``'s pieces of ``A`` and ``B``; reserve its buffers and ``C``."""
+def _place(staging: Staging, a, b, steps: SummaSteps, i: int, j: int, dtype) -> _Tile:
+    """Place PE ``(i, j)``'s pieces of ``A`` and ``B``; reserve its buffers and ``C``."""
+    plan = staging.plan
     pe = int(plan.grid.pe[i, j])
     (r0, r1), (c0, c1) = steps.rows[i : i + 2], steps.cols[j : j + 2]
     spans = list(enumerate(zip(steps.k, steps.k[1:], strict=False)))
     a_pieces = {
-        t: store(plan, pe, a[r0:r1, k0:k1], dtype, "A piece")
+        t: store(staging, pe, a[r0:r1, k0:k1], dtype, "A piece", "A")
         for t, (k0, k1) in spans
         if steps.a_col[t] == j
     }
     b_pieces = {
-        t: store(plan, pe, b[k0:k1, c0:c1], dtype, "B piece")
+        t: store(staging, pe, b[k0:k1, c0:c1], dtype, "B piece", "B")
         for t, (k0, k1) in spans
         if steps.b_row[t] == i
     }
@@ -369,10 +377,20 @@ def _move(plan, task: int, chains: _Chains, flow: int, at, position: int) -> Non
 
 
 def summa_cycles(
-    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, detour=NO_DETOUR
+    m: int,
+    k: int,
+    n: int,
+    p: int,
+    q: int,
+    spec: WaferSpec,
+    dtype: str,
+    detour=NO_DETOUR,
+    inputs: str = "resident",
+    outputs: str = "in_place",
 ) -> int:
     """Analytic cycles: per step the slower of its multiply (two waits, the ``matmul``) and
-    its broadcasts, plus what does not overlap: the first broadcast or the last multiply.
+    its broadcasts, plus what does not overlap: the first broadcast or the last multiply;
+    and what staging adds (:func:`kernels.staging.staging_cycles`).
 
     A broadcast step is the slowest of: the ramp into a PE (both pieces of a step enter
     through it), a root's sends (its piece down both chains, one after the other, with a
@@ -396,7 +414,9 @@ def summa_cycles(
         ramp = wait + start + sum(sizes)
         comms.append(max(wait + max(chains), ramp, *sends) if chains else 0)
         muls.append(2 * wait + matmul_cycles(spec, mi, kk, nj, dtype))
-    return sum(map(max, comms, muls)) + min(2 * comms[0], muls[-1])
+    staged = staging_cycles(spec, p, q, inputs, outputs, words(mi * k, dtype),
+                            words(k * nj, dtype), mi * n)  # fmt: skip
+    return sum(map(max, comms, muls)) + min(2 * comms[0], muls[-1]) + staged
 
 
 # ---- the record: what the compiler and the fast tier need ----
@@ -407,7 +427,7 @@ def summa_hops(m, k, n, p, q, dtype) -> int:
     return line_hops(m, k, n, p, q, dtype, SUMMA_DIMS, lambda line: line - 1)
 
 
-def summa_words(m, k, n, p, q, spec, dtype) -> int:
+def summa_words(m, k, n, p, q, spec, dtype, inputs="resident", outputs="in_place") -> int:
     """SRAM words of the fullest PE: its pieces of ``A`` and ``B`` (fp16 pieces padded to
     whole words), the :data:`BUFFERS` buffers of received pieces and ``C``."""
     mi, nj, widest = ceil_div(m, p), ceil_div(n, q), min(ceil_div(k, q), ceil_div(k, p))
@@ -417,7 +437,8 @@ def summa_words(m, k, n, p, q, spec, dtype) -> int:
     bufs = (BUFFERS * words(mi * widest, dtype) if q > 1 else 0) + (
         BUFFERS * words(widest * nj, dtype) if p > 1 else 0
     )
-    return a + b + bufs + mi * nj
+    staged = STAGING_WORDS if (inputs, outputs) != ("resident", "in_place") else 0
+    return a + b + bufs + mi * nj + staged
 
 
 def summa_colors(rows: int, cols: int, n: int, options: dict) -> Families:

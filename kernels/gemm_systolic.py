@@ -48,6 +48,8 @@ from kernels.gemm_common import (
 from kernels.grid import KernelGrid
 from kernels.plan import KernelPlan, encode, split
 from kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 # by line parity: a detour around a hole through the next line's routers avoids its color
@@ -63,15 +65,19 @@ def chunk_width(k: int, mi: int, spec: WaferSpec) -> int:
 
 
 def systolic(
-    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str
-) -> KernelResult:
-    """Run ``C = a @ b`` output-stationary on ``grid`` (any P x Q); see the module docstring."""
+    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str,
+    inputs: str = "streamed", outputs: str = "in_place",
+) -> KernelResult:  # fmt: skip
+    """Run ``C = a @ b`` output-stationary on ``grid`` (any P x Q); see the module docstring.
+    Its inputs always stream in from the edge; ``outputs``: :mod:`kernels.staging`."""
+    _streamed_only(inputs)
     a, b = check_operands(a, b, dtype)
     (m, k), n = a.shape, b.shape[1]
     rows, cols = split(m, grid.rows, "m"), split(n, grid.cols, "n")
     chunks = split(k, -(-k // chunk_width(k, int(np.diff(rows).max()), spec)), "k")
     feeds = [grid.north_port(j) for j in range(grid.cols)]
     plan = KernelPlan(grid, spec, tasks=max(2, *(feeds.count(port) for port in feeds)))
+    staging = Staging(plan, "resident", outputs)  # its inputs stream by design
     a_colors = [_feed_a(plan, a, rows, chunks, i, dtype) for i in range(grid.rows)]
     b_colors = [_feed_b(plan, b, cols, chunks, j, feeds, dtype) for j in range(grid.cols)]
     placed = []
@@ -80,7 +86,9 @@ def systolic(
         c = plan.alloc(int(pe), int((r1 - r0) * (c1 - c0)), "fp32 C tile")
         _program(plan, int(pe), c, r1 - r0, c1 - c0, chunks, (a_colors[i], b_colors[j]), dtype)
         placed.append((int(pe), c, r0, r1, c0, c1))
-    analytic = systolic_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, grid.detour)
+    placed = staging.gather_out(placed)
+    analytic = systolic_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, grid.detour,
+                               outputs=outputs)  # fmt: skip
     sim = plan.run(max_cycles_for(analytic))
     out = gather_c(sim, placed, m, n)
     return gemm_result("systolic", dtype, a, b, plan, sim, analytic, out)
@@ -133,10 +141,13 @@ def _program(plan, pe: int, c: int, mi, nj, chunks, colors, dtype) -> None:
 
 
 def systolic_cycles(
-    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, detour=NO_DETOUR
-) -> int:
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, detour=NO_DETOUR,
+    inputs: str = "streamed", outputs: str = "in_place",
+) -> int:  # fmt: skip
     """Analytic cycles; see the module docstring. ``detour``: the first chunk's trip and
-    the skew take the extra hops of the slowest row and column (:mod:`kernels.detour`)."""
+    the skew take the extra hops of the slowest row and column (:mod:`kernels.detour`);
+    and the gathering's (:func:`kernels.staging.staging_cycles`)."""
+    _streamed_only(inputs)
     mi, nj = -(-m // p), -(-n // q)
     chunks = np.diff(split(k, -(-k // chunk_width(k, mi, spec)), "k"))
     size = value_bytes(dtype)
@@ -148,7 +159,14 @@ def systolic_cycles(
         start + max(math.ceil(kc * nj * per_value), words(mi * kc, dtype) + words(kc * nj, dtype))
         for kc in (int(w) for w in chunks)
     ]  # the multiply, or the ramp that both operands share
-    return fill + sum(chunk) + p + detour.down * spec.link.hop_latency_cycles
+    gather = staging_cycles(spec, p, q, "resident", outputs, c_row_words=mi * n)
+    return fill + sum(chunk) + p + detour.down * spec.link.hop_latency_cycles + gather
+
+
+def _streamed_only(inputs: str) -> None:
+    if inputs != "streamed":
+        raise ConfigError(f"inputs={inputs!r}: systolic streams its inputs in from the edge "
+                          "by design (inputs='streamed' only)")  # fmt: skip
 
 
 # ---- the record: what the compiler and the fast tier need ----
@@ -159,11 +177,12 @@ def _k_chunks(k: int, m: int, p: int, spec: WaferSpec) -> np.ndarray:
     return split(k, ceil_div(k, chunk_width(k, ceil_div(m, p), spec)), "k")
 
 
-def systolic_words(m, k, n, p, q, spec, dtype) -> int:
-    """SRAM words of the fullest PE: ``C`` and the two ``A`` chunk buffers."""
+def systolic_words(m, k, n, p, q, spec, dtype, inputs="streamed", outputs="in_place") -> int:
+    """SRAM words of the fullest PE: ``C`` and the two ``A`` chunk buffers (and a gathering
+    relay's)."""
     mi, nj = ceil_div(m, p), ceil_div(n, q)
     chunk = ceil_div(k, ceil_div(k, chunk_width(k, mi, spec)))
-    return mi * nj + 2 * words(mi * chunk, dtype)
+    return mi * nj + 2 * words(mi * chunk, dtype) + STAGING_WORDS * (outputs == "gathered")
 
 
 def systolic_routes(rows: int, cols: int, options: dict) -> dict[str, RouteFamily]:
@@ -213,4 +232,5 @@ SYSTOLIC = GemmAlgorithm(
         units=_k_streamed, reduced_length=_two_chunks_a_step, halves_grid=False
     ),
     zero_skipping=None,
+    input_modes=("streamed",),
 )

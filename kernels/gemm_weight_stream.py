@@ -63,11 +63,12 @@ from kernels.algorithm import (
     spans,
 )
 from kernels.detour import NO_DETOUR
-from kernels.gemm_common import ceil_div, check_operands, gemm_result
+from kernels.gemm_common import ceil_div, check_operands, gather_c, gemm_result
 from kernels.grid import KernelGrid
 from kernels.lines import reduce_colors, reduce_lines
-from kernels.plan import KernelPlan, decode, encode, split
+from kernels.plan import KernelPlan, encode, split
 from kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from kernels.staging import STAGING_WORDS, Staging, staging_cycles
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
@@ -95,9 +96,11 @@ def chunk_offsets(n: int, rows: int) -> np.ndarray:
 
 
 def weight_stream(
-    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str, reduce="chain"
-) -> KernelResult:
-    """Run ``C = a @ b`` with ``b`` streamed from the west ports; see the module docstring."""
+    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str, reduce="chain",
+    inputs: str = "resident", outputs: str = "in_place",
+) -> KernelResult:  # fmt: skip
+    """Run ``C = a @ b`` with ``b`` streamed from the west ports; see the module docstring.
+    ``inputs``: ``A`` resident or streamed in first; ``outputs``: :mod:`kernels.staging`."""
     if reduce not in REDUCES:
         raise ConfigError(f"reduce={reduce!r} is not one of: {', '.join(REDUCES)}")
     a, b = check_operands(a, b, dtype)
@@ -106,17 +109,20 @@ def weight_stream(
     ms, ks, chunks = split(m, grid.cols, "m"), split(k, grid.rows, "k"), chunk_offsets(n, grid.rows)
     blocks = encode_blocks(b, ks, chunks, dtype)
     plan = KernelPlan(grid, spec, tasks=2)
+    staging = Staging(plan, inputs, outputs)
     layout = _Layout(plan, ms, ks, chunks, reduce, dtype)
-    layout.load(a, blocks)
+    layout.load(staging, a, blocks)
+    staging.stream_in()
     for c in range(len(chunks) - 1):
         layout.chunk(c)
+    placed = staging.gather_out(layout.c_tiles())
     density = sum(block.nonzeros for row in blocks for block in row) / b.size
     multiplied = sum(block.multiplied for row in blocks for block in row)
     detour = grid.tree_detour if reduce == "tree" else grid.detour
     analytic = weight_stream_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, reduce, density,
-                                    detour)  # fmt: skip
+                                    detour, inputs, outputs)  # fmt: skip
     sim = plan.run(max_cycles_for(analytic))
-    output, flops = layout.gather(sim.mem), 2 * m * multiplied
+    output, flops = gather_c(sim, placed, m, n), 2 * m * multiplied
     return gemm_result("weight_stream", dtype, a, b, plan, sim, analytic, output, flops)
 
 
@@ -142,10 +148,10 @@ class _Layout:
         self.freed = np.zeros((pes, count), np.int64)
         self.scratch = np.zeros(pes, np.int64)
 
-    def load(self, a: np.ndarray, blocks: list[list[sparse_weights.Block]]) -> None:
-        """Place ``A``'s tiles and the blocks of ``B`` (``blocks[i][c]``: row ``i``, chunk
-        ``c``, as :func:`encode_blocks` gives them) at the ports; allocate ``C``, the partial
-        buffers and (fp32 sparse blocks) the word an index waits in."""
+    def load(self, staging: Staging, a: np.ndarray, blocks: list[list[sparse_weights.Block]]):
+        """Place ``A``'s tiles (through ``staging``) and the blocks of ``B`` (``blocks[i][c]``:
+        row ``i``, chunk ``c``, as :func:`encode_blocks` gives them) at the ports; allocate
+        ``C``, the partial buffers and (fp32 sparse blocks) the word an index waits in."""
         plan, grid, dt = self.plan, self.plan.grid, self.dtype
         self.port_addr, self.blocks = {}, blocks
         scratch = dt == "fp32" and any(x.mode == sparse_weights.SPARSE for r in blocks for x in r)
@@ -157,8 +163,7 @@ class _Layout:
                 plan.load(port, self.port_addr[port, c], block.data, fixed=block.index_words)
             for j in range(grid.cols):
                 pe, tile = int(grid.pe[i, j]), a[self.ms[j] : self.ms[j + 1], ki]
-                self.mat[pe] = plan.alloc(pe, words(tile.size, dt), f"A tile {tile.shape}")
-                plan.load(pe, self.mat[pe], encode(tile.T, dt))
+                self.mat[pe] = staging.place(pe, encode(tile.T, dt), f"A tile {tile.shape}", "A")
                 self._alloc_outputs(pe, i, tile.shape[0])
                 if scratch:
                     self.scratch[pe] = plan.alloc(pe, 1, "sparse index word")
@@ -248,18 +253,16 @@ class _Layout:
                 prog.spmacs(on, 0, color, acc, mat, self.scratch[on], mj, ki, width, count, dt,
                             skip_zeros=True)  # fmt: skip
 
-    def gather(self, mem: np.ndarray) -> np.ndarray:
-        """Assemble ``C`` from the owners' SRAM."""
-        grid = self.plan.grid
-        c_out = np.zeros((self.ms[-1], self.chunks[-1]), np.float32)
-        for c, i in enumerate(self.owner):
-            cols = slice(self.chunks[c], self.chunks[c + 1])
-            for j in range(grid.cols):
-                pe, mj = int(grid.pe[i, j]), int(self.ms[j + 1] - self.ms[j])
-                size = mj * (cols.stop - cols.start)
-                block = decode(mem[pe, self.out[pe, c] : self.out[pe, c] + size], size, "fp32")
-                c_out[self.ms[j] : self.ms[j + 1], cols] = block.reshape(-1, mj).T
-        return c_out
+    def c_tiles(self) -> list[tuple[int, int, int, int, int, int]]:
+        """Where ``C`` is: fp32 column-major tiles ``(pe, addr, r0, r1, c0, c1)``, each owner
+        PE's ``C[M_j, chunk]`` (:func:`kernels.gemm_common.gather_c`)."""
+        grid, ms = self.plan.grid, self.ms
+        return [
+            (int(grid.pe[i, j]), int(self.out[int(grid.pe[i, j]), c]), int(ms[j]), int(ms[j + 1]),
+             int(self.chunks[c]), int(self.chunks[c + 1]))
+            for c, i in enumerate(self.owner)
+            for j in range(grid.cols)
+        ]  # fmt: skip
 
 
 def encode_blocks(b: np.ndarray, ks: np.ndarray, chunks: np.ndarray, dtype: str):
@@ -305,8 +308,12 @@ def weight_stream_cycles(
     reduce="chain",
     density: float = 1.0,
     detour=NO_DETOUR,
+    inputs: str = "resident",
+    outputs: str = "in_place",
 ) -> int:
-    """Analytic cycles: the first wavelet reaches the far end of a row (``p2p(q)`` without
+    """Analytic cycles (and what staging adds: :func:`kernels.staging.staging_cycles`; a
+    row streams in ``m x k_i`` of ``A``, and gathers a chain's owned chunks or, tree, row
+    0 all of ``C``): the first wavelet reaches the far end of a row (``p2p(q)`` without
     words), then each row multiplies the chunks as they stream in, paced by the slower of
     the link (one wavelet a cycle) and the PE's FMACs, with op startups and (rows other than
     the chunk's owner) the zeroing of a partial buffer, once the reduction two chunks back
@@ -332,8 +339,10 @@ def weight_stream_cycles(
     s, latency = spec.pe.op_startup_cycles, spec.link.hop_latency_cycles
     per_chunk = _multiply_cycles(spec, mj, ki * widths, dtype, density)
     fill = p2p_cycles(spec, q + detour.across, 0)
+    owned = m * (int(widths[::p].sum()) if reduce == "chain" else n)  # the busiest row's C
+    staged = staging_cycles(spec, p, q, inputs, outputs, words(m * ki, dtype), 0, owned)
     if p == 1:
-        return fill + round(per_chunk.sum()) + (len(widths) - 1) * s
+        return fill + round(per_chunk.sum()) + (len(widths) - 1) * s + staged
     zero = np.array([vector_cycles(spec.pe, mj * w, mj * w * 4, mj * w * 4, "fp32")
                      for w in widths.tolist()], np.int64)  # fmt: skip
     shares = np.array(detour.shares or (1,) * p, np.int64)
@@ -341,7 +350,7 @@ def weight_stream_cycles(
         p, reduce == "chain", s, latency, fill, np.round(per_chunk).astype(np.int64), zero,
         mj * widths.astype(np.int64), shares, detour.crowd,
     )  # fmt: skip
-    return int(end) + 1 + detour.down * latency
+    return int(end) + 1 + detour.down * latency + staged
 
 
 def _multiply_cycles(spec: WaferSpec, mj: int, values: np.ndarray, dtype: str, density: float):
@@ -381,14 +390,17 @@ def reduce_hops(reduce: str, rows: int) -> int:
     return total
 
 
-def weight_stream_words(m, k, n, p, q, spec, dtype, reduce="chain") -> int:
+def weight_stream_words(
+    m, k, n, p, q, spec, dtype, reduce="chain", inputs="resident", outputs="in_place"
+) -> int:
     """SRAM words of the fullest PE: its ``A`` tile, the ``C`` chunks it owns (a tree's
-    row 0 owns them all) and the two partial buffers."""
+    row 0 owns them all) and the two partial buffers (and a staging relay's)."""
     mj, ki = ceil_div(m, q), ceil_div(k, p)
     chunks = np.diff(chunk_offsets(n, p))
     width = int(chunks.max())
     owned = n if reduce == "tree" else ceil_div(len(chunks), p) * width
-    return words(mj * ki, dtype) + mj * owned + 2 * mj * width
+    staged = STAGING_WORDS if (inputs, outputs) != ("resident", "in_place") else 0
+    return words(mj * ki, dtype) + mj * owned + 2 * mj * width + staged
 
 
 def weight_stream_colors(rows: int, cols: int, n: int, options: dict) -> Families:

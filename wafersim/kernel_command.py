@@ -72,10 +72,14 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--scope", help="collectives: row|column|grid (default grid)")
     parser.add_argument(
-        "--inputs", help="gemv: x streamed in at the edge (default) or resident in the PEs"
-    )
+        "--inputs",
+        help="gemv: x streamed in at the edge (default) or resident in the PEs; gemm: the "
+        "blocks a kernel holds resident (default; systolic: streamed, by design) or "
+        "streamed in from the edge first",
+    )  # fmt: skip
     parser.add_argument(
-        "--outputs", help="gemv: y left in place (default) or gathered to the west edge ports"
+        "--outputs",
+        help="gemv, gemm: results left in place (default) or gathered to the west edge ports",
     )
     add_timeline_options(parser, regions=True)
     parser.add_argument("--trace-every", type=int, default=100,
