@@ -32,6 +32,7 @@ Write ``kernels/gemm_<name>.py`` with the kernel and, at its end, the record::
         fast_tier=FastTierSampling(units=..., reduced_length=..., halves_grid=...),
         zero_skipping=None,         # or how B streams compressed when pruned (weight_stream)
         wavelet_hops=my_hops,       # optional: (m, k, n, rows, cols, dtype, **options) -> int
+        input_modes=("resident", "streamed"),  # optional: takes inputs= and outputs=
     )
 
 and add one line to :mod:`kernels.gemm_algorithms`: ``register(MY_GEMM)`` (a script or a
@@ -167,10 +168,10 @@ class GemmAlgorithm:
     # crosses (the fabric's energy); None: :func:`line_hops` with each moving operand word
     # crossing its whole line, as a stream from the edge does.
     wavelet_hops: Callable[..., int] | None = None
-    # what ``inputs`` may be, the default first: ``resident`` blocks may also be streamed in
-    # from the edge first (:mod:`kernels.staging`); a kernel fed from the edge by design
-    # has ``("streamed",)``
-    input_modes: tuple[str, ...] = ("resident", "streamed")
+    # what its ``inputs`` option may be, the default first: ``resident`` blocks may also be
+    # streamed in from the edge first (:mod:`kernels.staging`), a kernel fed from the edge
+    # by design has ``("streamed",)``; None: it takes neither ``inputs`` nor ``outputs``
+    input_modes: tuple[str, ...] | None = None
 
     @property
     def third_dim(self) -> str:
@@ -180,11 +181,11 @@ class GemmAlgorithm:
     @property
     def option_names(self) -> tuple[str, ...]:
         """The keyword options its strategies run it with (e.g. weight streaming's
-        ``reduce``), ``density`` where it skips zero weights, and every GEMM's ``inputs``
-        and ``outputs`` (:mod:`kernels.staging`)."""
+        ``reduce``), ``density`` where it skips zero weights, ``inputs`` and ``outputs``
+        where it stages them (:mod:`kernels.staging`)."""
         names = {name for variant in self.strategies for name in variant.options}
-        names |= {"inputs", "outputs"} | ({"density"} if self.zero_skipping else set())
-        return tuple(sorted(names))
+        names |= {"inputs", "outputs"} if self.input_modes else set()
+        return tuple(sorted(names | ({"density"} if self.zero_skipping else set())))
 
     @property
     def mapping(self) -> dict[str, str]:
@@ -214,8 +215,11 @@ class GemmAlgorithm:
 
     def hops(self, shape, rows: int, cols: int, dtype, density=1.0, **options) -> int:
         """Wavelet-hops of GEMM ``shape`` on ``rows x cols`` PEs (what the engine's link
-        counters would sum to, estimated from how the operands move)."""
+        counters would sum to, estimated from how the operands move); the kernel's own,
+        without what staging moves (``inputs`` and ``outputs`` are not read)."""
         m, k, n = (shape[dim] for dim in DIMS)
+        options.pop("inputs", None)
+        options.pop("outputs", None)
         if self._density(density) < 1:
             options["density"] = density
         if self.wavelet_hops is None:
@@ -223,6 +227,8 @@ class GemmAlgorithm:
         return self.wavelet_hops(m, k, n, rows, cols, dtype, **options)
 
     def _check_inputs(self, options: dict) -> None:
+        if not self.input_modes:
+            return  # check_request refuses the options such a record does not take
         inputs = options.get("inputs", self.input_modes[0])
         if inputs not in self.input_modes:
             raise ConfigError(f"inputs={inputs!r} is not one of {self.name}'s: "

@@ -370,6 +370,7 @@ def _cannon_record(ring: str) -> GemmAlgorithm:
         fast_tier=K_STEPS,
         zero_skipping=None,
         wavelet_hops=functools.partial(cannon_hops, ring=ring),
+        input_modes=("resident", "streamed"),
     )
 
 

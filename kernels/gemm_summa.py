@@ -486,4 +486,5 @@ SUMMA = GemmAlgorithm(
     fast_tier=K_STEPS,
     zero_skipping=None,
     wavelet_hops=summa_hops,
+    input_modes=("resident", "streamed"),
 )

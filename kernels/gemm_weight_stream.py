@@ -489,4 +489,5 @@ WEIGHT_STREAM = GemmAlgorithm(
     ),
     zero_skipping=stream_words,
     wavelet_hops=weight_stream_hops,
+    input_modes=("resident", "streamed"),
 )
