@@ -21,9 +21,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fabric.engine import ENGINE_IN_USE, engine_used
+from fabric.program import fmac_events
 from kernels.grid import KernelGrid
 from kernels.registry import algorithm, analytic_cycles, run_kernel
 from kernels.result import KernelResult
+from wafer.energy import Events, energy
 from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
@@ -43,6 +45,7 @@ class Estimate:
     analytic_cycles: int
     run: KernelResult | None = field(default=None, repr=False)  # the cycle tier's run
     fit: dict[str, Any] | None = None  # the fast tier's fit: a, b, units, reduced runs
+    energy: dict[str, float] | None = None  # a GEMM's split (:func:`gemm_energy`)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready fields (an engine run's own summary for the cycle tier)."""
@@ -50,9 +53,23 @@ class Estimate:
             return {**self.run.summary(), "tier": self.tier}
         out = asdict(self)
         del out["run"]
-        if out["fit"] is None:
-            del out["fit"]
+        for key in ("fit", "energy"):
+            if out[key] is None:
+                del out[key]
         return out
+
+
+def gemm_energy(algo: str, shape, grid: KernelGrid, spec: WaferSpec, dtype: str, cycles: int,
+                options: dict) -> dict[str, float]:  # fmt: skip
+    """A GEMM's energy split without an engine run: its multiply-adds (the kept weights' at
+    ``density``) and their SRAM words, its record's wavelet-hops (equal to the engine's:
+    ``tests/test_energy.py``), leakage over ``cycles``."""
+    density = options.get("density", 1.0)
+    macs = shape["m"] * shape["k"] * shape["n"] * density
+    hops = algorithm("gemm", algo).hops(shape, grid.rows, grid.cols, dtype, **options)
+    pe_seconds = grid.rows * grid.cols * cycles / spec.clock_hz
+    events = fmac_events(macs, dtype) + Events(wavelet_hops=hops)
+    return energy(events, spec, pe_seconds).to_dict()
 
 
 Request = tuple[str, str, dict[str, int], KernelGrid, WaferSpec]  # kernel, algo, shape, grid, spec
@@ -73,8 +90,9 @@ def _fast(req: Request, dtype, seed, engine, holes, options) -> Estimate:
     with engine_used(engine):
         fast = fast_cycles(algo, shape, grid.rows, grid.cols, spec, dtype, holes, seed, **options)
     fit = {"a": fast.fit[0], "b": fast.fit[1], "units": fast.units, "reduced_runs": fast.reduced}
+    split = gemm_energy(algo, shape, grid, spec, dtype, fast.cycles, options)
     return Estimate("fast", kernel, algo, dtype, shape, fast.cycles, fast.cycles / spec.clock_hz,
-                    fast.analytic_cycles, fit=fit)  # fmt: skip
+                    fast.analytic_cycles, fit=fit, energy=split)  # fmt: skip
 
 
 def _analytic(req: Request, dtype, seed, engine, holes, options) -> Estimate:
@@ -83,7 +101,12 @@ def _analytic(req: Request, dtype, seed, engine, holes, options) -> Estimate:
         tree = options.get("reduce") == "tree"  # tree reductions crowd the detours' links
         options = {**options, "detour": grid.tree_detour if tree else grid.detour}
     cycles = analytic_cycles(kernel, algo, shape, grid.rows, grid.cols, spec, dtype, **options)
-    return Estimate("analytic", kernel, algo, dtype, shape, cycles, cycles / spec.clock_hz, cycles)
+    options.pop("detour", None)
+    split = (
+        gemm_energy(algo, shape, grid, spec, dtype, cycles, options) if kernel == "gemm" else None
+    )
+    return Estimate("analytic", kernel, algo, dtype, shape, cycles, cycles / spec.clock_hz, cycles,
+                    energy=split)  # fmt: skip
 
 
 TIERS: dict[str, Callable[..., Estimate]] = {"cycle": _cycle, "fast": _fast, "analytic": _analytic}

@@ -137,3 +137,18 @@ def test_the_defect_free_yield_is_what_the_maps_show(model, params):
     p = defect_free_probability(SPEC, model, params)
     assert 0.1 < p < 0.9
     assert np.mean(clean) == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / 1500))
+
+
+@pytest.mark.parametrize("algo", ["weight_stream", "summa"])
+def test_every_kernel_tier_reports_the_same_energy(capsys, algo):
+    """``kernel gemm --tier analytic|fast`` split as the cycle tier measures it: the same
+    multiply-adds and hops (the record's count equals the engine's), leakage by its cycles."""
+    splits = {}
+    for tier in ("cycle", "fast", "analytic"):
+        assert main(["kernel", "gemm", "--algo", algo, "--grid", "4x4", "--preset", "tiny",
+                     "--tier", tier, "--json"]) == 0  # fmt: skip
+        splits[tier] = json.loads(capsys.readouterr().out)["energy"]
+    for tier in ("fast", "analytic"):
+        assert splits[tier]["compute_j"] == pytest.approx(splits["cycle"]["compute_j"])
+        assert splits[tier]["fabric_j"] == pytest.approx(splits["cycle"]["fabric_j"])
+        assert splits[tier]["total_j"] == pytest.approx(splits["cycle"]["total_j"], rel=0.02)

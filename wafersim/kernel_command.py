@@ -199,9 +199,11 @@ def kernel_text(r: dict[str, Any]) -> str:
         f"PEs (WxH, {r['holes']} holes), {r['spec']}, {r['tier']} tier"
     )
     if r["tier"] != "cycle":
+        flops = 2 * r["shape"].get("m", 0) * r["shape"].get("k", 0) * r["shape"].get("n", 0)
+        energy = f"\n{energy_line(r['energy'], flops)}" if "energy" in r else ""
         return (
             f"{head}\n{r['cycles']} cycles ({r['seconds'] * 1e6:.1f} us), analytic "
-            f"{r['analytic_cycles']} ({r['wall_s']:.2f} s)"
+            f"{r['analytic_cycles']} ({r['wall_s']:.2f} s){energy}"
         )
     return "\n".join(
         [
