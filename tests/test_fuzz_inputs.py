@@ -14,6 +14,7 @@ get an attribute or a dataset replaced, or a dataset removed.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -62,9 +63,8 @@ def _model(tmp: Path) -> Path:
 
 def _run_config(tmp: Path) -> Path:
     text = (ROOT / "examples" / "fc_digits.yaml").read_text()
-    model = ROOT / "examples" / "models" / "fc-digits.yaml"
     path = tmp / "run.yaml"
-    path.write_text(text.replace("model: models/fc-digits.yaml", f"model: {model}"))
+    path.write_text(re.sub(r"model: (\S+)", lambda m: f"model: {ROOT / 'examples' / m[1]}", text))
     return path
 
 
