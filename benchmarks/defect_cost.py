@@ -8,17 +8,20 @@ usable yield: a failed point is a map that could not hold the plan), the cost of
 wafer (the wafer's price over that share), samples/s per thousand dollars of usable wafers
 for each repair strategy (mean over its maps), and the chance that the same defect model
 leaves a wafer with no defect at all, with the price of such a wafer (what a part needing
-every PE and wire would cost). Prints markdown tables (the README's).
+every PE and wire would cost). Prints markdown tables, a table a model (the README's keeps
+their defect-density rows, both models in one).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import defaultdict
 
 import numpy as np
 
+from wafer.errors import ConfigError
 from wafersim.sweep_results import read_records
 
 LEVELS = ("wafer.defects.defect_density_per_cm2", "wafer.defects.pe_defect_prob")
@@ -55,7 +58,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep", help="a defect sweep's HDF5 results")
     args = parser.parse_args()
-    table = groups(args.sweep)
+    try:
+        table = groups(args.sweep)
+    except ConfigError as error:
+        print(f"defect_cost.py: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     repairs = sorted({repair for by_repair in table.values() for repair in by_repair})
     for model in sorted({key[0] for key in table}):
         print(f"\n{model}\n")

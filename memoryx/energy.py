@@ -49,15 +49,16 @@ def segment_events(plan: Plan, stream: StreamResult, state_slots: int) -> list[E
 
 
 def energy_report(
-    plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int, working_pes: int
+    plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int, run_s: float
 ) -> dict[str, Any]:
     """performance.json's ``energy``: joules per step split by where they went, the run's
-    total, the mean power and GFLOP/J; and each segment's joules (``layer_joules``)."""
+    total, the mean power and GFLOP/J (leakage over the run's ``run_s``, waits for input
+    included)."""
     events = segment_events(plan, stream, state_slots)
     steps = stream.times.shape[0]
-    step_s = stream.total_cycles / spec.clock_hz / steps
+    step_s = run_s / steps
     step = sum(events, Events())
-    split = energy(step, spec, pe_seconds=working_pes * step_s)
+    split = energy(step, spec, pe_seconds=plan.working["pes"] * step_s)
     return {
         "per_step_j": split.to_dict(),
         "total_j": split.total_j * steps,
@@ -68,11 +69,13 @@ def energy_report(
     }
 
 
-def segment_joules(plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int):
+def segment_joules(plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int,
+                   run_s: float):  # fmt: skip
     """Each segment's joules in one step (leakage left out), and one step's SRAM leakage
-    over ``plan``'s working PEs: what the timeline's energy counter adds up."""
+    over ``plan``'s working PEs for a run of ``run_s``: what the timeline's energy counter
+    adds up."""
     joules = [energy(e, spec).total_j for e in segment_events(plan, stream, state_slots)]
-    step_s = stream.total_cycles / spec.clock_hz / stream.times.shape[0]
+    step_s = run_s / stream.times.shape[0]
     leakage = energy(Events(), spec, pe_seconds=plan.working["pes"] * step_s).total_j
     return joules, leakage
 
@@ -89,9 +92,11 @@ def layer_energy(
     return out
 
 
-def cost_report(spec: WaferSpec, defects: dict[str, Any] | None, samples_per_sec: float):
-    """performance.json's ``cost``: this (usable) wafer's price and throughput per dollar,
-    and what a wafer without any defect would cost under the run's defect model."""
+def cost_report(spec: WaferSpec, defects: dict[str, Any] | None, samples_per_sec: float,
+                wafers: int = 1):  # fmt: skip
+    """performance.json's ``cost``: a (usable) wafer's price, the cluster's samples/s per
+    thousand dollars of its ``wafers``, and what a wafer without any defect would cost under
+    the run's defect model."""
     price = spec.cost.wafer_usd
     params = dict(defects or {})
     model = params.pop("model", "poisson")
@@ -101,7 +106,8 @@ def cost_report(spec: WaferSpec, defects: dict[str, Any] | None, samples_per_sec
     return {
         "wafer_usd": price,
         "usable_wafer_usd": price,
-        "samples_per_sec_per_kusd": samples_per_sec / price * 1000 if price else None,
+        "wafers": wafers,
+        "samples_per_sec_per_kusd": samples_per_sec / (price * wafers) * 1000 if price else None,
         "defect_free_yield": clean,
         "defect_free_wafer_usd": price / clean if clean > 0 else None,
     }

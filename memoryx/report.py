@@ -55,7 +55,7 @@ def performance(result: RunResult) -> dict[str, Any]:
     seconds = summary["total_cycles"] / spec.clock_hz
     est_step_s = result.wafers[slowest].plan.totals.seconds
     fed = _input(result, samples / seconds)
-    rate = min(samples / seconds, fed["input_samples_per_s"])
+    rate = samples / run_seconds(result)
     plan, slots = result.wafers[slowest].plan, len(optimizer_of(config).slots)
     out = {
         "compile_time_s": result.compile_time_s,
@@ -87,8 +87,8 @@ def performance(result: RunResult) -> dict[str, Any]:
         "swarmx": _swarmx(result, summary["total_cycles"]),
         "sparsity": _sparsity(result),
         "pe_cycles_by_reason": _reasons(result),
-        "energy": energy_report(plan, stream, spec, slots, plan.working["pes"]),
-        "cost": cost_report(spec, config["wafer"].get("defects"), rate),
+        "energy": energy_report(plan, stream, spec, slots, samples / rate),
+        "cost": cost_report(spec, config["wafer"].get("defects"), rate, wafers),
         "layers": _layers(stream, layer_energy(plan, stream, spec, slots)),
         **fed,
         **_training(result),
@@ -103,6 +103,16 @@ def performance(result: RunResult) -> dict[str, Any]:
 def _layers(stream, energies: list[dict[str, float]]) -> list[dict[str, Any]]:
     """Per segment, over all steps: the stream's cycles and bytes, with its joules."""
     return [{**row, **joules} for row, joules in zip(stream.per_layer(), energies, strict=True)]
+
+
+def run_seconds(result: RunResult) -> float:
+    """The run's simulated time: its samples at the rate it went, the slowest wafer's or
+    the input pipeline's where that is slower (performance.json's ``total_time_s``)."""
+    config, spec = result.config, result.config.spec
+    cycles = max(stream.total_cycles for stream in result.streams)
+    samples = config["steps"] * config["batch"] * len(result.wafers)
+    wafer_rate = samples / (cycles / spec.clock_hz)
+    return samples / min(wafer_rate, _input(result, wafer_rate)["input_samples_per_s"])
 
 
 def programming_time_s(plan: Plan, spec) -> float:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from fabric.timeline import Timeline
 from memoryx import _stream_kernel as K
 from memoryx.energy import segment_joules
+from memoryx.report import run_seconds
 from memoryx.run import RunResult, optimizer_of
 from memoryx.streaming import StreamResult
 from memoryx.training import step_due
@@ -33,9 +34,9 @@ REDUCE = "reduce (gradients from the wafers)"
 def run_timeline(result: RunResult) -> Timeline:
     """The timeline of every wafer's stream of ``result``."""
     timeline = Timeline(result.config.spec.clock_hz)
-    slots = len(optimizer_of(result.config).slots)
+    slots, run_s = len(optimizer_of(result.config).slots), run_seconds(result)
     for w, stream in enumerate(result.streams):
-        joules = segment_joules(result.wafers[w].plan, stream, result.config.spec, slots)
+        joules = segment_joules(result.wafers[w].plan, stream, result.config.spec, slots, run_s)
         _wafer(timeline, f"wafer {w}", stream, joules)
     if len(result.streams) > 1:
         _swarmx(timeline, result.streams)
@@ -74,7 +75,8 @@ def _checkpoints(timeline: Timeline, stream: StreamResult, config) -> None:
     for s in range(steps):
         if step_due(s + 1, config["checkpoint_every"], steps):
             end = stream.times[s, -1, K.COMPUTE_END]
-            timeline.instant("MemoryX", "checkpoints", f"checkpoint step {s + 1}", end, step=s + 1)
+            timeline.instant("MemoryX", "checkpoints", f"checkpoint after step {s}", end,
+                             step=s, steps_done=s + 1)  # fmt: skip
 
 
 def _wafer(timeline: Timeline, wafer: str, stream: StreamResult, joules) -> None:

@@ -108,8 +108,8 @@ def test_a_run_reports_energy_per_step_per_layer_and_as_a_timeline_counter(tmp_p
     assert sum(split[name] for name in LABELS) == pytest.approx(split["total_j"])
     assert report["total_j"] == pytest.approx(2 * split["total_j"])
     assert min(split[name] for name in LABELS) > 0
-    leak = energy(Events(), config.spec,
-                  pe_seconds=perf["working_pes"] * perf["wafer_time_s"] / 2).total_j  # fmt: skip
+    leak = energy(Events(), config.spec,  # over the run's time, waits for input included
+                  pe_seconds=perf["working_pes"] * perf["total_time_s"] / 2).total_j  # fmt: skip
     layers = sum(row["energy_j"] for row in perf["layers"])
     assert layers + 2 * leak == pytest.approx(report["total_j"])
     assert all(row["gflop_per_j"] >= 0 for row in perf["layers"])
@@ -117,6 +117,7 @@ def test_a_run_reports_energy_per_step_per_layer_and_as_a_timeline_counter(tmp_p
     counter = [e["args"]["joules"] for e in events if e.get("name") == "energy (J)"]
     assert counter[-1] == pytest.approx(report["total_j"], rel=1e-6)
     assert counter == sorted(counter)
+    assert report["mean_power_w"] == pytest.approx(report["total_j"] / perf["total_time_s"])
     cost = perf["cost"]
     assert cost["usable_wafer_usd"] == config.spec.cost.wafer_usd
     assert cost["samples_per_sec_per_kusd"] == pytest.approx(
@@ -152,3 +153,14 @@ def test_every_kernel_tier_reports_the_same_energy(capsys, algo):
         assert splits[tier]["compute_j"] == pytest.approx(splits["cycle"]["compute_j"])
         assert splits[tier]["fabric_j"] == pytest.approx(splits["cycle"]["fabric_j"])
         assert splits[tier]["total_j"] == pytest.approx(splits["cycle"]["total_j"], rel=0.02)
+
+
+def test_a_cluster_pays_for_each_wafer(tmp_path):
+    """Two data-parallel wafers: samples/s per k$ divides by both wafers' price."""
+    config = load_run_config(write_config(tmp_path, steps=1, tier="fast", swarmx={"wafers": 2}))
+    perf = performance(run(config, tmp_path / "out"))
+    cost = perf["cost"]
+    assert cost["wafers"] == 2
+    assert cost["samples_per_sec_per_kusd"] == pytest.approx(
+        perf["samples_per_sec"] / (2 * cost["wafer_usd"]) * 1000
+    )

@@ -234,7 +234,7 @@ def test_run_timeline_draws_swarmx_and_checkpoints(tmp_path):
                     assert any(e["ts"] <= timeline.us(link[0]) + 1e-6
                                and timeline.us(end) <= e["ts"] + e["dur"] + 1e-6
                                for e in spans)  # fmt: skip
-    saved = sorted(e["args"]["step"] for e in events if e["name"].startswith("checkpoint"))
+    saved = sorted(e["args"]["steps_done"] for e in events if e["name"].startswith("checkpoint"))
     assert saved == [2, 3]  # every 2 steps, and the last
     written = sorted(p.name for p in (tmp_path / "out" / "checkpoints").glob("*.h5"))
     assert written == ["step_00000002.h5", "step_00000003.h5"]

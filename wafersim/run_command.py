@@ -112,7 +112,7 @@ def run_text(r: dict[str, Any]) -> str:
         + (" (suspected input bottleneck)" if r["suspected_input_bottleneck"] else ""),
         "  "
         + energy_line(r["energy"]["per_step_j"], r["energy"]["gflop_per_step"] * 1e9)
-        + " a step",
+        + (" a step" if r["wafers"] == 1 else " a step, one wafer of the cluster's"),
         f"  compile {r['compile_time_s']:.2f} s, programming {r['programming_time_s']:.3g} s "
         f"(a floor: SRAM images in over the edge), wall {r['sim_wall_s']:.1f} s",
     ]
