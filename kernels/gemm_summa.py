@@ -377,17 +377,9 @@ def _move(plan, task: int, chains: _Chains, flow: int, at, position: int) -> Non
 
 
 def summa_cycles(
-    m: int,
-    k: int,
-    n: int,
-    p: int,
-    q: int,
-    spec: WaferSpec,
-    dtype: str,
-    detour=NO_DETOUR,
-    inputs: str = "resident",
-    outputs: str = "in_place",
-) -> int:
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, detour=NO_DETOUR,
+    inputs: str = "resident", outputs: str = "in_place",
+) -> int:  # fmt: skip
     """Analytic cycles: per step the slower of its multiply (two waits, the ``matmul``) and
     its broadcasts, plus what does not overlap: the first broadcast or the last multiply;
     and what staging adds (:func:`kernels.staging.staging_cycles`).

@@ -27,12 +27,11 @@ from kernels.grid import KernelGrid
 from kernels.lines import reduce_colors, reduce_cycles, reduce_line
 from kernels.plan import KernelPlan, decode, encode, split
 from kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
-from wafer.errors import ConfigError
+from kernels.staging import OUTPUTS, check_choice
 from wafer.spec import WaferSpec
 
 X_COLOR = 0
-INPUTS = ("streamed", "resident")
-OUTPUTS = ("in_place", "gathered")
+INPUTS = ("streamed", "resident")  # x streams by default (the GEMMs' own default differs)
 
 
 def gemv(
@@ -41,8 +40,8 @@ def gemv(
 ) -> KernelResult:  # fmt: skip
     """Run ``y = a @ x`` on ``grid``; ``algo`` is the row reduction (``REDUCE_ALGOS``);
     ``inputs`` and ``outputs`` say what is timed (see the module docstring)."""
-    _check_choice("inputs", inputs, INPUTS)
-    _check_choice("outputs", outputs, OUTPUTS)
+    check_choice("inputs", inputs, INPUTS)
+    check_choice("outputs", outputs, OUTPUTS)
     m, n = a.shape
     rows, cols = split(m, grid.rows, "m"), split(n, grid.cols, "n")
     plan = KernelPlan(grid, spec)
@@ -123,11 +122,6 @@ def _gather(plan, acc, rows, color: int) -> dict[int, tuple[int, int]]:
         plan.prog.recv(port, 0, used, addr, size)
         where[pe] = (port, addr)
     return where
-
-
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{name}={value!r} is not one of: {', '.join(allowed)}")
 
 
 def gemv_cycles(m: int, n: int, p: int, q: int, spec: WaferSpec, algo: str, dtype: str,

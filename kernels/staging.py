@@ -24,6 +24,7 @@ kernels' own colors do not reach (the wiring refuses any clash, naming the color
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -93,13 +94,12 @@ class Staging:
         grid, colors = self.plan.grid, iter(self._colors)
         for operand, side in SIDES.items():
             pair = (next(colors), next(colors))
+            held = defaultdict(list)  # each PE's blocks of the operand, in placing order
+            for block in self._placed[operand]:
+                held[block.pe].append(block)
             lines = grid.pe if side == "west" else grid.pe.T
             for i, line in enumerate(lines):
                 port = grid.west_port(i) if side == "west" else grid.north_port(i)
-                held = {int(pe): [] for pe in line}
-                for block in self._placed[operand]:
-                    if block.pe in held:
-                        held[block.pe].append(block)
                 _scatter(self.plan, port, [int(pe) for pe in line], held, pair, (operand, i))
         _all_wait(self.plan, [int(pe) for pe in grid.pe.ravel()])
 
@@ -112,21 +112,18 @@ class Staging:
         grid = self.plan.grid
         _all_wait(self.plan, [int(pe) for pe in grid.pe.ravel()])
         pair = tuple(self._colors[-2:])
-        row_of = {int(pe): i for (i, _), pe in np.ndenumerate(grid.pe)}
+        held = defaultdict(list)  # each PE's C tiles, in the kernel's order
+        for tile in tiles:
+            held[tile[0]].append(tile)
         moved = []
-        for i, line in enumerate(grid.pe):
-            line = [int(pe) for pe in line]
-            mine = [t for t in tiles if row_of[t[0]] == i]
-            mine.sort(key=lambda t: line.index(t[0]))
-            held = {pe: [(t[1], (t[3] - t[2]) * (t[5] - t[4])) for t in mine if t[0] == pe]
-                    for pe in line}  # fmt: skip
+        for i, line in enumerate(grid.pe.tolist()):
+            mine = [tile for pe in line for tile in held[pe]]  # the order the port takes them
             port = grid.west_port(i)
-            addr = self.plan.alloc(port, sum(n for blocks in held.values() for _, n in blocks),
-                                   "gathered C")  # fmt: skip
+            addr = self.plan.alloc(port, sum(_words(t) for t in mine), "gathered C")
             _gather(self.plan, port, line, held, pair, addr, i)
-            for t in mine:
-                moved.append((port, addr, *t[2:]))
-                addr += (t[3] - t[2]) * (t[5] - t[4])
+            for tile in mine:
+                moved.append((port, addr, *tile[2:]))
+                addr += _words(tile)
         return moved
 
 
@@ -154,22 +151,27 @@ def _scatter(plan, port: int, line: list[int], held: dict[int, list[Block]], pai
 
 
 def _gather(plan, port: int, line: list[int], held: dict[int, list], pair, addr: int, i: int):
-    """Each PE of ``line`` sends its blocks toward ``port`` (west), then relays those of
-    the PEs after it; the port receives them all in line order at ``addr``."""
+    """Each PE of ``line`` sends its ``C`` tiles toward ``port`` (west), then relays those
+    of the PEs after it; the port receives them all in line order at ``addr``."""
     prog, wiring = plan.prog, plan.wiring
     hops = [port, *line]
     color = [wiring.connect(pair[h % 2], hops[h + 1], [hops[h]], ("gather", i, h))
              for h in range(len(line))]  # fmt: skip
-    behind = sum(n for pe in line for _, n in held[pe])
+    behind = sum(_words(tile) for pe in line for tile in held[pe])
     if behind == 0:
         return
     prog.recv(port, RECV, color[0], addr, behind)
     for h, pe in enumerate(line):
-        for at, n in held[pe]:
-            prog.send(pe, SEND, color[h], at, n)
-        behind -= sum(n for _, n in held[pe])
+        for tile in held[pe]:
+            prog.send(pe, SEND, color[h], tile[1], _words(tile))
+        behind -= sum(_words(tile) for tile in held[pe])
         if behind and h + 1 < len(line):
             _relay(plan, pe, color[h + 1], color[h], behind)
+
+
+def _words(tile: tuple) -> int:
+    """fp32 words of a ``C`` tile ``(pe, addr, r0, r1, c0, c1)``."""
+    return (tile[3] - tile[2]) * (tile[5] - tile[4])
 
 
 def _relay(plan, pe: int, into: int, out: int, n_words: int) -> None:

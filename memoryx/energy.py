@@ -49,13 +49,12 @@ def segment_events(plan: Plan, stream: StreamResult, state_slots: int) -> list[E
 
 
 def energy_report(
-    plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int, run_s: float
+    plan: Plan, events: list[Events], spec: WaferSpec, steps: int, run_s: float
 ) -> dict[str, Any]:
-    """performance.json's ``energy``: joules per step split by where they went, the run's
-    total, the mean power and GFLOP/J (leakage over the run's ``run_s``, waits for input
+    """performance.json's ``energy`` from each segment's ``events`` of a step
+    (:func:`segment_events`): joules per step split by where they went, the run's total of
+    ``steps``, the mean power and GFLOP/J (leakage over the run's ``run_s``, waits for input
     included)."""
-    events = segment_events(plan, stream, state_slots)
-    steps = stream.times.shape[0]
     step_s = run_s / steps
     step = sum(events, Events())
     split = energy(step, spec, pe_seconds=plan.working["pes"] * step_s)
@@ -80,15 +79,13 @@ def segment_joules(plan: Plan, stream: StreamResult, spec: WaferSpec, state_slot
     return joules, leakage
 
 
-def layer_energy(
-    plan: Plan, stream: StreamResult, spec: WaferSpec, state_slots: int
-) -> list[dict[str, float]]:
-    """Per segment, over all steps: joules (leakage left out) and GFLOP/J."""
-    steps = stream.times.shape[0]
+def layer_energy(events: list[Events], spec: WaferSpec, steps: int) -> list[dict[str, float]]:
+    """Per segment (its ``events`` of a step), over ``steps``: joules (leakage left out) and
+    GFLOP/J."""
     out = []
-    for events in segment_events(plan, stream, state_slots):
-        split = energy(events, spec)
-        out.append({"energy_j": steps * split.total_j, "gflop_per_j": gflop_per_j(events, split)})
+    for segment in events:
+        split = energy(segment, spec)
+        out.append({"energy_j": steps * split.total_j, "gflop_per_j": gflop_per_j(segment, split)})
     return out
 
 

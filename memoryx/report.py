@@ -32,7 +32,7 @@ from compiler.tile_order import IN_PASSES
 from fabric.engine import REASON_NAMES
 from fabric.program import value_bytes
 from memoryx.data import input_bound, input_pipeline
-from memoryx.energy import cost_report, energy_report, layer_energy
+from memoryx.energy import cost_report, energy_report, layer_energy, segment_events
 from memoryx.run import RunResult, Wafer, optimizer_of, stream_edge
 from memoryx.run_config import write_config
 from memoryx.run_events import write_events
@@ -56,7 +56,8 @@ def performance(result: RunResult) -> dict[str, Any]:
     est_step_s = result.wafers[slowest].plan.totals.seconds
     fed = _input(result, samples / seconds)
     rate = samples / run_seconds(result)
-    plan, slots = result.wafers[slowest].plan, len(optimizer_of(config).slots)
+    plan = result.wafers[slowest].plan
+    events = segment_events(plan, stream, len(optimizer_of(config).slots))  # one step's
     out = {
         "compile_time_s": result.compile_time_s,
         "programming_time_s": programming_time_s(result.wafers[slowest].plan, spec),
@@ -87,9 +88,9 @@ def performance(result: RunResult) -> dict[str, Any]:
         "swarmx": _swarmx(result, summary["total_cycles"]),
         "sparsity": _sparsity(result),
         "pe_cycles_by_reason": _reasons(result),
-        "energy": energy_report(plan, stream, spec, slots, samples / rate),
+        "energy": energy_report(plan, events, spec, steps, samples / rate),
         "cost": cost_report(spec, config["wafer"].get("defects"), rate, wafers),
-        "layers": _layers(stream, layer_energy(plan, stream, spec, slots)),
+        "layers": _layers(stream, layer_energy(events, spec, steps)),
         **fed,
         **_training(result),
         "config": config.raw,
