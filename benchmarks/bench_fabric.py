@@ -1,14 +1,16 @@
 """Router-cycles per second of the cycle engine under uniform traffic.
 
 Run: python benchmarks/bench_fabric.py [--sizes 32 128 512] [--cycles N] [--threads 1 2]
-     [--loads 0.01 0.3 0.9] [--engine cpu|cuda] [--layout rows|router] [--plain]
+     [--loads 0.01 0.3 0.9] [--engine cpu|cuda] [--layout rows|router]
+     [--launch auto|block|grid|wide] [--plain]
      [--out out/bench_fabric.json]
 Load is given as a share of the uniform-traffic bisection bound 4/k flits/PE/cycle. Each run
 lasts at least 3k cycles so that packets cross the mesh before the figures are taken. JIT
 compile time is measured apart (a warm-up on a tiny mesh) and excluded from the figures.
 ``--engine cuda`` runs the CUDA kernels (fabric.cuda_engine) on the GPU; ``--threads`` then
 does not apply. The figures include copying the state to the device and back; ``--layout``
-picks the device arrays' layout (``cuda_engine.LAYOUTS``), and the kernels' registers and
+picks the device arrays' layout (``cuda_engine.LAYOUTS``), ``--launch`` the kernel
+(``cuda_engine.LAUNCHES``; auto picks by the mesh's size), and the kernels' registers and
 local memory per thread (the compiled kernels' resource report) are printed.
 ``--plain`` also runs ``plain_mesh.py`` (a bare XY mesh kernel, one thread) on each size and
 load right after the engine, as a yardstick that drifts with the machine as the engine does
@@ -38,6 +40,7 @@ def main():
     parser.add_argument("--engine", choices=ENGINES, default="cpu")
     parser.add_argument("--loads", type=float, nargs="+", default=list(LOADS))
     parser.add_argument("--layout", default="rows", help="cuda: the device arrays' layout")
+    parser.add_argument("--launch", default="auto", help="cuda: the kernel (auto: by size)")
     parser.add_argument("--plain", action="store_true", help="also time plain_mesh.py")
     parser.add_argument("--out", default="out/bench_fabric.json")
     args = parser.parse_args()
@@ -49,13 +52,14 @@ def main():
         from fabric import cuda_engine
 
         cuda_engine.LAYOUT = args.layout
+        cuda_engine.LAUNCH = args.launch
         plain = plain_rate_cuda
     t0 = time.perf_counter()
-    warm_up(args.engine)
+    warm_up(args.engine, programs=False)
     compile_s = time.perf_counter() - t0
     print(f"JIT warm-up (compile or cache load), engine {args.engine}: {compile_s:.1f} s")
     if args.engine == "cuda":
-        print(f"layout {args.layout}; {cuda_engine.resource_report()}")
+        print(f"layout {args.layout}, launch {args.launch}; {cuda_engine.resource_report()}")
     print(f"{'k':>5} {'load':>6} {'threads':>7} {'accepted':>9} {'M router-cycles/s':>18}")
     if args.plain:
         print("      (plain: plain_mesh.py, one thread, same size, load and cycles)")
@@ -96,7 +100,7 @@ def main():
                 print(f"{k:5d} {load:6.2f} {'plain':>7} {accepted:9.5f} {speed / 1e6:18.2f}")
     summary = {"min_cycles": args.cycles, "engine": args.engine, "compile_s": compile_s}
     if args.engine == "cuda":
-        summary["layout"] = args.layout
+        summary |= {"layout": args.layout, "launch": args.launch}
     write_json(args.out, summary | {"runs": rows})
     print(f"saved {args.out}")
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The CUDA engine's checks and figures on a GPU machine, in one run (issue 30):
 #   bash benchmarks/cuda_device_check.sh [OUT_DIR] [STEPS]
-# STEPS (default "cases bench"): cases = every case of tests/cuda_cases.py bit for bit against
-# the CPU engine; bench = bench_fabric.py --engine cuda at 30 % load, 128 x 128 and
-# 1024 x 1024, 10^4 cycles, each device layout, beside the one-launch-a-cycle plain kernel;
+# STEPS (default "cases bench"): cases = the cases of tests/cuda_cases.py (all, or those named
+# in $CASES) bit for bit against the CPU engine; bench = bench_fabric.py --engine cuda at 1 and
+# 30 % load, 128 x 128 and 1024 x 1024, 10^4 cycles, each device layout ($LAYOUTS, default
+# "rows router") and launch ($LAUNCHES, default "auto"), beside the one-launch-a-cycle plain
+# kernel (the first of them only);
 # profile = Nsight Compute on one 200-cycle launch at 128 x 128 and 1024 x 1024 (ncu_K.txt);
 # jitcache = benchmarks/cuda_jit_cache.py (start-up with and without the kernels' disk cache).
 # Where the machine's numba-cuda does not import, wheels in .whl/ (numpy<2.5, numba-cuda) are
@@ -28,14 +30,19 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 failed=0
 for step in $steps; do
   case $step in
-    cases) timeout 400 python3 tests/cuda_cases.py 2>&1 | tee "$out/cases.log" || failed=1 ;;
+    cases) timeout 400 python3 tests/cuda_cases.py ${CASES:-} 2>&1 | tee "$out/cases.log" || failed=1 ;;
     jitcache)
       timeout 300 python3 benchmarks/cuda_jit_cache.py 2>&1 | tee "$out/jitcache.log" || failed=1 ;;
     bench)
-      for layout in rows router; do
-        timeout 300 python3 benchmarks/bench_fabric.py --engine cuda --layout "$layout" \
-          --sizes 128 1024 --loads 0.01 0.3 --cycles 10000 --plain \
-          --out "$out/bench_fabric_$layout.json" 2>&1 | tee "$out/bench_$layout.log" || failed=1
+      plain=--plain
+      for layout in ${LAYOUTS:-rows router}; do
+        for launch in ${LAUNCHES:-auto}; do
+          timeout 300 python3 benchmarks/bench_fabric.py --engine cuda --layout "$layout" \
+            --launch "$launch" --sizes 128 1024 --loads 0.01 0.3 --cycles 10000 $plain \
+            --out "$out/bench_fabric_${layout}_$launch.json" 2>&1 \
+            | tee "$out/bench_${layout}_$launch.log" || failed=1
+          plain=
+        done
       done ;;
     profile)
       ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)

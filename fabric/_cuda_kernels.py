@@ -1,27 +1,16 @@
 """CUDA kernels of the cycle engine: one thread per router, many cycles per launch.
 
-The router-level functions are not written again here. ``fabric/_kernels.py`` and
-``fabric/_fp16.py`` are executed a second time, from their own source, in modules where the
-decorator (``kernel``, resp. ``njit``) makes a CUDA device function: every ``@kernel``
-function of the CPU engine (``_program_cycle``, ``_traffic_cycle``, ``_catch_up`` and what they
-call) is then also compiled for the GPU, and the CPU engine stays the one source of truth.
-Device functions compile on first use, so the CPU-only host loop (``run_cycles``, the row loops,
-``_pending_work``, whose array reductions a device cannot do) is defined there but never built.
-
-Three names differ. ``_record_packet`` adds to the packet counters of the sink's row, which
-the routers of a row share. On the CPU a row is one thread's work; here each router is a
-thread, so the CUDA version below adds atomically (integer adds, whose sums do not depend on
-their order). Everything else a router writes is its own state or a link slot only it drives.
-``mul_rn`` is libdevice's ``fmul_rn``: a product rounded alone, which NVVM cannot fuse with
-the add after it (by default it does, and the GPU's ``acc + a * b`` then differs from the CPU's
-in the last bit). And ``np`` there is numpy with ``log1p`` and ``ceil`` taken from ``math``
-(numba-cuda has no device loops for those two ufuncs; see ``_numpy_for_devices``).
+The router-level functions are not written again here: they are the CPU engine's own, compiled
+for the GPU (``fabric._cuda_device``), but for the single-color traffic step
+(``fabric._cuda_traffic``). A kernel compiles one router step, picked by the types of its
+arguments (``_routers``): PE programs, traffic on one color, or traffic on several, so that
+each holds only its own step's code and registers.
 
 The three kernels are cached on disk (``cache=True``, where the CUDA toolchain allows: not in
 the simulator) so that a process after the first loads them instead of compiling them again
 (about 35-46 s on an H100 machine). Numba keys a cached kernel on the file that defines it,
-which would miss a change to the device functions taken from ``_kernels.py`` and ``_fp16.py``:
-:func:`_cached` keys it on the digest of all three files instead.
+which would miss a change to the device functions taken from other files: :func:`_cached`
+keys it on the digest of every file its device code comes from (:data:`SOURCES`) instead.
 
 What replaces ``run_cycles``: each cycle, every thread steps its routers (``first``,
 ``first + stride``, ...) and folds their summary (any event, any move, the last cycle of an op
@@ -46,22 +35,20 @@ Three kernels run that loop:
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import math
 import types
 from pathlib import Path
 
 import numba
 import numpy as np
 from numba import cuda
-from numba.cuda import libdevice
+from numba.core.extending import overload
 
-from fabric import _fp16
+from fabric import _cuda_device, _cuda_traffic, _fp16
 from fabric import _kernels as K
+from fabric._cuda_device import DEVICE, SIMULATED
 from fabric._kernels import NEVER, STATUS_DEADLOCK, STATUS_DONE, STATUS_MAX_CYCLES
 
-SIMULATED = numba.config.ENABLE_CUDASIM
 RUNNING = -1  # status while the loop goes on
 # a thread's loop state (a local array; every thread holds the same values)
 R_T, R_END, R_LAST_EVENT, R_LAST_MOVE, R_ITER, R_STATUS, R_CYCLE, R_SETTLE = range(8)
@@ -72,100 +59,21 @@ CLEARED = (0, 0, 0, NEVER, 0)  # a slot before any thread adds to it
 SLOTS = 3
 RESULT = SLOTS  # (status, cycle) of the launch
 FULL_WARP = 0xFFFFFFFF  # the lanes of a warp whose 32 threads all run
+# What a launch passes for the arrays a step does not take (a kernel launch takes no None):
+# for ``tr`` in PE programs, for ``want`` in one-color traffic (see ``_routers``)
+NOTHING = 0
 
 
-def _device(**_options):
-    """The CUDA stand-in for ``_kernels.kernel`` and ``_fp16``'s ``njit``: a device function.
-
-    The CPU options (cache, NRT, IR inlining, parallel) do not apply; NVVM inlines by itself.
-    """
-    return cuda.jit(device=True)
-
-
-def _device_module(module: types.ModuleType, provided: dict) -> types.ModuleType:
-    """``module`` executed again from its source file, with the top-level definitions and
-    imported names that ``provided`` holds replaced by its values (an import of several
-    names keeps the others)."""
-    path = Path(module.__file__)
-    tree = ast.parse(path.read_text(), str(path))
-    kept, replaced = [], set()
-    for node in tree.body:
-        names = _bound_names(node)
-        if names and names <= provided.keys():
-            replaced |= names
-            continue
-        if isinstance(node, ast.ImportFrom) and names & provided.keys():
-            replaced |= names & provided.keys()
-            node.names = [a for a in node.names if (a.asname or a.name) not in provided]
-        kept.append(node)
-    missing = provided.keys() - replaced
-    if missing:
-        raise ImportError(f"{path.name} no longer defines {sorted(missing)}")
-    tree.body = kept
-    device = types.ModuleType(f"{module.__name__}_cuda", module.__doc__)
-    device.__dict__.update(provided, __file__=str(path))
-    exec(compile(tree, str(path), "exec"), device.__dict__)
-    return device
-
-
-def _bound_names(node: ast.stmt) -> set[str]:
-    if isinstance(node, ast.FunctionDef | ast.ClassDef):
-        return {node.name}
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-    return set()
-
-
-def _numpy_for_devices() -> types.ModuleType:
-    """numpy as the device module sees it: numba-cuda has no device loop for the ufuncs
-    ``np.log1p`` and ``np.ceil`` (``_geometric`` calls them on scalars); ``math.log1p`` and
-    ``math.ceil`` compute the same values (``_geometric`` takes ``int`` of the ceiling)."""
-    shim = types.ModuleType(np.__name__, np.__doc__)
-    shim.__dict__.update(vars(np))
-    shim.log1p, shim.ceil = math.log1p, math.ceil
-    return shim
-
-
-@cuda.jit(device=True)
-def _record_packet(r, t, created, injected, tr):
-    """``_kernels._record_packet`` with atomic adds: the routers of a row share its counters."""
-    latency = t - created
-    row = r // tr.width
-    cuda.atomic.add(tr.packets, row, 1)
-    cuda.atomic.add(tr.latency_sum, row, latency)
-    cuda.atomic.add(tr.network_latency_sum, row, t - injected)
-    cuda.atomic.add(tr.hist, (row, min(latency, tr.hist.shape[1] - 1)), 1)
-
-
-@cuda.jit(device=True)
-def _mul_rn(a, b):
-    """``_kernels.mul_rn``: libdevice's ``fmul_rn``, a product NVVM never fuses into an FMA."""
-    if SIMULATED:  # the simulator's libdevice functions are stubs that return None
-        return a * b
-    return libdevice.fmul_rn(a, b)
-
-
-_FP16 = _device_module(_fp16, {"njit": _device})
-DEVICE = _device_module(
-    K,
-    {
-        "kernel": _device,
-        "np": _numpy_for_devices(),
-        "get_half": _FP16.get_half,
-        "half_bits": _FP16.half_bits,
-        "set_half": _FP16.set_half,
-        "word_half": _FP16.word_half,
-        "_record_packet": _record_packet,
-        "mul_rn": _mul_rn,
-    },
-)
 _catch_up = DEVICE._catch_up
 _settle_router = DEVICE.settle_router
 _program_cycle = DEVICE._program_cycle
 _traffic_cycle = DEVICE._traffic_cycle
+_one_color_cycle = _cuda_traffic.one_color_cycle
 
 
-SOURCES = (Path(K.__file__), Path(_fp16.__file__), Path(__file__))
+SOURCES = tuple(Path(module.__file__) for module in (K, _fp16, _cuda_device, _cuda_traffic)) + (
+    Path(__file__),
+)
 SOURCES_DIGEST = hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()
 
 
@@ -238,14 +146,14 @@ def run_cycles_grid(t0, t1, fab, st, prog, tr, want, ctl):
     _finish(run, first, stride, fab, st, ctl)
 
 
-# The same grid kernel held to WIDE_REGISTERS registers a thread (148 unbounded, on sm_90):
-# 1,024 threads fit an SM instead of 384, at the cost of spilling to local memory. On an H100
-# (2026-11-23; kernel time of cycles 20-220 after an empty start, 30 % load) it stepped a
-# 1024 x 1024 mesh in 0.96 ms a cycle against 1.6 ms (148 registers, 128-thread blocks), and a
-# 128 x 128 one, with fewer routers than threads, in 59 us against 48 us. Over
-# bench_fabric.py's 3,072 cycles at 1024 x 1024 (copies included): 293 against 124 M
-# router-cycles/s (then 256-thread blocks).
-WIDE_REGISTERS = 64
+# The same grid kernel held to WIDE_REGISTERS registers a thread (186 unbounded for one-color
+# traffic, on sm_90): more threads fit an SM, at the cost of spilling to local memory. On an
+# H200 (2026-11-26, bench_fabric.py, 1024 x 1024, 30 % load, 10^4 cycles, copies included),
+# one-color traffic ran at 953 M router-cycles/s held to 96 registers (512 threads an SM),
+# 762 M held to 64 (1,024 threads), 584 M unbounded (256). Earlier, on an H100 (2026-11-23),
+# the shared step held to 64 stepped a 1024 x 1024 mesh in 0.96 ms a cycle against 1.6 ms
+# unbounded (148 registers); PE programs have not been measured at 96.
+WIDE_REGISTERS = 96
 
 
 def _renamed(function, suffix: str):
@@ -285,10 +193,42 @@ def _step(run, first, stride, fab, st, prog, tr, want, ctl):
     """Cycle ``run[R_T]`` of this thread's routers; their summary goes to slot ``k % 3``."""
     t, slot = run[R_T], ctl[run[R_ITER] % SLOTS]
     read, write = (t - fab.latency) % fab.slots, t % fab.slots
-    if fab.traffic:
-        _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot)
-    else:
+    _routers(t, read, write, first, stride, fab, st, prog, tr, want, slot)
+
+
+def _routers(t, read, write, first, stride, fab, st, prog, tr, want, slot):
+    """This thread's routers in one cycle, by the types of ``tr`` and ``want``: PE programs
+    where ``tr`` is :data:`NOTHING`, the traffic step of one color (``fabric._cuda_traffic``)
+    where ``want`` is, the shared traffic step otherwise. The simulator runs this body; a GPU
+    kernel compiles the overload below instead, which picks one step by the types, so that a
+    kernel holds one step's code and registers (a runtime test would compile every step into
+    every kernel, and Numba prunes an ``is None`` test only where the argument is None,
+    which a kernel launch cannot pass)."""
+    if _is_nothing(tr):
         _program_routers(t, read, write, first, stride, fab, st, prog, want, slot)
+    elif _is_nothing(want):
+        _one_color_routers(t, read, write, first, stride, fab, st, tr, slot)
+    else:
+        _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot)
+
+
+def _routers_of_mode(t, read, write, first, stride, fab, st, prog, tr, want, slot):
+    if isinstance(tr, numba.types.Integer):
+        return lambda t, read, write, first, stride, fab, st, prog, tr, want, slot: (
+            _program_routers(t, read, write, first, stride, fab, st, prog, want, slot)
+        )
+    if isinstance(want, numba.types.Integer):
+        return lambda t, read, write, first, stride, fab, st, prog, tr, want, slot: (
+            _one_color_routers(t, read, write, first, stride, fab, st, tr, slot)
+        )
+    return lambda t, read, write, first, stride, fab, st, prog, tr, want, slot: _traffic_routers(
+        t, read, write, first, stride, fab, st, tr, want, slot
+    )
+
+
+def _is_nothing(value) -> bool:
+    """Whether a kernel argument is :data:`NOTHING` (in the simulator, which runs Python)."""
+    return isinstance(value, int | np.integer)
 
 
 @cuda.jit(device=True)
@@ -318,6 +258,18 @@ def _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot):
         if st.wake[r] > t and st.link_any[read, r] == 0:
             continue
         events += _traffic_cycle(r, t, read, write, fab, st, tr, want[r])
+    _publish(slot, events, events, t, NEVER, t)
+
+
+@cuda.jit(device=True)
+def _one_color_routers(t, read, write, first, stride, fab, st, tr, slot):
+    """``_traffic_routers`` with the single-color step of ``fabric._cuda_traffic``."""
+    events = 0
+    for r in range(first, fab.alive.shape[0], stride):
+        flags = st.link_any[read, r]
+        if st.wake[r] > t and flags == 0:
+            continue
+        events += _one_color_cycle(r, t, read, write, flags, fab, st, tr)
     _publish(slot, events, events, t, NEVER, t)
 
 
@@ -399,8 +351,25 @@ def _router_pending(r, fab, st, prog, tr):
         for p in range(4):
             if st.link_flags[s, r, p]:
                 return True
-    if fab.traffic:
-        return tr.left[r] > 0
+    return _pe_pending(r, st, prog, tr)
+
+
+def _pe_pending(r, st, prog, tr):
+    """Tasks not finished (programs: ``tr`` is :data:`NOTHING`) or flits still to inject;
+    picked by the type of ``tr`` on a GPU, as in :func:`_routers`."""
+    if _is_nothing(tr):
+        return _tasks_pending(r, st, prog)
+    return tr.left[r] > 0
+
+
+def _pe_pending_of_mode(r, st, prog, tr):
+    if isinstance(tr, numba.types.Integer):
+        return lambda r, st, prog, tr: _tasks_pending(r, st, prog)
+    return lambda r, st, prog, tr: tr.left[r] > 0
+
+
+@cuda.jit(device=True)
+def _tasks_pending(r, st, prog):
     for task in range(st.pc.shape[1]):
         if st.pc[r, task] < prog.task_end[r, task] or st.wait[r, task] > 0:
             return True
@@ -448,3 +417,8 @@ def new_control() -> np.ndarray:
     ctl[:SLOTS] = CLEARED
     ctl[RESULT, 0] = RUNNING
     return ctl
+
+
+if not SIMULATED:  # a GPU kernel's steps by the types of its arguments (see _routers)
+    overload(_routers, target="cuda")(_routers_of_mode)
+    overload(_pe_pending, target="cuda")(_pe_pending_of_mode)

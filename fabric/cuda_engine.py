@@ -9,14 +9,15 @@ trace sample, and before a deadlock is explained (``fabric.deadlock`` reads it o
 Launch (``launch="auto"``): on a GPU of compute capability 6.0 or more, a cooperative grid of
 as many blocks as the routers need and the device holds at once (``run_cycles_grid``), or,
 when the routers outnumber the threads that fit, the same kernel held to fewer registers so
-that 2.7 times as many fit (``run_cycles_wide``); otherwise one block (``run_cycles_block``).
+that twice as many fit (``run_cycles_wide``); otherwise one block (``run_cycles_block``).
+Synthetic traffic on one color takes its own router step (``fabric._cuda_traffic``).
 ``launch`` names one of them for tests and benchmarks. In Numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1`` before numba is imported) one block of at most
 :data:`SIMULATOR_THREADS` threads, each a Python thread there.
 
 Results are bit-identical to the CPU engine's: the same integer arithmetic, float32 adds and
 multiplies each rounded once (products that are added go through libdevice's ``fmul_rn``,
-which NVVM does not fuse into FMAs; see ``fabric._cuda_kernels``). One exception can show in
+which NVVM does not fuse into FMAs; see ``fabric._cuda_device``). One exception can show in
 traffic mode only: a packet's arrival gap is ``ceil(log(u) / log1p(-p))``, and the device's
 ``log`` and ``log1p`` (libdevice; numpy's in the simulator) may differ from the host's libm in
 the last bit, which changes the gap when the quotient lies that close to an integer.
@@ -37,6 +38,7 @@ from fabric.state import EngineState, FabricArrays, ProgramArrays, TrafficArrays
 from wafer.errors import ConfigError
 
 LAUNCHES = ("auto", "block", "grid", "wide")
+LAUNCH = "auto"  # the launch of runs (benchmarks set it to compare)
 KERNELS = {"block": CK.run_cycles_block, "grid": CK.run_cycles_grid, "wide": CK.run_cycles_wide}
 # Threads per block. 256 fit any kernel (255 registers x 256 threads <= 64 K registers per SM);
 # on an H100 the grid kernel (148 registers) stepped a 1024 x 1024 mesh 1.4x faster with 128
@@ -71,7 +73,7 @@ class DeviceArrays(NamedTuple):
     st: EngineState
     prog: ProgramArrays
     tr: TrafficArrays
-    want: object  # int64 (P, 2, 5C): each router's arbitration scratch
+    want: object  # int64 (P, 2, 5C): each router's arbitration scratch (one-color traffic: 0)
     physical: dict  # name -> (contiguous device array, axis): the arrays laid out per router
 
 
@@ -90,13 +92,14 @@ def check_available() -> None:
         )
 
 
-def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch="auto"):
+def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch=None):
     """``fabric.engine.run_chunks`` on the GPU, updating the host arrays ``st`` and ``tr``.
 
     ``parallel`` does not apply (every router is a thread). Returns the kernel's
     (status, cycle); a deadlock raises :class:`DeadlockError` with the CPU engine's message.
     """
     dev = to_device(fab, st, prog, tr)
+    launch = launch or LAUNCH
     step = trace.every_cycles if trace else max_cycles
     t = 0
     while True:
@@ -130,28 +133,38 @@ def run_kernel(
     return status, cycle
 
 
-def compile_kernels(fab, st, prog, tr) -> None:
-    """Launch every kernel for no cycle: each compiles on its first launch, and benchmarks
-    time compilation apart."""
+def compile_kernels(fab, st, prog, tr, launches: tuple = tuple(KERNELS)) -> None:
+    """Launch every kernel for no cycle, in the mode and color count of the arguments (a
+    kernel compiles for one step: ``_cuda_kernels._routers``): each compiles on its first
+    launch, and benchmarks time compilation apart."""
     dev = to_device(fab, st, prog, tr)
     simulated = numba.config.ENABLE_CUDASIM
     cooperative = simulated or cuda.get_current_device().compute_capability >= COOPERATIVE_CC
-    for launch in KERNELS if cooperative else ("block",):
+    for launch in launches if cooperative else ("block",):
         launch_cycles(dev, 0, 0, launch)
 
 
 def resource_report() -> str:
     """Registers and local memory (spills, local arrays) a thread of each compiled kernel
-    uses, from the compiled kernels' own report (none in the simulator)."""
+    uses, by launch and step, from the compiled kernels' own report (none in the simulator)."""
     if numba.config.ENABLE_CUDASIM:
         return "no resource report in the simulator"
     parts = [
-        f"{name}: {k.regs_per_thread} registers, {k.local_mem_per_thread} B local memory a "
-        f"thread, at most {k.max_threads_per_block} threads a block"
+        f"{name} ({_step_name(argtypes)}): {k.regs_per_thread} registers, "
+        f"{k.local_mem_per_thread} B local memory a thread"
         for name, kernel in KERNELS.items()
-        for k in kernel.overloads.values()
+        for dispatcher in (kernel, *kernel.specializations.values())
+        for argtypes, k in dispatcher.overloads.items()
     ]
     return "; ".join(parts) or "no kernel compiled yet"
+
+
+def _step_name(argtypes: tuple) -> str:
+    """The router step a kernel of ``argtypes`` compiled (``_cuda_kernels._routers``)."""
+    tr, want = argtypes[5], argtypes[6]
+    if isinstance(tr, numba.types.Integer):
+        return "programs"
+    return "one-color traffic" if isinstance(want, numba.types.Integer) else "traffic"
 
 
 def to_device(fab, st, prog, tr, layout: str | None = None) -> DeviceArrays:
@@ -165,7 +178,10 @@ def to_device(fab, st, prog, tr, layout: str | None = None) -> DeviceArrays:
     dev_st = _copy(st, layout, pes, physical, skip="link_any")
     flags = dev_st.link_flags
     link_any = flags.view(np.uint64).reshape(flags.shape[0], flags.shape[1])
-    want = _to_device(np.zeros((pes, 2, fab.cand_port.size), np.int64), _axis(layout, "want"))[0]
+    want = CK.NOTHING  # the single-color traffic step ranks its requests in registers
+    if not one_color_traffic(fab, st):
+        want = np.zeros((pes, 2, fab.cand_port.size), np.int64)
+        want = _to_device(want, _axis(layout, "want"))[0]
     return DeviceArrays(
         _copy(fab, layout, pes, {}),
         dev_st._replace(link_any=link_any),
@@ -174,6 +190,13 @@ def to_device(fab, st, prog, tr, layout: str | None = None) -> DeviceArrays:
         want,
         physical,
     )
+
+
+def one_color_traffic(fab, st) -> bool:
+    """Whether a run takes the single-color traffic step (``fabric._cuda_traffic``): synthetic
+    traffic on one color, which needs no ``want`` scratch array (a launch passes
+    ``_cuda_kernels.NOTHING``)."""
+    return bool(fab.traffic) and st.credits.shape[2] == 1
 
 
 def _axis(layout: str, name: str, shape: tuple = (), pes: int = 0) -> int | None:
@@ -251,11 +274,18 @@ def to_host(dev: DeviceArrays, st: EngineState, tr: TrafficArrays) -> None:
 def launch_cycles(dev, t0: int, t1: int, launch="auto", threads=None) -> tuple[int, int]:
     """One kernel launch over cycles ``[t0, t1)``; returns ``run_cycles``' (status, cycle)."""
     ctl = cuda.to_device(CK.new_control())
-    args = (t0, t1, dev.fab, dev.st, dev.prog, dev.tr, dev.want, ctl)
+    args = (t0, t1, dev.fab, dev.st, *mode_arrays(dev.fab.traffic, dev.prog, dev.tr), dev.want, ctl)
     kernel, blocks, threads = _configure(launch, dev.fab.alive.shape[0], args, threads)
     kernel[blocks, threads](*args)
     status, cycle = ctl.copy_to_host()[CK.RESULT, :2]
     return int(status), int(cycle)
+
+
+def mode_arrays(traffic: int, prog, tr) -> tuple:
+    """(prog, tr) as a launch passes them: the mode is the type of ``tr``, an integer
+    (``_cuda_kernels.NOTHING``) for PE programs, so that a kernel compiles one mode's step
+    (``fabric._cuda_kernels._routers``)."""
+    return prog, (tr if traffic else CK.NOTHING)
 
 
 def _configure(launch: str, pes: int, args: tuple, most: int | None):

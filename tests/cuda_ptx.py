@@ -45,23 +45,30 @@ def main() -> int:
 
     from fabric import _cuda_kernels as CK
 
-    signature = tuple(numba.typeof(value) for value in kernel_arguments())
     # run_cycles_wide is run_cycles_grid's code: its register cap reaches only ptxas
-    for name in ("run_cycles_block", "run_cycles_grid"):
-        ptx, _ = cuda.compile_ptx(getattr(CK, name).py_func, signature, cc=TARGET)
-        fused = FUSED.findall(ptx)
-        if fused:
-            print(f"FAIL {name}: {len(fused)} float32 FMAs in the PTX")  # noqa: T201
-            return 1
-        print(f"ok {name}: {len(ptx):,} characters of PTX, no float32 FMA")  # noqa: T201
+    for mode, colors in MODES:
+        signature = tuple(numba.typeof(v) for v in kernel_arguments(mode=mode, colors=colors))
+        for name in ("run_cycles_block", "run_cycles_grid"):
+            ptx, _ = cuda.compile_ptx(getattr(CK, name).py_func, signature, cc=TARGET)
+            fused = FUSED.findall(ptx)
+            if fused:
+                print(f"FAIL {name} ({mode}, {colors} colors): {len(fused)} float32 FMAs")  # noqa: T201
+                return 1
+            print(f"ok {name} ({mode}, {colors} colors): {len(ptx):,} characters of PTX, "  # noqa: T201
+                  "no float32 FMA")  # fmt: skip
     return 0
 
 
-def kernel_arguments(layout: str | None = None) -> tuple:
-    """Arguments of the types a launch passes in ``layout`` (default the engine's; host
-    arrays type like device arrays)."""
+# A kernel compiles for one step: PE programs, traffic on one color, traffic on several
+# (fabric._cuda_kernels._routers picks it by the types of the arguments)
+MODES = (("programs", 1), ("traffic", 1), ("traffic", 2))
+
+
+def kernel_arguments(layout: str | None = None, mode: str = "traffic", colors: int = 1) -> tuple:
+    """Arguments of the types a launch in ``mode`` on ``colors`` passes in ``layout``
+    (default the engine's; host arrays type like device arrays)."""
     from fabric import _cuda_kernels as CK
-    from fabric.cuda_engine import LAYOUT, kernel_layout, laid_out
+    from fabric.cuda_engine import LAYOUT, kernel_layout, laid_out, mode_arrays, one_color_traffic
     from fabric.engine import fabric_arrays
     from fabric.mesh import Mesh
     from fabric.state import allocate_state, empty_program
@@ -69,15 +76,19 @@ def kernel_arguments(layout: str | None = None) -> tuple:
     from wafer.presets import preset
 
     mesh = Mesh.full(2, 2)
-    route = np.zeros((mesh.pes, 5, 1), np.uint8)
-    fab = fabric_arrays(mesh, preset("tiny"), route, np.ones(1, np.uint8), True, ROUTINGS["xy"])
-    st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
-    tr = traffic_arrays(TrafficConfig(2, 2, cycles=10, warmup=1), mesh)
-    want = np.zeros((mesh.pes, 2, 5), np.int64)
+    route = np.zeros((mesh.pes, 5, colors), np.uint8)
+    traffic = mode == "traffic"
+    dor = np.ones(colors, np.uint8)
+    fab = fabric_arrays(mesh, preset("tiny"), route, dor, traffic, ROUTINGS["xy"])
+    st = allocate_state(mesh.pes, colors, fab.depth, fab.slots, 1, 1)
+    tr = traffic_arrays(TrafficConfig(2, 2, cycles=10, warmup=1, colors=colors), mesh)
+    want = np.zeros((mesh.pes, 2, 5 * colors), np.int64)
     prog = empty_program(mesh.pes)
     layout = layout or LAYOUT
     fab, st, prog, tr = (kernel_layout(a, layout, mesh.pes) for a in (fab, st, prog, tr))
     want = laid_out(want, 0) if layout == "router" else want
+    want = CK.NOTHING if one_color_traffic(fab, st) else want
+    prog, tr = mode_arrays(traffic, prog, tr)
     return (0, 1, fab, st, prog, tr, want, CK.new_control())
 
 

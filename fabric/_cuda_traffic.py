@@ -1,0 +1,281 @@
+"""A router's synthetic-traffic cycle on one color, for the GPU: ``_kernels._traffic_cycle``
+with the router's queue pointers, output locks and credits held in registers.
+
+Traffic on one color (the default, ``_kernels.TRAFFIC_COLORS``) leaves an input port one
+candidate, its head's one output (dimension order or up*/down*), so the round-robin needs no
+scratch list: the requests are packed in one integer, ``REQUEST_BITS`` a port. The shared step
+(``fabric._cuda_device``) lists them in the ``want`` array in global memory, and, as
+numba-cuda cannot tell the compiler that the state's arrays do not overlap, loads each value
+again after every store to any of them; here the router's values are loaded once, updated in
+registers and stored once, so a router's dependent loads are a few rounds instead of dozens.
+The PE's part (the sink drains, the source injects) is the shared ``_traffic_step``, called
+with the state in memory: most cycles of most routers have none.
+
+Everything else follows ``_kernels`` line by line (ingest, then route, then the PE), and every
+state and traffic array ends bit for bit as the CPU engine leaves it (tests/cuda_cases.py).
+``served`` is not stored: wormhole colors never set it, so the shared step's ``served = 0``
+leaves it zero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from fabric._cuda_device import DEVICE
+from fabric._kernels import NEVER, NUM_PORTS, RAMP, REASON_OUTPUT, STALL_BITS, STALL_MASK
+
+REQUEST_BITS = 3  # a port's field in the packed requests: the output it asks for
+NO_REQUEST = 7  # the field of a port that asks for none
+LINKS = 4  # ports 0-3 are links (N, E, S, W); the port across from p is p ^ 2
+
+_wrap = DEVICE._wrap
+_record_packet = DEVICE._record_packet
+_start_packet = DEVICE._start_packet
+meta_created = DEVICE.meta_created
+meta_dst = DEVICE.meta_dst
+meta_head = DEVICE.meta_head
+meta_tail = DEVICE.meta_tail
+pack_meta = DEVICE.pack_meta
+route_port = DEVICE.route_port
+
+
+@cuda.jit(device=True)
+def one_color_cycle(r, t, read, write, flags, fab, st, tr):
+    """One cycle of router ``r`` (``flags``: its link flags of this cycle) and its traffic
+    source and sink; returns its events, as ``_kernels._traffic_cycle`` does."""
+    occupancy = st.occupancy[r]
+    received = st.rx_count[r, 0]
+    left, arrival = tr.left[r], tr.next_arrival[r]
+    source = left > 0 or arrival <= t
+    if not flags and occupancy and st.stuck[r]:  # the last route moved nothing, nor will it
+        _add_stalls(r, st.stuck_stalls[r], st)
+        if not (source or received):
+            st.wake[r] = t + 1
+            return 0
+        route = False
+    else:
+        route = flags or occupancy
+    head = cuda.local.array(NUM_PORTS, np.int32)
+    count = cuda.local.array(NUM_PORTS, np.int32)
+    lock = cuda.local.array(NUM_PORTS, np.int32)
+    owner = cuda.local.array(NUM_PORTS, np.int32)
+    credits = cuda.local.array(LINKS, np.int32)
+    _load(r, head, count, lock, owner, credits, st)
+    events, before = 0, received
+    if route:
+        events, occupancy, received = _fabric_step(
+            r, read, write, flags, occupancy, received, head, count, lock, owner, credits, fab, st
+        )
+    if left or arrival <= t or received:
+        events += _pe_step(r, t, received, head, count, fab, st, tr)
+        received, occupancy = 0, st.occupancy[r]
+        left, arrival = tr.left[r], tr.next_arrival[r]
+    if received != before:
+        st.rx_count[r, 0] = received
+    busy = occupancy or left
+    st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
+    return events
+
+
+@cuda.jit(device=True)
+def _load(r, head, count, lock, owner, credits, st):
+    """The router's queue pointers, output locks and credits, into registers."""
+    for p in range(NUM_PORTS):
+        head[p] = st.q_head[r, p, 0]
+        count[p] = st.q_count[r, p, 0]
+        lock[p] = st.lock_out[r, p, 0]
+        owner[p] = st.owner[r, p, 0]
+    for p in range(LINKS):
+        credits[p] = st.credits[r, p, 0]
+
+
+@cuda.jit(device=True)
+def _store(r, occupancy, head, count, lock, owner, credits, st):
+    for p in range(NUM_PORTS):
+        st.q_head[r, p, 0] = head[p]
+        st.q_count[r, p, 0] = count[p]
+        st.lock_out[r, p, 0] = lock[p]
+        st.owner[r, p, 0] = owner[p]
+    for p in range(LINKS):
+        st.credits[r, p, 0] = credits[p]
+    st.occupancy[r] = occupancy
+
+
+@cuda.jit(device=True)
+def _fabric_step(r, read, write, flags, occupancy, received, head, count, lock, owner, credits,
+                 fab, st):  # fmt: skip
+    """``_kernels._fabric_step`` (ingest, then route) on the router's values in registers,
+    stored back when they changed; ``received``: wavelets in the PE's receive queue.
+    Returns the wavelets taken in and moved, and the occupancy and ``received`` after them."""
+    moves = 0
+    if flags:
+        moves = _ingest(r, read, flags, head, count, credits, fab, st)
+        st.link_any[read, r] = 0
+        st.stuck[r] = 0
+    occupancy += moves
+    if occupancy:
+        moved, stalled, ejected = _route(
+            r, write, received, head, count, lock, owner, credits, fab, st
+        )
+        if stalled:
+            _add_stalls(r, stalled, st)
+        if moved == 0:
+            st.stuck[r] = 1
+            st.stuck_stalls[r] = stalled
+        moves += moved
+        occupancy -= moved
+        received += ejected
+    if moves:
+        _store(r, occupancy, head, count, lock, owner, credits, st)
+    elif flags:  # only credits came in
+        for p in range(LINKS):
+            st.credits[r, p, 0] = credits[p]
+    return moves, occupancy, received
+
+
+@cuda.jit(device=True)
+def _pe_step(r, t, received, head, count, fab, st, tr):
+    """``_kernels._traffic_step`` on one color: the sink drains the ``received`` wavelets
+    of the receive queue, then the source injects one flit into the ramp queue (``head``
+    and ``count`` of port ``RAMP``: its values in registers). Returns the events; the
+    receive queue is then empty (the caller stores its count)."""
+    events = 0
+    if received:
+        h = st.rx_head[r, 0]
+        for _ in range(received):
+            data, meta = st.rx_data[r, 0, h], st.rx_meta[r, 0, h]
+            h = _wrap(h + 1, fab.depth)
+            events += 1
+            created = meta_created(meta)
+            if created >= tr.warmup:
+                tr.flits_delivered[r] += 1
+                if meta_tail(meta):
+                    _record_packet(r, t, created, int(data), tr)
+        st.rx_head[r, 0] = h
+        st.stuck[r] = 0
+    left = tr.left[r]
+    if left == 0 and tr.next_arrival[r] <= t and tr.next_arrival[r] < tr.stop:
+        _start_packet(r, t, fab, tr)
+        left = tr.left[r]
+    if left > 0 and count[RAMP] < fab.depth:
+        f = tr.packet_flits - left
+        meta = pack_meta(0, 1 if f == 0 else 0, 1 if left == 1 else 0, tr.dst[r], tr.created[r])
+        slot = _wrap(head[RAMP] + count[RAMP], fab.depth)
+        st.q_data[r, RAMP, 0, slot] = np.float32(tr.injected[r] if f > 0 else t)
+        st.q_meta[r, RAMP, 0, slot] = meta
+        st.q_count[r, RAMP, 0] = count[RAMP] + 1
+        st.occupancy[r] += 1
+        st.stuck[r] = 0
+        if f == 0:
+            tr.injected[r] = t
+        st.busy[r] += 1
+        tr.left[r] = left - 1
+        events += 1
+    elif left > 0:  # a flit to inject, its queue full
+        st.reasons[r, REASON_OUTPUT] += 1
+    return events
+
+
+@cuda.jit(device=True)
+def _ingest(r, read, flags, head, count, credits, fab, st):
+    """``_kernels._ingest``: the wavelets and credits that landed this cycle; returns the
+    wavelets queued."""
+    events = 0
+    for p in range(LINKS):
+        if (flags >> np.uint64(8 * p)) & np.uint64(0xFF):
+            slot = _wrap(head[p] + count[p], fab.depth)
+            st.q_data[r, p, 0, slot] = st.in_data[read, r, p]
+            st.q_meta[r, p, 0, slot] = st.in_meta[read, r, p]
+            count[p] += 1
+            events += 1
+        if (flags >> np.uint64(8 * p + 32)) & np.uint64(0xFF):
+            credits[p] += st.credit_ret[read, r, p, 0]
+            st.credit_ret[read, r, p, 0] = 0
+    return events
+
+
+@cuda.jit(device=True)
+def _route(r, write, received, head, count, lock, owner, credits, fab, st):
+    """``_kernels._route`` on one color: each queue's head asks for its one output; each
+    output grants one request round-robin. Returns the wavelets moved, the packed stalls
+    and the wavelets moved into the PE's receive queue (0 or 1; ``received`` are there)."""
+    requests, asked, stalled = 0, 0, 0  # asked: a bit for each output some port asks for
+    for p in range(NUM_PORTS):
+        o = NO_REQUEST
+        if count[p]:
+            o = lock[p]
+            if o < 0:
+                meta = st.q_meta[r, p, 0, head[p]]
+                o = route_port(r, p, meta_dst(meta), fab)
+                if o < 0 or owner[o] >= 0:
+                    o = NO_REQUEST
+            if o != NO_REQUEST and not _has_room(r, o, received, credits, fab):
+                stalled += np.int64(1) << (STALL_BITS * np.int64(o))
+                o = NO_REQUEST
+        requests |= np.int64(o) << (REQUEST_BITS * p)
+        if o != NO_REQUEST:
+            asked |= np.int64(1) << np.int64(o)
+    moved = 0
+    for o in range(NUM_PORTS):
+        if not asked & (1 << o):
+            continue
+        start = st.rr[r, o]
+        best, best_distance = -1, NUM_PORTS
+        for p in range(NUM_PORTS):
+            if (requests >> (REQUEST_BITS * p)) & NO_REQUEST == o:
+                distance = p - start
+                distance += NUM_PORTS if distance < 0 else 0
+                if distance < best_distance:
+                    best, best_distance = p, distance
+        _grant(r, o, best, write, received, head, count, lock, owner, credits, fab, st)
+        st.rr[r, o] = _wrap(best + 1, NUM_PORTS)
+        moved += 1
+    return moved, stalled, (asked >> RAMP) & 1
+
+
+@cuda.jit(device=True)
+def _has_room(r, o, received, credits, fab):
+    if o == RAMP:
+        return received < fab.depth
+    return fab.link_ok[r, o] and credits[o] > 0
+
+
+@cuda.jit(device=True)
+def _grant(r, o, p, write, received, head, count, lock, owner, credits, fab, st):
+    """``_kernels._grant`` on one wormhole color: the head of port ``p`` out through ``o``
+    (the PE's receive queue holds ``received``; the caller counts the one added)."""
+    h = head[p]
+    data, meta = st.q_data[r, p, 0, h], st.q_meta[r, p, 0, h]
+    if o == RAMP:
+        slot = _wrap(st.rx_head[r, 0] + received, fab.depth)
+        st.rx_data[r, 0, slot] = data
+        st.rx_meta[r, 0, slot] = meta
+    else:
+        n = fab.neighbor[r, o]
+        st.link_flags[write, n, o ^ 2] = 1
+        st.in_data[write, n, o ^ 2] = data
+        st.in_meta[write, n, o ^ 2] = meta
+        credits[o] -= 1
+    st.link_flits[r, o] += 1
+    if meta_head(meta):
+        owner[o] = p
+        lock[p] = o
+    if meta_tail(meta):
+        owner[o] = -1
+        lock[p] = -1
+    head[p] = _wrap(h + 1, fab.depth)
+    count[p] -= 1
+    if p != RAMP:
+        up = fab.neighbor[r, p]
+        st.credit_ret[write, up, p ^ 2, 0] += 1
+        st.link_flags[write, up, 4 + (p ^ 2)] = 1
+
+
+@cuda.jit(device=True)
+def _add_stalls(r, packed, st):
+    """``_kernels._add_stalls`` for one cycle, the ports that stalled only."""
+    for o in range(NUM_PORTS):
+        stalls = (packed >> (STALL_BITS * o)) & STALL_MASK
+        if stalls:
+            st.stalls[r, o] += stalls
