@@ -178,7 +178,8 @@ def _kernel_args(fab, st, prog, tr, t0, t1, parallel) -> tuple:
     row_events = np.zeros((fab.height, 4), np.int64)
     want_rows = np.zeros((fab.height, 2, 5 * st.credits.shape[2]), np.int64)
     mode_tr = tr if fab.traffic else None
-    return (t0, t1, parallel, fab, st, prog, mode_tr, row_events, want_rows)
+    threads = True if parallel else None  # serial runs do not compile the parallel kernel
+    return (t0, t1, threads, fab, st, prog, mode_tr, row_events, want_rows)
 
 
 def simulate(

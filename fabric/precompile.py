@@ -1,17 +1,89 @@
-"""Compile (or load from cache) the engine's kernels ahead of a timed run."""
+"""Compile (or load from cache) the engine's kernels ahead of a timed run, or, for a job, in
+another process while the job starts.
+
+A job's first engine run on a fresh install waits for the engine's compile (about a minute on
+2 cores). The job does other work before it gets there (imports, its data and model, routes and
+their own compiled functions), on one core. :func:`compile_in_background` starts the engine's
+compile in a second process at the job's start, so the two overlap: that process holds the
+machine's compile lock (``fabric.compile_once``) while it compiles, the job's first run waits on
+the lock, then loads the engine from Numba's cache. Run as ``python -m fabric.precompile MODE``.
+"""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
 
-from fabric.engine import fabric_arrays, simulate
+from fabric import _kernels as K
+from fabric.compile_once import compile_once
+from fabric.engine import _kernel_args, fabric_arrays, simulate
 from fabric.mesh import Mesh
 from fabric.program import ProgramBuilder
 from fabric.routes import ColorRoutes
 from fabric.state import allocate_state, empty_program, empty_traffic
 from fabric.traffic import TrafficConfig, run_traffic, traffic_arrays
 from wafer.presets import preset
+
+MODES = ("programs", "traffic")  # the engine's two kernels: PE programs, synthetic traffic
+
+
+def compile_in_background(mode: str, engine: str = "cpu") -> subprocess.Popen | None:
+    """Start :func:`compile_engine` for ``mode`` in another process; None where it would gain
+    nothing: another engine than the CPU's, or the engine already in Numba's cache."""
+    if engine != "cpu" or _in_cache(K.run_cycles):
+        return None
+    return subprocess.Popen(
+        [sys.executable, "-m", "fabric.precompile", mode],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _in_cache(dispatcher) -> bool:
+    """Whether Numba's cache holds an index of ``dispatcher``'s compiled signatures."""
+    try:
+        return os.path.exists(dispatcher._cache._cache_file._index_path)
+    except AttributeError:  # another Numba's cache internals: take it as not there
+        return False
+
+
+def compile_engine(mode: str) -> None:
+    """Compile (or load) the CPU engine's serial kernel for ``mode`` under the machine's
+    compile lock."""
+    compile_once(K.run_cycles, engine_arguments(mode))
+
+
+def engine_arguments(mode: str) -> tuple:
+    """Arguments of ``K.run_cycles`` of the types every serial job of ``mode`` passes."""
+    spec = preset("tiny")
+    if mode == "programs":
+        mesh, routes, builder = _send_recv(spec)
+        fab = fabric_arrays(mesh, spec, routes.table, np.zeros(1, np.uint8), False)
+        st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 4, 1)
+        prog, tr = builder.build(), empty_traffic(mesh.width, mesh.height)
+    else:
+        mesh = Mesh.full(2, 2)
+        route = np.zeros((mesh.pes, 5, 1), np.uint8)
+        fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), True)
+        st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
+        prog = empty_program(mesh.pes)
+        tr = traffic_arrays(TrafficConfig(width=2, height=2, cycles=10, warmup=1), mesh)
+    return _kernel_args(fab, st, prog, tr, 0, 0, False)
+
+
+def _send_recv(spec):
+    """A 2 x 1 mesh, a route from PE 0 to PE 1 and a program sending one word over it."""
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    builder = ProgramBuilder(2, spec.pe, 1)
+    builder.send(0, 0, 0, 0, 1)
+    builder.recv(1, 0, 0, 0, 1)
+    return mesh, routes, builder
 
 
 def warm_up(engine: str = "cpu", programs: bool = True) -> None:
@@ -37,12 +109,7 @@ def warm_up(engine: str = "cpu", programs: bool = True) -> None:
 
 
 def _warm_up_programs(engine: str, spec) -> None:
-    mesh = Mesh.full(2, 1)
-    routes = ColorRoutes(mesh, 1)
-    routes.add_path(0, [0, 1])
-    builder = ProgramBuilder(2, spec.pe, 1)
-    builder.send(0, 0, 0, 0, 1)
-    builder.recv(1, 0, 0, 0, 1)
+    mesh, routes, builder = _send_recv(spec)
     memory = np.zeros((2, 4), np.float32)
     simulate(mesh, spec, routes, builder.build(), memory, max_cycles=100, engine=engine)
     if engine == "cuda":  # the kernels that auto launches on large meshes only
@@ -51,3 +118,9 @@ def _warm_up_programs(engine: str, spec) -> None:
         fab = fabric_arrays(mesh, spec, routes.table, np.zeros(1, np.uint8), False)
         st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 4, 1)
         cuda_engine.compile_kernels(fab, st, builder.build(), empty_traffic(2, 1))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in MODES:
+        sys.exit(f"usage: python -m fabric.precompile {{{'|'.join(MODES)}}}")
+    compile_engine(sys.argv[1])

@@ -102,6 +102,10 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     given = ("reduce", "density", "scope", "inputs", "outputs")
     options = {k: v for k in given if (v := getattr(args, k)) is not None}
     check_request(args.kernel, args.algo, args.tier, args.engine, options)  # before any work
+    if args.tier != "analytic":  # the engine compiles while the job builds its plan
+        from fabric.precompile import compile_in_background
+
+        compile_in_background("programs", args.engine)
     recorder = _timeline_recorder(args)
     dead_pe, dead_link = _patch(args, height, width, spec)
     grid = kernel_grid(height, width, dead_pe, dead_link, _full_columns(dead_pe, height, width))

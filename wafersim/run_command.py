@@ -67,6 +67,10 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         if args.timeline:
             raise ConfigError(f"--timeline: --{mode} runs no step to draw")
         return run_mode(mode, config, out).to_dict()
+    if config["tier"] != "analytic":  # the engine compiles while the job starts
+        from fabric.precompile import compile_in_background
+
+        compile_in_background("programs", args.engine)
     line = progress_for(sys.stderr)
     started = time.perf_counter()
 

@@ -1,0 +1,68 @@
+"""fabric.precompile: the engine's compile in a second process while a job starts (issue 28),
+with the argument types the job's own first engine run passes, so that the job loads it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numba
+import pytest
+
+import fabric.engine as engine
+from fabric import precompile
+from fabric.traffic import TrafficConfig, run_traffic
+from tests.cuda_cases import send_recv
+from wafer.presets import preset
+
+
+def types_of(args: tuple) -> tuple:
+    return tuple(numba.typeof(value) for value in args)
+
+
+def engine_calls(monkeypatch) -> list[tuple]:
+    """The argument types of each first engine compile (``compile_once``) from now on."""
+    calls = []
+    monkeypatch.setattr(engine, "compile_once", lambda _k, args: calls.append(types_of(args)))
+    return calls
+
+
+def test_the_background_compile_has_the_types_of_a_program_job(monkeypatch):
+    calls = engine_calls(monkeypatch)
+    send_recv("cpu")  # a 4 x 1 program on the CPU engine, as kernels and runs make them
+    assert calls == [types_of(precompile.engine_arguments("programs"))]
+
+
+def test_the_background_compile_has_the_types_of_a_traffic_job(monkeypatch):
+    calls = engine_calls(monkeypatch)
+    run_traffic(TrafficConfig(width=3, height=2, cycles=20, warmup=2), preset("tiny"))
+    assert calls == [types_of(precompile.engine_arguments("traffic"))]
+
+
+def test_a_serial_run_passes_no_thread_flag_so_the_parallel_kernel_is_not_compiled(monkeypatch):
+    """``parallel`` is None in a serial run (Numba prunes the parallel branch of ``_cycle`` by
+    its type), True in a parallel one."""
+    calls = engine_calls(monkeypatch)
+    send_recv("cpu")
+    assert isinstance(calls[0][2], numba.types.NoneType)
+    fab, st, prog, tr = (precompile.engine_arguments("programs")[i] for i in (3, 4, 5, 6))
+    assert engine._kernel_args(fab, st, prog, tr, 0, 1, True)[2] is True
+
+
+def test_no_background_compile_for_another_engine_or_a_cached_engine(monkeypatch):
+    started = []
+    monkeypatch.setattr(precompile.subprocess, "Popen", lambda *a, **k: started.append(a))
+    assert precompile.compile_in_background("programs", "cuda") is None
+    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: True)
+    assert precompile.compile_in_background("programs") is None
+    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: False)
+    precompile.compile_in_background("programs")
+    assert started == [([sys.executable, "-m", "fabric.precompile", "programs"],)]
+
+
+@pytest.mark.parametrize("argv", [[], ["bogus"], ["programs", "traffic"]])
+def test_the_helper_names_its_modes_on_a_wrong_command_line(argv):
+    done = subprocess.run([sys.executable, "-m", "fabric.precompile", *argv],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip() == "usage: python -m fabric.precompile {programs|traffic}"
