@@ -2,10 +2,10 @@
 
 Data sets (the run config's ``data`` section; ``name`` picks one, the other keys are its own):
 
-* ``digits`` (``test_fraction``, default 0.2): the 8x8 handwritten digits that ship inside
-  scikit-learn (the optional extra ``wafersim[data]``; no download). 64 features scaled to
-  [0, 1], 10 classes. The train/test split is stratified: each class's samples are shuffled and
-  ``round(test_fraction * count)`` of them go to the test set.
+* ``digits`` (``test_fraction``, default 0.2): the 8x8 handwritten digits, shipped with
+  wafersim (``memoryx/datasets/digits.csv.gz``, scikit-learn's copy; no download). 64
+  features scaled to [0, 1], 10 classes. The train/test split is stratified: each class's
+  samples are shuffled and ``round(test_fraction * count)`` of them go to the test set.
 * ``mnist`` (``path``): the four IDX files of MNIST in a folder, each plain or gzipped
   (``.gz``); a plain file wins over its ``.gz`` twin. Images are flattened and scaled to [0, 1].
 * ``synthetic_tokens`` (``vocab``, ``seq``, ``samples``): uniform random token ids for language
@@ -49,7 +49,9 @@ LABEL_DTYPE = np.int64
 SPLIT_STREAM = (0xDA7A, 1)  # spawn key of the train/test split stream
 TOKENS_STREAM = (0xDA7A, 2)  # spawn key of the synthetic token stream
 
-DIGITS_MAX_PIXEL = 16.0  # sklearn's digits hold pixel counts 0..16
+DIGITS_MAX_PIXEL = 16.0  # the digits hold pixel counts 0..16
+# The digits as scikit-learn ships them, byte for byte (datasets/README.md: source, license)
+DIGITS_FILE = Path(__file__).with_name("datasets") / "digits.csv.gz"
 DIGITS_CLASSES = 10
 DIGITS_BYTES_PER_SAMPLE = 64  # 8x8 pixels, one byte each
 TEST_FRACTION_MAX = 0.9
@@ -187,17 +189,11 @@ def input_bound(
 
 
 def _load_digits(params: dict[str, Any], seed: int) -> Dataset:
-    """sklearn's 8x8 digits, scaled to [0, 1] and split by class from ``seed``."""
+    """The 8x8 digits (``DIGITS_FILE``), scaled to [0, 1] and split by class from ``seed``."""
     fraction = _check_fraction("data.test_fraction", params["test_fraction"])
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError:
-        raise ConfigError(
-            "data.name 'digits' needs scikit-learn; install it with: pip install 'wafersim[data]'"
-        ) from None
-    bunch = load_digits()
-    x = (bunch.data / DIGITS_MAX_PIXEL).astype(FEATURE_DTYPE)
-    y = np.asarray(bunch.target, dtype=LABEL_DTYPE)
+    table = np.loadtxt(DIGITS_FILE, delimiter=",")  # as sklearn's load_digits reads it
+    x = (table[:, :-1] / DIGITS_MAX_PIXEL).astype(FEATURE_DTYPE)
+    y = table[:, -1].astype(LABEL_DTYPE)
     train, test = _stratified_split(y, fraction, seed)
     return _dataset(
         "digits", (x[train], y[train], x[test], y[test]), DIGITS_CLASSES, DIGITS_BYTES_PER_SAMPLE

@@ -2,6 +2,7 @@
 
 import gzip
 import math
+import subprocess
 import sys
 
 import numpy as np
@@ -63,7 +64,6 @@ def _rows(x: np.ndarray, y: np.ndarray) -> set[bytes]:
 
 def test_digits_shapes_range_and_classes():
     """Digits load as float32 features in [0, 1] (64 per sample), int64 labels 0..9, 64 B each."""
-    pytest.importorskip("sklearn")
     data = load_dataset({"name": "digits", "test_fraction": 0.2}, seed=0)
     assert isinstance(data, Dataset)
     assert data.name == "digits"
@@ -83,7 +83,6 @@ def test_digits_shapes_range_and_classes():
 
 def test_digits_split_is_stratified_and_disjoint():
     """Every class keeps about test_fraction of its samples in test; no sample is in both sets."""
-    pytest.importorskip("sklearn")
     data = load_dataset({"name": "digits", "test_fraction": 0.5}, seed=3)
     train_counts = np.bincount(data.y_train, minlength=10)
     test_counts = np.bincount(data.y_test, minlength=10)
@@ -94,7 +93,6 @@ def test_digits_split_is_stratified_and_disjoint():
 
 def test_digits_split_deterministic_per_seed():
     """One seed gives the same split; another seed gives a different one."""
-    pytest.importorskip("sklearn")
     config = {"name": "digits"}
     a, b, c = (load_dataset(config, seed=s) for s in (7, 7, 8))
     assert np.array_equal(a.x_train, b.x_train)
@@ -109,11 +107,22 @@ def test_dataset_arrays_are_read_only():
         data.x_train[0, 0] = 1
 
 
-def test_digits_without_sklearn_names_the_extra(monkeypatch):
-    """Without scikit-learn, digits is a ConfigError that says to install wafersim[data]."""
-    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
-    with pytest.raises(ConfigError, match=r"wafersim\[data\]"):
-        load_dataset({"name": "digits"}, seed=0)
+def test_digits_are_scikit_learns_and_load_without_it():
+    """The shipped digits equal scikit-learn's ``load_digits`` value for value, and loading
+    them imports no scikit-learn (the main job's install does not bring it)."""
+    sklearn = pytest.importorskip("sklearn.datasets")
+    bunch = sklearn.load_digits()
+    data = load_dataset({"name": "digits", "test_fraction": 0.5}, seed=1)
+    x = np.concatenate([data.x_train, data.x_test])
+    y = np.concatenate([data.y_train, data.y_test])
+    expected = (bunch.data / 16.0).astype(np.float32)
+    assert _rows(x, y) == _rows(expected, bunch.target)
+    assert len(x) == len(expected)
+    probe = ("import sys; from memoryx.data import load_dataset; "
+             "load_dataset({'name': 'digits'}, 0); print('sklearn' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=120)  # fmt: skip
+    assert done.stdout.strip() == "False"
 
 
 # --- MNIST / IDX -----------------------------------------------------------------------------
