@@ -1,0 +1,60 @@
+"""fabric._numba_scope_copy: Numba's IR scopes copied directly make the same copy as the
+generic deep copy they replace (issue 28: the engine's first compile)."""
+
+from __future__ import annotations
+
+import copy
+
+from numba.core import ir
+from numba.core.compiler import run_frontend
+
+from fabric import _numba_scope_copy
+
+
+def sample(x, n):
+    total = 0.0
+    for i in range(n):
+        if x[i] > 0:
+            total += x[i]
+        else:
+            total -= x[i]
+    return total
+
+
+def copies(block: ir.Block, direct: bool) -> ir.Block:
+    """A deep copy of ``block`` with or without the direct scope copy."""
+    saved = vars(ir.Scope).get("__deepcopy__")
+    try:
+        if direct:
+            ir.Scope.__deepcopy__ = _numba_scope_copy._copy_scope
+        elif saved is not None:
+            del ir.Scope.__deepcopy__
+        return copy.deepcopy(block)
+    finally:
+        if saved is not None:
+            ir.Scope.__deepcopy__ = saved
+        elif "__deepcopy__" in vars(ir.Scope):
+            del ir.Scope.__deepcopy__
+
+
+def test_the_direct_copy_equals_the_generic_one_and_leaves_the_original_alone():
+    func_ir = run_frontend(sample)
+    for block in func_ir.blocks.values():
+        before = str(block.scope.localvars), dict(block.scope.redefined)
+        generic, direct = copies(block, False), copies(block, True)
+        assert [str(s) for s in direct.body] == [str(s) for s in generic.body]
+        assert direct.scope == generic.scope  # every field, variable by variable
+        assert direct.scope is not block.scope
+        for stmt in direct.body:  # the statements' variables are the copy's own
+            for var in stmt.list_vars():
+                assert var.scope is direct.scope
+                assert direct.scope.localvars.get(var.name) is var
+        direct.scope.redefine("total", block.loc)  # a change to the copy...
+        assert (str(block.scope.localvars), dict(block.scope.redefined)) == before  # ...only
+
+
+def test_it_is_installed_for_the_engine():
+    import fabric._kernels  # noqa: F401 (installs it)
+
+    assert vars(ir.Scope).get("__deepcopy__") is _numba_scope_copy._copy_scope
+    assert _numba_scope_copy.install()
