@@ -10,7 +10,8 @@ blocks, and its first compile spent about half its time there (a cProfile of
 
 :func:`install` gives ``numba.core.ir.Scope`` a ``__deepcopy__`` that makes the same copy
 directly: a new scope, a new variable for each of its variables (registered in the copy's
-memo, so that the block's statements refer to these very objects, as the generic copy does),
+memo, so that the block's statements refer to these very objects, as the generic copy does;
+a variable that belongs to another scope, which Numba's passes make, copied generically),
 and copies of its redefinition tables; the parent scope copied as before. Nothing else
 changes. It is installed only where ``Scope``, ``VarMap`` and ``Var`` hold the attributes
 this copy knows (Numba 0.60-0.68); elsewhere Numba copies as it always did.
@@ -36,7 +37,9 @@ def _copy_scope(scope: ir.Scope, memo: dict) -> ir.Scope:
     variables = new.localvars._con
     for name, var in scope.localvars._con.items():
         twin = memo.get(id(var))
-        if twin is None:
+        if twin is None and var.scope is not scope:  # Numba moves variables between scopes
+            twin = copy.deepcopy(var, memo)
+        elif twin is None:
             twin = ir.Var.__new__(ir.Var)
             twin.scope, twin.name, twin.loc = new, var.name, var.loc
             memo[id(var)] = twin

@@ -12,7 +12,6 @@ the lock, then loads the engine from Numba's cache. Run as ``python -m fabric.pr
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import numba
@@ -31,16 +30,17 @@ from wafer.presets import preset
 MODES = ("programs", "traffic")  # the engine's two kernels: PE programs, synthetic traffic
 
 
-def compile_in_background(mode: str, engine: str = "cpu") -> subprocess.Popen | None:
-    """Start :func:`compile_engine` for ``mode`` in another process; None where it would gain
-    nothing: another engine than the CPU's, or the engine already in Numba's cache."""
+def compile_in_background(mode: str, engine: str = "cpu") -> int | None:
+    """Start :func:`compile_engine` for ``mode`` in another process; returns its process id, or
+    None where it would gain nothing: another engine than the CPU's, or the engine already in
+    Numba's cache (an index of it there). The process is not waited for: should the job end
+    first (an error in its input, say), it still finishes the compile and caches it for the
+    next. ``-P``: it imports wafersim's installed packages, not modules of the current folder."""
     if engine != "cpu" or _in_cache(K.run_cycles):
         return None
-    return subprocess.Popen(
-        [sys.executable, "-m", "fabric.precompile", mode],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
+    argv = [sys.executable, "-P", "-m", "fabric.precompile", mode]
+    return os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions)
 
 
 def _in_cache(dispatcher) -> bool:

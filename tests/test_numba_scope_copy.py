@@ -43,7 +43,8 @@ def test_the_direct_copy_equals_the_generic_one_and_leaves_the_original_alone():
         before = str(block.scope.localvars), dict(block.scope.redefined)
         generic, direct = copies(block, False), copies(block, True)
         assert [str(s) for s in direct.body] == [str(s) for s in generic.body]
-        assert direct.scope == generic.scope  # every field, variable by variable
+        assert direct.scope == generic.scope
+        assert fields(direct.scope) == fields(generic.scope)  # variable by variable
         assert direct.scope is not block.scope
         for stmt in direct.body:  # the statements' variables are the copy's own
             for var in stmt.list_vars():
@@ -51,6 +52,24 @@ def test_the_direct_copy_equals_the_generic_one_and_leaves_the_original_alone():
                 assert direct.scope.localvars.get(var.name) is var
         direct.scope.redefine("total", block.loc)  # a change to the copy...
         assert (str(block.scope.localvars), dict(block.scope.redefined)) == before  # ...only
+
+
+def fields(scope: ir.Scope) -> list:
+    """Each variable's name, location and whether it belongs to ``scope`` itself."""
+    return [(name, str(var.loc), var.scope is scope) for name, var in
+            scope.localvars._con.items()]  # fmt: skip
+
+
+def test_a_variable_of_another_scope_keeps_its_own():
+    """Numba's passes move variables between scopes (``ir_utils.transfer_scope``): such a
+    variable's copy belongs to a copy of its own scope, as the generic copy makes it."""
+    loc = ir.Loc("test", 1)
+    mine, other = ir.Scope(None, loc), ir.Scope(None, loc)
+    mine.localvars.define("v", other.define("v", loc))
+    block = ir.Block(mine, loc)
+    block.append(ir.Assign(ir.Const(1, loc), mine.localvars.get("v"), loc))
+    generic, direct = copies(block, False), copies(block, True)
+    assert fields(direct.scope) == fields(generic.scope) == [("v", str(loc), False)]
 
 
 def test_it_is_installed_for_the_engine():

@@ -3,6 +3,7 @@ with the argument types the job's own first engine run passes, so that the job l
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -51,13 +52,23 @@ def test_a_serial_run_passes_no_thread_flag_so_the_parallel_kernel_is_not_compil
 
 def test_no_background_compile_for_another_engine_or_a_cached_engine(monkeypatch):
     started = []
-    monkeypatch.setattr(precompile.subprocess, "Popen", lambda *a, **k: started.append(a))
+    spawn = lambda _path, argv, *_a, **_k: started.append(argv)  # noqa: E731
+    monkeypatch.setattr(precompile.os, "posix_spawn", spawn)
     assert precompile.compile_in_background("programs", "cuda") is None
     monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: True)
     assert precompile.compile_in_background("programs") is None
     monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: False)
     precompile.compile_in_background("programs")
-    assert started == [([sys.executable, "-m", "fabric.precompile", "programs"],)]
+    assert started == [[sys.executable, "-P", "-m", "fabric.precompile", "programs"]]
+
+
+def test_the_background_process_compiles_quietly_and_exits(tmp_path, monkeypatch):
+    """The spawned process runs the helper (here with a mode it refuses, so that it exits at
+    once), its output sent nowhere; the job does not wait for it."""
+    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: False)
+    pid = precompile.compile_in_background("bogus")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 1
 
 
 @pytest.mark.parametrize("argv", [[], ["bogus"], ["programs", "traffic"]])
