@@ -8,8 +8,8 @@ scratch list: the requests are packed in one integer, ``REQUEST_BITS`` a port. T
 numba-cuda cannot tell the compiler that the state's arrays do not overlap, loads each value
 again after every store to any of them; here the router's values are loaded once, updated in
 registers and stored once, so a router's dependent loads are a few rounds instead of dozens.
-The PE's part (the sink drains, the source injects) is the shared ``_traffic_step``, called
-with the state in memory: most cycles of most routers have none.
+The PE's part (the sink drains, the source injects) works on the same register values; a new
+packet's destination and arrival are drawn by the shared ``_start_packet``.
 
 Everything else follows ``_kernels`` line by line (ingest, then route, then the PE), and every
 state and traffic array ends bit for bit as the CPU engine leaves it (tests/cuda_cases.py).
@@ -47,32 +47,30 @@ def one_color_cycle(r, t, read, write, flags, fab, st, tr):
     occupancy = st.occupancy[r]
     received = st.rx_count[r, 0]
     left, arrival = tr.left[r], tr.next_arrival[r]
-    source = left > 0 or arrival <= t
-    if not flags and occupancy and st.stuck[r]:  # the last route moved nothing, nor will it
+    stuck = flags == 0 and occupancy > 0 and st.stuck[r] != 0
+    if stuck:  # the last route moved nothing and nothing came in: it would move nothing again
         _add_stalls(r, st.stuck_stalls[r], st)
-        if not (source or received):
-            st.wake[r] = t + 1
-            return 0
-        route = False
-    else:
-        route = flags or occupancy
-    head = cuda.local.array(NUM_PORTS, np.int32)
-    count = cuda.local.array(NUM_PORTS, np.int32)
-    lock = cuda.local.array(NUM_PORTS, np.int32)
-    owner = cuda.local.array(NUM_PORTS, np.int32)
-    credits = cuda.local.array(LINKS, np.int32)
-    _load(r, head, count, lock, owner, credits, st)
-    events, before = 0, received
-    if route:
-        events, occupancy, received = _fabric_step(
-            r, read, write, flags, occupancy, received, head, count, lock, owner, credits, fab, st
-        )
-    if left or arrival <= t or received:
-        events += _pe_step(r, t, received, head, count, fab, st, tr)
-        received, occupancy = 0, st.occupancy[r]
-        left, arrival = tr.left[r], tr.next_arrival[r]
-    if received != before:
-        st.rx_count[r, 0] = received
+    route = not stuck and (flags != 0 or occupancy > 0)
+    events = 0
+    if route or left or arrival <= t or received:
+        head = cuda.local.array(NUM_PORTS, np.int32)
+        count = cuda.local.array(NUM_PORTS, np.int32)
+        lock = cuda.local.array(NUM_PORTS, np.int32)
+        owner = cuda.local.array(NUM_PORTS, np.int32)
+        credits = cuda.local.array(LINKS, np.int32)
+        _load(r, head, count, lock, owner, credits, st)
+        before = received
+        if route:
+            events, occupancy, received = _fabric_step(
+                r, read, write, flags, occupancy, received, head, count, lock, owner, credits,
+                fab, st,
+            )  # fmt: skip
+        if left or arrival <= t or received:
+            events += _pe_step(r, t, received, left, arrival, head, count, fab, st, tr)
+            received, occupancy = 0, st.occupancy[r]
+            left, arrival = tr.left[r], tr.next_arrival[r]
+        if received != before:
+            st.rx_count[r, 0] = received
     busy = occupancy or left
     st.wake[r] = t + 1 if busy else (arrival if arrival < tr.stop else NEVER)
     return events
@@ -135,11 +133,12 @@ def _fabric_step(r, read, write, flags, occupancy, received, head, count, lock, 
 
 
 @cuda.jit(device=True)
-def _pe_step(r, t, received, head, count, fab, st, tr):
+def _pe_step(r, t, received, left, arrival, head, count, fab, st, tr):
     """``_kernels._traffic_step`` on one color: the sink drains the ``received`` wavelets
-    of the receive queue, then the source injects one flit into the ramp queue (``head``
-    and ``count`` of port ``RAMP``: its values in registers). Returns the events; the
-    receive queue is then empty (the caller stores its count)."""
+    of the receive queue, then the source (``left`` flits of its packet to inject, its next
+    packet due at ``arrival``) injects one flit into the ramp queue (``head`` and ``count``
+    of port ``RAMP``: its values in registers). Returns the events; the receive queue is then
+    empty (the caller stores its count)."""
     events = 0
     if received:
         h = st.rx_head[r, 0]
@@ -154,8 +153,7 @@ def _pe_step(r, t, received, head, count, fab, st, tr):
                     _record_packet(r, t, created, int(data), tr)
         st.rx_head[r, 0] = h
         st.stuck[r] = 0
-    left = tr.left[r]
-    if left == 0 and tr.next_arrival[r] <= t and tr.next_arrival[r] < tr.stop:
+    if left == 0 and arrival <= t and arrival < tr.stop:
         _start_packet(r, t, fab, tr)
         left = tr.left[r]
     if left > 0 and count[RAMP] < fab.depth:

@@ -59,20 +59,23 @@ def compile_engine(mode: str) -> None:
 
 def engine_arguments(mode: str) -> tuple:
     """Arguments of ``K.run_cycles`` of the types every serial job of ``mode`` passes."""
-    spec = preset("tiny")
+    return _kernel_args(*_tiny_arrays(mode, preset("tiny")), 0, 0, False)
+
+
+def _tiny_arrays(mode: str, spec) -> tuple:
+    """(fab, st, prog, tr) of a tiny job of ``mode``: a one-word send on 2 x 1 PEs, or
+    one-color traffic on 2 x 2."""
     if mode == "programs":
         mesh, routes, builder = _send_recv(spec)
         fab = fabric_arrays(mesh, spec, routes.table, np.zeros(1, np.uint8), False)
         st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 4, 1)
-        prog, tr = builder.build(), empty_traffic(mesh.width, mesh.height)
-    else:
-        mesh = Mesh.full(2, 2)
-        route = np.zeros((mesh.pes, 5, 1), np.uint8)
-        fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), True)
-        st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
-        prog = empty_program(mesh.pes)
-        tr = traffic_arrays(TrafficConfig(width=2, height=2, cycles=10, warmup=1), mesh)
-    return _kernel_args(fab, st, prog, tr, 0, 0, False)
+        return fab, st, builder.build(), empty_traffic(mesh.width, mesh.height)
+    mesh = Mesh.full(2, 2)
+    route = np.zeros((mesh.pes, 5, 1), np.uint8)
+    fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), True)
+    st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
+    tr = traffic_arrays(TrafficConfig(width=2, height=2, cycles=10, warmup=1), mesh)
+    return fab, st, empty_program(mesh.pes), tr
 
 
 def _send_recv(spec):
@@ -96,13 +99,7 @@ def warm_up(engine: str = "cpu", programs: bool = True) -> None:
     if engine == "cuda":  # the launches auto picks for one-color traffic, by the mesh's size
         from fabric import cuda_engine
 
-        mesh = Mesh.full(2, 2)
-        cfg = TrafficConfig(width=2, height=2, rate=0.1, cycles=50, warmup=10)
-        route = np.zeros((mesh.pes, 5, 1), np.uint8)
-        fab = fabric_arrays(mesh, spec, route, np.ones(1, np.uint8), True)
-        st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 1, 1)
-        tr = traffic_arrays(cfg, mesh)
-        cuda_engine.compile_kernels(fab, st, empty_program(mesh.pes), tr, ("grid", "wide"))
+        cuda_engine.compile_kernels(*_tiny_arrays("traffic", spec), ("grid", "wide"))
     threads = min(2, numba.config.NUMBA_NUM_THREADS)
     cfg = TrafficConfig(width=2, height=2, rate=0.1, cycles=50, warmup=10, threads=threads)
     run_traffic(cfg, spec, engine=engine)
@@ -115,9 +112,7 @@ def _warm_up_programs(engine: str, spec) -> None:
     if engine == "cuda":  # the kernels that auto launches on large meshes only
         from fabric import cuda_engine
 
-        fab = fabric_arrays(mesh, spec, routes.table, np.zeros(1, np.uint8), False)
-        st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 4, 1)
-        cuda_engine.compile_kernels(fab, st, builder.build(), empty_traffic(2, 1))
+        cuda_engine.compile_kernels(*_tiny_arrays("programs", spec))
 
 
 if __name__ == "__main__":
