@@ -12,9 +12,16 @@ blocks, and its first compile spent about half its time there (a cProfile of
 directly: a new scope, a new variable for each of its variables (registered in the copy's
 memo, so that the block's statements refer to these very objects, as the generic copy does;
 a variable that belongs to another scope, which Numba's passes make, copied generically),
-and copies of its redefinition tables; the parent scope copied as before. Nothing else
-changes. It is installed only where ``Scope``, ``VarMap`` and ``Var`` hold the attributes
-this copy knows (Numba 0.60-0.68); elsewhere Numba copies as it always did.
+and copies of its redefinition tables; the parent scope copied as before.
+
+It also lets the block copies of one inlining share one copy memo per source scope
+(:class:`_SharedMemoCopies`), as a single deep copy of the callee's blocks would: their scope
+is then copied once, not once a block (a block's copy used to get a scope of its own; every
+block of the source shares one, as the copy's blocks now do: Numba's own ``FunctionIR`` and
+the inliner, which gives all of them the caller's scope right after, expect that). Nothing
+else changes. It is installed only where ``Scope``, ``VarMap`` and ``Var`` hold the attributes
+this copy knows and the inliner is the one read here (Numba 0.60-0.68); elsewhere Numba copies
+as it always did.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 
-from numba.core import ir
+from numba.core import inline_closurecall, ir
 
 SCOPE_FIELDS = {"parent", "localvars", "loc", "redefined", "var_redefinitions"}
 VAR_FIELDS = {"scope", "name", "loc"}
@@ -51,6 +58,40 @@ def _copy_scope(scope: ir.Scope, memo: dict) -> ir.Scope:
     return new
 
 
+class _SharedMemoCopies:
+    """Stands in for the ``copy`` module inside ``numba.core.inline_closurecall``, whose one
+    use of it is ``InlineWorker.inline_ir``'s block-by-block ``copy.deepcopy``. During an
+    ``inline_ir`` call, the blocks of one source scope are copied with one memo."""
+
+    def __init__(self):
+        self.memos: list[dict] = []  # one per inline_ir call in progress (they nest)
+
+    def deepcopy(self, value, memo=None):
+        if memo is not None or not self.memos or not isinstance(value, ir.Block):
+            return copy.deepcopy(value, memo)
+        memos = self.memos[-1]
+        memo = memos.get(id(value.scope))
+        if memo is None:  # the memo keeps the source scope alive, so its id stays its own
+            memo = memos[id(value.scope)] = {}
+        return copy.deepcopy(value, memo)
+
+    def sharing(self, inline_ir):
+        """``inline_ir`` with a memo table of its own."""
+
+        def inline_ir_sharing(*args, **kwargs):
+            self.memos.append({})
+            try:
+                return inline_ir(*args, **kwargs)
+            finally:
+                self.memos.pop()
+
+        inline_ir_sharing.__wrapped__ = inline_ir
+        return inline_ir_sharing
+
+
+_SHARED = _SharedMemoCopies()
+
+
 def _knows_numba() -> bool:
     """Whether this Numba's scopes and variables hold exactly the fields the copy makes."""
     loc = ir.Loc("wafersim", 0)
@@ -61,7 +102,17 @@ def _knows_numba() -> bool:
         and set(vars(scope.localvars)) == {"_con"}
         and set(vars(var)) == VAR_FIELDS
         and "__deepcopy__" not in vars(ir.Scope)
+        and inline_closurecall.copy is copy
+        and _copies_block_by_block(inline_closurecall.InlineWorker.inline_ir)
     )
+
+
+def _copies_block_by_block(inline_ir) -> bool:
+    """Whether ``inline_ir`` is the inliner this module knows: its only deep copy is of each
+    block of the callee's IR."""
+    names = inline_ir.__code__.co_consts
+    code = next((c for c in names if getattr(c, "co_name", "") == "copy_ir"), None)
+    return code is not None and "deepcopy" in code.co_names
 
 
 def install() -> bool:
@@ -72,4 +123,7 @@ def install() -> bool:
     if not _knows_numba():
         return False
     ir.Scope.__deepcopy__ = _copy_scope
+    inline_closurecall.copy = _SHARED
+    worker = inline_closurecall.InlineWorker
+    worker.inline_ir = _SHARED.sharing(worker.inline_ir)
     return True

@@ -1,11 +1,14 @@
 """fabric._numba_scope_copy: Numba's IR scopes copied directly make the same copy as the
-generic deep copy they replace (issue 28: the engine's first compile)."""
+generic deep copy they replace, and the inliner's block copies share one memo (issue 28: the
+engine's first compile)."""
 
 from __future__ import annotations
 
 import copy
 
-from numba.core import ir
+import numpy as np
+from numba import njit
+from numba.core import inline_closurecall, ir
 from numba.core.compiler import run_frontend
 
 from fabric import _numba_scope_copy
@@ -76,4 +79,47 @@ def test_it_is_installed_for_the_engine():
     import fabric._kernels  # noqa: F401 (installs it)
 
     assert vars(ir.Scope).get("__deepcopy__") is _numba_scope_copy._copy_scope
+    assert inline_closurecall.copy is _numba_scope_copy._SHARED
     assert _numba_scope_copy.install()
+
+
+def test_an_inlining_copies_the_blocks_of_one_scope_with_one_memo():
+    """Inside ``inline_ir`` the blocks of one source scope share one copy of it (with its
+    variables, as one deep copy of all blocks makes them); outside, each copy is its own."""
+    blocks = list(run_frontend(sample).blocks.values())
+    shared = _numba_scope_copy._SharedMemoCopies()
+    apart = [shared.deepcopy(block) for block in blocks]
+    assert len({id(block.scope) for block in apart}) == len(blocks) > 1
+    together = shared.sharing(lambda: [shared.deepcopy(block) for block in blocks])()
+    scope = together[0].scope
+    assert all(block.scope is scope for block in together)
+    assert scope is not blocks[0].scope
+    for block in together:
+        for stmt in block.body:
+            for var in stmt.list_vars():
+                assert scope.localvars.get(var.name) is var
+    assert [str(s) for b in together for s in b.body] == [str(s) for b in apart for s in b.body]
+    assert shared.memos == []
+
+
+@njit(inline="always")
+def _clamped(x, low, high):
+    if x < low:
+        return low
+    for _ in range(2):
+        x = x * 1.0
+    return min(x, high)
+
+
+@njit
+def _sum_clamped(values):
+    total = 0.0
+    for v in values:
+        total += _clamped(v, 0.0, 1.0) + _clamped(-v, -0.5, 0.5)
+    return total
+
+
+def test_an_inlined_function_computes_what_python_does():
+    assert _numba_scope_copy.install()  # before the compile
+    values = np.linspace(-2, 2, 41)
+    assert _sum_clamped(values) == _sum_clamped.py_func(values)
