@@ -1,7 +1,9 @@
 """The first result on a fresh machine (issue 28): wall times of the README's main job, a
 kernel and synthetic traffic, cold (no Numba cache: every kernel compiles) and then warm
 (loaded from the cache), for this checkout and, side by side in the same run, for another
-one (``--against PATH``, e.g. an older commit's worktree).
+one (``--against PATH``, e.g. an older commit's worktree); then the engine's first compile
+alone: the wall time of Numba's compile of ``run_cycles`` (its callees included) in a cold
+4 x 4 SUMMA job, in the job's own process (the background compile turned off).
 
 Each checkout is copied to a temporary folder (its tracked files: ``git archive``) with an
 empty ``NUMBA_CACHE_DIR``, and run with this interpreter (the installed dependencies):
@@ -103,7 +105,48 @@ def measure(checkout: Path, work: Path, steps: int) -> dict[str, dict[str, float
         warm = timed(tree, cache, argv, work / f"{name}-warm")
         out[name] = {"cold_s": cold, "warm_s": warm}
         print(f"  {name:9} cold {cold:7.1f} s   warm {warm:7.1f} s", flush=True)
+    out["engine compile"] = {"cold_s": engine_compile(tree, work / "cache-engine")}
+    print(f"  engine compile {out['engine compile']['cold_s']:7.1f} s", flush=True)
     return out
+
+
+ENGINE_PROBE = """
+import sys, time
+from numba.core import event
+
+try:  # no compile in a second process: this one's compile of the engine is what is timed
+    import fabric.precompile
+    fabric.precompile.compile_in_background = lambda *args, **kwargs: None
+    from wafersim.cli import main
+except ImportError:  # a checkout from before the background compile and the wafersim package
+    from wafer.cli import main
+
+span = []
+
+class Engine(event.Listener):
+    def on_start(self, ev):
+        if ev.data["dispatcher"].py_func.__name__ == "run_cycles" and not span:
+            span.append(time.perf_counter())
+
+    def on_end(self, ev):
+        if ev.data["dispatcher"].py_func.__name__ == "run_cycles":
+            span[1:] = [time.perf_counter()]
+
+with event.install_listener("numba:compile", Engine()):
+    main(["kernel", "gemm", "--algo", "summa", "--m", "16", "--k", "16", "--n", "16",
+          "--grid", "4x4", "--preset", "tiny", "--json"])
+print(span[1] - span[0], file=sys.stderr)
+"""
+
+
+def engine_compile(tree: Path, cache: Path) -> float:
+    """Seconds of the engine's first compile (``ENGINE_PROBE``) with an empty cache."""
+    env = os.environ | {"NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, "-c", ENGINE_PROBE], cwd=tree, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: the engine compile probe failed: {done.stderr[-500:]}")
+    return float(done.stderr.strip().splitlines()[-1])
 
 
 PROFILER = """
@@ -173,8 +216,8 @@ def main() -> None:
     if "against" in results:
         for name, now in results["this"].items():
             then = results["against"][name]
-            print(f"{name:9} cold {now['cold_s'] / then['cold_s']:.2f}x   "
-                  f"warm {now['warm_s'] / then['warm_s']:.2f}x the other checkout's")  # fmt: skip
+            ratios = [f"{key[:-2]} {now[key] / then[key]:.2f}x" for key in now]
+            print(f"{name:14} {'   '.join(ratios)} the other checkout's")
     write_json(args.out, results)
     print(f"saved {args.out}")
 

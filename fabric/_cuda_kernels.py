@@ -242,7 +242,7 @@ def _program_routers(t, read, write, first, stride, fab, st, prog, want, slot):
         if not fab.alive[r]:
             continue
         _catch_up(r, t, st)
-        e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want[r])
+        e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want[r], True)  # all dtypes
         events += e
         moves += m
         until = max(until, u)

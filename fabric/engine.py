@@ -179,7 +179,13 @@ def _kernel_args(fab, st, prog, tr, t0, t1, parallel) -> tuple:
     want_rows = np.zeros((fab.height, 2, 5 * st.credits.shape[2]), np.int64)
     mode_tr = tr if fab.traffic else None
     threads = True if parallel else None  # serial runs do not compile the parallel kernel
-    return (t0, t1, threads, fab, st, prog, mode_tr, row_events, want_rows)
+    return (t0, t1, threads, uses_half(fab, prog), fab, st, prog, mode_tr, row_events, want_rows)
+
+
+def uses_half(fab, prog) -> bool | None:
+    """``K.run_cycles``' ``half``: True where a PE program has a 16-bit op, None otherwise
+    (fp32 programs and traffic), so that an fp32 job does not compile the 16-bit paths."""
+    return True if not fab.traffic and (prog.ops[:, K.C_DTYPE] != K.FP32).any() else None
 
 
 def simulate(

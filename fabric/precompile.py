@@ -30,8 +30,9 @@ from wafer.presets import preset
 MODES = ("programs", "traffic")  # the engine's two kernels: PE programs, synthetic traffic
 
 
-def compile_in_background(mode: str, engine: str = "cpu") -> int | None:
-    """Start :func:`compile_engine` for ``mode`` in another process; returns its process id, or
+def compile_in_background(mode: str, engine: str = "cpu", half: bool = False) -> int | None:
+    """Start :func:`compile_engine` for ``mode`` (``half``: PE programs with 16-bit ops) in
+    another process; returns its process id, or
     None where it would gain nothing: another engine than the CPU's, or the engine already in
     Numba's cache (an index of it there). The process is not waited for: should the job end
     first (an error in its input, say), it still finishes the compile and caches it for the
@@ -39,7 +40,7 @@ def compile_in_background(mode: str, engine: str = "cpu") -> int | None:
     if engine != "cpu" or _in_cache(K.run_cycles):
         return None
     actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
-    argv = [sys.executable, "-P", "-m", "fabric.precompile", mode]
+    argv = [sys.executable, "-P", "-m", "fabric.precompile", mode, *(["--half"] if half else [])]
     return os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions)
 
 
@@ -51,15 +52,17 @@ def _in_cache(dispatcher) -> bool:
         return False
 
 
-def compile_engine(mode: str) -> None:
+def compile_engine(mode: str, half: bool = False) -> None:
     """Compile (or load) the CPU engine's serial kernel for ``mode`` under the machine's
     compile lock."""
-    compile_once(K.run_cycles, engine_arguments(mode))
+    compile_once(K.run_cycles, engine_arguments(mode, half))
 
 
-def engine_arguments(mode: str) -> tuple:
-    """Arguments of ``K.run_cycles`` of the types every serial job of ``mode`` passes."""
-    return _kernel_args(*_tiny_arrays(mode, preset("tiny")), 0, 0, False)
+def engine_arguments(mode: str, half: bool = False) -> tuple:
+    """Arguments of ``K.run_cycles`` of the types every serial job of ``mode`` passes (with
+    ``half``, a program job with 16-bit ops: ``K.run_cycles``' ``half`` True)."""
+    args = _kernel_args(*_tiny_arrays(mode, preset("tiny")), 0, 0, False)
+    return args[:3] + (True if half and mode == "programs" else args[3],) + args[4:]
 
 
 def _tiny_arrays(mode: str, spec) -> tuple:
@@ -116,6 +119,10 @@ def _warm_up_programs(engine: str, spec) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in MODES:
-        sys.exit(f"usage: python -m fabric.precompile {{{'|'.join(MODES)}}}")
-    compile_engine(sys.argv[1])
+    if (
+        not 2 <= len(sys.argv) <= 3
+        or sys.argv[1] not in MODES
+        or sys.argv[2:] not in ([], ["--half"])
+    ):
+        sys.exit(f"usage: python -m fabric.precompile {{{'|'.join(MODES)}}} [--half]")
+    compile_engine(sys.argv[1], sys.argv[2:] == ["--half"])

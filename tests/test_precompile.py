@@ -13,7 +13,7 @@ import pytest
 import fabric.engine as engine
 from fabric import precompile
 from fabric.traffic import TrafficConfig, run_traffic
-from tests.cuda_cases import send_recv
+from tests.cuda_cases import fp16_wait_matmul, send_recv
 from wafer.presets import preset
 
 
@@ -34,6 +34,19 @@ def test_the_background_compile_has_the_types_of_a_program_job(monkeypatch):
     assert calls == [types_of(precompile.engine_arguments("programs"))]
 
 
+def test_a_16_bit_program_job_takes_the_engine_with_the_16_bit_paths(monkeypatch):
+    """``half`` is None in an fp32 program job (Numba prunes the 16-bit paths by its type),
+    True where some op is fp16 or bf16, as the background compile's ``--half`` passes it."""
+    calls = engine_calls(monkeypatch)
+    fp16_wait_matmul("cpu")
+    send_recv("cpu")
+    assert calls == [types_of(precompile.engine_arguments("programs", half=True))] + [
+        types_of(precompile.engine_arguments("programs"))
+    ]
+    assert calls[0][3] == numba.types.boolean
+    assert isinstance(calls[1][3], numba.types.NoneType)
+
+
 def test_the_background_compile_has_the_types_of_a_traffic_job(monkeypatch):
     calls = engine_calls(monkeypatch)
     run_traffic(TrafficConfig(width=3, height=2, cycles=20, warmup=2), preset("tiny"))
@@ -46,7 +59,7 @@ def test_a_serial_run_passes_no_thread_flag_so_the_parallel_kernel_is_not_compil
     calls = engine_calls(monkeypatch)
     send_recv("cpu")
     assert isinstance(calls[0][2], numba.types.NoneType)
-    fab, st, prog, tr = (precompile.engine_arguments("programs")[i] for i in (3, 4, 5, 6))
+    fab, st, prog, tr = (precompile.engine_arguments("programs")[i] for i in (4, 5, 6, 7))
     assert engine._kernel_args(fab, st, prog, tr, 0, 1, True)[2] is True
 
 
@@ -59,7 +72,9 @@ def test_no_background_compile_for_another_engine_or_a_cached_engine(monkeypatch
     assert precompile.compile_in_background("programs") is None
     monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: False)
     precompile.compile_in_background("programs")
-    assert started == [[sys.executable, "-P", "-m", "fabric.precompile", "programs"]]
+    precompile.compile_in_background("programs", half=True)
+    helper = [sys.executable, "-P", "-m", "fabric.precompile", "programs"]
+    assert started == [helper, [*helper, "--half"]]
 
 
 def test_the_background_process_compiles_quietly_and_exits(tmp_path, monkeypatch):
@@ -71,9 +86,9 @@ def test_the_background_process_compiles_quietly_and_exits(tmp_path, monkeypatch
     assert os.waitstatus_to_exitcode(status) == 1
 
 
-@pytest.mark.parametrize("argv", [[], ["bogus"], ["programs", "traffic"]])
+@pytest.mark.parametrize("argv", [[], ["bogus"], ["programs", "traffic"], ["programs", "half"]])
 def test_the_helper_names_its_modes_on_a_wrong_command_line(argv):
     done = subprocess.run([sys.executable, "-m", "fabric.precompile", *argv],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 1
-    assert done.stderr.strip() == "usage: python -m fabric.precompile {programs|traffic}"
+    assert done.stderr.strip() == "usage: python -m fabric.precompile {programs|traffic} [--half]"

@@ -105,7 +105,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     if args.tier != "analytic":  # the engine compiles while the job builds its plan
         from fabric.precompile import compile_in_background
 
-        compile_in_background("programs", args.engine)
+        compile_in_background("programs", args.engine, half=args.dtype != "fp32")
     recorder = _timeline_recorder(args)
     dead_pe, dead_link = _patch(args, height, width, spec)
     grid = kernel_grid(height, width, dead_pe, dead_link, _full_columns(dead_pe, height, width))

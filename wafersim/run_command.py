@@ -70,7 +70,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     if config["tier"] != "analytic":  # the engine compiles while the job starts
         from fabric.precompile import compile_in_background
 
-        compile_in_background("programs", args.engine)
+        compile_in_background("programs", args.engine, half=config["dtype"] != "fp32")
     line = progress_for(sys.stderr)
     started = time.perf_counter()
 
