@@ -30,6 +30,7 @@ NO_REQUEST = 7  # the field of a port that asks for none
 LINKS = 4  # ports 0-3 are links (N, E, S, W); the port across from p is p ^ 2
 
 _wrap = DEVICE._wrap
+round_robin_distance = DEVICE.round_robin_distance
 _record_packet = DEVICE._record_packet
 _start_packet = DEVICE._start_packet
 meta_created = DEVICE.meta_created
@@ -222,8 +223,7 @@ def _route(r, write, received, head, count, lock, owner, credits, fab, st):
         best, best_distance = -1, NUM_PORTS
         for p in range(NUM_PORTS):
             if (requests >> (REQUEST_BITS * p)) & NO_REQUEST == o:
-                distance = p - start
-                distance += NUM_PORTS if distance < 0 else 0
+                distance = round_robin_distance(p, start, NUM_PORTS)
                 if distance < best_distance:
                     best, best_distance = p, distance
         _grant(r, o, best, write, received, head, count, lock, owner, credits, fab, st)

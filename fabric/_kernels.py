@@ -176,6 +176,14 @@ def route_port(r, p, dst, fab):
 
 
 @kernel(inline="always")
+def round_robin_distance(i, start, n):
+    """How far candidate ``i`` comes after an output's round-robin pointer ``start``, of
+    ``n`` candidates (``0 <= i, start < n``): the output grants the nearest."""
+    distance = i - start
+    return distance + n if distance < 0 else distance
+
+
+@kernel(inline="always")
 def _wrap(i, n):
     """``i % n`` for ``0 <= i < 2n``, without a division in the hot loop."""
     return i - n if i >= n else i
@@ -340,8 +348,7 @@ def _route(r, write, fab, st, want, traffic):
         best, best_distance = -1, candidates
         for i in range(n):
             if want[1, i] & (1 << o):
-                distance = want[0, i] - start
-                distance += candidates if distance < 0 else 0
+                distance = round_robin_distance(want[0, i], start, candidates)
                 if distance < best_distance:
                     best, best_distance = want[0, i], distance
         _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic)

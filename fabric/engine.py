@@ -170,7 +170,12 @@ def run_kernel(
 ) -> tuple[int, int]:
     """Advance cycles ``[t0, t1)``; returns the kernel's (status, cycle). The kernel takes
     the mode from ``tr``'s type (``K.run_cycles``): None for PE programs."""
-    status, cycle = K.run_cycles(*_kernel_args(fab, st, prog, tr, t0, t1, parallel))
+    return _run_cycles(t0, t1, _kernel_args(fab, st, prog, tr, 0, 0, parallel))
+
+
+def _run_cycles(t0: int, t1: int, args: tuple) -> tuple[int, int]:
+    """``K.run_cycles`` over ``[t0, t1)`` with the other arguments of ``args``."""
+    status, cycle = K.run_cycles(t0, t1, *args[2:])
     return int(status), int(cycle)
 
 
@@ -250,9 +255,10 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace):
 
     Returns the kernel's (status, cycle); a deadlock raises :class:`DeadlockError`.
     """
-    # one process of the machine compiles the engine, the others load it (once a run: the
-    # signature's types cost half a millisecond, a chunk may take less)
-    compile_once(K.run_cycles, _kernel_args(fab, st, prog, tr, 0, 0, parallel))
+    # the kernel's arguments once a run (a chunk may take less time than their types cost, or
+    # than a look at every op)
+    args = _kernel_args(fab, st, prog, tr, 0, 0, parallel)
+    compile_once(K.run_cycles, args)  # one process of the machine compiles, the others load
     step = trace.every_cycles if trace else max_cycles
     t = 0
     while True:
@@ -261,7 +267,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace):
         # one started, and a sleeping router would not say until when its PE is busy (the
         # run then saw no event for a while and called it a deadlock)
         np.minimum(st.wake, t, out=st.wake)
-        status, cycle = run_kernel(fab, st, prog, tr, t, end, parallel)
+        status, cycle = _run_cycles(t, end, args)
         if trace:
             trace.sample(st, cycle if status != K.STATUS_MAX_CYCLES else end)
         if status == K.STATUS_DEADLOCK:
