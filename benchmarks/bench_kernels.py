@@ -129,7 +129,7 @@ def main():
     args = parser.parse_args()
     spec = preset("wse2")
     t0 = time.perf_counter()
-    warm_up()
+    warm_up(dtype=args.dtype)
     print(f"JIT warm-up (compile or cache load): {time.perf_counter() - t0:.1f} s")
     rows = engine_rows(args, spec) + analytic_rows(args, spec)
     write_json(args.out, {"spec": spec.name, "dtype": args.dtype, "size": args.size,

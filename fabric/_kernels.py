@@ -472,10 +472,10 @@ def _rx_pop(r, c, fab, st):
 @kernel(inline="always")
 def _task_step(r, task, fab, st, prog, half):
     """Step 3 for one task: advance its current op by one cycle (``half``: see
-    :func:`run_cycles`). Returns ``COUNTDOWN`` for
-    a cycle of an op's cost, ``PROGRESS`` when the op moved on, ``STALL_IN`` when it waits
-    for an input wavelet and ``STALL_OUT`` for room in its output queue or for its router's
-    switch (both counted as a stall), ``IDLE`` when it waits for another task or is done."""
+    :func:`run_cycles`). Returns ``COUNTDOWN`` for a cycle of an op's cost, ``PROGRESS`` when
+    the op moved on, ``STALL_IN`` when it waits for an input wavelet and ``STALL_OUT`` for
+    room in its output queue or for its router's switch (both counted as a stall), ``IDLE``
+    when it waits for another task or is done."""
     if st.wait[r, task] > 0:
         st.wait[r, task] -= 1
         st.busy[r] += 1

@@ -32,11 +32,11 @@ MODES = ("programs", "traffic")  # the engine's two kernels: PE programs, synthe
 
 def compile_in_background(mode: str, engine: str = "cpu", half: bool = False) -> int | None:
     """Start :func:`compile_engine` for ``mode`` (``half``: PE programs with 16-bit ops) in
-    another process; returns its process id, or
-    None where it would gain nothing: another engine than the CPU's, or the engine already in
-    Numba's cache (an index of it there). The process is not waited for: should the job end
-    first (an error in its input, say), it still finishes the compile and caches it for the
-    next. ``-P``: it imports wafersim's installed packages, not modules of the current folder."""
+    another process; returns its process id, or None where it would gain nothing: another
+    engine than the CPU's, or the engine already in Numba's cache (an index of it there). The
+    process is not waited for: should the job end first (an error in its input, say), it still
+    finishes the compile and caches it for the next. ``-P``: it imports wafersim's installed
+    packages, not modules of the current folder."""
     if engine != "cpu" or _in_cache(K.run_cycles):
         return None
     actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
@@ -61,15 +61,15 @@ def compile_engine(mode: str, half: bool = False) -> None:
 def engine_arguments(mode: str, half: bool = False) -> tuple:
     """Arguments of ``K.run_cycles`` of the types every serial job of ``mode`` passes (with
     ``half``, a program job with 16-bit ops: ``K.run_cycles``' ``half`` True)."""
-    args = _kernel_args(*_tiny_arrays(mode, preset("tiny")), 0, 0, False)
-    return args[:3] + (True if half and mode == "programs" else args[3],) + args[4:]
+    dtype = "fp16" if half else "fp32"
+    return _kernel_args(*_tiny_arrays(mode, preset("tiny"), dtype), 0, 0, False)
 
 
-def _tiny_arrays(mode: str, spec) -> tuple:
-    """(fab, st, prog, tr) of a tiny job of ``mode``: a one-word send on 2 x 1 PEs, or
-    one-color traffic on 2 x 2."""
+def _tiny_arrays(mode: str, spec, dtype: str = "fp32") -> tuple:
+    """(fab, st, prog, tr) of a tiny job of ``mode``: a one-word send of ``dtype`` on 2 x 1
+    PEs, or one-color traffic on 2 x 2."""
     if mode == "programs":
-        mesh, routes, builder = _send_recv(spec)
+        mesh, routes, builder = _send_recv(spec, dtype)
         fab = fabric_arrays(mesh, spec, routes.table, np.zeros(1, np.uint8), False)
         st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 4, 1)
         return fab, st, builder.build(), empty_traffic(mesh.width, mesh.height)
@@ -81,24 +81,24 @@ def _tiny_arrays(mode: str, spec) -> tuple:
     return fab, st, empty_program(mesh.pes), tr
 
 
-def _send_recv(spec):
+def _send_recv(spec, dtype: str = "fp32"):
     """A 2 x 1 mesh, a route from PE 0 to PE 1 and a program sending one word over it."""
     mesh = Mesh.full(2, 1)
     routes = ColorRoutes(mesh, 1)
     routes.add_path(0, [0, 1])
     builder = ProgramBuilder(2, spec.pe, 1)
-    builder.send(0, 0, 0, 0, 1)
-    builder.recv(1, 0, 0, 0, 1)
+    builder.send(0, 0, 0, 0, 1, dtype)
+    builder.recv(1, 0, 0, 0, 1, dtype)
     return mesh, routes, builder
 
 
-def warm_up(engine: str = "cpu", programs: bool = True) -> None:
+def warm_up(engine: str = "cpu", programs: bool = True, dtype: str = "fp32") -> None:
     """Compile (or load from cache) every kernel of ``engine``, serial and parallel, on tiny
     meshes, so benchmarks can time JIT compilation apart (``programs=False``: the traffic
-    kernels only)."""
+    kernels only; ``dtype``: the programs' values, fp32 or one of 16 bits)."""
     spec = preset("tiny")
     if programs:
-        _warm_up_programs(engine, spec)
+        _warm_up_programs(engine, spec, dtype)
     if engine == "cuda":  # the launches auto picks for one-color traffic, by the mesh's size
         from fabric import cuda_engine
 
@@ -108,14 +108,14 @@ def warm_up(engine: str = "cpu", programs: bool = True) -> None:
     run_traffic(cfg, spec, engine=engine)
 
 
-def _warm_up_programs(engine: str, spec) -> None:
-    mesh, routes, builder = _send_recv(spec)
+def _warm_up_programs(engine: str, spec, dtype: str) -> None:
+    mesh, routes, builder = _send_recv(spec, dtype)
     memory = np.zeros((2, 4), np.float32)
     simulate(mesh, spec, routes, builder.build(), memory, max_cycles=100, engine=engine)
     if engine == "cuda":  # the kernels that auto launches on large meshes only
         from fabric import cuda_engine
 
-        cuda_engine.compile_kernels(*_tiny_arrays("programs", spec))
+        cuda_engine.compile_kernels(*_tiny_arrays("programs", spec, dtype))
 
 
 if __name__ == "__main__":
