@@ -235,7 +235,8 @@ def _is_nothing(value) -> bool:
 def _program_routers(t, read, write, first, stride, fab, st, prog, want, slot):
     """``_kernels._program_row`` over this thread's routers instead of a row."""
     events, moves, until, next_wake = 0, 0, t, NEVER
-    for r in range(first, fab.alive.shape[0], stride):
+    for i in range(first, fab.alive.shape[0], stride):
+        r = np.uint32(i)  # unsigned, as in _kernels._next_due: no negative-index test
         if st.wake[r] > t and st.link_any[read, r] == 0:
             next_wake = min(next_wake, st.wake[r])
             continue
@@ -254,7 +255,8 @@ def _program_routers(t, read, write, first, stride, fab, st, prog, want, slot):
 def _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot):
     """``_kernels._traffic_row`` over this thread's routers instead of a row."""
     events = 0
-    for r in range(first, fab.alive.shape[0], stride):
+    for i in range(first, fab.alive.shape[0], stride):
+        r = np.uint32(i)
         if st.wake[r] > t and st.link_any[read, r] == 0:
             continue
         events += _traffic_cycle(r, t, read, write, fab, st, tr, want[r])
@@ -265,7 +267,8 @@ def _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot):
 def _one_color_routers(t, read, write, first, stride, fab, st, tr, slot):
     """``_traffic_routers`` with the single-color step of ``fabric._cuda_traffic``."""
     events = 0
-    for r in range(first, fab.alive.shape[0], stride):
+    for i in range(first, fab.alive.shape[0], stride):
+        r = np.uint32(i)
         flags = st.link_any[read, r]
         if st.wake[r] > t and flags == 0:
             continue
