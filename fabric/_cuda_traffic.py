@@ -106,16 +106,27 @@ def _fabric_step(r, read, write, flags, occupancy, received, head, count, lock, 
                  fab, st):  # fmt: skip
     """``_kernels._fabric_step`` (ingest, then route) on the router's values in registers,
     stored back when they changed; ``received``: wavelets in the PE's receive queue.
-    Returns the wavelets taken in and moved, and the occupancy and ``received`` after them."""
+    Returns the wavelets taken in and moved, and the occupancy and ``received`` after them.
+
+    Every queue's head is read first, with the wavelets and credits that came in, before
+    anything is stored: a load after a store to any array of the state would wait for it
+    (the compiler cannot tell the arrays apart), and each would cost the router a round trip
+    to the cache. A port that was empty takes the wavelet that came in as its head."""
+    data = cuda.local.array(NUM_PORTS, np.float32)  # the head of each queue
+    meta = cuda.local.array(NUM_PORTS, np.int64)
+    for p in range(NUM_PORTS):
+        if count[p]:
+            data[p] = st.q_data[r, p, 0, head[p]]
+            meta[p] = st.q_meta[r, p, 0, head[p]]
     moves = 0
     if flags:
-        moves = _ingest(r, read, flags, head, count, credits, fab, st)
+        moves = _ingest(r, read, flags, head, count, credits, data, meta, fab, st)
         st.link_any[read, r] = 0
         st.stuck[r] = 0
     occupancy += moves
     if occupancy:
         moved, stalled, ejected = _route(
-            r, write, received, head, count, lock, owner, credits, fab, st
+            r, write, received, head, count, lock, owner, credits, data, meta, fab, st
         )
         if stalled:
             _add_stalls(r, stalled, st)
@@ -149,7 +160,7 @@ def _pe_step(r, t, received, left, arrival, head, count, fab, st, tr):
             events += 1
             created = meta_created(meta)
             if created >= tr.warmup:
-                tr.flits_delivered[r] += 1
+                cuda.atomic.add(tr.flits_delivered, r, 1)
                 if meta_tail(meta):
                     _record_packet(r, t, created, int(data), tr)
         st.rx_head[r, 0] = h
@@ -168,45 +179,64 @@ def _pe_step(r, t, received, left, arrival, head, count, fab, st, tr):
         st.stuck[r] = 0
         if f == 0:
             tr.injected[r] = t
-        st.busy[r] += 1
+        cuda.atomic.add(st.busy, r, 1)
         tr.left[r] = left - 1
         events += 1
     elif left > 0:  # a flit to inject, its queue full
-        st.reasons[r, REASON_OUTPUT] += 1
+        cuda.atomic.add(st.reasons, (r, REASON_OUTPUT), 1)
     return events
 
 
 @cuda.jit(device=True)
-def _ingest(r, read, flags, head, count, credits, fab, st):
-    """``_kernels._ingest``: the wavelets and credits that landed this cycle; returns the
-    wavelets queued."""
+def _ingest(r, read, flags, head, count, credits, data, meta, fab, st):
+    """``_kernels._ingest``: the wavelets and credits that landed this cycle, all read before
+    any is stored; a wavelet into an empty queue becomes its head (``data``, ``meta``).
+    Returns the wavelets queued."""
+    in_data = cuda.local.array(LINKS, np.float32)
+    in_meta = cuda.local.array(LINKS, np.int64)
+    back = cuda.local.array(LINKS, np.int32)
+    for p in range(LINKS):
+        if _landed(flags, p):
+            in_data[p] = st.in_data[read, r, p]
+            in_meta[p] = st.in_meta[read, r, p]
+        if _landed(flags, p + LINKS):
+            back[p] = st.credit_ret[read, r, p, 0]
     events = 0
     for p in range(LINKS):
-        if (flags >> np.uint64(8 * p)) & np.uint64(0xFF):
+        if _landed(flags, p):
             slot = _wrap(head[p] + count[p], fab.depth)
-            st.q_data[r, p, 0, slot] = st.in_data[read, r, p]
-            st.q_meta[r, p, 0, slot] = st.in_meta[read, r, p]
+            st.q_data[r, p, 0, slot] = in_data[p]
+            st.q_meta[r, p, 0, slot] = in_meta[p]
+            if count[p] == 0:
+                data[p], meta[p] = in_data[p], in_meta[p]
             count[p] += 1
             events += 1
-        if (flags >> np.uint64(8 * p + 32)) & np.uint64(0xFF):
-            credits[p] += st.credit_ret[read, r, p, 0]
+        if _landed(flags, p + LINKS):
+            credits[p] += back[p]
             st.credit_ret[read, r, p, 0] = 0
     return events
 
 
 @cuda.jit(device=True)
-def _route(r, write, received, head, count, lock, owner, credits, fab, st):
-    """``_kernels._route`` on one color: each queue's head asks for its one output; each
-    output grants one request round-robin. Returns the wavelets moved, the packed stalls
-    and the wavelets moved into the PE's receive queue (0 or 1; ``received`` are there)."""
+def _landed(flags, i):
+    """Whether flag ``i`` of the router's eight is set (0-3: a wavelet on link ``i``, 4-7: a
+    credit back over link ``i - 4``)."""
+    return (flags >> np.uint64(8 * i)) & np.uint64(0xFF) != 0
+
+
+@cuda.jit(device=True)
+def _route(r, write, received, head, count, lock, owner, credits, data, meta, fab, st):
+    """``_kernels._route`` on one color: each queue's head (``data``, ``meta``) asks for its
+    one output; each output grants one request round-robin. Returns the wavelets moved, the
+    packed stalls and the wavelets moved into the PE's receive queue (0 or 1; ``received``
+    are there)."""
     requests, asked, stalled = 0, 0, 0  # asked: a bit for each output some port asks for
     for p in range(NUM_PORTS):
         o = NO_REQUEST
         if count[p]:
             o = lock[p]
             if o < 0:
-                meta = st.q_meta[r, p, 0, head[p]]
-                o = route_port(r, p, meta_dst(meta), fab)
+                o = route_port(r, p, meta_dst(meta[p]), fab)
                 if o < 0 or owner[o] >= 0:
                     o = NO_REQUEST
             if o != NO_REQUEST and not _has_room(r, o, received, credits, fab):
@@ -226,7 +256,8 @@ def _route(r, write, received, head, count, lock, owner, credits, fab, st):
                 distance = round_robin_distance(p, start, NUM_PORTS)
                 if distance < best_distance:
                     best, best_distance = p, distance
-        _grant(r, o, best, write, received, head, count, lock, owner, credits, fab, st)
+        _grant(r, o, best, write, received, head, count, lock, owner, credits, data, meta,
+               fab, st)  # fmt: skip
         st.rr[r, o] = _wrap(best + 1, NUM_PORTS)
         moved += 1
     return moved, stalled, (asked >> RAMP) & 1
@@ -240,33 +271,34 @@ def _has_room(r, o, received, credits, fab):
 
 
 @cuda.jit(device=True)
-def _grant(r, o, p, write, received, head, count, lock, owner, credits, fab, st):
-    """``_kernels._grant`` on one wormhole color: the head of port ``p`` out through ``o``
-    (the PE's receive queue holds ``received``; the caller counts the one added)."""
-    h = head[p]
-    data, meta = st.q_data[r, p, 0, h], st.q_meta[r, p, 0, h]
+def _grant(r, o, p, write, received, head, count, lock, owner, credits, data, meta, fab, st):
+    """``_kernels._grant`` on one wormhole color: the head of port ``p`` (``data[p]``,
+    ``meta[p]``) out through ``o`` (the PE's receive queue holds ``received``; the caller
+    counts the one added). The counters and the credit back are atomic adds, which the
+    router does not wait for (no other router adds to them in the cycle)."""
+    d, m = data[p], meta[p]
     if o == RAMP:
         slot = _wrap(st.rx_head[r, 0] + received, fab.depth)
-        st.rx_data[r, 0, slot] = data
-        st.rx_meta[r, 0, slot] = meta
+        st.rx_data[r, 0, slot] = d
+        st.rx_meta[r, 0, slot] = m
     else:
         n = fab.neighbor[r, o]
         st.link_flags[write, n, o ^ 2] = 1
-        st.in_data[write, n, o ^ 2] = data
-        st.in_meta[write, n, o ^ 2] = meta
+        st.in_data[write, n, o ^ 2] = d
+        st.in_meta[write, n, o ^ 2] = m
         credits[o] -= 1
-    st.link_flits[r, o] += 1
-    if meta_head(meta):
+    cuda.atomic.add(st.link_flits, (r, o), 1)
+    if meta_head(m):
         owner[o] = p
         lock[p] = o
-    if meta_tail(meta):
+    if meta_tail(m):
         owner[o] = -1
         lock[p] = -1
-    head[p] = _wrap(h + 1, fab.depth)
+    head[p] = _wrap(head[p] + 1, fab.depth)
     count[p] -= 1
     if p != RAMP:
         up = fab.neighbor[r, p]
-        st.credit_ret[write, up, p ^ 2, 0] += 1
+        cuda.atomic.add(st.credit_ret, (write, up, p ^ 2, 0), 1)
         st.link_flags[write, up, 4 + (p ^ 2)] = 1
 
 
@@ -276,4 +308,4 @@ def _add_stalls(r, packed, st):
     for o in range(NUM_PORTS):
         stalls = (packed >> (STALL_BITS * o)) & STALL_MASK
         if stalls:
-            st.stalls[r, o] += stalls
+            cuda.atomic.add(st.stalls, (r, o), stalls)
