@@ -146,13 +146,14 @@ def run_cycles_grid(t0, t1, fab, st, prog, tr, want, ctl):
     _finish(run, first, stride, fab, st, ctl)
 
 
-# The same grid kernel held to WIDE_REGISTERS registers a thread (186 unbounded for one-color
+# The same grid kernel held to WIDE_REGISTERS registers a thread (161 unbounded for one-color
 # traffic, on sm_90): more threads fit an SM, at the cost of spilling to local memory. On an
 # H200 (2026-11-26, bench_fabric.py, 1024 x 1024, 30 % load, 10^4 cycles, copies included),
 # one-color traffic ran at 953 M router-cycles/s held to 96 registers (512 threads an SM),
 # 762 M held to 64 (1,024 threads), 584 M unbounded (256). Earlier, on an H100 (2026-11-23),
 # the shared step held to 64 stepped a 1024 x 1024 mesh in 0.96 ms a cycle against 1.6 ms
-# unbounded (148 registers); PE programs have not been measured at 96.
+# unbounded (148 registers); PE programs have not been measured at 96. With the one-color
+# step of 2026-11-27 (heads read first, atomic counters), 1,568 M held to 96 on the H200.
 WIDE_REGISTERS = 96
 
 
