@@ -9,8 +9,9 @@ trace sample, and before a deadlock is explained (``fabric.deadlock`` reads it o
 Launch (``launch="auto"``): on a GPU of compute capability 6.0 or more, a cooperative grid of
 as many blocks as the routers need and the device holds at once (``run_cycles_grid``), or,
 when the routers outnumber the threads that fit, the same kernel held to fewer registers so
-that twice as many fit (``run_cycles_wide``); otherwise one block (``run_cycles_block``).
-Synthetic traffic on one color takes its own router step (``fabric._cuda_traffic``).
+that twice as many fit (``run_cycles_wide``), but for synthetic traffic on one color, which
+takes its own router step (``fabric._cuda_traffic``) and runs fastest on the grid kernel at
+any size (``_one_color_step``); otherwise one block (``run_cycles_block``).
 ``launch`` names one of them for tests and benchmarks. In Numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1`` before numba is imported) one block of at most
 :data:`SIMULATOR_THREADS` threads, each a Python thread there.
@@ -300,7 +301,7 @@ def _configure(launch: str, pes: int, args: tuple, most: int | None):
         else:
             configured = _cooperative("grid", pes, args, most)
             _, blocks, threads = configured
-            if blocks * threads >= pes:  # a thread for every router
+            if blocks * threads >= pes or _one_color_step(args):  # a thread for every router
                 return configured
             launch = "wide"
     if launch == "block":
@@ -308,6 +309,20 @@ def _configure(launch: str, pes: int, args: tuple, most: int | None):
     if simulated:  # the simulator runs a cooperative grid of one block only
         return KERNELS[launch], 1, _threads(launch, pes, most)
     return _cooperative(launch, pes, args, most)
+
+
+# On an NVIDIA H200 (2026-11-27, bench_fabric.py --engine cuda --sizes 1024 --cycles 10000,
+# one run, copies included) one-color traffic on 1024 x 1024 stepped 2,350 M router-cycles/s
+# at 30 % load and 6,223 M at 1 % on the grid kernel (161 registers, each thread stepping
+# several routers), against 1,566 and 5,310 M on the wide one held to 96 registers (512 B of
+# local memory a thread) and 2,091 and 6,591 M held to 128: the one-color step's spills cost
+# more than the threads they make room for. The other steps keep the wide kernel (the shared
+# step on an H100, 2026-11-23: 0.96 ms a cycle held to 64 registers, 1.6 ms unbounded).
+def _one_color_step(args: tuple) -> bool:
+    """Whether a launch's arguments take the one-color traffic step (see ``mode_arrays``):
+    the grid kernel at any size."""
+    tr, want = args[5], args[6]
+    return not CK._is_nothing(tr) and CK._is_nothing(want)
 
 
 def _threads(launch: str, pes: int, most: int | None) -> int:

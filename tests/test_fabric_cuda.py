@@ -66,11 +66,20 @@ def test_cuda_kernels_compile_for_a_gpu_where_numba_cuda_and_nvvm_are_installed(
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
 
 
-@pytest.mark.parametrize(("pes", "kernel"), [(16384, "grid"), (2**20, "wide")])
+@pytest.mark.parametrize(
+    ("pes", "step", "kernel"),
+    [
+        (16384, "programs", "grid"),
+        (2**20, "programs", "wide"),
+        (2**20, "traffic", "wide"),
+        (2**20, "one-color traffic", "grid"),
+    ],
+)
 def test_auto_launch_takes_the_wide_kernel_when_routers_outnumber_grid_threads(
-    monkeypatch, pes, kernel
+    monkeypatch, pes, step, kernel
 ):
-    """On a cooperative GPU, auto runs the grid kernel if its threads cover the routers."""
+    """On a cooperative GPU, auto runs the grid kernel if its threads cover the routers, and
+    the one-color traffic step on it at any size (it spills in the register-capped one)."""
     cuda_engine = pytest.importorskip("fabric.cuda_engine")
     gpu = SimpleNamespace(compute_capability=(9, 0))
     monkeypatch.setattr(cuda_engine.numba.config, "ENABLE_CUDASIM", False)
@@ -81,7 +90,12 @@ def test_auto_launch_takes_the_wide_kernel_when_routers_outnumber_grid_threads(
         return launch, min(-(-pes // threads), 396), threads  # 3 blocks on each of 132 SMs
 
     monkeypatch.setattr(cuda_engine, "_cooperative", cooperative)
-    assert cuda_engine._configure("auto", pes, (), None)[0] == kernel
+    nothing, arrays = cuda_engine.CK.NOTHING, np.zeros(1)
+    tr, want = {"programs": (nothing, arrays), "traffic": (arrays, arrays)}.get(
+        step, (arrays, nothing)
+    )
+    args = (0, 1, None, None, None, tr, want, None)
+    assert cuda_engine._configure("auto", pes, args, None)[0] == kernel
 
 
 def test_unknown_engine_is_a_config_error_naming_the_engines():
