@@ -99,10 +99,10 @@ def warm_up(engine: str = "cpu", programs: bool = True, dtype: str = "fp32") -> 
     spec = preset("tiny")
     if programs:
         _warm_up_programs(engine, spec, dtype)
-    if engine == "cuda":  # the launches auto picks for one-color traffic, by the mesh's size
+    if engine == "cuda":  # the launch auto picks for one-color traffic at any size
         from fabric import cuda_engine
 
-        cuda_engine.compile_kernels(*_tiny_arrays("traffic", spec), ("grid", "wide"))
+        cuda_engine.compile_kernels(*_tiny_arrays("traffic", spec), ("grid",))
     threads = min(2, numba.config.NUMBA_NUM_THREADS)
     cfg = TrafficConfig(width=2, height=2, rate=0.1, cycles=50, warmup=10, threads=threads)
     run_traffic(cfg, spec, engine=engine)
