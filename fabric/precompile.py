@@ -52,17 +52,33 @@ def _in_cache(dispatcher) -> bool:
         return False
 
 
-def compile_engine(mode: str, half: bool = False) -> None:
-    """Compile (or load) the CPU engine's serial kernel for ``mode`` under the machine's
-    compile lock."""
-    compile_once(K.run_cycles, engine_arguments(mode, half))
+def compile_engine(mode: str, half: bool = False, parallel: bool = False) -> None:
+    """Compile (or load) the CPU engine's kernel for ``mode`` (serial, or ``parallel``) under
+    the machine's compile lock for its signature."""
+    compile_once(K.run_cycles, engine_arguments(mode, half, parallel))
 
 
-def engine_arguments(mode: str, half: bool = False) -> tuple:
-    """Arguments of ``K.run_cycles`` of the types every serial job of ``mode`` passes (with
-    ``half``, a program job with 16-bit ops: ``K.run_cycles``' ``half`` True)."""
+def engine_arguments(mode: str, half: bool = False, parallel: bool = False) -> tuple:
+    """Arguments of ``K.run_cycles`` of the types every job of ``mode`` passes (with
+    ``half``, a program job with 16-bit ops: ``K.run_cycles``' ``half`` True; ``parallel``:
+    a job on more than one thread)."""
     dtype = "fp16" if half else "fp32"
-    return _kernel_args(*_tiny_arrays(mode, preset("tiny"), dtype), 0, 0, False)
+    return _kernel_args(*_tiny_arrays(mode, preset("tiny"), dtype), 0, 0, parallel)
+
+
+# The engine's specializations (mode, half, parallel), the slowest to compile first, in the
+# order of :func:`compile_share`'s round robin: PE programs in fp32 and in 16 bits, traffic
+# on several threads and on one.
+VARIANTS = (("programs", False, False), ("programs", True, False),
+            ("traffic", False, True), ("traffic", False, False))  # fmt: skip
+
+
+def compile_share(worker: int, workers: int) -> None:
+    """Compile (or load) every ``workers``-th of :data:`VARIANTS` from ``worker`` on: processes
+    that start together on a fresh install (pytest-xdist's workers) compile the engine's
+    specializations at the same time, each its own, instead of in turn on the one lock."""
+    for mode, half, parallel in VARIANTS[worker::workers]:
+        compile_engine(mode, half, parallel)
 
 
 def _tiny_arrays(mode: str, spec, dtype: str = "fp32") -> tuple:

@@ -11,6 +11,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import numba
+import numpy as np
+
+from fabric.compile_once import _machine_lock
+
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = """\
 import numba
@@ -25,35 +30,69 @@ def kernel(x):
 WORKER = """\
 import json, sys, time
 from pathlib import Path
+
+import numba
+import numpy as np
+
+from fabric.compile_once import _machine_lock
 import numpy as np
 from fabric.compile_once import compile_once
 from probe_kernel import kernel
 go = Path(sys.argv[1])
 while not go.exists():  # start the compile together with the other worker
     time.sleep(0.01)
-compile_once(kernel, (np.ones(4),))
+start = time.time()
+for dtype in sys.argv[2:] or ["float64"]:
+    compile_once(kernel, (np.ones(4, dtype),))
 print(json.dumps({"hits": sum(kernel.stats.cache_hits.values()),
-                  "misses": sum(kernel.stats.cache_misses.values())}))
+                  "misses": sum(kernel.stats.cache_misses.values()),
+                  "start": start, "end": time.time()}))
 """
 
 
-def test_two_processes_starting_together_compile_once(tmp_path):
+def run_workers(tmp_path, dtypes: list[list[str]], wait: float = 3.0) -> list[dict]:
+    """Start one worker per entry of ``dtypes`` (the argument types it compiles, in order)
+    at the same moment; their outcomes: cache hits and misses, start and end times."""
     (tmp_path / "probe_kernel.py").write_text(KERNEL)
     (tmp_path / "worker.py").write_text(textwrap.dedent(WORKER))
-    go = tmp_path / "go"
+    go = tmp_path / f"go{len(list(tmp_path.glob('go*')))}"
     env = os.environ | {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
                         "NUMBA_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
     workers = [
         subprocess.Popen(
-            [sys.executable, str(tmp_path / "worker.py"), str(go)],
+            [sys.executable, str(tmp_path / "worker.py"), str(go), *types],
             env=env,
             stdout=subprocess.PIPE,
             text=True,
         )  # fmt: skip
-        for _ in range(2)
+        for types in dtypes
     ]
-    time.sleep(3)  # both have imported numba and wait on the go file
+    time.sleep(wait)  # all have imported numba and wait on the go file
     go.touch()
-    outcomes = sorted((json.loads(w.communicate(timeout=120)[0]) for w in workers),
-                      key=lambda o: o["misses"])  # fmt: skip
+    return [json.loads(w.communicate(timeout=60)[0]) for w in workers]
+
+
+def test_two_processes_starting_together_compile_once(tmp_path):
+    outcomes = sorted(
+        ({"hits": o["hits"], "misses": o["misses"]} for o in run_workers(tmp_path, [[], []])),
+        key=lambda o: o["misses"],
+    )
     assert outcomes == [{"hits": 1, "misses": 0}, {"hits": 0, "misses": 1}]
+
+
+def test_another_signature_compiles_while_one_is_being_compiled(tmp_path, monkeypatch):
+    """The lock is per signature: while a process holds the float64 one (compiling), another
+    compiles the int64 specialization of the same function, and the cache's index then
+    holds both (its writes take a lock of their own): a later process loads each."""
+    (tmp_path / "probe_kernel.py").write_text(KERNEL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from probe_kernel import kernel  # the same function, here not compiled
+
+    float64 = str((numba.typeof(np.ones(4)),))
+    with _machine_lock(kernel, float64):
+        (other,) = run_workers(tmp_path, [["int64"]], wait=0.5)
+    assert (other["hits"], other["misses"]) == (0, 1)
+    (first,) = run_workers(tmp_path, [["float64"]], wait=0.5)
+    assert (first["hits"], first["misses"]) == (0, 1)
+    (later,) = run_workers(tmp_path, [["float64", "int64"]], wait=0.5)
+    assert (later["hits"], later["misses"]) == (2, 0)

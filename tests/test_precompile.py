@@ -53,6 +53,22 @@ def test_the_background_compile_has_the_types_of_a_traffic_job(monkeypatch):
     assert calls == [types_of(precompile.engine_arguments("traffic"))]
 
 
+def test_the_workers_shares_are_every_variant_once_with_a_parallel_traffic_jobs_types(
+    monkeypatch,
+):
+    """``compile_share`` of two workers (the suite's xdist set-up) covers every engine
+    variant once between them; the parallel traffic variant has a 2-thread job's types."""
+    compiled = []
+    monkeypatch.setattr(precompile, "compile_once", lambda _k, args: compiled.append(args))
+    precompile.compile_share(0, 2)
+    precompile.compile_share(1, 2)
+    assert len(compiled) == len(precompile.VARIANTS) == len(set(precompile.VARIANTS))
+    calls = engine_calls(monkeypatch)
+    run_traffic(TrafficConfig(width=3, height=2, cycles=20, warmup=2, threads=2), preset("tiny"))
+    assert calls == [types_of(precompile.engine_arguments("traffic", parallel=True))]
+    assert calls[0] in {types_of(args) for args in compiled}
+
+
 def test_a_serial_run_passes_no_thread_flag_so_the_parallel_kernel_is_not_compiled(monkeypatch):
     """``parallel`` is None in a serial run (Numba prunes the parallel branch of ``_cycle`` by
     its type), True in a parallel one."""
