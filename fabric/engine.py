@@ -182,9 +182,11 @@ def _run_cycles(t0: int, t1: int, args: tuple) -> tuple[int, int]:
 def _kernel_args(fab, st, prog, tr, t0, t1, parallel) -> tuple:
     row_events = np.zeros((fab.height, 4), np.int64)
     want_rows = np.zeros((fab.height, 2, 5 * st.credits.shape[2]), np.int64)
-    mode_tr = tr if fab.traffic else None
+    # the mode: the other mode's arrays are None, so that a job compiles only its own step
+    mode_prog, mode_tr = (None, tr) if fab.traffic else (prog, None)
     threads = True if parallel else None  # serial runs do not compile the parallel kernel
-    return (t0, t1, threads, uses_half(fab, prog), fab, st, prog, mode_tr, row_events, want_rows)
+    half = uses_half(fab, prog)
+    return (t0, t1, threads, half, fab, st, mode_prog, mode_tr, row_events, want_rows)
 
 
 def uses_half(fab, prog) -> bool | None:
