@@ -1058,7 +1058,7 @@ def run_cycles(t0, max_cycles, parallel, half, fab, st, prog, tr, row_events, wa
     mode's code sits behind a test of the argument that is None in the other mode: a program
     job never compiles the traffic step (the first 2x2 SUMMA from an empty cache: 38.7 s
     instead of 88.6 s), nor a traffic job the program step (a traffic job's engine compile
-    about 12 s instead of 37 s, its parallel kernel 20 s instead of 48 s).
+    about 21 s instead of 37 s, its parallel kernel 25 s instead of 48 s).
     Likewise ``half``: None where every op is fp32, and the 16-bit (fp16, bf16) paths of the
     PE's ops are pruned (``_consume_fp16``, ``_local_op``, ``_matmul_column``,
     ``_consume_sparse``: an fp32 job's first engine compile about 15 % shorter), True where

@@ -8,9 +8,14 @@ runs side by side) all miss the cache and compile the same code at once, each ta
 as one alone would on its own core, or longer on a shared one. :func:`compile_once` makes them
 take turns: the first compiles and caches, the others wait on a file lock, then load. The lock
 is per signature, so that processes that need different specializations of one function (the
-engine's programs and traffic kernels, say) compile them at the same time; their writes to the
-function's one cache index take a second lock (Numba takes none: two processes saving at once
-could both pick the same data file for different signatures).
+engine's programs and traffic kernels, say) compile them at the same time.
+
+Numba writes a function's cache with no lock: it reads the index, picks a data file's name
+that the index does not use, writes the data, then the index. Two processes saving at once
+(two specializations of one function, or of a function both call) could drop one's entry from
+the index or give both the same data file. Once this module is imported, every cache save of
+the process (of any cached function, the ones the engine calls included) holds a machine lock
+named after that function's index file.
 """
 
 from __future__ import annotations
@@ -32,34 +37,42 @@ def compile_once(dispatcher, args: tuple) -> None:
     signature = tuple(numba.typeof(value) for value in args)
     if signature in dispatcher.overloads:
         return
-    _lock_cache_writes(dispatcher)
-    with _machine_lock(dispatcher, str(signature)):
+    with _machine_lock(signature_key(dispatcher, signature)):
         dispatcher.compile(signature)
 
 
-def _lock_cache_writes(dispatcher) -> None:
-    """Make this process's writes of ``dispatcher``'s cache (its index and a data file) take
-    the machine's lock for that function's index (where the cache's internals are Numba's)."""
-    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
-    save = getattr(cache_file, "save", None)
-    if save is None or getattr(save, "locked", False):
+def signature_key(dispatcher, signature: tuple) -> str:
+    """What names the machine's compile lock of ``dispatcher`` for ``signature``."""
+    source = f"{dispatcher.py_func.__code__.co_filename}:{dispatcher.py_func.__qualname__}"
+    return f"{source}:{signature}"
+
+
+def _lock_cache_saves() -> None:
+    """Make every cache save of this process hold the machine's lock for that function's
+    index file (where Numba's cache is the one this was written against)."""
+    try:
+        from numba.core.caching import IndexDataCacheFile
+
+        save = IndexDataCacheFile.save
+    except (ImportError, AttributeError):
+        return
+    if getattr(save, "locked", False):
         return
 
-    def locked_save(key, data):
-        with _machine_lock(dispatcher, "cache index"):
-            save(key, data)
+    def locked_save(self, key, data):
+        with _machine_lock(getattr(self, "_index_path", "")):
+            save(self, key, data)
 
     locked_save.locked = True
-    cache_file.save = locked_save
+    IndexDataCacheFile.save = locked_save
 
 
 @contextlib.contextmanager
-def _machine_lock(dispatcher, part: str) -> Iterator[None]:
-    """An exclusive lock shared by every process of the machine that takes ``part`` (a
-    signature, or the cache index) of this function from this source file (a folder that
-    cannot hold the lock file: no lock)."""
-    source = f"{dispatcher.py_func.__code__.co_filename}:{dispatcher.py_func.__qualname__}"
-    name = hashlib.sha256(f"{source}:{part}".encode()).hexdigest()[:16]
+def _machine_lock(key: str) -> Iterator[None]:
+    """An exclusive lock shared by every process of the machine that takes it for ``key`` (a
+    function's source and signature, or its cache index's path); a folder that cannot hold the
+    lock file: no lock."""
+    name = hashlib.sha256(key.encode()).hexdigest()[:16]
     path = Path(tempfile.gettempdir()) / f"wafersim-compile-{name}.lock"
     try:
         lock = open(path, "a")  # noqa: SIM115 (held until the block ends)
@@ -69,3 +82,6 @@ def _machine_lock(dispatcher, part: str) -> Iterator[None]:
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
+
+
+_lock_cache_saves()

@@ -7,11 +7,11 @@ the kernel, with a barrier between them. The state comes back at the end of the 
 trace sample, and before a deadlock is explained (``fabric.deadlock`` reads it on the host).
 
 Launch (``launch="auto"``): on a GPU of compute capability 6.0 or more, a cooperative grid of
-as many blocks as the routers need and the device holds at once (``run_cycles_grid``), or,
-when the routers outnumber the threads that fit, the same kernel held to fewer registers so
-that twice as many fit (``run_cycles_wide``), but for synthetic traffic on one color, which
-takes its own router step (``fabric._cuda_traffic``) and runs fastest on the grid kernel at
-any size (``_one_color_step``); otherwise one block (``run_cycles_block``).
+as many blocks as the routers need and the device holds at once (``run_cycles_grid``); when
+the routers outnumber the threads that fit, the same kernel held to fewer registers so that
+twice as many fit (``run_cycles_wide``), except for synthetic traffic on one color, whose own
+router step (``fabric._cuda_traffic``) runs fastest on the grid kernel at any size
+(``_one_color_step``). Below compute capability 6.0, one block (``run_cycles_block``).
 ``launch`` names one of them for tests and benchmarks. In Numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1`` before numba is imported) one block of at most
 :data:`SIMULATOR_THREADS` threads, each a Python thread there.

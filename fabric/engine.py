@@ -169,7 +169,7 @@ def run_kernel(
     parallel: bool,
 ) -> tuple[int, int]:
     """Advance cycles ``[t0, t1)``; returns the kernel's (status, cycle). The kernel takes
-    the mode from ``tr``'s type (``K.run_cycles``): None for PE programs."""
+    the mode from which of ``prog`` and ``tr`` it gets as None (``_kernel_args``)."""
     return _run_cycles(t0, t1, _kernel_args(fab, st, prog, tr, 0, 0, parallel))
 
 

@@ -5,8 +5,10 @@ A job's first engine run on a fresh install waits for the engine's compile (abou
 2 cores). The job does other work before it gets there (imports, its data and model, routes and
 their own compiled functions), on one core. :func:`compile_in_background` starts the engine's
 compile in a second process at the job's start, so the two overlap: that process holds the
-machine's compile lock (``fabric.compile_once``) while it compiles, the job's first run waits on
-the lock, then loads the engine from Numba's cache. Run as ``python -m fabric.precompile MODE``.
+machine's compile lock for the job's signature (``fabric.compile_once``) while it compiles, the
+job's first run waits on that lock, then loads the engine from Numba's cache (a job of another
+signature, a parallel one say, compiles its own at the same time). Run as
+``python -m fabric.precompile MODE [--half]``.
 """
 
 from __future__ import annotations

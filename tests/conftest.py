@@ -3,17 +3,17 @@ between them before their first test (``fabric.precompile.compile_share``).
 
 On a fresh clone every worker soon needs the engine, and its compile lock let one process
 compile at a time while the others waited (issue 28). Each worker now compiles its share at
-the same time as the others, then loads the rest from Numba's cache; once cached, the share
-is a load (about a second).
+the same time as the others, then loads the rest from Numba's cache. Only where the collected
+tests import the engine (a selection that does not skips it); once cached, a share is a load.
 """
 
-import os
+import sys
 
 
-def pytest_sessionstart(session):
-    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... (None: no xdist)
-    if worker is None:
+def pytest_collection_finish(session):
+    worker = getattr(session.config, "workerinput", None)  # None: no xdist
+    if worker is None or "fabric.engine" not in sys.modules:
         return
     from fabric.precompile import compile_share
 
-    compile_share(int(worker.removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    compile_share(int(worker["workerid"].removeprefix("gw")), worker["workercount"])

@@ -14,50 +14,56 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from fabric.compile_once import _machine_lock
+from fabric.compile_once import _machine_lock, signature_key
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = """\
 import numba
 
 @numba.njit(cache=True)
+def square(v):
+    return v * v
+
+@numba.njit(cache=True)
 def kernel(x):
     total = 0.0
     for i in range(x.size):
-        total += x[i] * x[i]
+        total += square(x[i])
     return total
 """
 WORKER = """\
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
-
-import numba
 import numpy as np
-
-from fabric.compile_once import _machine_lock
-import numpy as np
+from numba.core.caching import IndexDataCacheFile
 from fabric.compile_once import compile_once
-from probe_kernel import kernel
+from probe_kernel import kernel, square
+if os.environ.get("SLOW_INDEX"):  # widen the window between reading and writing an index
+    load = IndexDataCacheFile._load_index
+    IndexDataCacheFile._load_index = lambda self: (load(self), time.sleep(1.0))[0]
 go = Path(sys.argv[1])
 while not go.exists():  # start the compile together with the other worker
     time.sleep(0.01)
 start = time.time()
 for dtype in sys.argv[2:] or ["float64"]:
     compile_once(kernel, (np.ones(4, dtype),))
+    compile_once(square, (np.ones(1, dtype)[0],))
 print(json.dumps({"hits": sum(kernel.stats.cache_hits.values()),
                   "misses": sum(kernel.stats.cache_misses.values()),
+                  "inner_hits": sum(square.stats.cache_hits.values()),
                   "start": start, "end": time.time()}))
 """
 
 
-def run_workers(tmp_path, dtypes: list[list[str]], wait: float = 3.0) -> list[dict]:
+def run_workers(tmp_path, dtypes: list[list[str]], wait: float = 3.0, **env) -> list[dict]:
     """Start one worker per entry of ``dtypes`` (the argument types it compiles, in order)
-    at the same moment; their outcomes: cache hits and misses, start and end times."""
+    at the same moment; their outcomes: cache hits and misses (of the kernel, and the hits of
+    the function it calls), start and end times."""
     (tmp_path / "probe_kernel.py").write_text(KERNEL)
     (tmp_path / "worker.py").write_text(textwrap.dedent(WORKER))
     go = tmp_path / f"go{len(list(tmp_path.glob('go*')))}"
     env = os.environ | {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
-                        "NUMBA_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+                        "NUMBA_CACHE_DIR": str(tmp_path / "cache")} | env  # fmt: skip
     workers = [
         subprocess.Popen(
             [sys.executable, str(tmp_path / "worker.py"), str(go), *types],
@@ -82,17 +88,26 @@ def test_two_processes_starting_together_compile_once(tmp_path):
 
 def test_another_signature_compiles_while_one_is_being_compiled(tmp_path, monkeypatch):
     """The lock is per signature: while a process holds the float64 one (compiling), another
-    compiles the int64 specialization of the same function, and the cache's index then
-    holds both (its writes take a lock of their own): a later process loads each."""
+    compiles the int64 specialization of the same function; a later process loads each."""
     (tmp_path / "probe_kernel.py").write_text(KERNEL)
     monkeypatch.syspath_prepend(str(tmp_path))
     from probe_kernel import kernel  # the same function, here not compiled
 
-    float64 = str((numba.typeof(np.ones(4)),))
-    with _machine_lock(kernel, float64):
+    float64 = (numba.typeof(np.ones(4)),)
+    with _machine_lock(signature_key(kernel, float64)):
         (other,) = run_workers(tmp_path, [["int64"]], wait=0.5)
     assert (other["hits"], other["misses"]) == (0, 1)
     (first,) = run_workers(tmp_path, [["float64"]], wait=0.5)
     assert (first["hits"], first["misses"]) == (0, 1)
     (later,) = run_workers(tmp_path, [["float64", "int64"]], wait=0.5)
     assert (later["hits"], later["misses"]) == (2, 0)
+
+
+def test_two_processes_saving_at_once_keep_every_entry_of_the_cache(tmp_path):
+    """Two processes compile two specializations of a function (and of the one it calls) at
+    the same time, each reading the cache's index slowly: every save holds the index's lock,
+    so neither drops the other's entry nor takes its data file, and a later process loads all
+    four (Numba's own save takes no lock: without it one entry of each index was lost)."""
+    run_workers(tmp_path, [["float64"], ["int64"]], wait=3.0, SLOW_INDEX="1")
+    (later,) = run_workers(tmp_path, [["float64", "int64"]], wait=0.5)
+    assert (later["hits"], later["misses"], later["inner_hits"]) == (2, 0, 2)

@@ -69,6 +69,16 @@ def test_the_workers_shares_are_every_variant_once_with_a_parallel_traffic_jobs_
     assert calls[0] in {types_of(args) for args in compiled}
 
 
+def test_each_mode_passes_the_other_modes_arrays_as_none():
+    """The engine compiles one mode's step, pruned by which of ``prog`` and ``tr`` is None
+    (Numba prunes an ``is None`` test only where the argument is None)."""
+    programs, traffic = (precompile.engine_arguments(mode) for mode in ("programs", "traffic"))
+    assert programs[7] is None
+    assert programs[6] is not None
+    assert traffic[6] is None
+    assert traffic[7] is not None
+
+
 def test_a_serial_run_passes_no_thread_flag_so_the_parallel_kernel_is_not_compiled(monkeypatch):
     """``parallel`` is None in a serial run (Numba prunes the parallel branch of ``_cycle`` by
     its type), True in a parallel one."""
