@@ -30,10 +30,12 @@ import numpy as np
 from numba import cuda
 from numba.cuda import libdevice
 
-from fabric import _fp16
+from fabric import _cudasim_swap, _fp16
 from fabric import _kernels as K
 
 SIMULATED = numba.config.ENABLE_CUDASIM
+if SIMULATED:
+    _cudasim_swap.install()  # the simulator's own swap races between its threads
 
 
 def _device(**_options):

@@ -66,6 +66,50 @@ def test_cuda_kernels_compile_for_a_gpu_where_numba_cuda_and_nvvm_are_installed(
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
 
 
+RACE_DEVICE_MODULE = """
+from numba import cuda
+
+@cuda.jit(device=True)
+def bump(counts, i):
+    for _ in range(20):
+        cuda.atomic.add(counts, i % 4, 1)
+"""
+RACE_KERNEL = """
+import sys
+import numpy as np
+sys.setswitchinterval(1e-6)  # the simulator's threads switch often: the race shows at once
+import fabric._cuda_device  # what the engine imports first: it installs the counted swap
+from numba import cuda
+from race_device import bump
+
+@cuda.jit
+def kernel(counts):
+    bump(counts, cuda.threadIdx.x)
+
+counts = np.zeros(4, np.int64)
+kernel[1, 64](counts)
+print(int(counts.sum()))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba.cuda") is None, reason="no numba.cuda")
+def test_simulator_threads_in_device_functions_of_one_module_keep_the_fake_cuda(tmp_path):
+    """64 simulated threads in a device function of another module than the kernel's, each
+    adding atomically: without fabric._cudasim_swap the first thread to return restores the
+    real numba.cuda under the others ("no attribute 'atomic'"; every time at this switch
+    interval); with it every add lands."""
+    (tmp_path / "race_device.py").write_text(RACE_DEVICE_MODULE)
+    (tmp_path / "race_kernel.py").write_text(RACE_KERNEL)
+    root = str(Path(__file__).resolve().parents[1])
+    env = os.environ | {"NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": f"{root}:{tmp_path}"}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "race_kernel.py")],
+        capture_output=True, text=True, check=False, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(64 * 20)]
+
+
 @pytest.mark.parametrize(
     ("pes", "step", "kernel"),
     [
