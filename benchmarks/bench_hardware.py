@@ -85,11 +85,36 @@ TRAINING_RUNS = (
         "samples/s", "batch 960, derived from the log (19.4 samples/s at 49.4 s a step; it "
         "prints no batch); the wse3 preset's clock and grid are assumptions",
     ), "llama3-8b", "wse3", 960, 2048),
-    TrainingRun(Published(  # ALCF run log, 2023
-        "A15", "BERT-Large training throughput", "one CS-2 (wse2), MSL 128", 6493.27,
-        "samples/s", "batch 1024, derived from the log (900 steps in 135.4 s at ~6,500 "
-        "samples/s); MLM head on every position (the original predicts 15 %)",
+    TrainingRun(Published(  # ALCF user guide's run log, 2023-11-29 (release R2.0.3)
+        "A15", "BERT-Large training throughput", "one CS-2 (wse2), MSL 128, weight streaming",
+        4047.95, "samples/s", "batch 1024 (1,024,000 samples in 1,000 steps, the log); MLM "
+        "head on every position (the original predicts 15 %)",
     ), "bert-large", "wse2", 1024, 128),
+    TrainingRun(Published(  # ALCF SC23 tutorial's run log, 2023-11-10 (release R1.9.2)
+        "A17", "GPT-J 6B training throughput", "one CS-2 (wse2), MSL 2048", 19.81,
+        "samples/s", "batch 66 (13,200 samples in 200 steps, the log); MSL 2048, the Model "
+        "Zoo's GPT-J config (the log gives none); rotary embedding left out",
+    ), "gptj-6b", "wse2", 66, 2048),
+    TrainingRun(Published(  # ALCF user guide's run log, 2025-10-10 (release R2.5)
+        "A18", "GPT-J 6B training throughput", "one CS-3 (wse3), MSL 2048", 44.75,
+        "samples/s", "batch 120 (24,000 samples in 200 steps, the log); MSL 2048 as A17; the "
+        "wse3 preset's clock and grid are assumptions",
+    ), "gptj-6b", "wse3", 120, 2048),
+    TrainingRun(Published(  # ALCF user guide's run log, 2025-10-13
+        "A19", "Llama-2-7B training throughput", "one CS-3 (wse3), MSL 4096", 31.98,
+        "samples/s", "batch 1024 (204,800 samples in 200 steps, the log); MSL 4096, the Model "
+        "Zoo's Llama-2-7B config (the log gives none); the wse3 preset's clock and grid are "
+        "assumptions",
+    ), "llama2-7b", "wse3", 1024, 4096),
+    TrainingRun(Published(  # ALCF user guide's run log, 2024-08-02 (release R2.3.0)
+        "A20", "ESM-2 35M training throughput", "one CS-2 (wse2), MSL 1026", 585.88,
+        "samples/s", "batch 2048 (819,200 samples in 400 steps, the log); MSL 1026, the Model "
+        "Zoo's ESM-2 config; rotary embedding left out, MLM head on every position",
+    ), "esm2-35m", "wse2", 2048, 1026),
+    TrainingRun(Published(  # ALCF user guide's run log, 2025-10-10 (release R2.5)
+        "A21", "ESM-2 35M training throughput", "one CS-3 (wse3), MSL 1026", 989.11,
+        "samples/s", "as A20; the wse3 preset's clock and grid are assumptions",
+    ), "esm2-35m", "wse3", 2048, 1026),
 )  # fmt: skip
 
 
