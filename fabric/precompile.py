@@ -35,22 +35,27 @@ MODES = ("programs", "traffic")  # the engine's two kernels: PE programs, synthe
 def compile_in_background(mode: str, engine: str = "cpu", half: bool = False) -> int | None:
     """Start :func:`compile_engine` for ``mode`` (``half``: PE programs with 16-bit ops) in
     another process; returns its process id, or None where it would gain nothing: another
-    engine than the CPU's, or the engine already in Numba's cache (an index of it there). The
-    process is not waited for: should the job end first (an error in its input, say), it still
-    finishes the compile and caches it for the next. ``-P``: it imports wafersim's installed
-    packages, not modules of the current folder."""
-    if engine != "cpu" or _in_cache(K.run_cycles):
+    engine than the CPU's, or this job's specialization of the engine already in Numba's cache
+    (a traffic job's entry there does not stand for a program job's). The process is not
+    waited for: should the job end first (an error in its input, say), it still finishes the
+    compile and caches it for the next. ``-P``: it imports wafersim's installed packages, not
+    modules of the current folder."""
+    if engine != "cpu" or _in_cache(K.run_cycles, engine_arguments(mode, half)):
         return None
     actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
     argv = [sys.executable, "-P", "-m", "fabric.precompile", mode, *(["--half"] if half else [])]
     return os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions)
 
 
-def _in_cache(dispatcher) -> bool:
-    """Whether Numba's cache holds an index of ``dispatcher``'s compiled signatures."""
+def _in_cache(dispatcher, args: tuple) -> bool:
+    """Whether Numba's cache index of ``dispatcher`` holds the specialization for ``args``
+    (for this source and this machine's code generator, as Numba looks it up)."""
     try:
-        return os.path.exists(dispatcher._cache._cache_file._index_path)
-    except AttributeError:  # another Numba's cache internals: take it as not there
+        cache = dispatcher._cache
+        signature = tuple(dispatcher.typeof_pyval(arg) for arg in args)
+        key = cache._index_key(signature, dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except (AttributeError, TypeError):  # another Numba's cache internals: take it as not there
         return False
 
 

@@ -94,19 +94,42 @@ def test_no_background_compile_for_another_engine_or_a_cached_engine(monkeypatch
     spawn = lambda _path, argv, *_a, **_k: started.append(argv)  # noqa: E731
     monkeypatch.setattr(precompile.os, "posix_spawn", spawn)
     assert precompile.compile_in_background("programs", "cuda") is None
-    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: True)
+    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher, _args: True)
     assert precompile.compile_in_background("programs") is None
-    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: False)
+    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher, _args: False)
     precompile.compile_in_background("programs")
     precompile.compile_in_background("programs", half=True)
     helper = [sys.executable, "-P", "-m", "fabric.precompile", "programs"]
     assert started == [helper, [*helper, "--half"]]
 
 
+CACHED_MODULE = """
+from numba import njit
+
+@njit(cache=True)
+def plus_one(x):
+    return x + 1
+"""
+
+
+def test_the_cache_check_is_per_signature(tmp_path, monkeypatch):
+    """An index that holds one specialization (int64) does not stand for another (float64):
+    a traffic job's cached engine does not keep a program job's compile from starting."""
+    (tmp_path / "cached_once.py").write_text(CACHED_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "cached_once", raising=False)
+    import cached_once
+
+    assert not precompile._in_cache(cached_once.plus_one, (1,))
+    assert cached_once.plus_one(1) == 2
+    assert precompile._in_cache(cached_once.plus_one, (1,))
+    assert not precompile._in_cache(cached_once.plus_one, (1.0,))
+
+
 def test_the_background_process_compiles_quietly_and_exits(tmp_path, monkeypatch):
     """The spawned process runs the helper (here with a mode it refuses, so that it exits at
     once), its output sent nowhere; the job does not wait for it."""
-    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher: False)
+    monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher, _args: False)
     pid = precompile.compile_in_background("bogus")
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 1
