@@ -30,12 +30,12 @@ import numpy as np
 from numba import cuda
 from numba.cuda import libdevice
 
-from fabric import _cudasim_swap, _fp16
+from fabric import _cudasim_fixes, _fp16
 from fabric import _kernels as K
 
 SIMULATED = numba.config.ENABLE_CUDASIM
 if SIMULATED:
-    _cudasim_swap.install()  # the simulator's own swap races between its threads
+    _cudasim_fixes.install()  # the simulator's module swap races; its barrier polls
 
 
 def _device(**_options):

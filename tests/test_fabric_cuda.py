@@ -95,7 +95,7 @@ print(int(counts.sum()))
 @pytest.mark.skipif(importlib.util.find_spec("numba.cuda") is None, reason="no numba.cuda")
 def test_simulator_threads_in_device_functions_of_one_module_keep_the_fake_cuda(tmp_path):
     """64 simulated threads in a device function of another module than the kernel's, each
-    adding atomically: without fabric._cudasim_swap the first thread to return restores the
+    adding atomically: without fabric._cudasim_fixes the first thread to return restores the
     real numba.cuda under the others ("no attribute 'atomic'"; every time at this switch
     interval); with it every add lands."""
     (tmp_path / "race_device.py").write_text(RACE_DEVICE_MODULE)
@@ -108,6 +108,75 @@ def test_simulator_threads_in_device_functions_of_one_module_keep_the_fake_cuda(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [str(64 * 20)]
+
+
+BARRIER_KERNELS = """
+import numpy as np
+import fabric._cuda_device  # installs fabric._cudasim_fixes' block manager
+from numba import cuda
+from numba.cuda.simulator import kernel as simulator
+
+assert simulator.BlockManager.__name__ == "BarrierBlockManager"
+
+
+@cuda.jit
+def rotate(values, rounds):  # each round reads the left neighbour's value of the last round
+    i = cuda.threadIdx.x
+    n = cuda.blockDim.x
+    for _ in range(rounds):
+        mine = values[(i - 1) % n]
+        cuda.syncthreads()
+        values[i] = mine
+        cuda.syncthreads()
+
+
+@cuda.jit
+def early_exit(out):  # half the threads leave; the others still meet at the barrier
+    i = cuda.threadIdx.x
+    if i % 2:
+        return
+    cuda.syncthreads()
+    out[i] = cuda.syncthreads_count(1)
+
+
+@cuda.jit
+def raises(out):  # one thread fails while the others wait at the barrier
+    i = cuda.threadIdx.x
+    if i == 3:
+        out[10] = 1.0  # out of bounds
+    cuda.syncthreads()
+    out[i] = 1.0
+
+
+values = np.arange(8.0)
+rotate[1, 8](values, 3)
+print(list(values) == list(np.roll(np.arange(8.0), 3)))
+out = np.zeros(8)
+early_exit[1, 8](out)
+print(list(out) == [4, 0, 4, 0, 4, 0, 4, 0])
+try:
+    raises[1, 8](np.zeros(8))
+    print("no error")
+except IndexError as error:
+    print("tid=[3, 0, 0]" in str(error))
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba.cuda") is None, reason="no numba.cuda")
+def test_the_simulators_barrier_waits_releases_and_aborts(tmp_path):
+    """fabric._cudasim_fixes' block barrier: rounds of syncthreads order the threads' reads
+    and writes, threads that return early leave the others to meet (syncthreads_count counts
+    the four left), and a thread that raises at a barrier ends the kernel with its error,
+    naming it, instead of a hang."""
+    (tmp_path / "barrier_kernels.py").write_text(BARRIER_KERNELS)
+    root = str(Path(__file__).resolve().parents[1])
+    env = os.environ | {"NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": root}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "barrier_kernels.py")],
+        capture_output=True, text=True, check=False, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "True"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,136 @@
+"""Two fixes to Numba's CUDA simulator, installed where the engine runs in it.
+
+A thread-safe module swap. The simulator runs each CUDA thread as a Python thread. On each call
+of a device function it points the ``cuda`` names of the function's module at its fake CUDA
+module (which has ``atomic``, ``local``, ``threadIdx``...) and points them back on return. Two
+threads in device functions of one module race: the second finds no ``cuda`` to swap (the first
+has swapped it), and when the first returns it restores the real module under the second, whose
+next ``cuda.atomic.add`` then fails with "module 'numba.cuda' has no attribute 'atomic'" (at
+random, more often the more threads). numba-cuda fixed it in 2026-01 (NVIDIA/numba-cuda#690);
+the simulator inside numba itself has not. :func:`install` replaces the swap by one counted per
+module under a lock: the first thread in swaps, the last one out restores. A kernel launch (one
+at a time in the simulator) swaps its own module the same way.
+
+A block barrier that waits instead of polling. The simulator's block manager polls every
+thread, in a loop on the main thread, to see whether all have reached ``syncthreads`` (a grid
+sync too, the block being the grid there); the loop holds the interpreter most of the time the
+simulated threads need, and a case of 170 cycles on 16 threads took 6 s, 75 % of it polling
+(``threading.is_alive``). :class:`BarrierBlockManager` counts the threads at the barrier under a
+condition variable: the last to arrive (or to exit) releases the others, and the main thread
+sleeps until every thread has ended or one has raised, which then aborts the others as the
+simulator's own does.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+
+_LOCK = threading.Lock()
+_SWAPPED: dict[int, list] = {}  # id(module globals) -> [threads inside, the names swapped]
+
+
+@contextmanager
+def swapped_cuda_module(fn, fake_cuda_module):
+    """The simulator's ``swapped_cuda_module``, counted: ``fn``'s module sees the fake CUDA
+    module while any thread is inside a function of it."""
+    from numba import cuda
+
+    names = fn.__globals__
+    key = id(names)
+    with _LOCK:
+        entry = _SWAPPED.get(key)
+        if entry is None:
+            real = {name: value for name, value in names.items() if value is cuda}
+            names.update(dict.fromkeys(real, fake_cuda_module))
+            entry = _SWAPPED[key] = [0, real]
+        entry[0] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            entry[0] -= 1
+            if entry[0] == 0:
+                names.update(entry[1])
+                del _SWAPPED[key]
+
+
+def install() -> None:
+    """Use :func:`swapped_cuda_module` in the simulator's kernels and device functions, and
+    :class:`BarrierBlockManager` for its blocks."""
+    from numba.cuda.simulator import kernel
+
+    kernel.swapped_cuda_module = swapped_cuda_module
+    kernel.BlockManager = _barrier_manager(kernel.BlockThread)
+
+
+def _barrier_manager(block_thread: type) -> type:
+    """:class:`BarrierBlockManager` over the simulator's thread class ``block_thread``."""
+
+    class BarrierThread(block_thread):
+        """A simulated CUDA thread whose ``syncthreads`` waits at its block's barrier."""
+
+        def run(self):
+            super().run()  # keeps an exception in self.exception, as the simulator's does
+            self._manager.ended(self)
+
+        def syncthreads(self):
+            if self.abort:
+                raise RuntimeError("abort flag set on syncthreads call")
+            self._manager.arrive()
+            if self.abort:
+                raise RuntimeError("abort flag set on syncthreads clear")
+
+    class BarrierBlockManager:
+        """The simulator's BlockManager, with a counted barrier instead of polling."""
+
+        def __init__(self, f, grid_dim, block_dim, debug):
+            self._grid_dim, self._block_dim, self._f, self._debug = grid_dim, block_dim, f, debug
+            self.block_state = np.zeros(block_dim, dtype=np.bool_)
+            self._cond = threading.Condition()
+
+        def run(self, grid_point, *args):
+            points = np.ndindex(*self._block_dim)
+            threads = [BarrierThread(lambda: self._f(*args), self, grid_point, point, self._debug)
+                       for point in points]  # fmt: skip
+            self._alive, self._waiting, self._round, self._failed = len(threads), 0, 0, None
+            for thread in threads:
+                thread.start()
+            with self._cond:
+                while self._alive and self._failed is None:
+                    self._cond.wait()
+                failed = self._failed
+            if failed is not None:
+                for other in threads:
+                    other.abort = True
+                with self._cond:
+                    self._round += 1  # wake the threads at the barrier: they see abort
+                    self._cond.notify_all()
+                raise failed.exception[0].with_traceback(failed.exception[1])
+
+        def arrive(self):
+            with self._cond:
+                this_round = self._round
+                self._waiting += 1
+                if self._waiting == self._alive:
+                    self._release()
+                while this_round == self._round:
+                    self._cond.wait()
+
+        def ended(self, thread):
+            with self._cond:
+                self._alive -= 1
+                if thread.exception and self._failed is None:
+                    self._failed = thread
+                elif self._alive and self._waiting == self._alive:
+                    self._release()  # the others wait at a barrier this thread never reached
+                self._cond.notify_all()
+
+        def _release(self):
+            self._waiting = 0
+            self._round += 1
+            self._cond.notify_all()
+
+    return BarrierBlockManager
