@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +25,9 @@ from compiler.plan import CompileOptions, compile_plan
 from kernels.grid import kernel_grid
 from kernels.stencil import RADIUS
 from kernels.tiers import estimate
+from memoryx.report import performance
+from memoryx.run import run
+from memoryx.run_config import run_config
 from wafer.atomic import write_json, write_text
 from wafer.presets import preset
 
@@ -123,6 +127,48 @@ def training_row(run: TrainingRun) -> Row:
     return Row(run.published, value, "analytic", command)
 
 
+@dataclass(frozen=True)
+class ClusterRun:
+    """A published training throughput of several systems behind SwarmX (data parallel), and
+    the timing-only ``wafersim run`` that reproduces it."""
+
+    published: Published
+    model: str
+    spec: str
+    batch: int  # global, split evenly over the wafers
+    seq: int
+    wafers: int
+    vocab: int  # the synthetic tokens' (timing only)
+
+
+CLUSTER_RUNS = (
+    ClusterRun(Published(  # ALCF user guide's run log, 2023-11-29 (release R2.0.3)
+        "A22", "GPT-J 6B training throughput", "two CS-2 (wse2) behind SwarmX, MSL 2048",
+        43.70, "samples/s", "batch 120 (24,000 samples in 200 steps, the log), 60 a wafer; "
+        "two systems as the guide said when the log was added (a 2025 edit says one, same "
+        "log); MSL 2048 as A17",
+    ), "gptj-6b", "wse2", 120, 2048, 2, 50400),
+)  # fmt: skip
+
+
+def cluster_row(run_: ClusterRun) -> Row:
+    """Samples/s of a timing-only run at the analytic tier: each wafer's plan, its MemoryX
+    stream simulated tile by tile, the SwarmX broadcast and reduction."""
+    per_wafer = run_.batch // run_.wafers
+    table = {"model": str(ZOO / f"{run_.model}.yaml"), "wafer": {"preset": run_.spec},
+             "data": {"name": "synthetic_tokens", "vocab": run_.vocab, "seq": run_.seq,
+                      "samples": 1},
+             "batch": per_wafer, "seq": run_.seq, "dtype": "fp16", "optimizer": {"name": "adamw"},
+             "steps": 2, "tier": "analytic", "swarmx": {"wafers": run_.wafers}}  # fmt: skip
+    with tempfile.TemporaryDirectory() as out:
+        value = performance(run(run_config(table, ZOO), Path(out)))["samples_per_sec"]
+    command = (f"wafersim run RUN.yaml (model: examples/models/{run_.model}.yaml, wafer: "
+               f"{{preset: {run_.spec}}}, batch: {per_wafer}, seq: {run_.seq}, dtype: fp16, "
+               f"tier: analytic, swarmx: {{wafers: {run_.wafers}}}; data synthetic_tokens)  "
+               "(samples_per_sec)")  # fmt: skip
+    return Row(run_.published, value, "analytic", command)
+
+
 STENCIL_Z = 600  # the longest z-column wafersim's 25-point kernel keeps in 48 KB
 
 
@@ -147,6 +193,7 @@ def stencil25_flops() -> Row:
 
 ROWS: tuple[Callable[[], Row], ...] = (
     *(functools.partial(training_row, run) for run in TRAINING_RUNS),
+    *(functools.partial(cluster_row, run) for run in CLUSTER_RUNS),
     stencil25_flops,
 )
 
