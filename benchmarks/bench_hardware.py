@@ -99,6 +99,12 @@ TRAINING_RUNS = (
         "samples/s", "batch 66 (13,200 samples in 200 steps, the log); MSL 2048, the Model "
         "Zoo's GPT-J config (the log gives none); rotary embedding left out",
     ), "gptj-6b", "wse2", 66, 2048),
+    TrainingRun(Published(  # ALCF AI-science training series' run log, 2024-03-14
+        "A23", "GPT-2 small (MSL 2048) training throughput", "one CS-2 (wse2), MSL 2048",
+        494.15, "samples/s", "batch 112 (the log); the Model Zoo's GPT-2 small at 2048 "
+        "positions (12 layers, hidden 768, vocab 50257) has GPT-3 Small's shape, which "
+        "wafersim runs",
+    ), "gpt3-125m", "wse2", 112, 2048),
     TrainingRun(Published(  # ALCF user guide's run log, 2025-10-10 (release R2.5)
         "A18", "GPT-J 6B training throughput", "one CS-3 (wse3), MSL 2048", 44.75,
         "samples/s", "batch 120 (24,000 samples in 200 steps, the log); MSL 2048 as A17; the "

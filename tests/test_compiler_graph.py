@@ -39,13 +39,13 @@ def test_zoo_parameter_counts_match_published_totals(path):
 
 
 def test_zoo_has_the_requested_models():
-    """The zoo holds the FC digits nets (the main job's and a wider one), four GPT-2, five
+    """The zoo holds the FC digits nets (the main job's and a wider one), four GPT-2, six
     GPT-3, three LLaMA, and for the hardware validation table Llama-2-7B, Llama-3-8B,
     BERT-Large, GPT-J 6B and ESM-2 35M."""
     names = {p.stem for p in ZOO.glob("*.yaml")}
-    assert len(names) == 19
+    assert len(names) == 20
     wanted = {"fc-digits", "fc-digits-small", "gpt2-xl", "gpt3-175b", "llama-70b", "llama3-8b"}
-    assert wanted | {"bert-large", "llama2-7b", "gptj-6b", "esm2-35m"} <= names
+    assert wanted | {"bert-large", "llama2-7b", "gptj-6b", "esm2-35m", "gpt3-125m"} <= names
 
 
 def test_shapes_propagate_through_the_graph():
