@@ -207,20 +207,30 @@ ROWS: tuple[Callable[[], Row], ...] = (
 START, END = "<!-- table: written by benchmarks/bench_hardware.py -->", "<!-- end table -->"
 
 
+HEADER = ("| id | published figure | setup | published | wafersim | error | tier | command "
+          "| assumed |", "|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+
+
+def table_line(row: Row) -> str:
+    """One row as the validation page shows it."""
+    p = row.published
+    return (f"| {p.source_id} | {p.what} | {p.setup} | {p.value:.4g} {p.unit} | "
+            f"{row.wafersim:.4g} {p.unit} | {row.error:+.1%} | {row.tier} | "
+            f"`{row.command}` | {p.assumptions} |")  # fmt: skip
+
+
+def summary_line(errors: list[float]) -> str:
+    """The median and largest |error| of the rows, from their errors as the page shows them
+    (to 0.1 %), so that the page's own column gives the same line."""
+    shown = [round(abs(error), 3) for error in errors]
+    return (f"{len(shown)} rows; median |error| {statistics.median(shown):.1%}, "
+            f"largest {max(shown):.1%}.")  # fmt: skip
+
+
 def markdown_table(rows: list[Row]) -> str:
     """The rows as the validation page shows them, with their median and largest error."""
-    lines = ["| id | published figure | setup | published | wafersim | error | tier | command "
-             "| assumed |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for row in rows:
-        p = row.published
-        lines.append(f"| {p.source_id} | {p.what} | {p.setup} | {p.value:.4g} {p.unit} | "
-                     f"{row.wafersim:.4g} {p.unit} | {row.error:+.1%} | {row.tier} | "
-                     f"`{row.command}` | {p.assumptions} |")  # fmt: skip
-    errors = [abs(row.error) for row in rows]
-    lines.append("")
-    lines.append(f"{len(rows)} rows; median |error| {statistics.median(errors):.1%}, "
-                 f"largest {max(errors):.1%}.")  # fmt: skip
-    return "\n".join(lines)
+    lines = [*HEADER, *(table_line(row) for row in rows), ""]
+    return "\n".join([*lines, summary_line([row.error for row in rows])])
 
 
 def write_table(path: Path, rows: list[Row]) -> None:
