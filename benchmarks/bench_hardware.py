@@ -95,7 +95,7 @@ TRAINING_RUNS = (
         "head on every position (the original predicts 15 %)",
     ), "bert-large", "wse2", 1024, 128),
     TrainingRun(Published(  # ALCF SC23 tutorial's run log, 2023-11-10 (release R1.9.2)
-        "A17", "GPT-J 6B training throughput", "one CS-2 (wse2), MSL 2048", 19.81,
+        "A17", "GPT-J 6B training throughput", "one CS-2 (wse2), MSL 2048", 19.80,
         "samples/s", "batch 66 (13,200 samples in 200 steps, the log); MSL 2048, the Model "
         "Zoo's GPT-J config (the log gives none); rotary embedding left out",
     ), "gptj-6b", "wse2", 66, 2048),
@@ -118,8 +118,9 @@ TRAINING_RUNS = (
     ), "llama2-7b", "wse3", 1024, 4096),
     TrainingRun(Published(  # ALCF user guide's run log, 2024-08-02 (release R2.3.0)
         "A20", "ESM-2 35M training throughput", "one CS-2 (wse2), MSL 1026", 585.88,
-        "samples/s", "batch 2048 (819,200 samples in 400 steps, the log); MSL 1026, the Model "
-        "Zoo's ESM-2 config; rotary embedding left out, MLM head on every position",
+        "samples/s", "batch 2048 (819,200 samples in 400 steps, the log); MSL 1026, the public "
+        "Model Zoo ESM-2 config's (ALCF runs a modified copy); rotary embedding left out, MLM "
+        "head on every position",
     ), "esm2-35m", "wse2", 2048, 1026),
     TrainingRun(Published(  # ALCF user guide's run log, 2025-10-10 (release R2.5)
         "A21", "ESM-2 35M training throughput", "one CS-3 (wse3), MSL 1026", 989.11,

@@ -35,7 +35,9 @@ _SWAPPED: dict[int, list] = {}  # id(module globals) -> [threads inside, the nam
 @contextmanager
 def swapped_cuda_module(fn, fake_cuda_module):
     """The simulator's ``swapped_cuda_module``, counted: ``fn``'s module sees the fake CUDA
-    module while any thread is inside a function of it."""
+    module while any thread is inside a function of it. A launch's own fake replaces another
+    still swapped in (a thread of a failed launch, which the simulator does not wait for,
+    may still be inside the module)."""
     from numba import cuda
 
     names = fn.__globals__
@@ -44,8 +46,10 @@ def swapped_cuda_module(fn, fake_cuda_module):
         entry = _SWAPPED.get(key)
         if entry is None:
             real = {name: value for name, value in names.items() if value is cuda}
-            names.update(dict.fromkeys(real, fake_cuda_module))
-            entry = _SWAPPED[key] = [0, real]
+            entry = _SWAPPED[key] = [0, real, None]
+        if entry[2] is not fake_cuda_module:
+            names.update(dict.fromkeys(entry[1], fake_cuda_module))
+            entry[2] = fake_cuda_module
         entry[0] += 1
     try:
         yield
@@ -73,8 +77,14 @@ def _barrier_manager(block_thread: type) -> type:
         """A simulated CUDA thread whose ``syncthreads`` waits at its block's barrier."""
 
         def run(self):
-            super().run()  # keeps an exception in self.exception, as the simulator's does
-            self._manager.ended(self)
+            try:
+                super().run()  # keeps an Exception in self.exception, rebuilt with the tid
+            except BaseException as error:  # SystemExit, or an exception it cannot rebuild
+                where = f"tid={list(self.threadIdx)} ctaid={list(self.blockIdx)}"
+                failure = RuntimeError(f"{where}: {type(error).__name__}: {error}")
+                self.exception = (failure, error.__traceback__)
+            finally:
+                self._manager.ended(self)
 
         def syncthreads(self):
             if self.abort:

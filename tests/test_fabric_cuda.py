@@ -111,6 +111,8 @@ def test_simulator_threads_in_device_functions_of_one_module_keep_the_fake_cuda(
 
 
 BARRIER_KERNELS = """
+import time
+
 import numpy as np
 import fabric._cuda_device  # installs fabric._cudasim_fixes' block manager
 from numba import cuda
@@ -148,6 +150,37 @@ def raises(out):  # one thread fails while the others wait at the barrier
     out[i] = 1.0
 
 
+class TwoArguments(Exception):
+    def __init__(self, a, b):
+        super().__init__(a, b)
+
+
+@cuda.jit
+def raises_unrebuildable(out):  # the simulator rebuilds an error with one argument: this fails
+    if cuda.threadIdx.x == 1:
+        raise TwoArguments(1, 2)
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def linger(out, i):
+    time.sleep(0.3)  # still inside this module when the launch has failed and returned
+    out[i] = cuda.blockDim.x
+
+
+@cuda.jit
+def fails_while_one_lingers(out):
+    if cuda.threadIdx.x == 0:
+        out[99] = 1.0  # out of bounds
+    else:
+        linger(out, cuda.threadIdx.x)
+
+
+@cuda.jit
+def block_width(out):
+    out[cuda.threadIdx.x] = cuda.blockDim.x
+
+
 values = np.arange(8.0)
 rotate[1, 8](values, 3)
 print(list(values) == list(np.roll(np.arange(8.0), 3)))
@@ -159,6 +192,18 @@ try:
     print("no error")
 except IndexError as error:
     print("tid=[3, 0, 0]" in str(error))
+try:
+    raises_unrebuildable[1, 4](np.zeros(4))
+    print("no error")
+except RuntimeError as error:
+    print("tid=[1, 0, 0]" in str(error) and "TypeError" in str(error))
+try:
+    fails_while_one_lingers[1, 2](np.zeros(2))
+except IndexError:
+    pass
+out = np.zeros(3)
+block_width[1, 3](out)  # this launch's own blockDim, not the failed one's
+print(list(out) == [3, 3, 3])
 """
 
 
@@ -166,8 +211,10 @@ except IndexError as error:
 def test_the_simulators_barrier_waits_releases_and_aborts(tmp_path):
     """fabric._cudasim_fixes' block barrier: rounds of syncthreads order the threads' reads
     and writes, threads that return early leave the others to meet (syncthreads_count counts
-    the four left), and a thread that raises at a barrier ends the kernel with its error,
-    naming it, instead of a hang."""
+    the four left), a thread that raises while the others wait at a barrier ends the kernel
+    with its error, naming it, as does one whose error the simulator cannot rebuild (a hang
+    before), and a launch after a failed one sees its own blockDim though a thread of the
+    failed one is still in a device function of its module."""
     (tmp_path / "barrier_kernels.py").write_text(BARRIER_KERNELS)
     root = str(Path(__file__).resolve().parents[1])
     env = os.environ | {"NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": root}
@@ -176,7 +223,7 @@ def test_the_simulators_barrier_waits_releases_and_aborts(tmp_path):
         capture_output=True, text=True, check=False, timeout=120, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", "True", "True"]
+    assert done.stdout.split() == ["True"] * 5
 
 
 @pytest.mark.parametrize(
