@@ -93,11 +93,13 @@ def check_available() -> None:
         )
 
 
-def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch=None):
+def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, keep=None, launch=None):
     """``fabric.engine.run_chunks`` on the GPU, updating the host arrays ``st`` and ``tr``.
 
     ``parallel`` does not apply (every router is a thread). Returns the kernel's
     (status, cycle); a deadlock raises :class:`DeadlockError` with the CPU engine's message.
+    ``keep``: the state arrays copied back at the end (None: all; a trace or a deadlock's
+    report reads every one, so they copy all).
     """
     dev = to_device(fab, st, prog, tr)
     launch = launch or LAUNCH
@@ -111,7 +113,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, launch=None):
         status, cycle = launch_cycles(dev, t, end, launch)
         last = status != K.STATUS_MAX_CYCLES or end >= max_cycles
         if trace or last:
-            to_host(dev, st, tr)
+            to_host(dev, st, tr, None if trace or status == K.STATUS_DEADLOCK else keep)
         if trace:
             trace.sample(st, cycle if status != K.STATUS_MAX_CYCLES else end)
         if status == K.STATUS_DEADLOCK:
@@ -259,11 +261,14 @@ def kernel_layout(arrays: NamedTuple, layout: str, pes: int) -> NamedTuple:
     return type(arrays)(**fields)
 
 
-def to_host(dev: DeviceArrays, st: EngineState, tr: TrafficArrays) -> None:
-    """Copy what a run changes (the state and the traffic counters) into the host arrays."""
+def to_host(dev: DeviceArrays, st: EngineState, tr: TrafficArrays, keep=None) -> None:
+    """Copy what a run changes (the state and the traffic counters) into the host arrays;
+    of the state only the arrays ``keep`` names, where it names some."""
     for arrays, host_arrays in ((dev.st, st), (dev.tr, tr)):
         for name, host in host_arrays._asdict().items():
             if not isinstance(host, np.ndarray) or name == "link_any":  # a view of link_flags
+                continue
+            if keep is not None and arrays is dev.st and name not in keep:
                 continue
             if name in dev.physical:
                 phys, axis = dev.physical[name]

@@ -252,10 +252,12 @@ def simulate(
     return _result(mesh, st, cycle, wall)
 
 
-def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace):
+def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, keep=None):
     """Run to the end in chunks of ``trace.every_cycles`` (one chunk without a trace).
 
     Returns the kernel's (status, cycle); a deadlock raises :class:`DeadlockError`.
+    ``keep`` names the state arrays the caller reads after the run (None: all), which the
+    GPU engine copies back alone; here the state is the host's own.
     """
     # the kernel's arguments once a run (a chunk may take less time than their types cost, or
     # than a look at every op)

@@ -122,6 +122,11 @@ def traffic_arrays(cfg: TrafficConfig, mesh: Mesh) -> TrafficArrays:
     return tr
 
 
+# the state arrays the summary reads (summarize, cycles_by_reason): a GPU run copies back
+# these alone (the queues and links are most of the state)
+SUMMARY_STATE = ("busy", "link_flits", "occupancy", "link_flags", "rx_count", "reasons")
+
+
 def run_traffic(
     cfg: TrafficConfig,
     spec: WaferSpec,
@@ -151,7 +156,7 @@ def run_traffic(
     if trace is not None:
         trace.begin(mesh.width, mesh.height, traffic=True)
     start = time.perf_counter()
-    run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace)
+    run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace, keep=SUMMARY_STATE)
     wall = time.perf_counter() - start
     stretched = int(np.count_nonzero(mesh.hops() > 1)) // 2  # each wire from both ends
     summary = summarize(cfg, tr, st, wall)

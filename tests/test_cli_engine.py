@@ -58,7 +58,7 @@ def cuda_calls(monkeypatch) -> list[str]:
 
     def on_cpu(*args, **kwargs):
         calls.append("cuda")
-        return fabric_engine.run_chunks(*args[:6], args[6] if len(args) > 6 else None)
+        return fabric_engine.run_chunks(*args[:7], keep=kwargs.get("keep"))
 
     monkeypatch.setattr(cuda_engine, "check_available", lambda: None)
     monkeypatch.setattr(cuda_engine, "run_chunks", on_cpu)

@@ -454,3 +454,29 @@ def test_traffic_over_several_colors_delivers_everything_and_relieves_blocking()
         TrafficConfig(colors=0)
     with pytest.raises(ConfigError, match=r"colors=30 is out of range \[1, 24\]"):
         run_traffic(TrafficConfig(colors=30), SPEC)
+
+
+def test_the_traffic_summary_reads_only_the_state_a_gpu_run_copies_back(monkeypatch):
+    """run_traffic names the state arrays its summary reads (the GPU engine copies back those
+    alone): with every other state array overwritten after the run, the summary is the
+    same."""
+    from fabric import engine as fabric_engine
+    from fabric import traffic
+
+    cfg = TrafficConfig(width=4, height=4, rate=0.5, cycles=300, warmup=50, seed=3)
+    whole = run_traffic(cfg, SPEC)
+
+    def runs_then_forgets(*args, keep=None):
+        status = fabric_engine.run_chunks(*args, keep=keep)
+        st = args[1]
+        for name, value in st._asdict().items():
+            if name not in keep and name != "link_any" and isinstance(value, np.ndarray):
+                value[...] = 7  # what a copy back that skips it would leave: anything
+        return status
+
+    monkeypatch.setattr(traffic, "chunk_runner", lambda _engine: runs_then_forgets)
+    forgot = run_traffic(cfg, SPEC)
+    drop = ("sim_wall_s", "router_cycles_per_s")
+    assert {k: v for k, v in forgot.items() if k not in drop} == {
+        k: v for k, v in whole.items() if k not in drop
+    }
