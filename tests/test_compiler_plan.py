@@ -204,6 +204,26 @@ def test_compile_cli_validate_only_and_errors(capsys):
     assert "micro_batches=3 must divide batch=4" in capsys.readouterr().err
 
 
+def test_compile_cli_searches_only_the_strategies_named(capsys):
+    """--strategies restricts the GEMM placements searched (the weight-streaming dataflow
+    alone, say); an unknown name is one line naming the valid ones."""
+    argv = ["compile", str(ZOO / "fc-digits.yaml"), "--preset", "small", "--batch", "32",
+            "--dtype", "fp32"]  # fmt: skip
+    named = run_json(capsys, [*argv, "--strategies", "weight_stream_chain", "weight_stream_tree"])
+    algorithms = {p["algorithm"] for layer in named["layers"] for p in layer["passes"].values()
+                  if p.get("algorithm") in {s.algo for s in STRATEGIES.values()}}  # fmt: skip
+    assert algorithms == {"weight_stream"}
+    everything = run_json(capsys, argv)
+    assert "systolic" in {p["algorithm"] for layer in everything["layers"]
+                          for p in layer["passes"].values()}  # fmt: skip
+    assert everything["totals"]["cycles"] <= named["totals"]["cycles"]  # a superset searched
+    assert main([*argv, "--strategies", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "strategies=['bogus']" in err
+    assert "weight_stream_chain" in err
+
+
 def test_sram_estimates_bound_what_the_kernels_allocate():
     """Each strategy's SRAM estimate is at least the engine's peak for the same tiling."""
     spec = preset("tiny")

@@ -51,6 +51,11 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         "--micro-batches", type=int, help="split the batch in parts (default: the fewest that fit)"
     )
     parser.add_argument(
+        "--strategies", nargs="+", metavar="NAME",
+        help="GEMM placement strategies to search (default: all), e.g. weight_stream_chain "
+        "weight_stream_tree for the weight-streaming dataflow alone",
+    )  # fmt: skip
+    parser.add_argument(
         "--weight-density", type=float, default=1.0,
         help="share of each weight matrix kept by pruning, in (0, 1] (default 1: dense): the "
         "weights stream compressed and their zeros are skipped",
@@ -69,7 +74,8 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
 
     start = time.perf_counter()
     spec = spec_from(args)
-    options = CompileOptions(args.batch, args.seq, args.dtype, None, args.activations,
+    strategies = None if args.strategies is None else tuple(args.strategies)
+    options = CompileOptions(args.batch, args.seq, args.dtype, strategies, args.activations,
                              args.micro_batches, args.weight_density)  # fmt: skip
     logical = repaired_grid(args, spec)
     if args.validate_only:
