@@ -8,6 +8,8 @@ known (most papers' setups are in bodies that could not be read yet: see the sou
 
     python benchmarks/bench_hardware.py   # prints the table, writes out/bench_hardware.json
     python benchmarks/bench_hardware.py --doc docs/validation.md   # and the page's table
+    python benchmarks/bench_hardware.py --strategies weight_stream_chain weight_stream_tree
+        # the training rows with the weight-streaming dataflow alone (a sensitivity)
 """
 
 from __future__ import annotations
@@ -58,13 +60,15 @@ class Row:
         return self.wafersim / self.published.value - 1
 
 
-def _training(model: str, spec: str, batch: int, seq: int) -> tuple[float, str]:
+def _training(model: str, spec: str, batch: int, seq: int,
+              strategies: tuple[str, ...] | None = None) -> tuple[float, str]:  # fmt: skip
     """Samples/s of one weight-streaming training step at the analytic tier, and the
-    command that gives it."""
-    plan = compile_plan(load_model(ZOO / f"{model}.yaml"), preset(spec),
-                        CompileOptions(batch=batch, seq=seq))  # fmt: skip
+    command that gives it (``strategies``: the GEMM placements searched, None: all)."""
+    options = CompileOptions(batch=batch, seq=seq, strategies=strategies)
+    plan = compile_plan(load_model(ZOO / f"{model}.yaml"), preset(spec), options)
+    named = f" --strategies {' '.join(strategies)}" if strategies else ""
     command = (f"wafersim compile examples/models/{model}.yaml --preset {spec} --batch {batch} "
-               f"--seq {seq}  (samples/s = batch / totals.seconds)")  # fmt: skip
+               f"--seq {seq}{named}  (samples/s = batch / totals.seconds)")  # fmt: skip
     return batch / plan.totals.seconds, command
 
 
@@ -129,8 +133,8 @@ TRAINING_RUNS = (
 )  # fmt: skip
 
 
-def training_row(run: TrainingRun) -> Row:
-    value, command = _training(run.model, run.spec, run.batch, run.seq)
+def training_row(run: TrainingRun, strategies: tuple[str, ...] | None = None) -> Row:
+    value, command = _training(run.model, run.spec, run.batch, run.seq, strategies)
     return Row(run.published, value, "analytic", command)
 
 
@@ -158,7 +162,7 @@ CLUSTER_RUNS = (
 )  # fmt: skip
 
 
-def cluster_row(run_: ClusterRun) -> Row:
+def cluster_row(run_: ClusterRun, strategies: tuple[str, ...] | None = None) -> Row:
     """Samples/s of a timing-only run at the analytic tier: each wafer's plan, its MemoryX
     stream simulated tile by tile, the SwarmX broadcast and reduction."""
     per_wafer = run_.batch // run_.wafers
@@ -166,12 +170,15 @@ def cluster_row(run_: ClusterRun) -> Row:
              "data": {"name": "synthetic_tokens", "vocab": run_.vocab, "seq": run_.seq,
                       "samples": 1},
              "batch": per_wafer, "seq": run_.seq, "dtype": "fp16", "optimizer": {"name": "adamw"},
-             "steps": 2, "tier": "analytic", "swarmx": {"wafers": run_.wafers}}  # fmt: skip
+             "steps": 2, "tier": "analytic", "swarmx": {"wafers": run_.wafers},
+             "strategies": None if strategies is None else list(strategies)}  # fmt: skip
     with tempfile.TemporaryDirectory() as out:
         value = performance(run(run_config(table, ZOO), Path(out)))["samples_per_sec"]
     command = (f"wafersim run RUN.yaml (model: examples/models/{run_.model}.yaml, wafer: "
                f"{{preset: {run_.spec}}}, batch: {per_wafer}, seq: {run_.seq}, dtype: fp16, "
-               f"tier: analytic, swarmx: {{wafers: {run_.wafers}}}; data synthetic_tokens)  "
+               f"tier: analytic, swarmx: {{wafers: {run_.wafers}}}"
+               f"{f', strategies: {list(strategies)}' if strategies else ''}; data "
+               "synthetic_tokens)  "
                "(samples_per_sec)")  # fmt: skip
     return Row(run_.published, value, "analytic", command)
 
@@ -179,8 +186,9 @@ def cluster_row(run_: ClusterRun) -> Row:
 STENCIL_Z = 600  # the longest z-column wafersim's 25-point kernel keeps in 48 KB
 
 
-def stencil25_flops() -> Row:
-    """A2: the 25-point star stencil on a whole WSE-2 (Jacquelin et al., SC22)."""
+def stencil25_flops(strategies: tuple[str, ...] | None = None) -> Row:
+    """A2: the 25-point star stencil on a whole WSE-2 (Jacquelin et al., SC22); a kernel,
+    no GEMM placement (``strategies`` does not apply)."""
     published = Published(
         "A2", "25-point stencil FLOP rate", "WSE-2, weak scaling to the whole wafer", 503e12,
         "FLOP/s", f"the wse2 grid (750 x 994) with z = {STENCIL_Z} a PE (the paper's extent "
@@ -246,8 +254,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out/bench_hardware.json")
     parser.add_argument("--doc", help="a page whose table between the markers to rewrite")
+    parser.add_argument("--strategies", nargs="+", metavar="NAME",
+                        help="GEMM placements the training rows search (default: all), e.g. "
+                        "weight_stream_chain weight_stream_tree; not with --doc")  # fmt: skip
     args = parser.parse_args()
-    rows = [make() for make in ROWS]
+    if args.doc and args.strategies:
+        parser.error("--strategies: the page's table searches every strategy (drop --doc)")
+    strategies = tuple(args.strategies) if args.strategies else None
+    rows = [make(strategies) for make in ROWS]
     if args.doc:
         write_table(Path(args.doc), rows)
     print(f"{'id':4} {'what':32} {'published':>19} {'wafersim':>19} {'error':>7} {'tier':8}")
