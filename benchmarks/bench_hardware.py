@@ -270,10 +270,7 @@ def main() -> None:
         print(f"{p.source_id:4} {p.what:32} {p.value:>9.4g} {p.unit:9} {row.wafersim:>9.4g} "
               f"{p.unit:9} {row.error:+7.1%} {row.tier:8}")  # fmt: skip
         print(f"     setup: {p.setup}; assumed: {p.assumptions}\n     command: {row.command}")
-    errors = [abs(row.error) for row in rows]
-    print(
-        f"{len(rows)} rows; median |error| {statistics.median(errors):.1%}, max {max(errors):.1%}"
-    )
+    print(summary_line([row.error for row in rows]))
     summary = [{**asdict(row.published), "wafersim": row.wafersim, "tier": row.tier,
                 "command": row.command, "error": row.error} for row in rows]  # fmt: skip
     write_json(Path(args.out), {"rows": summary})

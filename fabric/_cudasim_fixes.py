@@ -29,7 +29,8 @@ from contextlib import contextmanager
 import numpy as np
 
 _LOCK = threading.Lock()
-_SWAPPED: dict[int, list] = {}  # id(module globals) -> [threads inside, the names swapped]
+# id(module globals) -> [threads inside, the real module's names there, the fake swapped in]
+_SWAPPED: dict[int, list] = {}
 
 
 @contextmanager
@@ -97,7 +98,7 @@ def _barrier_manager(block_thread: type) -> type:
         """The simulator's BlockManager, with a counted barrier instead of polling."""
 
         def __init__(self, f, grid_dim, block_dim, debug):
-            self._grid_dim, self._block_dim, self._f, self._debug = grid_dim, block_dim, f, debug
+            self._block_dim, self._f, self._debug = block_dim, f, debug  # grid_dim: unused
             self.block_state = np.zeros(block_dim, dtype=np.bool_)
             self._cond = threading.Condition()
 
