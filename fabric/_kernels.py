@@ -39,7 +39,7 @@ from fabric._fp16 import BF16, FP16, get_half, half_bits, set_half, word_half  #
 _numba_scope_copy.install()  # the engine's IR inlining, copied faster (issue 28)
 
 
-def kernel(**options):
+def kernel(block=False, **options):
     """``njit`` with the cache on and Numba's reference counting off.
 
     These kernels never allocate, so they need no NRT. With it on, every call (and every
@@ -51,11 +51,28 @@ def kernel(**options):
     size of the caller: the bodies of the PE's vector ops (``_local_op``, ``_matmul_column``,
     ``_consume_fp16``), each a loop over a vector per call, stay real calls; inlined, they
     took the engine's compile from 80 to 142 s, for no speed (interleaved runs: programs
-    within 1-2 %, traffic unchanged). The per-wavelet steps stay inlined: ``_task_step``
-    as a call made programs 4x slower.
+    within 1-2 %, traffic unchanged). The per-wavelet steps are inlined: ``_task_step`` as
+    a real call made programs 4x slower.
+
+    ``block=True``: a per-wavelet step compiled on its own, once for each signature, that
+    LLVM inlines into every caller (Numba's ``forceinline``, LLVM's ``alwaysinline``), so it
+    costs no call at run time; without Python or C wrappers (never called from Python; a
+    wrapper unpacking the state's tuples took a second of compile each). The router's step
+    (``_fabric_step``) is one: the engine's four specializations (programs in fp32 and in
+    16 bits, traffic on one thread and on several) share its compile, where IR inlining typed
+    and lowered it again in each: two processes compiling the four between them (the test
+    suite's start, ``precompile.compile_share``) took 47.5 s instead of 81.9 s (2-core VM,
+    empty cache), a program job's first compile no longer (26.2 s against 36.6 s, the same
+    run), and the engine runs as many instructions (Valgrind's count, a 32 x 32 traffic run
+    and three 8 x 8 GEMMs: -1.5 % to +0.5 % of the whole process's). ``forceinline`` is
+    passed on to callees that do not set it, so every other kernel sets it off.
     """
     if not NOALIAS:
         options.pop("noalias", None)
+    if block:
+        options.update(forceinline=True, no_cpython_wrapper=True)
+    options.setdefault("forceinline", False)
+    options.setdefault("no_cfunc_wrapper", True)
     return njit(cache=True, _nrt=False, **options)
 
 
@@ -469,7 +486,7 @@ def _rx_pop(r, c, fab, st):
     return data, meta
 
 
-@kernel(inline="always")
+@kernel(block=True)
 def _task_step(r, task, fab, st, prog, half):
     """Step 3 for one task: advance its current op by one cycle (``half``: see
     :func:`run_cycles`). Returns ``COUNTDOWN`` for a cycle of an op's cost, ``PROGRESS`` when
@@ -705,7 +722,7 @@ def _next_op(r, task, fab, st, prog):
         st.wait[r, task] += fab.startup  # after the last element's remaining cost
 
 
-@kernel(inline="always")
+@kernel(block=True)
 def _traffic_step(r, t, fab, st, tr):
     """Step 3 in traffic mode: the sink drains the ramp of every color, the source injects
     one flit, on its packet's color (the creation cycle modulo the colors: packets spread
@@ -840,16 +857,19 @@ def _destination(r, tr):
     return y * w + (x + 1) % w  # neighbor: one step east, wrapping
 
 
-@kernel(inline="always")
+@kernel(block=True)
 def _fabric_step(r, read, write, fab, st, want, traffic):
     """Steps 1 and 2 for router ``r``; returns the wavelets it took in and moved.
 
     ``traffic`` is a constant at each call, ``True`` from the traffic step and ``False``
     from the program step, rather than ``fab.traffic`` read at run time: the traffic step's
     inlined copy then has every color wormhole-routed and no static-route code (2 % at
-    k=128, one thread, 30 % load). Its color count is the state's: a compile-time count of
-    one measured no faster than the run-time one (k=128, 1 / 30 / 90 % load, interleaved
-    pairs, within this machine's noise), so traffic may spread over several colors."""
+    k=128, one thread, 30 % load). The callers pass it as ``bool(True)``, a plain bool where
+    ``True`` would be typed as a literal: one compile of this block serves both modes, and
+    LLVM folds the constant once it has inlined the block. Its color count is the state's: a
+    compile-time count of one measured no faster than the run-time one (k=128, 1 / 30 / 90 %
+    load, interleaved pairs, within this machine's noise), so traffic may spread over several
+    colors."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
         moves += _ingest(r, read, fab, st)
@@ -861,7 +881,8 @@ def _fabric_step(r, read, write, fab, st, want, traffic):
 @kernel(inline="always")
 def _traffic_cycle(r, t, read, write, fab, st, tr, want):
     """One cycle of router ``r`` and its traffic source and sink; returns its events."""
-    events = _fabric_step(r, read, write, fab, st, want, True)
+    # bool(): see _fabric_step
+    events = _fabric_step(r, read, write, fab, st, want, bool(True))  # noqa: UP018
     if tr.left[r] or tr.next_arrival[r] <= t or _received(r, st):
         events += _traffic_step(r, t, fab, st, tr)  # which drains every color's ramp
     busy = st.occupancy[r] or tr.left[r]
@@ -877,7 +898,8 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
     running (``t`` if none). Then notes what the router's skipped cycles will repeat: until
     the next wake-up (the first cycle an op cost runs out, or a wavelet or credit comes in)
     each such cycle adds the same busy and stall counts and counts every op cost down."""
-    moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, False)
+    # bool(): see _fabric_step
+    moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, bool(False))  # noqa: UP018
     events, next_step, until = moves, NEVER, t
     counting, stalled, waited_in, waited_out = 0, 0, 0, 0
     for task in range(prog.task_end.shape[1]):
@@ -1113,7 +1135,7 @@ def _settle(t, fab, st):
             settle_router(r, t + 1, st)
 
 
-@kernel()
+@kernel(inline="always")
 def _cycle(t, parallel, half, fab, st, prog, tr, row_events, want_rows):
     """One cycle of the whole mesh: by rows on the threads where ``parallel`` is true, in one
     serial call where it is None, which Numba prunes by the type before compiling, so that a

@@ -11,6 +11,7 @@ import numba
 import pytest
 
 import fabric.engine as engine
+from fabric import _kernels as K
 from fabric import precompile
 from fabric.traffic import TrafficConfig, run_traffic
 from tests.cuda_cases import fp16_wait_matmul, send_recv
@@ -77,6 +78,18 @@ def test_each_mode_passes_the_other_modes_arrays_as_none():
     assert programs[6] is not None
     assert traffic[6] is None
     assert traffic[7] is not None
+
+
+def test_program_and_traffic_kernels_share_one_compile_of_the_router_step():
+    """``_fabric_step`` is a block (``fabric._kernels.kernel``) with one signature for both
+    modes: its ``traffic`` argument a plain bool (typed as a literal, True and False would be
+    two signatures, each a compile of the router's step). Read from Numba's cache index, which
+    holds what any process compiled (the engine of either mode may have loaded from it)."""
+    for mode in ("programs", "traffic"):
+        precompile.compile_engine(mode)
+    signatures = [key[0] for key in K._fabric_step._cache._cache_file._load_index()]
+    assert len(signatures) == 1
+    assert signatures[0][-1] == numba.types.boolean
 
 
 def test_a_serial_run_passes_no_thread_flag_so_the_parallel_kernel_is_not_compiled(monkeypatch):
