@@ -72,9 +72,9 @@ def cli_module(tree: Path) -> str:
     return "wafersim.cli" if (tree / "wafersim" / "cli.py").exists() else "wafer.cli"
 
 
-def copy_tree(checkout: Path, into: Path) -> Path:
-    """The checkout's tracked files at its HEAD, in ``into``."""
-    archive = subprocess.run(["git", "-C", str(checkout), "archive", "HEAD"], check=True,
+def copy_tree(checkout: Path, into: Path, revision: str = "HEAD") -> Path:
+    """The checkout's tracked files at ``revision``, in ``into``."""
+    archive = subprocess.run(["git", "-C", str(checkout), "archive", revision], check=True,
                              capture_output=True).stdout  # fmt: skip
     into.mkdir(parents=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
