@@ -153,7 +153,10 @@ PROFILER = """
 import sys, time
 from collections import defaultdict
 from numba.core import event
+import fabric.precompile
 from wafersim.cli import main
+
+fabric.precompile.compile_in_background = lambda *args, **kwargs: None  # the engine here too
 
 own, count, stack = defaultdict(float), defaultdict(int), []
 
