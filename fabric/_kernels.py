@@ -57,15 +57,16 @@ def kernel(block=False, **options):
     ``block=True``: a per-wavelet step compiled on its own, once for each signature, that
     LLVM inlines into every caller (Numba's ``forceinline``, LLVM's ``alwaysinline``), so it
     costs no call at run time; without Python or C wrappers (never called from Python; a
-    wrapper unpacking the state's tuples took a second of compile each). The router's step
-    (``_fabric_step``) is one: the engine's four specializations (programs in fp32 and in
-    16 bits, traffic on one thread and on several) share its compile, where IR inlining typed
-    and lowered it again in each: two processes compiling the four between them (the test
-    suite's start, ``precompile.compile_share``) took 47.5 s instead of 81.9 s (2-core VM,
-    empty cache), a program job's first compile no longer (26.2 s against 36.6 s, the same
-    run), and the engine runs as many instructions (Valgrind's count, a 32 x 32 traffic run
-    and three 8 x 8 GEMMs: -1.5 % to +0.5 % of the whole process's). ``forceinline`` is
-    passed on to callees that do not set it, so every other kernel sets it off.
+    wrapper unpacking the state's tuples took about half a second of compile each). The
+    router's step (``_fabric_step``) is one: the engine's four specializations (programs in
+    fp32 and in 16 bits, traffic on one thread and on several) share its compile, where IR
+    inlining typed and lowered it again in each: two processes compiling the four between
+    them (the test suite's start, ``precompile.compile_share``) took 47.5 s instead of 81.9
+    s (2-core VM, empty cache), a program job's first compile no longer (26.2 s against 36.6
+    s, the same run), and the engine runs as many instructions (Valgrind's count, a 32 x 32
+    traffic run and three 8 x 8 GEMMs: -1.5 % to +0.5 % of the whole process's).
+    ``forceinline`` is passed on to callees that do not set it, so every other kernel sets
+    it off.
     """
     if not NOALIAS:
         options.pop("noalias", None)
