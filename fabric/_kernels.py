@@ -504,7 +504,7 @@ def _task_step(r, task, fab, st, prog, half):
     _load_op(r, task, pc, st, prog)
     op = st.op[r, task]
     code, c, k = op[C_CODE], op[C_COLOR], st.progress[r, task]
-    mem, cost = st.mem[r], op[C_COST]
+    mem, cost = st.mem[st.mem_base[r] : st.mem_base[r + 1]], op[C_COST]
     if code == OP_WAIT:  # until task C_A has finished its first C_B ops
         if st.pc[r, op[C_A]] - prog.task_start[r, op[C_A]] < op[C_B]:
             return IDLE

@@ -21,6 +21,7 @@ from fabric.compile_once import compile_once
 from fabric.deadlock import raise_deadlock
 from fabric.mesh import Mesh
 from fabric.routes import ColorRoutes
+from fabric.sram import SramImage, sram_image
 from fabric.state import (
     EngineState,
     FabricArrays,
@@ -48,7 +49,7 @@ class SimResult:
     """What a program run left behind: its cycle count, SRAM and counters."""
 
     cycles: int
-    mem: np.ndarray  # float32 (P, words)
+    mem: SramImage  # every PE's SRAM: ``mem[pe, i]`` as a (P, words) array's
     link_flits: np.ndarray  # int64 (H, W, 5): wavelets out of each port
     link_stalls: np.ndarray  # int64 (H, W, 5)
     pe_busy_cycles: np.ndarray  # int64 (H, W)
@@ -200,7 +201,7 @@ def simulate(
     spec: WaferSpec,
     routes: ColorRoutes,
     program: ProgramArrays,
-    memory: np.ndarray,
+    memory: np.ndarray | SramImage,
     *,
     max_cycles: int,
     threads: int = 1,
@@ -209,7 +210,8 @@ def simulate(
     engine: str | None = None,
     strict: bool = True,
 ) -> SimResult:
-    """Run ``program`` on ``mesh`` from SRAM contents ``memory`` (float32, (P, words)).
+    """Run ``program`` on ``mesh`` from SRAM contents ``memory``: float32 ``(P, words)``,
+    or a :class:`fabric.sram.SramImage` (each PE as many words as it uses).
 
     Raises :class:`DeadlockError` naming the cycle, PEs, ports and colors when nothing can
     move while work is pending, and :class:`ConfigError` when ``max_cycles`` runs out.
@@ -235,12 +237,13 @@ def simulate(
         check_deadlock_free_routes(all_positions(routes, switches))
     parallel = configure_threads(threads)
     pes, tasks = program.task_start.shape
-    if memory.shape[0] != mesh.pes or pes != mesh.pes:
+    if pes != mesh.pes:
         raise ConfigError(f"memory and program must cover all {mesh.pes} PEs")
+    image = sram_image(memory, mesh.pes)
     table = routes.table.copy() if switches.pes.size else routes.table  # the run switches it
     fab = fabric_arrays(mesh, spec, table, np.zeros(routes.colors, np.uint8), False)
-    st = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
-    st.mem[:] = memory
+    st = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, image.sizes, tasks)
+    st.mem[:] = image.flat
     st.pc[:] = program.task_start
     st.wait[:] = np.where(program.task_end > program.task_start, fab.startup, 0)
     start = time.perf_counter()
@@ -285,7 +288,7 @@ def _result(mesh: Mesh, st: EngineState, cycles: int, wall: float) -> SimResult:
     shape = (mesh.height, mesh.width)
     return SimResult(
         cycles=cycles,
-        mem=st.mem,
+        mem=SramImage(st.mem, st.mem_base),
         link_flits=st.link_flits.reshape(*shape, 5),
         link_stalls=st.stalls.reshape(*shape, 5),
         pe_busy_cycles=st.busy.reshape(shape),

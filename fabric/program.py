@@ -10,6 +10,10 @@ two values per word and per wavelet and computes in fp32 (fmacs accumulates into
 Every op method also takes ``pe`` as an int array: one op per element, on many PEs in one call
 (a 64 x 64 GEMM adds 1.5 M ops: one Python call each took seconds). Its other int arguments may
 then be arrays of the same length, element ``i`` going to ``pe[i]``.
+
+PEs that do the same work share one program (:meth:`ProgramBuilder.share`): its ops are added
+to one of them and stored once. A whole wafer's weight-streaming GEMM is 745,500 PEs of a few
+thousand programs; one op table row a PE and op would take hundreds of gigabytes.
 """
 
 from __future__ import annotations
@@ -150,6 +154,7 @@ class ProgramBuilder:
             np.full(pes, budget, np.int64) if sram_words is None else np.array(sram_words, np.int64)
         )
         self._count = np.zeros((pes, tasks), np.int64)  # ops added per (PE, task)
+        self._like = np.arange(pes)  # the PE whose programs each PE runs (share)
         # ops in the order added: one-PE ops in the lists, many-PE ones as blocks of arrays
         self._keys: list[int] = []  # pe * tasks + task
         self._rows: list[list[int]] = []
@@ -247,8 +252,28 @@ class ProgramBuilder:
     def ops_in(self, pe, task: int):
         """Operations added so far to ``task`` of ``pe`` (an int, or an array for an array)."""
         self._check_pe(pe)
-        count = self._count[pe, task]
+        count = self._count[self._like[pe], task]
         return count if _is_array(pe) else int(count)
+
+    def share(self, pes, like) -> None:
+        """PEs ``pes`` run the programs (every task) of PEs ``like``, element for element, as
+        they are when :meth:`build` packs them: ops are then added to ``like`` alone. Their
+        addresses are SRAM words of each PE's own, so the PEs must lay out their SRAM alike
+        (the kernel's allocations in the same order and sizes)."""
+        pes, like = np.atleast_1d(pes).astype(np.int64), np.atleast_1d(like).astype(np.int64)
+        self._check_pe(pes)
+        self._check_pe(like)
+        i = _offender(self._count[pes].sum(axis=1) > 0)
+        if i is not None:
+            raise ConfigError(f"PE {pes[i]} has ops of its own: it cannot share PE {like[i]}'s")
+        i = _offender(self._like[like] != like)
+        if i is not None:
+            raise ConfigError(f"PE {like[i]} runs PE {self._like[like[i]]}'s programs: share those")
+        models = self._like[self._like != np.arange(self.pes)]
+        i = _offender(np.isin(pes, models) | np.isin(pes, like))
+        if i is not None:
+            raise ConfigError(f"PE {pes[i]} is a model other PEs share: it keeps its own programs")
+        self._like[pes] = like
 
     def vadd(self, pe, task: int, dst, a, b, m, dtype="fp32") -> None:
         """``dst[0:m] = a[0:m] + b[0:m]``."""
@@ -292,6 +317,7 @@ class ProgramBuilder:
     def _check(self, pe, task, op, ranges) -> None:
         """Refuse an op (or, for many PEs, the first bad one) naming the field at fault."""
         self._check_pe(pe)
+        self._check_own(pe)
         if not 0 <= task < self.tasks:
             raise ConfigError(f"task={task} is out of range [0, {self.tasks - 1}]")
         color = op[K.C_COLOR]
@@ -316,6 +342,13 @@ class ProgramBuilder:
         if i is not None:
             raise ConfigError(f"pe={_at(pe, i)} is out of range [0, {self.pes - 1}]")
 
+    def _check_own(self, pe) -> None:
+        """Ops go to a PE with programs of its own, not to one that shares another's."""
+        i = _offender(self._like[pe] != pe)
+        if i is not None:
+            p = _at(pe, i)
+            raise ConfigError(f"PE {p} runs PE {self._like[p]}'s programs (share): add ops there")
+
     def _flush(self) -> None:
         """Move the one-PE ops added since the last block into a block."""
         if self._rows:
@@ -332,6 +365,7 @@ class ProgramBuilder:
         self._flush()
         end = np.cumsum(self._count.reshape(-1)).reshape(self.pes, self.tasks)
         start = end - self._count
+        start, end = start[self._like], end[self._like]  # shared programs: their model's rows
         if not self._blocks:
             ops = np.zeros((1, K.NUM_OP_COLUMNS), np.int64)
             return ProgramArrays(ops, np.zeros(1, np.float32), start, end)

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from fabric import _kernels as K
+from fabric.sram import zeros
 
 LATENCY_BINS = 4096  # packet-latency histogram: exact below this many cycles
 
@@ -68,7 +69,8 @@ class EngineState(NamedTuple):
     stalls: np.ndarray  # int64 (P, 5): wavelet-cycles a head waited for room at a port
     busy: np.ndarray  # int64 (P,): cycles a PE task made progress
     pe_stalls: np.ndarray  # int64 (P,): task-cycles blocked on a queue
-    mem: np.ndarray  # float32 (P, words): SRAM
+    mem: np.ndarray  # float32 (words,): every PE's SRAM, PE p's at mem_base[p]:mem_base[p + 1]
+    mem_base: np.ndarray  # int64 (P + 1,) (fabric.sram: ragged, each PE as many words as it uses)
     pc: np.ndarray  # int64 (P, T): index into the op table
     op: np.ndarray  # int64 (P, T, 10): a copy of op table row op_pc (the kernel takes it)
     op_pc: np.ndarray  # int64 (P, T): the row ``op`` holds, -1 before the first
@@ -119,8 +121,10 @@ class TrafficArrays(NamedTuple):
     hist: np.ndarray  # int64 (H, LATENCY_BINS)
 
 
-def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, tasks: int):
-    """A fresh engine state: empty queues, full credits."""
+def allocate_state(pes: int, colors: int, depth: int, slots: int, words, tasks: int):
+    """A fresh engine state: empty queues, full credits, zero SRAM of ``words`` a PE (an int,
+    or an int array of each PE's: :mod:`fabric.sram`)."""
+    sram = zeros(np.broadcast_to(np.asarray(words, np.int64), (pes,)))
     link_flags = np.zeros((slots, pes, 8), np.uint8)
     return EngineState(
         q_data=np.zeros((pes, 5, colors, depth), np.float32),
@@ -153,7 +157,8 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words: int, ta
         stalls=np.zeros((pes, 5), np.int64),
         busy=np.zeros(pes, np.int64),
         pe_stalls=np.zeros(pes, np.int64),
-        mem=np.zeros((pes, words), np.float32),
+        mem=sram.flat,
+        mem_base=sram.base,
         pc=np.zeros((pes, tasks), np.int64),
         op=np.zeros((pes, tasks, K.NUM_OP_COLUMNS), np.int64),
         op_pc=np.full((pes, tasks), -1, np.int64),

@@ -55,8 +55,13 @@ def switch_ops(program: ProgramArrays) -> Switches:
     if rows.size == 0:
         empty = np.zeros(0, np.int64)
         return Switches(empty, empty, np.zeros((0, NUM_PORTS), np.uint8))
-    ends = program.task_end.reshape(-1)
-    pes = np.searchsorted(ends, rows, side="right") // program.task_end.shape[1]
+    # each (PE, task)'s switch rows: PEs that share a program (ProgramBuilder.share) each
+    # switch their own router
+    lo = np.searchsorted(rows, program.task_start.reshape(-1))
+    count = np.searchsorted(rows, program.task_end.reshape(-1)) - lo
+    first = np.repeat(np.cumsum(count) - count, count)
+    rows = rows[np.repeat(lo, count) + np.arange(count.sum()) - first]
+    pes = np.repeat(np.arange(count.size), count) // program.task_end.shape[1]
     ops = program.ops[rows]
     return Switches(pes, ops[:, K.C_COLOR], unpack_position(ops[:, K.C_A]))
 

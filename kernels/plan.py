@@ -12,6 +12,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from fabric import _kernels as K
+from fabric import sram
 from fabric.engine import SimResult, simulate
 from fabric.program import HALF_DTYPES, WORD_BYTES, ProgramBuilder, pack_half, unpack_half
 from fabric.routes import ColorRoutes
@@ -61,9 +62,10 @@ class KernelPlan:
         if fixed is not None and np.any(fixed):
             self._fixed.append((pe, addr, np.flatnonzero(fixed)))
 
-    def fixed_slots(self, words: int) -> np.ndarray:
-        """Flat positions, in an SRAM image of ``words`` a PE, of the ``fixed`` words."""
-        parts = [pe * words + addr + at for pe, addr, at in self._fixed]
+    def fixed_slots(self, base: np.ndarray) -> np.ndarray:
+        """Flat positions, in an SRAM image laid out by ``base`` (``SramImage.base``), of the
+        ``fixed`` words."""
+        parts = [base[pe] + addr + at for pe, addr, at in self._fixed]
         return np.concatenate([np.zeros(0, np.int64), *parts]).astype(np.int64)
 
     def sram_peak_bytes(self) -> int:
@@ -74,9 +76,9 @@ class KernelPlan:
     def run(self, max_cycles: int, threads: int = 1) -> SimResult:
         """Simulate the kernel; under :func:`kernels.replay.recording` it is recorded for
         later runs with other operands instead (see there)."""
-        memory = np.zeros((self.grid.mesh.pes, max(1, int(self.used.max()))), np.float32)
+        memory = sram.zeros(self.used)
         for pe, addr, data in self._images:
-            memory[pe, addr : addr + len(data)] = data
+            memory.flat[memory.base[pe] + addr : memory.base[pe] + addr + len(data)] = data
         routes, program = self._compact_colors()
         recorder = RECORDER.get()
         if recorder is not None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fabric.engine import SimResult, simulate
+from fabric.sram import SramImage
 from kernels import plan as kernel_plan
 from kernels.gemm_common import check_operands
 from kernels.grid import KernelGrid
@@ -39,7 +40,7 @@ class _Recording:
     routes: object
     program: object
     max_cycles: int
-    words: tuple[int, int]  # SRAM image shape (PEs, words)
+    base: np.ndarray  # int64 (PEs + 1,): the SRAM image's layout (fabric.sram.SramImage)
     a_slots: np.ndarray  # flat SRAM positions holding A elements ...
     a_index: np.ndarray  # ... and which (flat index into A)
     b_slots: np.ndarray
@@ -93,28 +94,28 @@ class GemmReplay:
         finally:
             kernel_plan.RECORDER.reset(token)
         plan, routes, program, memory, max_cycles = seen[0]
-        flat = memory.reshape(-1)
+        flat = memory.flat
         fixed = np.zeros(flat.size, bool)
-        fixed[plan.fixed_slots(memory.shape[1])] = True
+        fixed[plan.fixed_slots(memory.base)] = True
         a_slots = np.flatnonzero((flat > 0) & ~fixed)
         b_slots = np.flatnonzero((flat < 0) & ~fixed)
         out_slots = result.output.reshape(-1).astype(np.int64) - 1
         return _Recording(
-            plan, routes, program, max_cycles, memory.shape,
+            plan, routes, program, max_cycles, memory.base,
             a_slots, flat[a_slots].astype(np.int64) - 1,
             b_slots, (-flat[b_slots]).astype(np.int64) - 1,
             out_slots, np.flatnonzero(fixed), flat[fixed], result.analytic_cycles, result.flops,
         )  # fmt: skip
 
     def _replay(self, rec: _Recording, a: np.ndarray, b: np.ndarray, check: bool) -> KernelResult:
-        memory = np.zeros(rec.words, np.float32)
-        flat = memory.reshape(-1)
+        memory = SramImage(np.zeros(rec.base[-1], np.float32), rec.base)
+        flat = memory.flat
         flat[rec.a_slots] = a.reshape(-1)[rec.a_index]
         flat[rec.b_slots] = b.reshape(-1)[rec.b_index]
         flat[rec.fixed_slots] = rec.fixed_values
         sim = simulate(rec.plan.grid.mesh, self.spec, rec.routes, rec.program, memory,
                        max_cycles=rec.max_cycles, check_routes=check)  # fmt: skip
-        output = sim.mem.reshape(-1)[rec.out_slots].reshape(a.shape[0], b.shape[1])
+        output = sim.mem.flat[rec.out_slots].reshape(a.shape[0], b.shape[1])
         return kernel_result(
             kernel="gemm", algo=self.algo, dtype="fp32",
             shape={"m": a.shape[0], "k": a.shape[1], "n": b.shape[1]},
@@ -124,11 +125,12 @@ class GemmReplay:
         )  # fmt: skip
 
 
-def _coded_result(plan, memory: np.ndarray) -> SimResult:
+def _coded_result(plan, memory: SramImage) -> SimResult:
     """A stand-in for a simulation whose SRAM word ``w`` (flat) holds ``w + 1``."""
-    if memory.size >= EXACT_FP32:
+    if memory.flat.size >= EXACT_FP32:
         raise ConfigError("kernel SRAM image is too large to replay (>= 2**24 words)")
-    mem = (np.arange(memory.size, dtype=np.float64) + 1).astype(np.float32).reshape(memory.shape)
+    coded = (np.arange(memory.flat.size, dtype=np.float64) + 1).astype(np.float32)
+    mem = SramImage(coded, memory.base)
     shape = (plan.grid.mesh.height, plan.grid.mesh.width)
     zeros = np.zeros(shape, np.int64)
     return SimResult(0, mem, np.zeros((*shape, 5), np.int64), np.zeros((*shape, 5), np.int64),

@@ -73,6 +73,7 @@ def outcome(engine, mesh, spec, routes, prog, mem, max_cycles=2000, **options) -
         return {"deadlock": str(err)}
     fields = r.__dict__.copy()
     fields.pop("sim_wall_s")
+    fields["mem"] = r.mem.flat
     return fields
 
 
@@ -315,7 +316,7 @@ def state_program(engine, layout="rows"):
     prog = program(mesh, SPEC, 1, calls)
     fab = fabric_arrays(mesh, SPEC, routes.table, np.zeros(1, np.uint8), False)
     st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 128, 1)
-    st.mem[:] = memory(9)
+    st.mem[:] = memory(9).reshape(-1)
     st.pc[:] = prog.task_start
     st.wait[:] = np.where(prog.task_end > prog.task_start, fab.startup, 0)
     return state_after(engine, fab, st, prog, empty_traffic(3, 3), 12, "block", layout)

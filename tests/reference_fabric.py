@@ -566,7 +566,7 @@ class ReferenceFabric:
         return {
             "busy": np.array(self.busy, np.int64),
             "pe_stalls": np.array(self.pe_stalls, np.int64),
-            "mem": self.mem.copy(),
+            "mem": self.mem.reshape(-1).copy(),  # the engine's: every PE as many words
             "pc": np.array([[t.index for t in ts] for ts in self.tasks], np.int64),
             "progress": np.array([[t.done for t in ts] for ts in self.tasks], np.int64),
         }

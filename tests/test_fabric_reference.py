@@ -84,12 +84,12 @@ def lockstep(mesh, spec, routes, calls, memory, tasks=1, max_cycles=3000) -> Run
     # the setup lines of fabric.engine.simulate
     fab = fabric_arrays(mesh, spec, routes.table, np.zeros(routes.colors, np.uint8), False)
     eng = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
-    eng.mem[:] = memory
+    eng.mem[:] = memory.reshape(-1)  # every PE memory.shape[1] words
     eng.pc[:] = prog.task_start
     eng.wait[:] = np.where(prog.task_end > prog.task_start, fab.startup, 0)
     tr = empty_traffic(mesh.width, mesh.height)
     ref = ReferenceFabric.for_program(mesh, spec, routes.table, ref_prog, memory)
-    run = Run(-1, ref, eng.mem)
+    run = Run(-1, ref, eng.mem.reshape(memory.shape))
     for t in range(max_cycles):
         status, cycle = run_kernel(fab, eng, prog, tr, t, t + 1, False)
         active = ref.step()

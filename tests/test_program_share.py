@@ -1,0 +1,71 @@
+"""PEs that share one program (ProgramBuilder.share): stored once, run by each on its own SRAM."""
+
+import numpy as np
+import pytest
+
+from fabric.engine import simulate
+from fabric.mesh import Mesh
+from fabric.program import ProgramBuilder
+from fabric.routes import ColorRoutes
+from fabric.switches import switch_ops
+from wafer.errors import ConfigError
+from wafer.presets import preset
+
+SPEC = preset("tiny")
+LEAVES = (1, 3, 5, 7)
+
+
+def star(shared: bool):
+    """The centre of a 3 x 3 mesh multicasts 16 words; every leaf adds them into its own
+    vector, scales it and waits on a second task: each its own program, or the first leaf's
+    shared by the others."""
+    mesh = Mesh.full(3, 3)
+    routes = ColorRoutes(mesh, 1)
+    for leaf in LEAVES:
+        routes.add_path(0, [4, leaf])
+    prog = ProgramBuilder(9, SPEC.pe, 1, tasks=2)
+    prog.send(4, 0, 0, 0, 16)
+    for leaf in LEAVES[:1] if shared else LEAVES:
+        prog.recv_add(leaf, 0, 0, 50, 16)
+        prog.vscale(leaf, 0, 70, 50, 2.0, 16)
+        prog.wait(leaf, 1, 0, 2)
+        prog.vadd(leaf, 1, 90, 70, 50, 16)
+    if shared:
+        prog.share(list(LEAVES[1:]), [LEAVES[0]] * 3)
+    memory = np.random.default_rng(0).standard_normal((9, 128)).astype(np.float32)
+    return mesh, routes, prog.build(), memory
+
+
+def test_pes_sharing_a_program_run_as_if_each_had_its_own_copy():
+    mesh, routes, own, memory = star(shared=False)
+    *_, shared, _ = star(shared=True)
+    assert len(shared.ops) == 1 + 4  # the centre's send, the first leaf's four ops
+    assert len(own.ops) == 1 + 4 * 4
+    a = simulate(mesh, SPEC, routes, own, memory, max_cycles=1000)
+    b = simulate(mesh, SPEC, routes, shared, memory, max_cycles=1000)
+    assert a.cycles == b.cycles
+    np.testing.assert_array_equal(a.mem.flat, b.mem.flat)
+    np.testing.assert_array_equal(a.pe_busy_cycles, b.pe_busy_cycles)
+    for leaf in LEAVES:  # each leaf on its own words
+        want = (memory[leaf, 50:66] + memory[4, :16]) * np.float32(2)
+        np.testing.assert_array_equal(b.mem[leaf, 70:86], want)
+
+
+def test_a_shared_switch_op_moves_every_sharing_router():
+    prog = ProgramBuilder(4, SPEC.pe, 2)
+    prog.switch(1, 0, 1, [0, 0, 0, 0, 1])
+    prog.share([2, 3], [1, 1])
+    assert switch_ops(prog.build()).pes.tolist() == [1, 2, 3]
+
+
+def test_sharing_refuses_what_would_lose_or_mix_ops():
+    prog = ProgramBuilder(4, SPEC.pe, 1)
+    prog.vadd(0, 0, 0, 0, 0, 4)
+    prog.share([1], [0])
+    with pytest.raises(ConfigError, match=r"PE 1 runs PE 0's programs \(share\): add ops there"):
+        prog.vadd(1, 0, 0, 0, 0, 4)
+    with pytest.raises(ConfigError, match="PE 0 has ops of its own"):
+        prog.share([0], [2])
+    with pytest.raises(ConfigError, match="PE 1 runs PE 0's programs: share those"):
+        prog.share([2], [1])
+    assert prog.ops_in(1, 0) == 1

@@ -1,0 +1,56 @@
+"""Ragged SRAM images (fabric.sram): each PE holds the words it uses, read like a 2D array."""
+
+import numpy as np
+import pytest
+
+from fabric.sram import SramImage, sram_image, zeros
+from kernels import plan as kernel_plan
+from kernels.gemm_weight_stream import weight_stream
+from kernels.grid import kernel_grid
+from wafer.errors import ConfigError
+from wafer.presets import preset
+
+
+def test_an_image_reads_each_pe_words_as_a_row_would():
+    image = zeros([3, 1, 5])
+    image.words(2)[:] = [1, 2, 3, 4, 5]
+    image[0, 1:3] = 7  # a slice is a view: writes land in the image
+    assert image.flat.tolist() == [0, 7, 7, 0, 1, 2, 3, 4, 5]
+    assert image[2, 4] == 5
+    assert image[1].tolist() == [0]
+    assert image.sizes.tolist() == [3, 1, 5]
+    assert image.pes == 3
+
+
+def test_a_rectangular_memory_becomes_an_image_and_a_wrong_shape_names_it():
+    memory = np.arange(6, dtype=np.float32).reshape(3, 2)
+    image = sram_image(memory, 3)
+    assert image[1].tolist() == [2, 3]
+    assert image.sizes.tolist() == [2, 2, 2]
+    with pytest.raises(ConfigError, match=r"memory of shape \(3, 2\) must be \(PEs=4, words\)"):
+        sram_image(memory, 4)
+    with pytest.raises(ConfigError, match="memory holds 3 PEs' SRAM: must cover all 4 PEs"):
+        sram_image(image, 4)
+
+
+def test_a_kernel_image_holds_what_each_pe_uses_not_the_fullest_port_everywhere():
+    """A weight-streaming GEMM's west ports hold its row's whole weight stream (the
+    MemoryX stand-in); the wafer PEs a few tiles. The run's SRAM is their sum."""
+    seen = []
+
+    def record(plan, routes, program, memory, max_cycles):
+        seen.append((plan.used.copy(), memory))
+        raise RuntimeError("recorded")
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 64)), rng.standard_normal((64, 1024))
+    token = kernel_plan.RECORDER.set(record)
+    try:
+        with pytest.raises(RuntimeError, match="recorded"):
+            weight_stream(a, b, kernel_grid(4, 4), preset("wse2"), "fp32")
+    finally:
+        kernel_plan.RECORDER.reset(token)
+    used, memory = seen[0]
+    assert isinstance(memory, SramImage)
+    np.testing.assert_array_equal(memory.sizes, np.maximum(used, 1))
+    assert memory.flat.size < 0.3 * used.size * used.max()  # the rectangle: 0.27 here
