@@ -65,7 +65,7 @@ from kernels.algorithm import (
 from kernels.detour import NO_DETOUR
 from kernels.gemm_common import ceil_div, check_operands, gather_c, gemm_result
 from kernels.grid import KernelGrid
-from kernels.lines import reduce_colors, reduce_lines
+from kernels.lines import LineRoutes, reduce_colors, reduce_lines
 from kernels.plan import KernelPlan, encode, split
 from kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from kernels.staging import STAGING_WORDS, Staging, staging_cycles
@@ -113,6 +113,7 @@ def weight_stream(
     layout = _Layout(plan, ms, ks, chunks, reduce, dtype)
     layout.load(staging, a, blocks)
     staging.stream_in()
+    layout.wire(staging)
     for c in range(len(chunks) - 1):
         layout.chunk(c)
     placed = staging.gather_out(layout.c_tiles())
@@ -127,40 +128,55 @@ def weight_stream(
 
 
 class _Layout:
-    """SRAM addresses and the per-chunk program of one weight-streaming run (the PE ops of a
-    grid row or of all columns added at once: see :mod:`fabric.program`)."""
+    """SRAM addresses and the per-chunk program of one weight-streaming run.
+
+    PEs that do the same work share one program (:meth:`fabric.program.ProgramBuilder.share`):
+    a grid row's PEs with the same tile sizes, SRAM layout and reduction colors (a detour
+    around a hole gives a few PEs colors of their own). Ops are added once per program, for
+    every *model* PE at once (:mod:`fabric.program`): a whole ``wse2`` wafer's 745,500 PEs
+    run a few thousand programs. A staged run (inputs streamed, outputs gathered) gives
+    every PE its own."""
 
     def __init__(self, plan: KernelPlan, ms, ks, chunks, reduce: str, dtype: str) -> None:
         self.plan, self.ms, self.ks, self.chunks = plan, ms, ks, chunks
         self.reduce, self.dtype = reduce, dtype
         rows, pes, count = plan.grid.rows, plan.grid.mesh.pes, len(chunks) - 1
         self.colors = list(range(1, 1 + 2 * reduce_colors(reduce, rows, 0)))
-        self.owner = [c % rows if reduce == "chain" else 0 for c in range(count)]
-        self.owned = [[] for _ in range(rows)]  # the chunks whose C each row keeps
-        for c, row in enumerate(self.owner):
-            self.owned[row].append(c)
+        self.owner = np.array([c % rows if reduce == "chain" else 0 for c in range(count)])
+        widths = np.diff(chunks)
+        # where chunk c's C starts in its owner row's C (in columns)
+        self.c_offset = np.zeros(count, np.int64)
+        for row in range(rows):
+            owned = np.flatnonzero(self.owner == row)
+            self.c_offset[owned] = np.cumsum(widths[owned]) - widths[owned]
         self.ports = [plan.grid.west_port(i) for i in range(rows)]  # (a search each call)
-        # per mesh PE (-1 where none): A tile, the two partial buffers, C of each owned chunk,
-        # and the task-1 ops once chunk c is reduced (when its partial buffer is free again)
+        # per mesh PE (-1 where none): A tile, the two partial buffers, C of its owned chunks,
+        # and task 1's ops once the chunk that last used each partial buffer was reduced
         self.mat = np.full(pes, -1, np.int64)
         self.acc = np.full((pes, 2), -1, np.int64)
-        self.out = np.full((pes, count), -1, np.int64)
-        self.freed = np.zeros((pes, count), np.int64)
+        self.c_base = np.full(pes, -1, np.int64)
+        self.freed = np.zeros((pes, 2), np.int64)
         self.scratch = np.zeros(pes, np.int64)
+        # the model PEs, which get the ops: flat over the grid, with their rows and columns
+        grid = plan.grid
+        self.row_of = np.repeat(np.arange(rows), grid.cols)
+        self.col_of = np.tile(np.arange(grid.cols), rows)
+        self.own = np.ones((rows, grid.cols), bool)
 
     def load(self, staging: Staging, a: np.ndarray, blocks: list[list[sparse_weights.Block]]):
         """Place ``A``'s tiles (through ``staging``) and the blocks of ``B`` (``blocks[i][c]``:
         row ``i``, chunk ``c``, as :func:`encode_blocks` gives them) at the ports; allocate
         ``C``, the partial buffers and (fp32 sparse blocks) the word an index waits in."""
         plan, grid, dt = self.plan, self.plan.grid, self.dtype
-        self.port_addr, self.blocks = {}, blocks
+        self.port_addr = np.zeros((grid.rows, len(self.chunks) - 1), np.int64)
+        self.blocks = blocks
         scratch = dt == "fp32" and any(x.mode == sparse_weights.SPARSE for r in blocks for x in r)
         for i in range(grid.rows):
             ki = slice(self.ks[i], self.ks[i + 1])
             port = self.ports[i]
             for c, block in enumerate(blocks[i]):
-                self.port_addr[port, c] = plan.alloc(port, len(block.data), "weights")
-                plan.load(port, self.port_addr[port, c], block.data, fixed=block.index_words)
+                self.port_addr[i, c] = plan.alloc(port, len(block.data), "weights")
+                plan.load(port, self.port_addr[i, c], block.data, fixed=block.index_words)
             for j in range(grid.cols):
                 pe, tile = int(grid.pe[i, j]), a[self.ms[j] : self.ms[j + 1], ki]
                 self.mat[pe] = staging.place(pe, encode(tile.T, dt), f"A tile {tile.shape}", "A")
@@ -170,45 +186,74 @@ class _Layout:
 
     def _alloc_outputs(self, pe: int, i: int, mj: int) -> None:
         widths = np.diff(self.chunks)
-        owned = self.owned[i]  # (a scan of every chunk for each PE took hours on a wafer)
-        base = self.plan.alloc(pe, mj * int(widths[owned].sum()), "C (fp32)")
-        for c in owned:
-            self.out[pe, c] = base
-            base += mj * int(widths[c])
+        self.c_base[pe] = self.plan.alloc(pe, mj * int(widths[self.owner == i].sum()), "C (fp32)")
         size = mj * int(widths.max())
         self.acc[pe] = [self.plan.alloc(pe, size, "fp32 partial buffer") for _ in range(2)]
 
+    def wire(self, staging: Staging) -> None:
+        """Route every row's weight multicast and every column's reductions (to each root
+        the chunks take, in chunk order), then let PEs that do the same work share one
+        program (not when staging moves each PE's own blocks)."""
+        grid = self.plan.grid
+        self.row_colors = np.array([self._connect_row(i) for i in range(grid.rows)], np.int64)
+        owners = [("partials", j) for j in range(grid.cols)]
+        roots = list(dict.fromkeys(self.owner.tolist()))
+        self.routes = LineRoutes(self.plan, grid.pe.T, self.reduce, self.colors, owners, roots)
+        if staging.inputs == "resident" and staging.outputs == "in_place":
+            self._share()
+        mine = self.own.reshape(-1)
+        self.pes = grid.pe.reshape(-1)[mine]
+        self.row_of, self.col_of = self.row_of[mine], self.col_of[mine]
+        self.addr_grid = np.zeros((grid.cols, grid.rows), np.int64)  # reduce_lines' addrs
+
+    def _share(self) -> None:
+        """The first PE of each kind is the model of the others (see the class)."""
+        grid = self.plan.grid
+        pe = grid.pe.reshape(-1)
+        touching = self.routes.touching(grid.rows).transpose(1, 0, 2)  # (rows, cols, most)
+        kind = np.column_stack([
+            self.row_of, np.diff(self.ms)[self.col_of], self.mat[pe], self.acc[pe],
+            self.c_base[pe], self.scratch[pe], self.plan.used[pe],
+            touching.reshape(len(pe), -1),
+        ])  # fmt: skip
+        _, first, inverse = np.unique(kind, axis=0, return_index=True, return_inverse=True)
+        model = pe[first[inverse.reshape(-1)]]
+        shares = model != pe
+        self.plan.prog.share(pe[shares], model[shares])
+        self.own = ~shares.reshape(grid.rows, grid.cols)
+
     def chunk(self, c: int) -> None:
         """Stream chunk ``c`` along every row, compute it, reduce it down every column."""
-        plan, grid = self.plan, self.plan.grid
-        colors = np.array([self._connect_row(i) for i in range(grid.rows)], np.int64)
-        targets = np.stack([self._target(grid.pe[i], i, c) for i in range(grid.rows)])
-        self._stream(c, colors)
-        self._zero(c, targets)
-        self._multiply(c, colors, targets)
-        pes = grid.pe.reshape(-1)
+        plan, grid, pes = self.plan, self.plan.grid, self.pes
+        target = self._target(c)
+        self._stream(c)
+        self._zero(c, target)
+        self._multiply(c, target)
         plan.prog.wait(pes, 1, 0, plan.prog.ops_in(pes, 0))
+        self.addr_grid[self.col_of, self.row_of] = target
         owners = [("partials", j) for j in range(grid.cols)]
         n_words = np.diff(self.ms) * self._width(c)
         reduce_lines(
-            plan, grid.pe.T, self.owner[c], targets.T, n_words, self.reduce, self.colors, owners,
-            task=1,
+            plan, grid.pe.T, int(self.owner[c]), self.addr_grid, n_words, self.reduce,
+            self.colors, owners, task=1, routes=self.routes, keep=self.own.T,
         )  # fmt: skip
-        self.freed[pes, c] = plan.prog.ops_in(pes, 1)
+        self.freed[pes, c % 2] = plan.prog.ops_in(pes, 1)
 
     def _connect_row(self, i: int) -> int:
-        """Route row ``i``'s weight multicast (once; the next chunks reuse it); its color."""
+        """Route row ``i``'s weight multicast; its color."""
         port, row = self.ports[i], [int(p) for p in self.plan.grid.pe[i]]
         return self.plan.wiring.connect(W_COLOR, port, row, ("weights", i))
 
     def _width(self, c: int) -> int:
         return int(self.chunks[c + 1] - self.chunks[c])
 
-    def _target(self, pes: np.ndarray, i: int, c: int) -> np.ndarray:
-        """Where row ``i``'s PEs ``pes`` compute chunk ``c``: C (owner row) or a partial."""
-        return self.out[pes, c] if self.owner[c] == i else self.acc[pes, c % 2]
+    def _target(self, c: int) -> np.ndarray:
+        """Where each model PE computes chunk ``c``: C (owner row) or a partial buffer."""
+        mj = np.diff(self.ms)[self.col_of]
+        out = self.c_base[self.pes] + mj * self.c_offset[c]
+        return np.where(self.row_of == self.owner[c], out, self.acc[self.pes, c % 2])
 
-    def _stream(self, c: int, colors: np.ndarray) -> None:
+    def _stream(self, c: int) -> None:
         """Each row's port sends its block of the chunk (an empty block: nothing)."""
         grid, dt = self.plan.grid, self.dtype
         sending = [i for i in range(grid.rows) if self.blocks[i][c].mode != sparse_weights.EMPTY]
@@ -217,51 +262,49 @@ class _Layout:
         ports = np.array([self.ports[i] for i in sending], np.int64)
         per_word = WORD_BYTES // value_bytes(dt)
         values = [len(self.blocks[i][c].data) * per_word for i in sending]
-        src = [self.port_addr[int(port), c] for port in ports]
-        self.plan.prog.send(ports, 0, colors[sending], np.array(src), np.array(values), dt)
+        src = self.port_addr[sending, c]
+        self.plan.prog.send(ports, 0, self.row_colors[sending], src, np.array(values), dt)
 
-    def _zero(self, c: int, targets: np.ndarray) -> None:
+    def _zero(self, c: int, target: np.ndarray) -> None:
         """Rows other than the owner zero their partial buffer, once the reduction of chunk
         ``c - 2`` (which used it) has freed it."""
-        grid, prog = self.plan.grid, self.plan.prog
-        others = [i for i in range(grid.rows) if i != self.owner[c]]
-        pes, target = grid.pe[others].reshape(-1), targets[others].reshape(-1)
+        prog = self.plan.prog
+        others = self.row_of != self.owner[c]
+        pes = self.pes[others]
         if c >= 2:
-            prog.wait(pes, 0, 1, self.freed[pes, c - 2])
-        size = np.broadcast_to(np.diff(self.ms) * self._width(c), (len(others), grid.cols))
-        prog.vscale(pes, 0, target, target, 0.0, size.reshape(-1))
+            prog.wait(pes, 0, 1, self.freed[pes, c % 2])
+        size = np.diff(self.ms)[self.col_of[others]] * self._width(c)
+        prog.vscale(pes, 0, target[others], target[others], 0.0, size)
 
-    def _multiply(self, c: int, colors: np.ndarray, targets: np.ndarray) -> None:
+    def _multiply(self, c: int, target: np.ndarray) -> None:
         """Every PE multiplies its row's block into its target: one ``fmacs`` (dense) or
         ``spmacs`` (sparse) per PE, the rows of each kind in one call."""
-        grid, prog, dt = self.plan.grid, self.plan.prog, self.dtype
-        width = self._width(c)
+        prog, dt, width = self.plan.prog, self.dtype, self._width(c)
+        modes = np.array([row[c].mode for row in self.blocks])[self.row_of]
         for mode in (sparse_weights.DENSE, sparse_weights.SPARSE):
-            rows = [i for i in range(grid.rows) if self.blocks[i][c].mode == mode]
-            if not rows:
+            on = modes == mode
+            if not on.any():
                 continue
-            pes = grid.pe[rows]
-            flat = lambda x, pes=pes: np.broadcast_to(x, pes.shape).reshape(-1)  # noqa: E731
-            mj = flat(np.diff(self.ms)[None, :])
-            ki = flat(np.diff(self.ks)[rows][:, None])
-            color, acc = flat(colors[rows][:, None]), targets[rows].reshape(-1)
-            on, mat = pes.reshape(-1), self.mat[pes].reshape(-1)
+            pes, rows = self.pes[on], self.row_of[on]
+            mj, ki = np.diff(self.ms)[self.col_of[on]], np.diff(self.ks)[rows]
+            color, acc, mat = self.row_colors[rows], target[on], self.mat[pes]
             if mode == sparse_weights.DENSE:
-                prog.fmacs(on, 0, color, acc, mat, mj, ki, dt, width, skip_zeros=True)
+                prog.fmacs(pes, 0, color, acc, mat, mj, ki, dt, width, skip_zeros=True)
             else:
-                count = flat(np.array([self.blocks[i][c].nonzeros for i in rows])[:, None])
-                prog.spmacs(on, 0, color, acc, mat, self.scratch[on], mj, ki, width, count, dt,
-                            skip_zeros=True)  # fmt: skip
+                count = np.array([self.blocks[i][c].nonzeros for i in range(len(self.blocks))])
+                prog.spmacs(pes, 0, color, acc, mat, self.scratch[pes], mj, ki, width,
+                            count[rows], dt, skip_zeros=True)  # fmt: skip
 
     def c_tiles(self) -> list[tuple[int, int, int, int, int, int]]:
         """Where ``C`` is: fp32 column-major tiles ``(pe, addr, r0, r1, c0, c1)``, each owner
         PE's ``C[M_j, chunk]`` (:func:`kernels.gemm_common.gather_c`)."""
         grid, ms = self.plan.grid, self.ms
         return [
-            (int(grid.pe[i, j]), int(self.out[int(grid.pe[i, j]), c]), int(ms[j]), int(ms[j + 1]),
-             int(self.chunks[c]), int(self.chunks[c + 1]))
-            for c, i in enumerate(self.owner)
+            (pe, int(self.c_base[pe] + (ms[j + 1] - ms[j]) * self.c_offset[c]), int(ms[j]),
+             int(ms[j + 1]), int(self.chunks[c]), int(self.chunks[c + 1]))
+            for c, i in enumerate(self.owner.tolist())
             for j in range(grid.cols)
+            for pe in [int(grid.pe[i, j])]
         ]  # fmt: skip
 
 

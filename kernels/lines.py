@@ -78,16 +78,44 @@ def reduce_lines(
     owners: Sequence[Hashable],
     task: int = 0,
     prepare: Callable[[], None] | None = None,
+    routes: LineRoutes | None = None,
+    keep: np.ndarray | None = None,
 ) -> None:
     """:func:`reduce_line` on each of the disjoint, equally long ``lines`` (``addrs[k]``,
     ``owners[k]`` and ``n_words``, an int or one per line, going with ``lines[k]``): the
     routes and programs of one call per line, the ops added for all lines at once.
     ``prepare`` runs once the routes are built, before any op is added (a kernel's switch
-    to the new positions the routes took: ``Wiring.new_position``)."""
+    to the new positions the routes took: ``Wiring.new_position``). ``routes``: the lines'
+    streams routed already (:class:`LineRoutes`, for every root a kernel takes); ``keep``
+    (bool, the shape of ``lines``): the PEs that get ops, the others sharing programs
+    (:meth:`fabric.program.ProgramBuilder.share`)."""
+    lines, addrs = np.asarray(lines, np.int64), np.asarray(addrs, np.int64)
+    streams = line_streams(algo, lines.shape[1], root, colors)
+    if routes is None:
+        routes = LineRoutes(plan, lines, algo, colors, owners, [root])
+    used = routes.used(streams)
+    if prepare is not None:
+        prepare()
+    if not streams:
+        return
+    n_words = np.broadcast_to(np.asarray(n_words, np.int64).reshape(-1, 1), used.shape)
+    keep = np.ones(lines.shape, bool) if keep is None else np.asarray(keep, bool)
+    # program order: each PE first receives everything it adds, in round order, then sends
+    # (a PE's receives come in rounds before its send): one call for each, line by line
+    for op, at in ((plan.prog.recv_add, 2), (plan.prog.send, 1)):
+        pos = np.array([stream[at] for stream in streams], np.int64)
+        mine = keep[:, pos]
+        op(lines[:, pos][mine], task, used[mine], addrs[:, pos][mine], n_words[mine])
+
+
+def line_streams(algo: str, length: int, root: int, colors: Sequence[int]) -> list[tuple]:
+    """The streams ``(round, src, dst, color)`` of a reduction over ``length`` positions
+    to ``root``, in program order. The side toward position 0 takes the first colors, the
+    other side the last ones: with ``2 * reduce_colors(algo, length, 0)`` colors a side
+    keeps its colors whatever the root, so reductions to different roots never mix two
+    flows in one receive queue."""
     if algo not in REDUCE_ALGOS:
         raise ConfigError(f"reduce={algo!r} is not one of: {', '.join(REDUCE_ALGOS)}")
-    lines, addrs = np.asarray(lines, np.int64), np.asarray(addrs, np.int64)
-    length = lines.shape[1]
     need = reduce_colors(algo, length, root)
     if len(colors) < need:
         raise ConfigError(f"{algo} reduce over {length} PEs needs {need} colors")
@@ -97,19 +125,47 @@ def reduce_lines(
     for side, palette in zip((range(root, -1, -1), range(root, length)), palettes, strict=True):
         if len(side) > 1:
             streams += _SIDE_STREAMS[algo](list(side), palette)
-    # program order: each PE first receives everything it adds, in round order, then sends
     streams.sort(key=lambda s: s[0])
-    used = np.array(
-        [
-            _connect(plan, line, streams, owner)
-            for line, owner in zip(lines.tolist(), owners, strict=True)
-        ]
-    )
-    if prepare is not None:
-        prepare()
-    for k, (_round, src, dst, _color) in enumerate(streams):
-        plan.prog.recv_add(lines[:, dst], task, used[:, k], addrs[:, dst], n_words)
-        plan.prog.send(lines[:, src], task, used[:, k], addrs[:, src], n_words)
+    return streams
+
+
+class LineRoutes:
+    """The routes of reductions along ``lines`` to each of ``roots``, built once: the color
+    each line's stream got (its own, or a detour color where holes force one). A kernel that
+    reduces chunk after chunk to rotating roots looks the colors up here instead of asking
+    the wiring again for every line, stream and chunk (a whole wafer's 750 columns of
+    994 PEs: 1.5 M streams, each asked again for 1,988 chunks)."""
+
+    def __init__(self, plan, lines, algo, colors, owners, roots) -> None:
+        self.index: dict[tuple[int, int, int], int] = {}  # (src, dst, color) -> column
+        columns = []
+        for root in roots:  # routed in the order the chunks first use them
+            new = [s for s in line_streams(algo, len(lines[0]), root, colors)
+                   if s[1:] not in self.index]  # fmt: skip
+            for s in new:
+                self.index[s[1:]] = len(self.index)
+            if new:
+                columns.append(
+                    [_connect(plan, line, new, owner)
+                     for line, owner in zip(np.asarray(lines).tolist(), owners, strict=True)]
+                )  # fmt: skip
+        self.colors = np.concatenate(columns, axis=1) if columns else np.zeros((len(lines), 0))
+        self.colors = self.colors.astype(np.int64)
+
+    def used(self, streams: list[tuple]) -> np.ndarray:
+        """int64 (lines, streams): the color each line's stream of ``streams`` got."""
+        return self.colors[:, [self.index[s[1:]] for s in streams]]
+
+    def touching(self, length: int) -> np.ndarray:
+        """int64 (lines, length, most): the colors of every routed stream each position
+        sends or receives (-1 where it has fewer): what its programs name."""
+        ends = [[k for (src, dst, _c), k in self.index.items() if pos in (src, dst)]
+                for pos in range(length)]  # fmt: skip
+        most = max(map(len, ends), default=0)
+        out = np.full((len(self.colors), length, most), -1, np.int64)
+        for pos, ks in enumerate(ends):
+            out[:, pos, : len(ks)] = self.colors[:, ks]
+        return out
 
 
 def _connect(plan, line, streams, owner) -> list[int]:

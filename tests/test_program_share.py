@@ -69,3 +69,36 @@ def test_sharing_refuses_what_would_lose_or_mix_ops():
     with pytest.raises(ConfigError, match="PE 1 runs PE 0's programs: share those"):
         prog.share([2], [1])
     assert prog.ops_in(1, 0) == 1
+
+
+def recorded_program(**options):
+    """The program of a weight-streaming GEMM on 6 x 5 PEs (m = 15: each PE's tile alike
+    within its row), recorded instead of run."""
+    from kernels import plan as kernel_plan
+    from kernels.gemm_weight_stream import weight_stream
+    from kernels.grid import kernel_grid
+
+    seen = []
+
+    def record(plan, routes, program, memory, max_cycles):
+        seen.append((plan.grid, program))
+        raise RuntimeError("recorded")
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((15, 24)), rng.standard_normal((24, 64))
+    token = kernel_plan.RECORDER.set(record)
+    try:
+        with pytest.raises(RuntimeError, match="recorded"):
+            weight_stream(a, b, kernel_grid(6, 5), preset("wse2"), "fp32", **options)
+    finally:
+        kernel_plan.RECORDER.reset(token)
+    grid, program = seen[0]
+    ranges = {tuple(program.task_start[pe]) for pe in grid.pe.reshape(-1)}
+    return grid, ranges
+
+
+def test_a_weight_streaming_row_runs_one_program_and_a_staged_run_one_a_pe():
+    grid, ranges = recorded_program()
+    assert len(ranges) == grid.rows  # a row's five PEs share their first's program
+    grid, ranges = recorded_program(inputs="streamed")
+    assert len(ranges) == grid.rows * grid.cols
