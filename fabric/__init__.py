@@ -17,6 +17,8 @@ EXPORTS = {
     "Timeline": "fabric.timeline",
     "engine_counters": "fabric.timeline",
     "warm_up": "fabric.precompile",
+    "SramImage": "fabric.sram",
+    "SentProbe": "fabric.trace",
 }
 __all__ = list(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

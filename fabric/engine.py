@@ -10,7 +10,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
@@ -58,6 +58,8 @@ class SimResult:
     sim_wall_s: float
     # int64 (H, W, 5): each working PE's cycles by what it did (``REASON_NAMES``)
     pe_cycle_reasons: np.ndarray | None = None
+    finished: bool = True  # False: stopped at ``simulate``'s ``stop_at`` with work left
+    ops_done: np.ndarray | None = None  # int64 (P, T): ops each PE's task finished
 
 
 def fabric_arrays(
@@ -146,9 +148,9 @@ def chunk_runner(engine: str | None):
     return cuda_engine.run_chunks
 
 
-def check_max_cycles(max_cycles: int) -> None:
-    if not isinstance(max_cycles, int) or max_cycles < 1:
-        raise ConfigError(f"max_cycles={max_cycles!r} must be an integer >= 1")
+def check_max_cycles(max_cycles: int, name: str = "max_cycles") -> None:
+    if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1:
+        raise ConfigError(f"{name}={max_cycles!r} must be an integer >= 1")
 
 
 def configure_threads(threads: int) -> bool:
@@ -209,6 +211,7 @@ def simulate(
     check_routes: bool = True,
     engine: str | None = None,
     strict: bool = True,
+    stop_at: int | None = None,
 ) -> SimResult:
     """Run ``program`` on ``mesh`` from SRAM contents ``memory``: float32 ``(P, words)``,
     or a :class:`fabric.sram.SramImage` (each PE as many words as it uses).
@@ -224,8 +227,13 @@ def simulate(
     ``strict`` (the default) refuses routes a real router cannot hold: two inputs of one
     color in a switch position, or too many positions (:mod:`fabric.switches`);
     ``strict=False`` studies per-port route tables on purpose.
+    ``stop_at`` ends the run after so many cycles even with work left, the first cycles of a
+    run too long to finish (a whole wafer's layer): the result is not ``finished`` and its
+    ``ops_done`` say how far each PE's tasks got.
     """
     check_max_cycles(max_cycles)
+    if stop_at is not None:
+        check_max_cycles(stop_at, "stop_at")
     run = chunk_runner(engine)
     trace = trace or TRACE_IN_USE.get()
     if trace is not None:
@@ -248,11 +256,14 @@ def simulate(
     st.wait[:] = np.where(program.task_end > program.task_start, fab.startup, 0)
     start = time.perf_counter()
     tr = empty_traffic(mesh.width, mesh.height)
-    status, cycle = run(fab, st, program, tr, max_cycles, parallel, trace)
+    status, cycle = run(fab, st, program, tr, min(max_cycles, stop_at or max_cycles), parallel,
+                        trace)  # fmt: skip
     wall = time.perf_counter() - start
-    if status == K.STATUS_MAX_CYCLES:
+    finished = status != K.STATUS_MAX_CYCLES
+    if not finished and stop_at is None:
         raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
-    return _result(mesh, st, cycle, wall)
+    result = _result(mesh, st, cycle if finished else min(max_cycles, stop_at), wall)
+    return replace(result, finished=finished, ops_done=st.pc - program.task_start)
 
 
 def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, keep=None):

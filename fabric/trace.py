@@ -105,3 +105,25 @@ class TraceRecorder:
         if not self.link:
             return np.zeros(self.shape, np.float32)
         return np.mean([sample[..., :4].mean(axis=-1) for sample in self.link], axis=0)
+
+
+class SentProbe:
+    """Wavelets a few routers have sent (out of their four mesh ports), sampled every
+    ``every_cycles``: the pace of a run too long to trace whole (a whole wafer's weights
+    streaming in at its edge ports), without a trace's per-PE arrays. Given to the engine
+    as its ``trace``."""
+
+    def __init__(self, every_cycles: int, routers: np.ndarray) -> None:
+        TraceRecorder(every_cycles)  # the same check of every_cycles
+        self.every_cycles = every_cycles
+        self.routers = np.asarray(routers, np.int64)
+        self.cycles: list[int] = [0]
+        self.sent: list[int] = [0]
+        self.deadlock: tuple[int, str] | None = None
+
+    def begin(self, width: int, height: int, traffic: bool = False) -> None:
+        self.cycles, self.sent = [0], [0]
+
+    def sample(self, st: Any, cycle: int) -> None:
+        self.cycles.append(cycle)
+        self.sent.append(int(st.link_flits[self.routers, :4].sum()))

@@ -19,6 +19,9 @@ EXPORTS = {
     "fast_cycles": "kernels.fast_tier",
     "estimate": "kernels.tiers",
     "Estimate": "kernels.tiers",
+    "run_prefix": "kernels.prefix",
+    "Prefix": "kernels.prefix",
+    "recorded": "kernels.plan",
 }
 __all__ = list(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

@@ -7,7 +7,9 @@ bytes available). Edge ports have no budget: they stand for MemoryX or the host.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,6 +26,40 @@ from wafer.spec import WaferSpec
 
 PORT_SRAM_WORDS = 2**40  # edge ports are not limited by a PE's SRAM
 RECORDER: ContextVar = ContextVar("kernel_plan_recorder", default=None)
+
+
+class PlanRecord(NamedTuple):
+    """What a kernel run would simulate: :func:`recorded`."""
+
+    plan: KernelPlan
+    routes: ColorRoutes
+    program: ProgramArrays
+    memory: sram.SramImage
+    max_cycles: int
+
+
+class _Recorded(Exception):
+    """Ends a kernel's run at its plan's ``run`` (:func:`recorded`)."""
+
+
+def recorded(apply: Callable[..., Any], *args, **options) -> PlanRecord:
+    """The plan ``apply(*args, **options)`` (a kernel, e.g. ``weight_stream``) builds, not
+    run: to simulate it otherwise (a prefix of a run too long to finish: ``simulate``'s
+    ``stop_at``) or to look at its program."""
+    seen: list[PlanRecord] = []
+
+    def record(plan, routes, program, memory, max_cycles):
+        seen.append(PlanRecord(plan, routes, program, memory, max_cycles))
+        raise _Recorded
+
+    token = RECORDER.set(record)
+    try:
+        apply(*args, **options)
+    except _Recorded:
+        return seen[0]
+    finally:
+        RECORDER.reset(token)
+    raise ConfigError(f"{getattr(apply, '__name__', apply)} ran no kernel plan")
 
 
 class KernelPlan:

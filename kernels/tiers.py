@@ -23,6 +23,7 @@ from typing import Any
 from fabric.engine import ENGINE_IN_USE, engine_used
 from fabric.program import fmac_events
 from kernels.grid import KernelGrid
+from kernels.prefix import Prefix, check_stop_at, run_prefix
 from kernels.registry import algorithm, analytic_cycles, run_kernel
 from kernels.result import KernelResult
 from wafer.energy import Events, energy
@@ -46,6 +47,7 @@ class Estimate:
     run: KernelResult | None = field(default=None, repr=False)  # the cycle tier's run
     fit: dict[str, Any] | None = None  # the fast tier's fit: a, b, units, reduced runs
     energy: dict[str, float] | None = None  # a GEMM's split (:func:`gemm_energy`)
+    prefix: Prefix | None = None  # the cycle tier's first cycles of a long run (stop_at)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready fields (an engine run's own summary for the cycle tier)."""
@@ -53,9 +55,11 @@ class Estimate:
             return {**self.run.summary(), "tier": self.tier}
         out = asdict(self)
         del out["run"]
-        for key in ("fit", "energy"):
+        for key in ("fit", "energy", "prefix"):
             if out[key] is None:
                 del out[key]
+        if self.prefix is not None:
+            out["prefix"] = self.prefix.summary()
         return out
 
 
@@ -75,8 +79,14 @@ def gemm_energy(algo: str, shape, grid: KernelGrid, spec: WaferSpec, dtype: str,
 Request = tuple[str, str, dict[str, int], KernelGrid, WaferSpec]  # kernel, algo, shape, grid, spec
 
 
-def _cycle(req: Request, dtype, seed, engine, holes, options) -> Estimate:
+def _cycle(req: Request, dtype, seed, engine, holes, options, stop_at=None) -> Estimate:
     kernel, algo, shape, grid, spec = req
+    if stop_at is not None:
+        with engine_used(engine):
+            p = run_prefix(kernel, algo, shape, grid, spec, dtype, seed, stop_at, holes, **options)
+        cycles = p.projected_cycles or p.cycles
+        return Estimate("cycle", kernel, algo, dtype, shape, cycles, cycles / spec.clock_hz,
+                        p.analytic_cycles, prefix=p)  # fmt: skip
     with engine_used(engine):
         result = run_kernel(kernel, algo, shape, grid, spec, dtype, seed, **options)
     return Estimate("cycle", kernel, algo, dtype, shape, result.cycles, result.seconds,
@@ -112,12 +122,20 @@ def _analytic(req: Request, dtype, seed, engine, holes, options) -> Estimate:
 TIERS: dict[str, Callable[..., Estimate]] = {"cycle": _cycle, "fast": _fast, "analytic": _analytic}
 
 
-def check_request(kernel: str, algo: str, tier: str, engine: str, options: dict) -> None:
+def check_request(
+    kernel: str, algo: str, tier: str, engine: str, options: dict, stop_at: int | None = None
+) -> None:
     """ConfigError, before any work, for what :func:`estimate` cannot do: an unknown tier
     or algorithm, the fast tier on a kernel other than a GEMM, an engine for the analytic
-    tier (which runs none), an option the algorithm does not take."""
+    tier (which runs none), an option the algorithm does not take, ``stop_at`` other than
+    the cycle tier's."""
     if tier not in TIERS:
         raise ConfigError(f"tier={tier!r} is not one of: {', '.join(TIERS)}")
+    if stop_at is not None:
+        check_stop_at(stop_at)
+        if tier != "cycle":
+            raise ConfigError(f"stop_at stops the cycle tier's engine run: tier='cycle', not "
+                              f"{tier!r}")  # fmt: skip
     accepted = algorithm(kernel, algo).option_names
     if tier == "fast" and kernel != "gemm":
         raise ConfigError(f"tier='fast' estimates GEMMs only, not {kernel}")
@@ -142,12 +160,17 @@ def estimate(
     seed: int = 0,
     engine: str | None = None,
     hole_fraction: float = 0.0,
+    stop_at: int | None = None,
     **options,
 ) -> Estimate:
     """``kernel``/``algo`` on ``grid`` by the tier named ``tier`` (``hole_fraction``: the
     share of dead PEs the fast tier gives its reduced grids; ``engine``: where the cycle
-    and fast tiers run the engine, None: the one in use, ``fabric.engine.engine_used``)."""
+    and fast tiers run the engine, None: the one in use, ``fabric.engine.engine_used``;
+    ``stop_at``: the cycle tier simulates that many cycles of a run too long to finish and
+    projects the rest at their pace, :mod:`kernels.prefix`)."""
     engine = engine or ENGINE_IN_USE.get()
-    check_request(kernel, algo, tier, engine, options)
+    check_request(kernel, algo, tier, engine, options, stop_at)
     request = (kernel, algo, shape, grid, spec)
+    if stop_at is not None:
+        return _cycle(request, dtype, seed, engine, hole_fraction, options, stop_at)
     return TIERS[tier](request, dtype, seed, engine, hole_fraction, options)

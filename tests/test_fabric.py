@@ -480,3 +480,26 @@ def test_the_traffic_summary_reads_only_the_state_a_gpu_run_copies_back(monkeypa
     assert {k: v for k, v in forgot.items() if k not in drop} == {
         k: v for k, v in whole.items() if k not in drop
     }
+
+
+def test_a_run_stopped_early_says_how_far_each_task_got():
+    """``stop_at`` ends a run with work left (the first cycles of a long one): the result
+    is not finished, its cycles are the stop, and ``ops_done`` counts each task's ops."""
+    mesh, routes, prog = line(3)
+    routes.add_path(0, [0, 1, 2])
+    for _ in range(3):
+        prog.send(0, 0, 0, 0, 20)
+        prog.recv(2, 0, 0, 100, 20)
+    mem = memory(3)
+    whole = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000)
+    early = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000, stop_at=45)
+    assert whole.finished
+    assert whole.ops_done[[0, 2], 0].tolist() == [3, 3]
+    assert not early.finished
+    assert early.cycles == 45
+    assert early.ops_done[[0, 2], 0].tolist() == [2, 1]  # the receiver trails by the hops
+    late = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000, stop_at=999)
+    assert late.finished
+    assert late.cycles == whole.cycles
+    with pytest.raises(ConfigError, match="stop_at=0 must be an integer >= 1"):
+        simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000, stop_at=0)

@@ -74,25 +74,14 @@ def test_sharing_refuses_what_would_lose_or_mix_ops():
 def recorded_program(**options):
     """The program of a weight-streaming GEMM on 6 x 5 PEs (m = 15: each PE's tile alike
     within its row), recorded instead of run."""
-    from kernels import plan as kernel_plan
     from kernels.gemm_weight_stream import weight_stream
     from kernels.grid import kernel_grid
-
-    seen = []
-
-    def record(plan, routes, program, memory, max_cycles):
-        seen.append((plan.grid, program))
-        raise RuntimeError("recorded")
+    from kernels.plan import recorded
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((15, 24)), rng.standard_normal((24, 64))
-    token = kernel_plan.RECORDER.set(record)
-    try:
-        with pytest.raises(RuntimeError, match="recorded"):
-            weight_stream(a, b, kernel_grid(6, 5), preset("wse2"), "fp32", **options)
-    finally:
-        kernel_plan.RECORDER.reset(token)
-    grid, program = seen[0]
+    record = recorded(weight_stream, a, b, kernel_grid(6, 5), preset("wse2"), "fp32", **options)
+    grid, program = record.plan.grid, record.program
     ranges = {tuple(program.task_start[pe]) for pe in grid.pe.reshape(-1)}
     return grid, ranges
 

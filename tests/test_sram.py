@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from fabric.sram import SramImage, sram_image, zeros
-from kernels import plan as kernel_plan
 from kernels.gemm_weight_stream import weight_stream
 from kernels.grid import kernel_grid
+from kernels.plan import recorded
 from wafer.errors import ConfigError
 from wafer.presets import preset
 
@@ -36,21 +36,10 @@ def test_a_rectangular_memory_becomes_an_image_and_a_wrong_shape_names_it():
 def test_a_kernel_image_holds_what_each_pe_uses_not_the_fullest_port_everywhere():
     """A weight-streaming GEMM's west ports hold its row's whole weight stream (the
     MemoryX stand-in); the wafer PEs a few tiles. The run's SRAM is their sum."""
-    seen = []
-
-    def record(plan, routes, program, memory, max_cycles):
-        seen.append((plan.used.copy(), memory))
-        raise RuntimeError("recorded")
-
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((32, 64)), rng.standard_normal((64, 1024))
-    token = kernel_plan.RECORDER.set(record)
-    try:
-        with pytest.raises(RuntimeError, match="recorded"):
-            weight_stream(a, b, kernel_grid(4, 4), preset("wse2"), "fp32")
-    finally:
-        kernel_plan.RECORDER.reset(token)
-    used, memory = seen[0]
+    record = recorded(weight_stream, a, b, kernel_grid(4, 4), preset("wse2"), "fp32")
+    used, memory = record.plan.used, record.memory
     assert isinstance(memory, SramImage)
     np.testing.assert_array_equal(memory.sizes, np.maximum(used, 1))
     assert memory.flat.size < 0.3 * used.size * used.max()  # the rectangle: 0.27 here

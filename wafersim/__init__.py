@@ -38,6 +38,7 @@ EXPORTS = {
     "analytic_cycles": "kernels.registry",
     "fast_cycles": "kernels.fast_tier",
     "estimate": "kernels.tiers",
+    "run_prefix": "kernels.prefix",
     "engine_used": "fabric.engine",
     # the compiler
     "load_model": "compiler.model_file",

@@ -81,6 +81,12 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
         "--outputs",
         help="gemv, gemm: results left in place (default) or gathered to the west edge ports",
     )
+    parser.add_argument(
+        "--stop-at", type=int,
+        help="cycle tier: simulate only this many cycles of a run too long to finish (a "
+        "whole wafer's layer), then project the rest at their pace and compare the fast "
+        "tier's and the analytic estimates (kernels.prefix)",
+    )  # fmt: skip
     add_timeline_options(parser, regions=True)
     parser.add_argument("--trace-every", type=int, default=100,
                         help="cycles per engine sample of the timeline and the animation "
@@ -101,7 +107,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     shape = shape_of(args.kernel, args.m, args.k, args.n)
     given = ("reduce", "density", "scope", "inputs", "outputs")
     options = {k: v for k in given if (v := getattr(args, k)) is not None}
-    check_request(args.kernel, args.algo, args.tier, args.engine, options)  # before any work
+    check_request(args.kernel, args.algo, args.tier, args.engine, options, args.stop_at)
     if args.tier != "analytic":  # the engine compiles while the job builds its plan
         from fabric.precompile import compile_in_background
 
@@ -115,7 +121,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     try:
         with traced(recorder):
             result = estimate(args.kernel, args.algo, shape, grid, spec, args.tier, args.dtype,
-                              args.seed, args.engine, holes, **options)  # fmt: skip
+                              args.seed, args.engine, holes, args.stop_at, **options)  # fmt: skip
     except DeadlockError:
         if args.timeline and recorder.cycles:  # the timeline shows where it stuck
             write_engine_timeline(args.timeline, recorder, spec, args.timeline_block, name,
@@ -202,6 +208,8 @@ def kernel_text(r: dict[str, Any]) -> str:
         f"{r['kernel']} {r['algo']} {shape} {r['dtype']} on {r['width_pes']}x{r['height_pes']} "
         f"PEs (WxH, {r['holes']} holes), {r['spec']}, {r['tier']} tier"
     )
+    if "prefix" in r:
+        return f"{head}\n{prefix_text(r['prefix'], r['wall_s'])}"
     if r["tier"] != "cycle":
         flops = 2 * r["shape"].get("m", 0) * r["shape"].get("k", 0) * r["shape"].get("n", 0)
         energy = f"\n{energy_line(r['energy'], flops)}" if "energy" in r else ""
@@ -220,6 +228,28 @@ def kernel_text(r: dict[str, Any]) -> str:
             f"simulated in {r['sim_wall_s']:.2f} s",
         ]
     )
+
+
+def prefix_text(p: dict[str, Any], wall_s: float) -> str:
+    """The lines of a ``--stop-at`` run (:class:`kernels.prefix.Prefix`)."""
+    state = "finished" if p["finished"] else "stopped"
+    edge = "none" if p["edge_share"] is None else f"{p['edge_share']:.2%}"
+    lines = [
+        f"{state} at cycle {p['cycles']}: edge ports' wavelets sent {edge}, PE ops done "
+        f"{p['ops_share']:.2%}",
+        f"whole run at that pace: {p['projected_cycles'] or 'unknown'} cycles",
+    ]
+    for name in ("fast", "analytic"):
+        if p.get(f"{name}_cycles") is not None:
+            error = p.get(f"{name}_error")
+            against = "" if error is None else f" ({error:+.1%} against the pace)"
+            lines.append(f"{name} tier's estimate: {p[f'{name}_cycles']} cycles{against}")
+    lines.append(
+        f"plan built in {p['build_s']:.1f} s, {p['cycles']} cycles of {p['routers']:,} routers "
+        f"simulated in {p['sim_wall_s']:.1f} s ({p['router_cycles_per_s'] / 1e6:.1f} M "
+        f"router-cycles/s), {wall_s:.1f} s in all"
+    )
+    return "\n".join(lines)
 
 
 COMMAND = Command(add_kernel_arguments, run_kernel_command, kernel_text,

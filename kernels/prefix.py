@@ -1,0 +1,142 @@
+"""The first cycles of a kernel run too long to finish at cycle level, and the pace they set.
+
+A whole ``wse2`` wafer is 745,500 routers: a GPT-3 layer's GEMM on it runs for about half a
+million cycles, hours on a CPU core. :func:`run_prefix` builds the kernel's whole plan (every
+PE, route and op; PEs doing the same work share programs), simulates its first ``stop_at``
+cycles (``fabric.engine.simulate``'s ``stop_at``), and measures how far it got: the share of
+the wavelets its edge ports send over the whole run that they have sent (a weight stream's
+progress: each row's port sends its weights at the pace the row computes them), sampled along
+the way, and the share of its PEs' ops done. The *pace* is the edge share per cycle over the
+prefix's second half (past the pipeline's fill); the whole run at that pace is the prefix
+plus what is left at the pace (the last chunk's reduction after its last weight is not
+counted). The fast tier (:mod:`kernels.fast_tier`, GEMMs) and the analytic model estimate
+the same run; their errors are against that projection.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fabric import _kernels as K
+from fabric.engine import simulate
+from fabric.state import ProgramArrays
+from fabric.trace import SentProbe
+from kernels.fast_tier import fast_cycles
+from kernels.grid import KernelGrid
+from kernels.plan import recorded
+from kernels.registry import analytic_cycles, run_kernel
+from wafer.errors import ConfigError
+from wafer.spec import WaferSpec
+
+SAMPLES = 20  # pace samples over a prefix
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """How far the first ``cycles`` of a run got, and the whole run at that pace."""
+
+    cycles: int  # simulated
+    finished: bool  # the run ended within them
+    edge_share: float | None  # of the edge ports' wavelets (None: the kernel sends none)
+    ops_share: float  # of the PEs' ops
+    pace: float | None  # edge share a cycle over the prefix's second half
+    projected_cycles: int | None  # the whole run at that pace (its cycles if finished)
+    fast_cycles: int | None  # the fast tier's estimate of the whole run (GEMMs)
+    analytic_cycles: int
+    build_s: float  # building the plan (routes, programs, SRAM)
+    sim_wall_s: float
+    routers: int
+    samples: list[tuple[int, float]] = field(repr=False)  # (cycle, edge share)
+
+    def summary(self) -> dict:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "samples"}
+        for name in ("fast", "analytic"):
+            estimate = out[f"{name}_cycles"]
+            if estimate is not None and self.projected_cycles:
+                out[f"{name}_error"] = estimate / self.projected_cycles - 1
+        out["router_cycles_per_s"] = self.routers * self.cycles / max(self.sim_wall_s, 1e-9)
+        return out
+
+
+def run_prefix(
+    kernel: str,
+    algo: str,
+    shape: dict[str, int],
+    grid: KernelGrid,
+    spec: WaferSpec,
+    dtype: str,
+    seed: int,
+    stop_at: int,
+    hole_fraction: float = 0.0,
+    threads: int = 1,
+    **options,
+) -> Prefix:
+    """Simulate the first ``stop_at`` cycles of ``kernel``/``algo`` on ``grid`` (inputs
+    drawn from ``seed``) on the engine in use; see the module text."""
+    check_stop_at(stop_at)
+    start = time.perf_counter()
+    record = recorded(run_kernel, kernel, algo, shape, grid, spec, dtype, seed, **options)
+    build = time.perf_counter() - start
+    mesh = grid.mesh
+    ports = np.array([p for p in range(mesh.pes) if grid.is_port(p)], np.int64)
+    probe = SentProbe(max(1, stop_at // SAMPLES), ports)
+    sim = simulate(mesh, spec, record.routes, record.program, record.memory,
+                   max_cycles=max(record.max_cycles, stop_at), stop_at=stop_at, threads=threads,
+                   trace=probe)  # fmt: skip
+    total = edge_wavelets(record.program, ports)
+    shares = [sent / total for sent in probe.sent] if total else None
+    pace = _pace(probe.cycles, shares) if shares else None
+    projected = sim.cycles if sim.finished else _projected(sim.cycles, shares, pace)
+    program = record.program
+    fast = None
+    if kernel == "gemm":
+        fast = fast_cycles(algo, shape, grid.rows, grid.cols, spec, dtype, hole_fraction, seed,
+                           **options).cycles  # fmt: skip
+    detour = grid.tree_detour if options.get("reduce") == "tree" else grid.detour
+    gemm = {"detour": detour} if kernel == "gemm" else {}
+    analytic = analytic_cycles(kernel, algo, shape, grid.rows, grid.cols, spec, dtype,
+                               **options, **gemm)  # fmt: skip
+    return Prefix(
+        cycles=sim.cycles,
+        finished=sim.finished,
+        edge_share=shares[-1] if shares else None,
+        ops_share=float(sim.ops_done.sum() / max(1, (program.task_end - program.task_start).sum())),
+        pace=pace,
+        projected_cycles=projected,
+        fast_cycles=fast,
+        analytic_cycles=analytic,
+        build_s=build,
+        sim_wall_s=sim.sim_wall_s,
+        routers=mesh.pes,
+        samples=list(zip(probe.cycles, shares or [0.0] * len(probe.cycles), strict=True)),
+    )
+
+
+def check_stop_at(stop_at) -> None:
+    """A prefix needs two cycles or more (its pace is measured over its second half)."""
+    if isinstance(stop_at, bool) or not isinstance(stop_at, int) or stop_at < 2:
+        raise ConfigError(f"stop_at={stop_at!r} must be an integer >= 2")
+
+
+def edge_wavelets(program: ProgramArrays, ports: np.ndarray) -> int:
+    """Wavelets the ``ports``' programs send over the whole run."""
+    start, end = program.task_start[ports].reshape(-1), program.task_end[ports].reshape(-1)
+    rows = np.concatenate([np.zeros(0, np.int64), *map(np.arange, start, end)])
+    ops = program.ops[rows]
+    return int(ops[ops[:, K.C_CODE] == K.OP_SEND, K.C_N].sum())
+
+
+def _pace(cycles: list[int], shares: list[float]) -> float | None:
+    """Edge share a cycle from the sample nearest the middle to the last."""
+    mid = int(np.searchsorted(cycles, cycles[-1] / 2))
+    span = cycles[-1] - cycles[mid]
+    return (shares[-1] - shares[mid]) / span if span > 0 else None
+
+
+def _projected(cycles: int, shares, pace) -> int | None:
+    if not pace or pace <= 0:
+        return None
+    return round(cycles + (1 - shares[-1]) / pace)

@@ -1,0 +1,58 @@
+"""The first cycles of a long run (kernels.prefix, ``wafersim kernel --stop-at``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernels.grid import kernel_grid
+from kernels.prefix import run_prefix
+from kernels.tiers import estimate
+from wafer.presets import preset
+from wafersim.cli import main
+
+SPEC = preset("wse2")
+SHAPE = {"m": 24, "k": 40, "n": 640}  # 40 chunks of 16 columns on 4 grid rows
+
+
+def test_a_prefix_projects_the_whole_run_from_its_pace():
+    grid = kernel_grid(4, 4)
+    whole = estimate("gemm", "weight_stream", SHAPE, grid, SPEC, "cycle", "fp16").cycles
+    half = run_prefix("gemm", "weight_stream", SHAPE, grid, SPEC, "fp16", 0, whole // 2)
+    assert not half.finished
+    assert half.cycles == whole // 2
+    assert 0.4 < half.edge_share < 0.6  # the rows stream at one pace from the start
+    assert 0.4 < half.ops_share < 0.6
+    assert abs(half.projected_cycles / whole - 1) < 0.03  # the drain is not projected
+    assert half.fast_cycles > 0
+    assert half.summary()["fast_error"] == half.fast_cycles / half.projected_cycles - 1
+    done = run_prefix("gemm", "weight_stream", SHAPE, grid, SPEC, "fp16", 0, whole + 100)
+    assert done.finished
+    assert done.edge_share == 1.0
+    assert done.projected_cycles == done.cycles == whole
+
+
+def test_kernel_stop_at_reports_the_prefix(capsys):
+    argv = ["kernel", "gemm", "--m", "24", "--k", "40", "--n", "640", "--grid", "4x4"]
+    assert main([*argv, "--stop-at", "3000", "--json"]) == 0
+    prefix = json.loads(capsys.readouterr().out)["prefix"]
+    assert prefix["cycles"] == 3000
+    assert not prefix["finished"]
+    assert {"edge_share", "pace", "projected_cycles", "fast_error", "build_s"} <= prefix.keys()
+    assert main([*argv, "--stop-at", "3000"]) == 0
+    assert "stopped at cycle 3000: edge ports' wavelets sent" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--stop-at", "1"], "stop_at=1 must be an integer >= 2"),
+        (["--stop-at", "50", "--tier", "fast"], "stop_at stops the cycle tier's engine run"),
+    ],
+)
+def test_kernel_stop_at_refuses_in_one_line(capsys, extra, message):
+    assert main(["kernel", "gemm", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
