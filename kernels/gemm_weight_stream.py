@@ -173,10 +173,12 @@ class _Layout:
         scratch = dt == "fp32" and any(x.mode == sparse_weights.SPARSE for r in blocks for x in r)
         for i in range(grid.rows):
             ki = slice(self.ks[i], self.ks[i + 1])
-            port = self.ports[i]
-            for c, block in enumerate(blocks[i]):
-                self.port_addr[i, c] = plan.alloc(port, len(block.data), "weights")
-                plan.load(port, self.port_addr[i, c], block.data, fixed=block.index_words)
+            port, row = self.ports[i], blocks[i]
+            sizes = np.array([len(block.data) for block in row], np.int64)
+            base = plan.alloc(port, int(sizes.sum()), "weights")  # the blocks one after another
+            self.port_addr[i] = base + np.cumsum(sizes) - sizes
+            fixed = np.concatenate([block.index_words for block in row])
+            plan.load(port, base, np.concatenate([block.data for block in row]), fixed=fixed)
             for j in range(grid.cols):
                 pe, tile = int(grid.pe[i, j]), a[self.ms[j] : self.ms[j + 1], ki]
                 self.mat[pe] = staging.place(pe, encode(tile.T, dt), f"A tile {tile.shape}", "A")
@@ -310,11 +312,8 @@ class _Layout:
 
 def encode_blocks(b: np.ndarray, ks: np.ndarray, chunks: np.ndarray, dtype: str):
     """``blocks[i][c]``: block ``B[K_i, chunk c]`` as row ``i``'s port sends it."""
-    return [
-        [sparse_weights.encode_block(b[ks[i] : ks[i + 1], c0:c1], dtype)
-         for c0, c1 in zip(chunks[:-1], chunks[1:], strict=True)]
-        for i in range(len(ks) - 1)
-    ]  # fmt: skip
+    return [sparse_weights.encode_row(b[ks[i] : ks[i + 1]], chunks, dtype)
+            for i in range(len(ks) - 1)]  # fmt: skip
 
 
 def stream_words(b: np.ndarray, rows: int, dtype: str) -> StreamWords:

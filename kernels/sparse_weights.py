@@ -99,6 +99,32 @@ def encode_block(block: np.ndarray, dtype: str) -> Block:
     return Block(SPARSE, data, count, count, index_words)
 
 
+def encode_row(row: np.ndarray, chunks: np.ndarray, dtype: str) -> list[Block]:
+    """:func:`encode_block` of each block ``row[:, c0:c1]`` of a grid row's weights
+    (``chunks``: the column offsets), the same blocks; a row without a zero (as stored) is
+    encoded at once, its blocks views of one array (a whole wafer's GPT-3 layer is 2 M
+    blocks, one call each took minutes)."""
+    row = np.asarray(row, np.float32)
+    flat = row.T.reshape(-1)  # each block column major, one after another
+    spans = zip(chunks[:-1].tolist(), chunks[1:].tolist(), strict=True)
+    if not stored_nonzero(flat, dtype).all():
+        return [encode_block(row[:, c0:c1], dtype) for c0, c1 in spans]
+    values = np.diff(chunks) * row.shape[0]
+    per_word = WORD_BYTES // value_bytes(dtype)
+    ends = np.cumsum(values)
+    if per_word == 2:  # 16-bit pairs: a block of an odd count ends with a zero half
+        odd = np.flatnonzero(values % 2)
+        bits = pack_half(flat, dtype).view(np.uint16)[: flat.size]
+        flat = np.insert(bits, ends[odd], np.uint16(0)).view(np.float32)
+    size = words(values, dtype)
+    offsets = np.concatenate([[0], np.cumsum(size)])
+    starts, stops = offsets[:-1].tolist(), offsets[1:].tolist()
+    return [
+        Block(DENSE, flat[a:b], n, n, np.zeros(b - a, bool))
+        for a, b, n in zip(starts, stops, values.tolist(), strict=True)
+    ]
+
+
 def encode_sparse(values: np.ndarray, index: np.ndarray, dtype: str):
     """(words, index-word mask) of ``values`` at flat ``index`` (each < 2**16): fp32 as
     groups ``[index word, value, value]``, fp16/bf16 as ``value | index << 16``."""

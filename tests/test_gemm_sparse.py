@@ -243,3 +243,25 @@ def test_pruning_keeps_the_largest():
     kept = sparse_weights.prune_to_density(b, 0.5)
     np.testing.assert_array_equal(kept, [[0, -3.0], [2.0, 0]])
     assert sparse_weights.prune_to_density(b, 1.0) is b
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize(("ki", "n", "rows"), [(13, 700, 19), (12, 640, 20), (1, 33, 5)])
+def test_a_row_without_zeros_encodes_at_once_as_block_by_block(dtype, ki, n, rows):
+    """encode_row's one-pass dense path (odd 16-bit blocks padded each) gives the blocks
+    encode_block gives one by one, word for word; a row with a zero takes that path."""
+    from kernels.gemm_weight_stream import chunk_offsets
+    from kernels.sparse_weights import encode_block, encode_row
+
+    row = np.random.default_rng(ki).standard_normal((ki, n)).astype(np.float32)
+    chunks = chunk_offsets(n, rows)
+    for values in (row, np.where(row > 2.5, 0, row)):
+        fast = encode_row(values, chunks, dtype)
+        slow = [
+            encode_block(values[:, a:b], dtype) for a, b in zip(chunks, chunks[1:], strict=False)
+        ]
+        assert len(fast) == len(slow)
+        for x, y in zip(fast, slow, strict=True):
+            assert (x.mode, x.nonzeros, x.multiplied) == (y.mode, y.nonzeros, y.multiplied)
+            np.testing.assert_array_equal(x.data.view(np.uint32), y.data.view(np.uint32))
+            np.testing.assert_array_equal(x.index_words, y.index_words)
