@@ -182,15 +182,18 @@ class _Layout:
             for j in range(grid.cols):
                 pe, tile = int(grid.pe[i, j]), a[self.ms[j] : self.ms[j + 1], ki]
                 self.mat[pe] = staging.place(pe, encode(tile.T, dt), f"A tile {tile.shape}", "A")
-                self._alloc_outputs(pe, i, tile.shape[0])
-                if scratch:
-                    self.scratch[pe] = plan.alloc(pe, 1, "sparse index word")
+            self._alloc_outputs(grid.pe[i], i, scratch)
 
-    def _alloc_outputs(self, pe: int, i: int, mj: int) -> None:
-        widths = np.diff(self.chunks)
-        self.c_base[pe] = self.plan.alloc(pe, mj * int(widths[self.owner == i].sum()), "C (fp32)")
-        size = mj * int(widths.max())
-        self.acc[pe] = [self.plan.alloc(pe, size, "fp32 partial buffer") for _ in range(2)]
+    def _alloc_outputs(self, pes: np.ndarray, i: int, scratch: bool) -> None:
+        """Row ``i``'s ``C``, partial buffers and (``scratch``) index words."""
+        widths, mj, plan = np.diff(self.chunks), np.diff(self.ms), self.plan
+        self.c_base[pes] = plan.alloc_many(pes, mj * int(widths[self.owner == i].sum()), "C (fp32)")
+        for buffer in range(2):
+            self.acc[pes, buffer] = plan.alloc_many(
+                pes, mj * int(widths.max()), "fp32 partial buffer"
+            )
+        if scratch:
+            self.scratch[pes] = plan.alloc_many(pes, 1, "sparse index word")
 
     def wire(self, staging: Staging) -> None:
         """Route every row's weight multicast and every column's reductions (to each root

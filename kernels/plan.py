@@ -79,13 +79,22 @@ class KernelPlan:
 
     def alloc(self, pe: int, n_words: int, what: str) -> int:
         """Reserve ``n_words`` of ``pe``'s SRAM for ``what``; returns the first word."""
-        addr = int(self.used[pe])
-        self.used[pe] += n_words
-        if self.used[pe] > self.budget[pe]:
+        return int(self.alloc_many(np.array([pe]), n_words, what)[0])
+
+    def alloc_many(self, pes: np.ndarray, n_words, what: str) -> np.ndarray:
+        """:meth:`alloc` on each of the distinct ``pes`` at once (``n_words`` an int or one
+        per PE); returns their first words."""
+        pes = np.asarray(pes, np.int64)
+        addr = self.used[pes]
+        self.used[pes] = addr + n_words
+        over = np.flatnonzero(self.used[pes] > self.budget[pes])
+        if over.size:
+            pe = int(pes[over[0]])
             x, y = self.grid.xy(pe)
+            size = int(np.broadcast_to(n_words, pes.shape)[over[0]])
             raise ConfigError(
                 f"SRAM: PE ({x},{y}) needs {self.used[pe] * WORD_BYTES} bytes "
-                f"(last: {what}, {n_words * WORD_BYTES} bytes), available "
+                f"(last: {what}, {size * WORD_BYTES} bytes), available "
                 f"{self.budget[pe] * WORD_BYTES} (pe.sram_bytes): use a larger grid, "
                 "a smaller problem or fp16"
             )
