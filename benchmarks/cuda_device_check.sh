@@ -7,7 +7,11 @@
 # "rows router") and launch ($LAUNCHES, default "auto"), beside the one-launch-a-cycle plain
 # kernel (the first of them only);
 # profile = Nsight Compute on one 200-cycle launch at 128 x 128 and 1024 x 1024 (ncu_K.txt);
-# jitcache = benchmarks/cuda_jit_cache.py (start-up with and without the kernels' disk cache).
+# jitcache = benchmarks/cuda_jit_cache.py (start-up with and without the kernels' disk cache);
+# wafer = a GPT-3 175B layer's forward QKV GEMM (batch 1: m = 2048 tokens, k = 12288,
+# n = 36864, fp16) on the whole wse2 grid with a defect map (1 defect/cm^2), its first
+# $WAFER_CYCLES cycles (default 10^5) on the GPU, projected and compared with the fast tier
+# (wafer.json; issue 30, item 3).
 # Where the machine's numba-cuda does not import, wheels in .whl/ (numpy<2.5, numba-cuda) are
 # installed first. Logs go to OUT_DIR (default out/cuda).
 set -uo pipefail
@@ -31,6 +35,12 @@ failed=0
 for step in $steps; do
   case $step in
     cases) timeout 400 python3 tests/cuda_cases.py ${CASES:-} 2>&1 | tee "$out/cases.log" || failed=1 ;;
+    wafer)
+      timeout 580 python3 -m wafersim.cli kernel gemm --grid wafer --m 2048 --k 12288 --n 36864 \
+        --dtype fp16 --defect-density-per-cm2 1 --spare-rows 4 --engine cuda \
+        --stop-at "${WAFER_CYCLES:-100000}" --json > "$out/wafer.json" 2> "$out/wafer.log" \
+        || failed=1
+      tail -3 "$out/wafer.log"; head -c 3000 "$out/wafer.json"; echo ;;
     jitcache)
       timeout 300 python3 benchmarks/cuda_jit_cache.py 2>&1 | tee "$out/jitcache.log" || failed=1 ;;
     bench)

@@ -48,6 +48,20 @@ def test_traffic_on_the_cuda_engine_in_the_simulator_matches_the_cpu():
     }
 
 
+def test_kernel_stop_at_on_the_cuda_engine_in_the_simulator_matches_the_cpu():
+    """``kernel --stop-at`` (the first cycles of a long run, issue 30's whole-wafer layer)
+    reads the same prefix from either engine: shares, pace, projection, the fast tier."""
+    pytest.importorskip("numba.cuda")
+    argv = ["kernel", "gemm", "--m", "8", "--k", "8", "--n", "96", "--grid", "2x2",
+            "--preset", "tiny", "--stop-at", "150"]  # fmt: skip
+    cpu, cuda = (_cli_json([*argv, "--engine", e], SIMULATED)["prefix"] for e in ("cpu", "cuda"))
+    assert not cpu["finished"]
+    walls = ("build_s", "sim_wall_s", "router_cycles_per_s")
+    assert {k: v for k, v in cpu.items() if k not in walls} == {
+        k: v for k, v in cuda.items() if k not in walls
+    }
+
+
 @pytest.fixture
 def cuda_calls(monkeypatch) -> list[str]:
     """Every engine run of the test goes through ``fabric.cuda_engine.run_chunks``' place,
