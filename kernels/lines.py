@@ -93,19 +93,26 @@ def reduce_lines(
     streams = line_streams(algo, lines.shape[1], root, colors)
     if routes is None:
         routes = LineRoutes(plan, lines, algo, colors, owners, [root])
-    used = routes.used(streams)
     if prepare is not None:
         prepare()
     if not streams:
         return
-    n_words = np.broadcast_to(np.asarray(n_words, np.int64).reshape(-1, 1), used.shape)
+    columns = routes.columns(streams)
     keep = np.ones(lines.shape, bool) if keep is None else np.asarray(keep, bool)
+    n_words = np.broadcast_to(np.asarray(n_words, np.int64).reshape(-1, 1), (len(lines), 1))
+    # the kept (line, position) pairs grouped by position: each stream's in one slice
+    line_at, pos_at = np.nonzero(keep.T)[::-1]
+    count = np.bincount(pos_at, minlength=lines.shape[1])
+    first = np.cumsum(count) - count
     # program order: each PE first receives everything it adds, in round order, then sends
-    # (a PE's receives come in rounds before its send): one call for each, line by line
+    # (a PE's receives come in rounds before its send): one call for each, stream by stream
     for op, at in ((plan.prog.recv_add, 2), (plan.prog.send, 1)):
         pos = np.array([stream[at] for stream in streams], np.int64)
-        mine = keep[:, pos]
-        op(lines[:, pos][mine], task, used[mine], addrs[:, pos][mine], n_words[mine])
+        k = np.repeat(np.arange(len(streams)), count[pos])
+        within = np.arange(len(k)) - np.repeat(np.cumsum(count[pos]) - count[pos], count[pos])
+        line = line_at[first[pos[k]] + within]
+        where = (line, pos[k])
+        op(lines[where], task, routes.colors[line, columns[k]], addrs[where], n_words[line, 0])
 
 
 def line_streams(algo: str, length: int, root: int, colors: Sequence[int]) -> list[tuple]:
@@ -138,29 +145,34 @@ class LineRoutes:
 
     def __init__(self, plan, lines, algo, colors, owners, roots) -> None:
         self.index: dict[tuple[int, int, int], int] = {}  # (src, dst, color) -> column
-        columns = []
+        listed, columns = np.asarray(lines).tolist(), [np.zeros((len(lines), 0), np.int64)]
         for root in roots:  # routed in the order the chunks first use them
-            new = [s for s in line_streams(algo, len(lines[0]), root, colors)
+            new = [s for s in line_streams(algo, len(listed[0]), root, colors)
                    if s[1:] not in self.index]  # fmt: skip
             for s in new:
                 self.index[s[1:]] = len(self.index)
             if new:
-                columns.append(
+                columns.append(np.array(
                     [_connect(plan, line, new, owner)
-                     for line, owner in zip(np.asarray(lines).tolist(), owners, strict=True)]
-                )  # fmt: skip
-        self.colors = np.concatenate(columns, axis=1) if columns else np.zeros((len(lines), 0))
-        self.colors = self.colors.astype(np.int64)
+                     for line, owner in zip(listed, owners, strict=True)], np.int64,
+                ))  # fmt: skip
+        self.colors = np.concatenate(columns, axis=1)
+
+    def columns(self, streams: list[tuple]) -> np.ndarray:
+        """int64 (streams,): the columns of :attr:`colors` that hold ``streams``."""
+        return np.array([self.index[s[1:]] for s in streams], np.int64)
 
     def used(self, streams: list[tuple]) -> np.ndarray:
         """int64 (lines, streams): the color each line's stream of ``streams`` got."""
-        return self.colors[:, [self.index[s[1:]] for s in streams]]
+        return self.colors[:, self.columns(streams)]
 
     def touching(self, length: int) -> np.ndarray:
         """int64 (lines, length, most): the colors of every routed stream each position
         sends or receives (-1 where it has fewer): what its programs name."""
-        ends = [[k for (src, dst, _c), k in self.index.items() if pos in (src, dst)]
-                for pos in range(length)]  # fmt: skip
+        ends: list[list[int]] = [[] for _ in range(length)]
+        for (src, dst, _color), k in self.index.items():
+            ends[src].append(k)
+            ends[dst].append(k)
         most = max(map(len, ends), default=0)
         out = np.full((len(self.colors), length, most), -1, np.int64)
         for pos, ks in enumerate(ends):

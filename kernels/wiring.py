@@ -129,8 +129,14 @@ class Wiring:
         )  # fmt: skip
         if not (free and self._ok[src, toward]):
             return None
-        self._asked.add(color)
-        self._claim(color, src, [(src, RAMP, toward), (dst, back, RAMP)], owner)
+        self._asked.add(color)  # what _claim does for these two edges, without its checks
+        table = self.routes.table
+        table[src, RAMP, color] |= np.uint8(1 << toward)
+        table[dst, back, color] |= np.uint8(1 << RAMP)
+        for channel in ((dst, back, color), (dst, ROUTER, color), (dst, DELIVER, color),
+                        (src, RAMP, color), (src, ROUTER, color)):  # fmt: skip
+            self.owner[channel] = owner
+        self.colors_used.add(color)
         return color
 
     def reserve(self, colors) -> None:
