@@ -79,7 +79,11 @@ class KernelPlan:
 
     def alloc(self, pe: int, n_words: int, what: str) -> int:
         """Reserve ``n_words`` of ``pe``'s SRAM for ``what``; returns the first word."""
-        return int(self.alloc_many(np.array([pe]), n_words, what)[0])
+        addr = int(self.used[pe])
+        self.used[pe] += n_words
+        if self.used[pe] > self.budget[pe]:
+            self._refuse(pe, n_words, what)
+        return addr
 
     def alloc_many(self, pes: np.ndarray, n_words, what: str) -> np.ndarray:
         """:meth:`alloc` on each of the distinct ``pes`` at once (``n_words`` an int or one
@@ -89,16 +93,17 @@ class KernelPlan:
         self.used[pes] = addr + n_words
         over = np.flatnonzero(self.used[pes] > self.budget[pes])
         if over.size:
-            pe = int(pes[over[0]])
-            x, y = self.grid.xy(pe)
-            size = int(np.broadcast_to(n_words, pes.shape)[over[0]])
-            raise ConfigError(
-                f"SRAM: PE ({x},{y}) needs {self.used[pe] * WORD_BYTES} bytes "
-                f"(last: {what}, {size * WORD_BYTES} bytes), available "
-                f"{self.budget[pe] * WORD_BYTES} (pe.sram_bytes): use a larger grid, "
-                "a smaller problem or fp16"
-            )
+            self._refuse(int(pes[over[0]]), int(np.broadcast_to(n_words, pes.shape)[over[0]]), what)
         return addr
+
+    def _refuse(self, pe: int, n_words: int, what: str) -> None:
+        x, y = self.grid.xy(pe)
+        raise ConfigError(
+            f"SRAM: PE ({x},{y}) needs {self.used[pe] * WORD_BYTES} bytes "
+            f"(last: {what}, {n_words * WORD_BYTES} bytes), available "
+            f"{self.budget[pe] * WORD_BYTES} (pe.sram_bytes): use a larger grid, "
+            "a smaller problem or fp16"
+        )
 
     def load(self, pe: int, addr: int, data: np.ndarray, fixed: np.ndarray | None = None) -> None:
         """Initial SRAM contents: float32 words at ``addr``; ``fixed`` (bool per word) marks
