@@ -32,6 +32,7 @@ DELIVER = 5  # channel index of a PE's receive queue
 ROUTER = 6  # a router's color as a whole: whoever routes it there owns every input of it
 DETOUR_MARGIN = 3  # rows/columns a detour may leave the endpoints' bounding box by
 DETOUR_COLORS = 4  # colors kept for detours (of 24 on the WSE: [SDK])
+NEAR_HOPS = 2 * DETOUR_MARGIN  # a search's first try: tree nodes this much farther than the nearest
 
 
 def kernel_palette(colors: int) -> range:
@@ -227,14 +228,32 @@ class Wiring:
     def _search(
         self, color, tree_in, dst, owner, margin, avoid=frozenset()
     ) -> list[tuple[int, int]] | None:
-        """A shortest path from the tree to ``dst`` over free channels, not through ``avoid``."""
+        """A shortest path from the tree to ``dst`` over free channels, not through ``avoid``:
+        a breadth-first search from every tree node, nearest to ``dst`` first.
+
+        It first searches from the tree nodes at most :data:`NEAR_HOPS` farther from
+        ``dst`` than the nearest: a path it finds no longer than that distance is the one the
+        whole search finds (a node farther away cannot start or precede a path that short,
+        and the search visits the near nodes' surroundings in the same order). A multicast
+        along a kernel row of a wafer with holes searches round every hole of every row:
+        from all of a 750-PE tree each time, that took most of a whole-wafer build."""
         width = self.mesh.width
-        xs = [p % width for p in tree_in] + [dst % width]
-        ys = [p // width for p in tree_in] + [dst // width]
-        box = (min(xs) - margin, max(xs) + margin, min(ys) - margin, max(ys) + margin)
+        nodes, distance = _by_distance(tree_in, dst, width)
+        xs, ys = np.append(nodes % width, dst % width), np.append(nodes // width, dst // width)
+        box = (xs.min() - margin, xs.max() + margin, ys.min() - margin, ys.max() + margin)
+        reach = int(distance[0]) + NEAR_HOPS
+        near = int(np.searchsorted(distance, reach, side="right"))
+        if near < len(nodes):
+            path = self._bfs(color, tree_in, nodes[:near], dst, owner, box, avoid)
+            if path is not None and len(path) - 1 <= reach:
+                return path
+        return self._bfs(color, tree_in, nodes, dst, owner, box, avoid)
+
+    def _bfs(self, color, tree_in, start, dst, owner, box, avoid) -> list[tuple[int, int]] | None:
+        width = self.mesh.width
         prev: dict[int, tuple[int, int] | None] = dict.fromkeys(tree_in)
         entry = dict(tree_in)
-        queue = deque(_nearest_first(tree_in, dst, width))
+        queue = deque(start.tolist())
         while queue:
             a = queue.popleft()
             for out in range(NUM_DIRS):
@@ -345,13 +364,14 @@ class Wiring:
         return bool(np.all((old == 0) | (old == 1 << RAMP))) and old[port] == 0
 
 
-def _nearest_first(tree_in: dict[int, int], dst: int, width: int) -> list[int]:
+def _by_distance(tree_in: dict[int, int], dst: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """Tree nodes ordered by Manhattan distance to ``dst`` (shortest detours first; ties in
-    the order they joined the tree). In numpy: a broadcast to a whole grid sorts its growing
-    tree once per destination."""
+    the order they joined the tree), and those distances. In numpy: a broadcast to a whole
+    grid sorts its growing tree once per destination."""
     nodes = np.fromiter(tree_in, np.int64, len(tree_in))
     distance = np.abs(nodes % width - dst % width) + np.abs(nodes // width - dst // width)
-    return nodes[np.argsort(distance, kind="stable")].tolist()
+    order = np.argsort(distance, kind="stable")
+    return nodes[order], distance[order]
 
 
 def _inside(pe: int, width: int, box: tuple[int, int, int, int]) -> bool:
