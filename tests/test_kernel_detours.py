@@ -104,3 +104,23 @@ def test_weight_streaming_estimate_follows_the_reductions(reduce, rows, cols):
     assert abs(result.analytic_cycles / result.cycles - 1) <= 0.02
     assert result.analytic_cycles == weight_stream_cycles(*a.shape, 256, rows, cols, SPEC,
                                                           "fp32", reduce)  # fmt: skip
+
+
+def test_a_search_from_the_near_tree_nodes_routes_as_the_whole_search(monkeypatch):
+    """Wiring._search first searches from the tree nodes near the destination; where it
+    keeps that path, the search from every tree node finds the same one: the same routes
+    and programs on a 24 x 48 patch with 3 % dead PEs, rows whose multicasts step round
+    holes (the near search decides 445 times there)."""
+    from kernels import wiring
+    from kernels.plan import recorded
+
+    rng = np.random.default_rng(3)
+    dead = rng.random((28, 52)) < 0.03
+    lines = np.flatnonzero((~dead).sum(axis=0) >= 24)[:48]
+    grid = kernel_grid(24, 48, dead_pe=dead, lines=lines)
+    shape = {"m": 96, "k": 96, "n": 384}
+    near = recorded(run_kernel, "gemm", "weight_stream", shape, grid, SPEC, "fp32", 0)
+    monkeypatch.setattr(wiring, "NEAR_HOPS", 10**6)  # every search from the whole tree
+    whole = recorded(run_kernel, "gemm", "weight_stream", shape, grid, SPEC, "fp32", 0)
+    np.testing.assert_array_equal(near.routes.table, whole.routes.table)
+    np.testing.assert_array_equal(near.program.ops, whole.program.ops)
