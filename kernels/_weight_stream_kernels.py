@@ -8,8 +8,10 @@ from numba import njit
 
 
 @njit(cache=True)
-def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares, crowd):
-    """When the last chunk's reduction ends, on the slowest column of a weight-streaming run.
+def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares, crowd, ends):
+    """When the last chunk's reduction ends, on the slowest column of a weight-streaming run;
+    ``ends`` (int64 (chunks,), written) gets when each chunk's multiply ends on its slowest
+    row: its weights all streamed in.
 
     Row ``x``'s task 0 zeroes its partial buffer (not the chunk's owner row: it computes
     into ``C``), after a wait for that buffer's reduction two chunks back, then multiplies
@@ -37,6 +39,8 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
         Tree streams sharing the busiest link of the one each row sends (1: none).
     crowd : int
         Tree streams on the busiest link of a chunk's reduction (0: not counted).
+    ends : int64 (chunks,)
+        Written: each chunk's last multiply's end.
     """
     s = startup
     root_done = 0
@@ -55,6 +59,7 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
                 start += s + zero[c]
             done0[x] = start + s + compute[c] + (fill if c == 0 else 0)
             cursor[x] = max(done0[x], done1[x]) + s + 1
+            ends[c] = max(ends[c], done0[x])
         n = words[c]
         if chain:
             left, right = root + 1, rows - root

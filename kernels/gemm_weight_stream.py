@@ -377,6 +377,19 @@ def weight_stream_cycles(
     to the end; a tree's streams that share links round holes move at their share of the
     link, and the busiest link bounds each chunk's reduction (``shares`` and ``crowd``).
     """
+    end, _ends = weight_stream_schedule(m, k, n, p, q, spec, dtype, reduce, density, detour,
+                                        inputs, outputs)  # fmt: skip
+    return end
+
+
+def weight_stream_schedule(
+    m, k, n, p, q, spec, dtype, reduce="chain", density=1.0, detour=NO_DETOUR,
+    inputs="resident", outputs="in_place",
+) -> tuple[int, np.ndarray]:  # fmt: skip
+    """:func:`weight_stream_cycles` and, int64 per chunk (:func:`chunk_offsets`), when its
+    multiply ends on its slowest row (its weights all streamed in; staging's cycles not
+    counted): the model's schedule, which a prefix of a run is measured against
+    (:mod:`kernels.prefix`)."""
     if isinstance(density, bool) or not isinstance(density, Real) or not 0 <= density <= 1:
         raise ConfigError(f"density={density!r} must be a number in [0, 1]")
     widths = np.diff(chunk_offsets(n, p))
@@ -387,15 +400,17 @@ def weight_stream_cycles(
     owned = m * (int(widths[::p].sum()) if reduce == "chain" else n)  # the busiest row's C
     staged = staging_cycles(spec, p, q, inputs, outputs, words(m * ki, dtype), 0, owned)
     if p == 1:
-        return fill + round(per_chunk.sum()) + (len(widths) - 1) * s + staged
+        ends = fill + np.cumsum(np.round(per_chunk).astype(np.int64) + s) - s
+        return fill + round(per_chunk.sum()) + (len(widths) - 1) * s + staged, ends
     zero = np.array([vector_cycles(spec.pe, mj * w, mj * w * 4, mj * w * 4, "fp32")
                      for w in widths.tolist()], np.int64)  # fmt: skip
     shares = np.array(detour.shares or (1,) * p, np.int64)
+    ends = np.zeros(len(widths), np.int64)
     end = _weight_stream_kernels.stream_cycles(
         p, reduce == "chain", s, latency, fill, np.round(per_chunk).astype(np.int64), zero,
-        mj * widths.astype(np.int64), shares, detour.crowd,
+        mj * widths.astype(np.int64), shares, detour.crowd, ends,
     )  # fmt: skip
-    return int(end) + 1 + detour.down * latency + staged
+    return int(end) + 1 + detour.down * latency + staged, ends
 
 
 def _multiply_cycles(spec: WaferSpec, mj: int, values: np.ndarray, dtype: str, density: float):

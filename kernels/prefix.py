@@ -7,10 +7,16 @@ cycles (``fabric.engine.simulate``'s ``stop_at``), and measures how far it got: 
 the wavelets its edge ports send over the whole run that they have sent (a weight stream's
 progress: each row's port sends its weights at the pace the row computes them), sampled along
 the way, and the share of its PEs' ops done. The *pace* is the edge share per cycle over the
-prefix's second half (past the pipeline's fill); the whole run at that pace is the prefix
-plus what is left at the pace (the last chunk's reduction after its last weight is not
-counted). The fast tier (:mod:`kernels.fast_tier`, GEMMs) and the analytic model estimate
-the same run; their errors are against that projection.
+prefix's second half; it is *steady* where the last quarter's is within :data:`STEADY` of it
+(a prefix still in the pipeline's fill is not: a whole wafer's first 2,000 cycles stream two
+chunks; nor, often, one shorter than a chain's owner row takes to come round all rows, as
+the reductions' lengths follow it). The whole run at that pace is the prefix plus what is
+left at the pace (the last chunk's reduction after its last weight is not counted). For
+weight streaming the model's own schedule of chunks says how much should be in by then
+(:func:`kernels.gemm_weight_stream.weight_stream_schedule`): the comparison that needs no
+steady pace. The fast tier
+(:mod:`kernels.fast_tier`, GEMMs) and the analytic model estimate the same run; their errors
+are against that projection.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from fabric.engine import simulate
 from fabric.state import ProgramArrays
 from fabric.trace import SentProbe
 from kernels.fast_tier import fast_cycles
+from kernels.gemm_weight_stream import chunk_offsets, weight_stream_schedule
 from kernels.grid import KernelGrid
 from kernels.plan import recorded
 from kernels.registry import analytic_cycles, run_kernel
@@ -32,6 +39,7 @@ from wafer.errors import ConfigError
 from wafer.spec import WaferSpec
 
 SAMPLES = 20  # pace samples over a prefix
+STEADY = 0.1  # the last quarter's pace within this share of the second half's: steady
 
 
 @dataclass(frozen=True)
@@ -43,9 +51,15 @@ class Prefix:
     edge_share: float | None  # of the edge ports' wavelets (None: the kernel sends none)
     ops_share: float  # of the PEs' ops
     pace: float | None  # edge share a cycle over the prefix's second half
+    steady: bool  # its last quarter kept that pace (within STEADY): past the pipeline's fill
     projected_cycles: int | None  # the whole run at that pace (its cycles if finished)
     fast_cycles: int | None  # the fast tier's estimate of the whole run (GEMMs)
     analytic_cycles: int
+    # weight streaming: the share of the weights streamed in by ``cycles`` by the analytic
+    # model's schedule of chunks (weight_stream_schedule), and by the fast tier's (the same
+    # stretched to its estimate); None for other kernels
+    analytic_share: float | None
+    fast_share: float | None
     build_s: float  # building the plan (routes, programs, SRAM)
     sim_wall_s: float
     routers: int
@@ -53,6 +67,10 @@ class Prefix:
 
     def summary(self) -> dict:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "samples"}
+        for name in ("fast", "analytic"):
+            share = out[f"{name}_share"]
+            if share is not None and self.edge_share:
+                out[f"{name}_share_error"] = share / self.edge_share - 1
         for name in ("fast", "analytic"):
             estimate = out[f"{name}_cycles"]
             if estimate is not None and self.projected_cycles:
@@ -79,18 +97,20 @@ def run_prefix(
     check_stop_at(stop_at)
     start = time.perf_counter()
     record = recorded(run_kernel, kernel, algo, shape, grid, spec, dtype, seed, **options)
+    routes, program, memory, max_cycles = record[1:]
+    del record  # the plan's wiring and builder: gigabytes on a whole wafer, not run
     build = time.perf_counter() - start
     mesh = grid.mesh
     ports = np.array([p for p in range(mesh.pes) if grid.is_port(p)], np.int64)
     probe = SentProbe(max(1, stop_at // SAMPLES), ports)
-    sim = simulate(mesh, spec, record.routes, record.program, record.memory,
-                   max_cycles=max(record.max_cycles, stop_at), stop_at=stop_at, threads=threads,
-                   trace=probe)  # fmt: skip
-    total = edge_wavelets(record.program, ports)
+    sim = simulate(mesh, spec, routes, program, memory, max_cycles=max(max_cycles, stop_at),
+                   stop_at=stop_at, threads=threads, trace=probe)  # fmt: skip
+    total = edge_wavelets(program, ports)
     shares = [sent / total for sent in probe.sent] if total else None
-    pace = _pace(probe.cycles, shares) if shares else None
+    pace = _pace(probe.cycles, shares, 2) if shares else None
+    late = _pace(probe.cycles, shares, 4) if shares else None
+    steady = bool(pace and late and abs(late / pace - 1) <= STEADY)
     projected = sim.cycles if sim.finished else _projected(sim.cycles, shares, pace)
-    program = record.program
     fast = None
     if kernel == "gemm":
         fast = fast_cycles(algo, shape, grid.rows, grid.cols, spec, dtype, hole_fraction, seed,
@@ -99,20 +119,38 @@ def run_prefix(
     gemm = {"detour": detour} if kernel == "gemm" else {}
     analytic = analytic_cycles(kernel, algo, shape, grid.rows, grid.cols, spec, dtype,
                                **options, **gemm)  # fmt: skip
+    modelled = (None, None)
+    if (kernel, algo) == ("gemm", "weight_stream"):
+        modelled = _streamed_shares(shape, grid, spec, dtype, sim.cycles, analytic, fast,
+                                    detour, options)  # fmt: skip
     return Prefix(
         cycles=sim.cycles,
         finished=sim.finished,
         edge_share=shares[-1] if shares else None,
         ops_share=float(sim.ops_done.sum() / max(1, (program.task_end - program.task_start).sum())),
         pace=pace,
+        steady=steady or sim.finished,
         projected_cycles=projected,
         fast_cycles=fast,
         analytic_cycles=analytic,
+        analytic_share=modelled[0],
+        fast_share=modelled[1],
         build_s=build,
         sim_wall_s=sim.sim_wall_s,
         routers=mesh.pes,
         samples=list(zip(probe.cycles, shares or [0.0] * len(probe.cycles), strict=True)),
     )
+
+
+def _streamed_shares(shape, grid, spec, dtype, cycles, analytic, fast, detour, options):
+    """The weights' share streamed in by ``cycles`` by the analytic schedule of chunks, and
+    by the fast tier's (the schedule stretched by ``fast / analytic``)."""
+    n = shape["n"]
+    _end, ends = weight_stream_schedule(shape["m"], shape["k"], n, grid.rows, grid.cols, spec,
+                                        dtype, detour=detour, **options)  # fmt: skip
+    widths = np.diff(chunk_offsets(n, grid.rows))
+    shares = [widths[ends <= cycles * stretch].sum() / n for stretch in (1, analytic / fast)]
+    return float(shares[0]), float(shares[1])
 
 
 def check_stop_at(stop_at) -> None:
@@ -129,11 +167,11 @@ def edge_wavelets(program: ProgramArrays, ports: np.ndarray) -> int:
     return int(ops[ops[:, K.C_CODE] == K.OP_SEND, K.C_N].sum())
 
 
-def _pace(cycles: list[int], shares: list[float]) -> float | None:
-    """Edge share a cycle from the sample nearest the middle to the last."""
-    mid = int(np.searchsorted(cycles, cycles[-1] / 2))
-    span = cycles[-1] - cycles[mid]
-    return (shares[-1] - shares[mid]) / span if span > 0 else None
+def _pace(cycles: list[int], shares: list[float], part: int) -> float | None:
+    """Edge share a cycle over the last ``1 / part`` of the samples' cycles."""
+    since = int(np.searchsorted(cycles, cycles[-1] * (1 - 1 / part)))
+    span = cycles[-1] - cycles[since]
+    return (shares[-1] - shares[since]) / span if span > 0 else None
 
 
 def _projected(cycles: int, shares, pace) -> int | None:

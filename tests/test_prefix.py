@@ -25,6 +25,7 @@ def test_a_prefix_projects_the_whole_run_from_its_pace():
     assert 0.4 < half.edge_share < 0.6  # the rows stream at one pace from the start
     assert 0.4 < half.ops_share < 0.6
     assert abs(half.projected_cycles / whole - 1) < 0.03  # the drain is not projected
+    assert half.steady
     assert half.fast_cycles > 0
     assert half.summary()["fast_error"] == half.fast_cycles / half.projected_cycles - 1
     done = run_prefix("gemm", "weight_stream", SHAPE, grid, SPEC, "fp16", 0, whole + 100)
@@ -33,13 +34,28 @@ def test_a_prefix_projects_the_whole_run_from_its_pace():
     assert done.projected_cycles == done.cycles == whole
 
 
+def test_a_prefix_is_measured_against_the_models_schedule_of_chunks():
+    """The first 600 cycles of a 16 x 16 weight stream are not steady (the pace of their
+    last quarter is not their second half's); the analytic schedule says how much should be
+    in by then, and at 8,000 cycles it is within 5 points of the engine's."""
+    grid = kernel_grid(16, 16)
+    shape = {"m": 32, "k": 64, "n": 2048}
+    early = run_prefix("gemm", "weight_stream", shape, grid, SPEC, "fp16", 0, 600)
+    assert not early.finished
+    assert not early.steady
+    later = run_prefix("gemm", "weight_stream", shape, grid, SPEC, "fp16", 0, 8000)
+    assert abs(later.analytic_share - later.edge_share) < 0.05
+    assert abs(later.fast_share - later.edge_share) < 0.06
+    assert later.summary()["analytic_share_error"] == later.analytic_share / later.edge_share - 1
+
+
 def test_kernel_stop_at_reports_the_prefix(capsys):
     argv = ["kernel", "gemm", "--m", "24", "--k", "40", "--n", "640", "--grid", "4x4"]
     assert main([*argv, "--stop-at", "3000", "--json"]) == 0
     prefix = json.loads(capsys.readouterr().out)["prefix"]
     assert prefix["cycles"] == 3000
     assert not prefix["finished"]
-    assert {"edge_share", "pace", "projected_cycles", "fast_error", "build_s"} <= prefix.keys()
+    assert {"edge_share", "pace", "steady", "projected_cycles", "fast_error"} <= prefix.keys()
     assert main([*argv, "--stop-at", "3000"]) == 0
     assert "stopped at cycle 3000: edge ports' wavelets sent" in capsys.readouterr().out
 

@@ -237,13 +237,17 @@ def prefix_text(p: dict[str, Any], wall_s: float) -> str:
     lines = [
         f"{state} at cycle {p['cycles']}: edge ports' wavelets sent {edge}, PE ops done "
         f"{p['ops_share']:.2%}",
-        f"whole run at that pace: {p['projected_cycles'] or 'unknown'} cycles",
+        f"whole run at that pace: {p['projected_cycles'] or 'unknown'} cycles"
+        + ("" if p["steady"] else " (not steady: its pace still varies; a longer --stop-at)"),
     ]
     for name in ("fast", "analytic"):
         if p.get(f"{name}_cycles") is not None:
             error = p.get(f"{name}_error")
             against = "" if error is None else f" ({error:+.1%} against the pace)"
             lines.append(f"{name} tier's estimate: {p[f'{name}_cycles']} cycles{against}")
+        if p.get(f"{name}_share") is not None:
+            lines.append(f"  its schedule's weights streamed in by cycle {p['cycles']}: "
+                         f"{p[f'{name}_share']:.2%}")  # fmt: skip
     lines.append(
         f"plan built in {p['build_s']:.1f} s, {p['cycles']} cycles of {p['routers']:,} routers "
         f"simulated in {p['sim_wall_s']:.1f} s ({p['router_cycles_per_s'] / 1e6:.1f} M "
