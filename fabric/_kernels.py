@@ -503,8 +503,10 @@ def _task_step(r, task, fab, st, prog, half):
         return IDLE
     _load_op(r, task, pc, st, prog)
     op = st.op[r, task]
-    code, c, k = op[C_CODE], op[C_COLOR], st.progress[r, task]
-    mem, cost = st.mem[st.mem_base[r] : st.mem_base[r + 1]], op[C_COST]
+    code, c, k, cost = op[C_CODE], op[C_COLOR], st.progress[r, task], op[C_COST]
+    # the PE's SRAM (fabric.sram: ragged), taken where an op reads it, not on every stalled
+    # or waiting step
+    lo, hi = st.mem_base[r], st.mem_base[r + 1]
     if code == OP_WAIT:  # until task C_A has finished its first C_B ops
         if st.pc[r, op[C_A]] - prog.task_start[r, op[C_A]] < op[C_B]:
             return IDLE
@@ -512,22 +514,22 @@ def _task_step(r, task, fab, st, prog, half):
         if st.q_count[r, RAMP, c] >= fab.depth:
             st.pe_stalls[r] += 1
             return STALL_OUT
-        _inject(r, c, mem[op[C_A] + k], pack_meta(c, 1, 1, -1, 0), fab, st)
+        _inject(r, c, st.mem[lo + op[C_A] + k], pack_meta(c, 1, 1, -1, 0), fab, st)
     elif code in (OP_RECV, OP_RECV_ADD, OP_FMACS, OP_SPMACS):
         if st.rx_count[r, c] == 0:
             st.pe_stalls[r] += 1
             return STALL_IN
         value, _meta = _rx_pop(r, c, fab, st)
-        cost = _consume(op, k, value, mem, prog.scalars[pc] != 0, half)
+        cost = _consume(op, k, value, st.mem[lo:hi], prog.scalars[pc] != 0, half)
     elif code == OP_MATMUL:
-        _matmul_column(op, k, mem, half)
+        _matmul_column(op, k, st.mem[lo:hi], half)
     elif code == OP_SWITCH:
         if _switch_blocked(r, c, op[C_A], fab, st):
             st.pe_stalls[r] += 1
             return STALL_OUT
         _switch(r, c, op[C_A], fab, st)
     else:
-        _local_op(op, prog.scalars[pc], mem, half)
+        _local_op(op, prog.scalars[pc], st.mem[lo:hi], half)
     st.wait[r, task] = cost - 1
     st.busy[r] += 1
     st.progress[r, task] = k + 1

@@ -234,6 +234,8 @@ def simulate(
     check_max_cycles(max_cycles)
     if stop_at is not None:
         check_max_cycles(stop_at, "stop_at")
+        if stop_at > max_cycles:
+            raise ConfigError(f"stop_at={stop_at} must be <= max_cycles={max_cycles}")
     run = chunk_runner(engine)
     trace = trace or TRACE_IN_USE.get()
     if trace is not None:
@@ -246,7 +248,7 @@ def simulate(
     parallel = configure_threads(threads)
     pes, tasks = program.task_start.shape
     if pes != mesh.pes:
-        raise ConfigError(f"memory and program must cover all {mesh.pes} PEs")
+        raise ConfigError(f"program covers {pes} PEs (task_start), the mesh has {mesh.pes}")
     image = sram_image(memory, mesh.pes)
     table = routes.table.copy() if switches.pes.size else routes.table  # the run switches it
     fab = fabric_arrays(mesh, spec, table, np.zeros(routes.colors, np.uint8), False)
@@ -256,13 +258,12 @@ def simulate(
     st.wait[:] = np.where(program.task_end > program.task_start, fab.startup, 0)
     start = time.perf_counter()
     tr = empty_traffic(mesh.width, mesh.height)
-    status, cycle = run(fab, st, program, tr, min(max_cycles, stop_at or max_cycles), parallel,
-                        trace)  # fmt: skip
+    status, cycle = run(fab, st, program, tr, stop_at or max_cycles, parallel, trace)
     wall = time.perf_counter() - start
     finished = status != K.STATUS_MAX_CYCLES
     if not finished and stop_at is None:
         raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
-    result = _result(mesh, st, cycle if finished else min(max_cycles, stop_at), wall)
+    result = _result(mesh, st, cycle if finished else stop_at, wall)
     return replace(result, finished=finished, ops_done=st.pc - program.task_start)
 
 

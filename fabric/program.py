@@ -261,6 +261,8 @@ class ProgramBuilder:
         addresses are SRAM words of each PE's own, so the PEs must lay out their SRAM alike
         (the kernel's allocations in the same order and sizes)."""
         pes, like = np.atleast_1d(pes).astype(np.int64), np.atleast_1d(like).astype(np.int64)
+        if pes.shape != like.shape:
+            raise ConfigError(f"share: {pes.size} PEs and {like.size} models: one model a PE")
         self._check_pe(pes)
         self._check_pe(like)
         i = _offender(self._count[pes].sum(axis=1) > 0)

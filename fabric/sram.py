@@ -64,6 +64,12 @@ def sram_image(memory, pes: int) -> SramImage:
     if isinstance(memory, SramImage):
         if memory.pes != pes:
             raise ConfigError(f"memory holds {memory.pes} PEs' SRAM: must cover all {pes} PEs")
+        base = np.asarray(memory.base)
+        if base[0] != 0 or (np.diff(base) < 1).any() or memory.flat.size != base[-1]:
+            raise ConfigError(
+                "memory.base must rise from 0 by at least one word a PE to memory.flat's "
+                f"{memory.flat.size} words"
+            )
         return memory
     memory = np.asarray(memory, np.float32)
     if memory.ndim != 2 or memory.shape[0] != pes:

@@ -128,6 +128,7 @@ class KernelPlan:
         later runs with other operands instead (see there)."""
         memory = sram.zeros(self.used)
         for pe, addr, data in self._images:
+            assert addr + len(data) <= self.used[pe], f"PE {pe}: a load past its allocations"
             memory.flat[memory.base[pe] + addr : memory.base[pe] + addr + len(data)] = data
         routes, program = self._compact_colors()
         recorder = RECORDER.get()

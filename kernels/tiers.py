@@ -41,8 +41,8 @@ class Estimate:
     algo: str
     dtype: str
     shape: dict[str, int]
-    cycles: int
-    seconds: float
+    cycles: int | None  # None: a prefix (stop_at) that set no pace
+    seconds: float | None
     analytic_cycles: int
     run: KernelResult | None = field(default=None, repr=False)  # the cycle tier's run
     fit: dict[str, Any] | None = None  # the fast tier's fit: a, b, units, reduced runs
@@ -84,9 +84,10 @@ def _cycle(req: Request, dtype, seed, engine, holes, options, stop_at=None) -> E
     if stop_at is not None:
         with engine_used(engine):
             p = run_prefix(kernel, algo, shape, grid, spec, dtype, seed, stop_at, holes, **options)
-        cycles = p.projected_cycles or p.cycles
-        return Estimate("cycle", kernel, algo, dtype, shape, cycles, cycles / spec.clock_hz,
-                        p.analytic_cycles, prefix=p)  # fmt: skip
+        cycles = p.projected_cycles  # None: the prefix set no pace (nothing came in)
+        seconds = None if cycles is None else cycles / spec.clock_hz
+        return Estimate("cycle", kernel, algo, dtype, shape, cycles, seconds, p.analytic_cycles,
+                        prefix=p)  # fmt: skip
     with engine_used(engine):
         result = run_kernel(kernel, algo, shape, grid, spec, dtype, seed, **options)
     return Estimate("cycle", kernel, algo, dtype, shape, result.cycles, result.seconds,

@@ -503,3 +503,5 @@ def test_a_run_stopped_early_says_how_far_each_task_got():
     assert late.cycles == whole.cycles
     with pytest.raises(ConfigError, match="stop_at=0 must be an integer >= 1"):
         simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000, stop_at=0)
+    with pytest.raises(ConfigError, match="stop_at=2000 must be <= max_cycles=1000"):
+        simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000, stop_at=2000)

@@ -65,6 +65,7 @@ def test_kernel_stop_at_reports_the_prefix(capsys):
     [
         (["--stop-at", "1"], "stop_at=1 must be an integer >= 2"),
         (["--stop-at", "50", "--tier", "fast"], "stop_at stops the cycle tier's engine run"),
+        (["--stop-at", "50", "--timeline", "t.json"], "not with --stop-at"),
     ],
 )
 def test_kernel_stop_at_refuses_in_one_line(capsys, extra, message):

@@ -68,6 +68,8 @@ def test_sharing_refuses_what_would_lose_or_mix_ops():
         prog.share([0], [2])
     with pytest.raises(ConfigError, match="PE 1 runs PE 0's programs: share those"):
         prog.share([2], [1])
+    with pytest.raises(ConfigError, match="share: 2 PEs and 1 models: one model a PE"):
+        prog.share([2, 3], [0])
     assert prog.ops_in(1, 0) == 1
 
 

@@ -31,6 +31,9 @@ def test_a_rectangular_memory_becomes_an_image_and_a_wrong_shape_names_it():
         sram_image(memory, 4)
     with pytest.raises(ConfigError, match="memory holds 3 PEs' SRAM: must cover all 4 PEs"):
         sram_image(image, 4)
+    short = SramImage(image.flat[:5], image.base)
+    with pytest.raises(ConfigError, match="memory.base must rise from 0 by at least one word"):
+        sram_image(short, 3)
 
 
 def test_a_kernel_image_holds_what_each_pe_uses_not_the_fullest_port_everywhere():

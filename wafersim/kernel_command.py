@@ -156,6 +156,8 @@ def _timeline_recorder(args: argparse.Namespace):
 
     if not (args.timeline or args.animation):
         return None
+    if args.stop_at is not None:
+        raise ConfigError("--timeline and --animation record a whole run: not with --stop-at")
     if args.tier != "cycle":
         raise ConfigError(f"--timeline and --animation record the cycle engine's run: "
                           f"--tier cycle, not {args.tier}")  # fmt: skip
@@ -237,7 +239,8 @@ def prefix_text(p: dict[str, Any], wall_s: float) -> str:
     lines = [
         f"{state} at cycle {p['cycles']}: edge ports' wavelets sent {edge}, PE ops done "
         f"{p['ops_share']:.2%}",
-        f"whole run at that pace: {p['projected_cycles'] or 'unknown'} cycles"
+        f"whole run at that pace: {p['projected_cycles'] or 'unknown'} cycles (to its last "
+        "wavelet in)"
         + ("" if p["steady"] else " (not steady: its pace still varies; a longer --stop-at)"),
     ]
     for name in ("fast", "analytic"):
