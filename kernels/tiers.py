@@ -84,7 +84,8 @@ def _cycle(req: Request, dtype, seed, engine, holes, options, stop_at=None) -> E
     if stop_at is not None:
         with engine_used(engine):
             p = run_prefix(kernel, algo, shape, grid, spec, dtype, seed, stop_at, holes, **options)
-        cycles = p.projected_cycles  # None: the prefix set no pace (nothing came in)
+        # None: the prefix set no steady pace (its projection is in ``prefix``, flagged)
+        cycles = p.projected_cycles if p.steady else None
         seconds = None if cycles is None else cycles / spec.clock_hz
         return Estimate("cycle", kernel, algo, dtype, shape, cycles, seconds, p.analytic_cycles,
                         prefix=p)  # fmt: skip

@@ -43,6 +43,9 @@ def test_a_prefix_is_measured_against_the_models_schedule_of_chunks():
     early = run_prefix("gemm", "weight_stream", shape, grid, SPEC, "fp16", 0, 600)
     assert not early.finished
     assert not early.steady
+    unsteady = estimate("gemm", "weight_stream", shape, grid, SPEC, "cycle", "fp16", stop_at=600)
+    assert unsteady.cycles is None  # no steady pace: no whole-run cycles claimed
+    assert unsteady.prefix.projected_cycles == early.projected_cycles
     later = run_prefix("gemm", "weight_stream", shape, grid, SPEC, "fp16", 0, 8000)
     assert abs(later.analytic_share - later.edge_share) < 0.05
     assert abs(later.fast_share - later.edge_share) < 0.06
