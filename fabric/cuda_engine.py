@@ -113,7 +113,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, keep=None, launch
         status, cycle = launch_cycles(dev, t, end, launch)
         last = status != K.STATUS_MAX_CYCLES or end >= max_cycles
         if trace or last:
-            to_host(dev, st, tr, None if trace or status == K.STATUS_DEADLOCK else keep)
+            to_host(dev, st, tr, _copied(trace, keep, last, status))
         if trace:
             trace.sample(st, cycle if status != K.STATUS_MAX_CYCLES else end)
         if status == K.STATUS_DEADLOCK:
@@ -121,6 +121,20 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, keep=None, launch
         if last:
             return status, cycle
         t = end
+
+
+def _copied(trace, keep, last: bool, status: int):
+    """The state arrays copied back after a chunk (None: all): a deadlock's report reads
+    them all; a trace the ones it names (``trace.reads``; all where it names none) and
+    ``wake``, which the next chunk sets out from on the host; the last chunk also ``keep``."""
+    if status == K.STATUS_DEADLOCK:
+        return None
+    if not trace:
+        return keep
+    reads = getattr(trace, "reads", None)
+    if reads is None or (last and keep is None):
+        return None
+    return {*reads, "wake", *(keep if last else ())}
 
 
 def run_kernel(

@@ -117,6 +117,7 @@ class SentProbe:
         TraceRecorder(every_cycles)  # the same check of every_cycles
         self.every_cycles = every_cycles
         self.routers = np.asarray(routers, np.int64)
+        self.reads = ("link_flits",)  # what a GPU run copies back for a sample
         self.cycles: list[int] = [0]
         self.sent: list[int] = [0]
         self.deadlock: tuple[int, str] | None = None
