@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from fabric import _kernels as K
 from fabric.engine import simulate
 from fabric.mesh import Mesh
 from fabric.program import ProgramBuilder
@@ -93,3 +94,17 @@ def test_a_weight_streaming_row_runs_one_program_and_a_staged_run_one_a_pe():
     assert len(ranges) == grid.rows  # a row's five PEs share their first's program
     grid, ranges = recorded_program(inputs="streamed")
     assert len(ranges) == grid.rows * grid.cols
+
+
+def test_a_builder_builds_again_after_more_ops_in_the_order_added():
+    """A later build adds the new ops after each PE's earlier ones."""
+    prog = ProgramBuilder(3, SPEC.pe, 1)
+    prog.vadd(np.array([2, 0]), 0, 0, 0, 0, 4)
+    prog.vscale(1, 0, 0, 0, 1.0, 4)
+    first = prog.build()
+    prog.vfma(np.array([0, 2]), 0, 0, 0, 0, 4)
+    second = prog.build()
+    codes = lambda p, pe: p.ops[p.task_start[pe, 0] : p.task_end[pe, 0], 0].tolist()  # noqa: E731
+    assert [codes(first, pe) for pe in range(3)] == [[K.OP_VADD], [K.OP_VSCALE], [K.OP_VADD]]
+    want = [[K.OP_VADD, K.OP_VFMA], [K.OP_VSCALE], [K.OP_VADD, K.OP_VFMA]]
+    assert [codes(second, pe) for pe in range(3)] == want
