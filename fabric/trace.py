@@ -30,6 +30,13 @@ def traced(recorder: TraceRecorder | None):
         TRACE_IN_USE.reset(token)
 
 
+def check_every(every_cycles) -> int:
+    """A sampling period: an integer >= 1 (ConfigError naming it otherwise)."""
+    if isinstance(every_cycles, bool) or not isinstance(every_cycles, int) or every_cycles < 1:
+        raise ConfigError(f"trace_every_cycles={every_cycles!r} must be an integer >= 1")
+    return every_cycles
+
+
 class TraceRecorder:
     """Collects per-sample link utilization (wavelets per cycle out of each port), PE
     activity (busy cycles per cycle) and the wavelets queued at each router at the sample's
@@ -38,9 +45,7 @@ class TraceRecorder:
     first run the recorder is given to (:meth:`begin`)."""
 
     def __init__(self, every_cycles: int, width: int | None = None, height: int | None = None):
-        if isinstance(every_cycles, bool) or not isinstance(every_cycles, int) or every_cycles < 1:
-            raise ConfigError(f"trace_every_cycles={every_cycles!r} must be an integer >= 1")
-        self.every_cycles = every_cycles
+        self.every_cycles = check_every(every_cycles)
         self.shape = (height or 0, width or 0)
         self.cycles: list[int] = []
         self.link: list[np.ndarray] = []
@@ -114,8 +119,7 @@ class SentProbe:
     as its ``trace``."""
 
     def __init__(self, every_cycles: int, routers: np.ndarray) -> None:
-        TraceRecorder(every_cycles)  # the same check of every_cycles
-        self.every_cycles = every_cycles
+        self.every_cycles = check_every(every_cycles)
         self.routers = np.asarray(routers, np.int64)
         self.reads = ("link_flits",)  # what a GPU run copies back for a sample
         self.cycles: list[int] = [0]

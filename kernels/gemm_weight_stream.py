@@ -201,14 +201,16 @@ class _Layout:
         program (not when staging moves each PE's own blocks)."""
         grid = self.plan.grid
         self.row_colors = np.array([self._connect_row(i) for i in range(grid.rows)], np.int64)
-        owners = [("partials", j) for j in range(grid.cols)]
+        self.owners = [("partials", j) for j in range(grid.cols)]
         roots = list(dict.fromkeys(self.owner.tolist()))
-        self.routes = LineRoutes(self.plan, grid.pe.T, self.reduce, self.colors, owners, roots)
+        self.routes = LineRoutes(self.plan, grid.pe.T, self.reduce, self.colors, self.owners,
+                                 roots)  # fmt: skip
         if staging.inputs == "resident" and staging.outputs == "in_place":
             self._share()
         mine = self.own.reshape(-1)
         self.pes = grid.pe.reshape(-1)[mine]
         self.row_of, self.col_of = self.row_of[mine], self.col_of[mine]
+        self.mj = np.diff(self.ms)[self.col_of]  # each model PE's rows of A and C
         self.addr_grid = np.zeros((grid.cols, grid.rows), np.int64)  # reduce_lines' addrs
 
     def _share(self) -> None:
@@ -236,11 +238,10 @@ class _Layout:
         self._multiply(c, target)
         plan.prog.wait(pes, 1, 0, plan.prog.ops_in(pes, 0))
         self.addr_grid[self.col_of, self.row_of] = target
-        owners = [("partials", j) for j in range(grid.cols)]
         n_words = np.diff(self.ms) * self._width(c)
         reduce_lines(
             plan, grid.pe.T, int(self.owner[c]), self.addr_grid, n_words, self.reduce,
-            self.colors, owners, task=1, routes=self.routes, keep=self.own.T,
+            self.colors, self.owners, task=1, routes=self.routes, keep=self.own.T,
         )  # fmt: skip
         self.freed[pes, c % 2] = plan.prog.ops_in(pes, 1)
 
@@ -254,9 +255,12 @@ class _Layout:
 
     def _target(self, c: int) -> np.ndarray:
         """Where each model PE computes chunk ``c``: C (owner row) or a partial buffer."""
-        mj = np.diff(self.ms)[self.col_of]
-        out = self.c_base[self.pes] + mj * self.c_offset[c]
+        out = self._c_addr(self.pes, self.mj, c)
         return np.where(self.row_of == self.owner[c], out, self.acc[self.pes, c % 2])
+
+    def _c_addr(self, pes, mj, c: int):
+        """Where PEs ``pes`` (``mj`` rows of C each) of chunk ``c``'s owner row keep it."""
+        return self.c_base[pes] + mj * self.c_offset[c]
 
     def _stream(self, c: int) -> None:
         """Each row's port sends its block of the chunk (an empty block: nothing)."""
@@ -278,7 +282,7 @@ class _Layout:
         pes = self.pes[others]
         if c >= 2:
             prog.wait(pes, 0, 1, self.freed[pes, c % 2])
-        size = np.diff(self.ms)[self.col_of[others]] * self._width(c)
+        size = self.mj[others] * self._width(c)
         prog.vscale(pes, 0, target[others], target[others], 0.0, size)
 
     def _multiply(self, c: int, target: np.ndarray) -> None:
@@ -291,7 +295,7 @@ class _Layout:
             if not on.any():
                 continue
             pes, rows = self.pes[on], self.row_of[on]
-            mj, ki = np.diff(self.ms)[self.col_of[on]], np.diff(self.ks)[rows]
+            mj, ki = self.mj[on], np.diff(self.ks)[rows]
             color, acc, mat = self.row_colors[rows], target[on], self.mat[pes]
             if mode == sparse_weights.DENSE:
                 prog.fmacs(pes, 0, color, acc, mat, mj, ki, dt, width, skip_zeros=True)
@@ -305,8 +309,8 @@ class _Layout:
         PE's ``C[M_j, chunk]`` (:func:`kernels.gemm_common.gather_c`)."""
         grid, ms = self.plan.grid, self.ms
         return [
-            (pe, int(self.c_base[pe] + (ms[j + 1] - ms[j]) * self.c_offset[c]), int(ms[j]),
-             int(ms[j + 1]), int(self.chunks[c]), int(self.chunks[c + 1]))
+            (pe, int(self._c_addr(pe, ms[j + 1] - ms[j], c)), int(ms[j]), int(ms[j + 1]),
+             int(self.chunks[c]), int(self.chunks[c + 1]))
             for c, i in enumerate(self.owner.tolist())
             for j in range(grid.cols)
             for pe in [int(grid.pe[i, j])]

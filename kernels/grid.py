@@ -65,8 +65,11 @@ class KernelGrid:
         """The mesh's working wires (``Mesh.link_ok``), computed once."""
         return self.mesh.link_ok()
 
-    def is_port(self, mesh_pe: int) -> bool:
-        return mesh_pe % self.mesh.width == 0 or mesh_pe < self.mesh.width
+    @functools.cached_property
+    def ports(self) -> np.ndarray:
+        """int64: the mesh ids of the edge ports (the west column and the north row)."""
+        pe = np.arange(self.mesh.pes)
+        return np.flatnonzero((pe % self.mesh.width == 0) | (pe < self.mesh.width))
 
     def xy(self, mesh_pe: int) -> tuple[int, int]:
         """Wafer-patch coordinates of a mesh PE (ports at -1)."""

@@ -162,10 +162,6 @@ class LineRoutes:
         """int64 (streams,): the columns of :attr:`colors` that hold ``streams``."""
         return np.array([self.index[s[1:]] for s in streams], np.int64)
 
-    def used(self, streams: list[tuple]) -> np.ndarray:
-        """int64 (lines, streams): the color each line's stream of ``streams`` got."""
-        return self.colors[:, self.columns(streams)]
-
     def touching(self, length: int) -> np.ndarray:
         """int64 (lines, length, most): the colors of every routed stream each position
         sends or receives (-1 where it has fewer): what its programs name."""

@@ -70,8 +70,7 @@ class KernelPlan:
         self.grid, self.spec = grid, spec
         self.wiring = Wiring(mesh, spec.router.colors)
         self.budget = np.full(mesh.pes, spec.pe.sram_bytes // WORD_BYTES, np.int64)
-        ports = [p for p in range(mesh.pes) if grid.is_port(p)]
-        self.budget[ports] = PORT_SRAM_WORDS
+        self.budget[grid.ports] = PORT_SRAM_WORDS
         self.prog = ProgramBuilder(mesh.pes, spec.pe, spec.router.colors, tasks, self.budget)
         self.used = np.zeros(mesh.pes, np.int64)
         self._images: list[tuple[int, int, np.ndarray]] = []

@@ -103,7 +103,7 @@ def run_prefix(
     del record  # the plan's wiring and builder: gigabytes on a whole wafer, not run
     build = time.perf_counter() - start
     mesh = grid.mesh
-    ports = np.array([p for p in range(mesh.pes) if grid.is_port(p)], np.int64)
+    ports = grid.ports
     probe = SentProbe(max(1, stop_at // SAMPLES), ports)
     sim = simulate(mesh, spec, routes, program, memory, max_cycles=max(max_cycles, stop_at),
                    stop_at=stop_at, threads=threads, trace=probe)  # fmt: skip

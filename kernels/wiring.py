@@ -123,19 +123,15 @@ class Wiring:
         if back is None:
             return None
         toward = (back + 2) % 4  # the wire from src into dst
-        free = all(
-            get(channel, owner) == owner
-            for channel in ((src, RAMP, color), (src, ROUTER, color), (dst, back, color),
-                            (dst, ROUTER, color), (dst, DELIVER, color))
-        )  # fmt: skip
-        if not (free and self._ok[src, toward]):
+        channels = ((src, RAMP, color), (src, ROUTER, color), (dst, back, color),
+                    (dst, ROUTER, color), (dst, DELIVER, color))  # fmt: skip
+        if not (self._ok[src, toward] and all(get(ch, owner) == owner for ch in channels)):
             return None
         self._asked.add(color)  # what _claim does for these two edges, without its checks
         table = self.routes.table
         table[src, RAMP, color] |= np.uint8(1 << toward)
         table[dst, back, color] |= np.uint8(1 << RAMP)
-        for channel in ((dst, back, color), (dst, ROUTER, color), (dst, DELIVER, color),
-                        (src, RAMP, color), (src, ROUTER, color)):  # fmt: skip
+        for channel in channels:
             self.owner[channel] = owner
         self.colors_used.add(color)
         return color
