@@ -21,15 +21,15 @@ import argparse
 import json
 import time
 
-from compiler import colors, placement
-from compiler.model_file import load_model
-from compiler.plan import COMPILER_VERSION, CompileOptions, compile_plan
-from compiler.plan_records import GemmPlacement, Plan
-from wafer import __version__
-from wafer.atomic import write_json
-from wafer.defects import generate
-from wafer.presets import preset
-from wafer.repair import repair
+from wafersim.compiler import colors, placement
+from wafersim.compiler.model_file import load_model
+from wafersim.compiler.plan import COMPILER_VERSION, CompileOptions, compile_plan
+from wafersim.compiler.plan_records import GemmPlacement, Plan
+from wafersim.wafer import __version__
+from wafersim.wafer.atomic import write_json
+from wafersim.wafer.defects import generate
+from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import repair
 
 MODEL = "examples/models/gpt3-175b.yaml"
 TARGET_COMPILE_S = 10.0

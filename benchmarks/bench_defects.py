@@ -9,10 +9,11 @@ import argparse
 import statistics
 import time
 
-from wafer.atomic import write_json
-from wafer.defects import generate
-from wafer.presets import preset
-from wafer.repair import REPAIR_STRATEGIES, repair, warm_up
+from wafersim.wafer.atomic import write_json
+from wafersim.wafer.defects import generate
+from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import REPAIR_STRATEGIES, repair, warm_up
+
 from wafersim.heap import keep_freed_memory
 
 CASES = [

@@ -22,12 +22,11 @@ import argparse
 import time
 
 from plain_mesh import plain_rate
-
-from fabric.engine import ENGINES
-from fabric.precompile import warm_up
-from fabric.traffic import TrafficConfig, run_traffic
-from wafer.atomic import write_json
-from wafer.presets import preset
+from wafersim.fabric.engine import ENGINES
+from wafersim.fabric.precompile import warm_up
+from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.wafer.atomic import write_json
+from wafersim.wafer.presets import preset
 
 LOADS = (0.01, 0.30, 0.90)
 
@@ -48,8 +47,7 @@ def main():
     plain = plain_rate
     if args.engine == "cuda":
         from plain_mesh_cuda import plain_rate_cuda
-
-        from fabric import cuda_engine
+        from wafersim.fabric import cuda_engine
 
         cuda_engine.LAYOUT = args.layout
         cuda_engine.LAUNCH = args.launch

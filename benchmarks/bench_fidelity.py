@@ -21,17 +21,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from compiler.single_gemm import place_single_gemm, run_placed_gemm
-from compiler.strategies import all_strategies
-from kernels.fast_tier import fast_cycles, grid_with_holes
-from kernels.registry import analytic_cycles, run_kernel
-from memoryx.report import performance
-from memoryx.run import run
-from memoryx.run_config import load_run_config
-from wafer.atomic import write_json
-from wafer.defects import generate
-from wafer.presets import preset
-from wafer.repair import repair
+from wafersim.compiler.single_gemm import place_single_gemm, run_placed_gemm
+from wafersim.compiler.strategies import all_strategies
+from wafersim.kernels.fast_tier import fast_cycles, grid_with_holes
+from wafersim.kernels.registry import analytic_cycles, run_kernel
+from wafersim.memoryx.report import performance
+from wafersim.memoryx.run import run
+from wafersim.memoryx.run_config import load_run_config
+from wafersim.wafer.atomic import write_json
+from wafersim.wafer.defects import generate
+from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import repair
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = {"m": 512, "k": 512, "n": 512}

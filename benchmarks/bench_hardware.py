@@ -22,16 +22,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from compiler.model_file import load_model
-from compiler.plan import CompileOptions, compile_plan
-from kernels.grid import kernel_grid
-from kernels.stencil import RADIUS
-from kernels.tiers import estimate
-from memoryx.report import performance
-from memoryx.run import run
-from memoryx.run_config import run_config
-from wafer.atomic import write_json, write_text
-from wafer.presets import preset
+from wafersim.compiler.model_file import load_model
+from wafersim.compiler.plan import CompileOptions, compile_plan
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.stencil import RADIUS
+from wafersim.kernels.tiers import estimate
+from wafersim.memoryx.report import performance
+from wafersim.memoryx.run import run
+from wafersim.memoryx.run_config import run_config
+from wafersim.wafer.atomic import write_json, write_text
+from wafersim.wafer.presets import preset
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 

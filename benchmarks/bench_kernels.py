@@ -16,13 +16,13 @@ the analytic model at the engine's size dotted, at the large size solid.
 import argparse
 import time
 
-from fabric.precompile import warm_up
-from kernels.grid import kernel_grid
-from kernels.registry import KERNELS, analytic_cycles, run_kernel
-from kernels.result import peak_flops_per_cycle
-from wafer.atomic import atomic_path, write_json
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.fabric.precompile import warm_up
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import KERNELS, analytic_cycles, run_kernel
+from wafersim.kernels.result import peak_flops_per_cycle
+from wafersim.wafer.atomic import atomic_path, write_json
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 WAFER = (994, 750)  # wse2 logical grid, rows x columns (750 wide, 994 high) [presets]
 

@@ -11,14 +11,13 @@ import argparse
 import time
 
 import numba
-
-from fabric.mesh import Mesh
-from fabric.reroute import check_connected, multicast_requests, plan_routes, warm_up
-from wafer.atomic import write_json
-from wafer.defects import generate
-from wafer.errors import ConnectivityError
-from wafer.presets import preset
-from wafer.repair import repair
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.reroute import check_connected, multicast_requests, plan_routes, warm_up
+from wafersim.wafer.atomic import write_json
+from wafersim.wafer.defects import generate
+from wafersim.wafer.errors import ConnectivityError
+from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import repair
 
 DENSITIES_PER_CM2 = (0.1, 1.0, 10.0)
 

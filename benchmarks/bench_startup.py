@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from wafer.atomic import write_json
+from wafersim.wafer.atomic import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,8 +115,11 @@ import sys, time
 from numba.core import event
 
 try:  # no compile in a second process: this one's compile of the engine is what is timed
-    import fabric.precompile
-    fabric.precompile.compile_in_background = lambda *args, **kwargs: None
+    try:
+        import wafersim.fabric.precompile as precompile
+    except ImportError:  # a checkout from before the wafersim namespace
+        import fabric.precompile as precompile
+    precompile.compile_in_background = lambda *args, **kwargs: None
     from wafersim.cli import main
 except ImportError:  # a checkout from before the background compile and the wafersim package
     from wafer.cli import main
@@ -153,10 +156,13 @@ PROFILER = """
 import sys, time
 from collections import defaultdict
 from numba.core import event
-import fabric.precompile
+try:
+    import wafersim.fabric.precompile as precompile
+except ImportError:  # a checkout from before the wafersim namespace
+    import fabric.precompile as precompile
 from wafersim.cli import main
 
-fabric.precompile.compile_in_background = lambda *args, **kwargs: None  # the engine here too
+precompile.compile_in_background = lambda *args, **kwargs: None  # the engine here too
 
 own, count, stack = defaultdict(float), defaultdict(int), []
 

@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 
 from bench_startup import ROOT, copy_tree
-
-from wafer.atomic import write_json
+from wafersim.wafer.atomic import write_json
 
 # Test functions renamed since issue 28's baseline (646bcf1): old name -> this checkout's
 RENAMED = {

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import yaml
+from wafersim.wafer.atomic import write_json
 
-from wafer.atomic import write_json
 from wafersim.sweep import run_sweep
 from wafersim.sweep_config import load_sweep
 

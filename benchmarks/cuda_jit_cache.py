@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, time
 start = time.perf_counter()
-from fabric.traffic import TrafficConfig, run_traffic
-from wafer.presets import preset
+from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.wafer.presets import preset
 cfg = TrafficConfig(width={size}, height={size}, rate=0.3, cycles={cycles}, warmup=20, seed=1)
 summary = run_traffic(cfg, preset("tiny"), engine="{engine}")
 summary = {{k: v for k, v in summary.items() if k not in ("sim_wall_s", "router_cycles_per_s",

@@ -20,8 +20,8 @@ import sys
 from collections import defaultdict
 
 import numpy as np
+from wafersim.wafer.errors import ConfigError
 
-from wafer.errors import ConfigError
 from wafersim.sweep_results import read_records
 
 LEVELS = ("wafer.defects.defect_density_per_cm2", "wafer.defects.pe_defect_prob")

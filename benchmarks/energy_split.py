@@ -11,12 +11,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from memoryx.energy import segment_events
-from memoryx.report import performance
-from memoryx.run import optimizer_of, run
-from memoryx.run_config import load_run_config
-from wafer.config_io import parse_overrides
-from wafer.energy import LABELS, Events, energy, gflop_per_j
+from wafersim.memoryx.energy import segment_events
+from wafersim.memoryx.report import performance
+from wafersim.memoryx.run import optimizer_of, run
+from wafersim.memoryx.run_config import load_run_config
+from wafersim.wafer.config_io import parse_overrides
+from wafersim.wafer.energy import LABELS, Events, energy, gflop_per_j
 
 
 def split_row(name: str, split: dict[str, float], flops: float) -> str:

@@ -9,9 +9,9 @@ and warm the kernels on a tiny mesh (skip them in the profiler).
 
 import argparse
 
-from fabric import cuda_engine
-from fabric.traffic import TrafficConfig, run_traffic
-from wafer.presets import preset
+from wafersim.fabric import cuda_engine
+from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.wafer.presets import preset
 
 
 def main():

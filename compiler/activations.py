@@ -30,8 +30,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from compiler.graph import Layer, LayerGraph
-from wafer.errors import ConfigError
+from wafersim.compiler.graph import Layer, LayerGraph
+from wafersim.wafer.errors import ConfigError
 
 POLICIES = ("keep", "recompute")  # what ``auto`` chooses from
 CHOICES = ("auto", *POLICIES, "ignore")

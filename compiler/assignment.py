@@ -16,11 +16,10 @@ the ``origin`` that holds every PE with work, ``holes_skipped`` the holes inside
 from __future__ import annotations
 
 import numpy as np
-
-from compiler.placement import Target
-from compiler.plan_records import GemmPlacement, PeAssignment, Placement
-from compiler.working import TURN, WorkingGrid
-from kernels.grid import KernelGrid, kernel_grid
+from wafersim.compiler.placement import Target
+from wafersim.compiler.plan_records import GemmPlacement, PeAssignment, Placement
+from wafersim.compiler.working import TURN, WorkingGrid
+from wafersim.kernels.grid import KernelGrid, kernel_grid
 
 REPLICA_ORDER = "row-major"  # over blocks of the kernel frame
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import functools
 
-from kernels.algorithm import Families
-from kernels.gemm_algorithms import gemm_algorithm
-from kernels.wiring import DETOUR_COLORS
-from wafer.spec import WaferSpec
+from wafersim.kernels.algorithm import Families
+from wafersim.kernels.gemm_algorithms import gemm_algorithm
+from wafersim.kernels.wiring import DETOUR_COLORS
+from wafersim.wafer.spec import WaferSpec
 
 Colors = tuple[int, ...]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.graph import LayerGraph, build_op
-from wafer.config_io import load_mapping
-from wafer.errors import ConfigError
+from wafersim.compiler.graph import LayerGraph, build_op
+from wafersim.wafer.config_io import load_mapping
+from wafersim.wafer.errors import ConfigError
 
 TOP_REQUIRED = ("name", "graph")
 TOP_OPTIONAL = ("dims", "input_features", "context", "published_params", "source", "notes")

@@ -15,8 +15,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from compiler.graph import Layer
-from fabric.program import value_bytes
+from wafersim.compiler.graph import Layer
+from wafersim.fabric.program import value_bytes
 
 # assumption: vector operations per value (forward; backward costs the same again)
 VECTOR_OPS_PER_VALUE = {

@@ -30,18 +30,18 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from compiler.colors import fits_palette, kernel_colors
-from compiler.passes import Gemm, Vector
-from compiler.plan_records import GemmPlacement, GemmWork, Orientation, VectorPlacement
-from compiler.strategies import Strategy, grid_sizes
-from compiler.working import Lines, WorkingGrid
-from fabric.program import HALF_DTYPES, value_bytes, words
-from kernels.detour import NO_DETOUR, Detour
-from kernels.lines import reduce_cycles
-from kernels.registry import analytic_cycles
-from kernels.sparse_weights import stream_fraction
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.compiler.colors import fits_palette, kernel_colors
+from wafersim.compiler.passes import Gemm, Vector
+from wafersim.compiler.plan_records import GemmPlacement, GemmWork, Orientation, VectorPlacement
+from wafersim.compiler.strategies import Strategy, grid_sizes
+from wafersim.compiler.working import Lines, WorkingGrid
+from wafersim.fabric.program import HALF_DTYPES, value_bytes, words
+from wafersim.kernels.detour import NO_DETOUR, Detour
+from wafersim.kernels.lines import reduce_cycles
+from wafersim.kernels.registry import analytic_cycles
+from wafersim.kernels.sparse_weights import stream_fraction
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 ACCUMULATOR_BYTES = 4  # fp32 partial sums and outputs
 

@@ -25,14 +25,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from compiler import activations
-from compiler.assignment import pe_assignment
-from compiler.colors import palette_size
-from compiler.graph import Layer, LayerGraph
-from compiler.model_file import ModelFile, load_model
-from compiler.passes import Gemm, Work, layer_passes
-from compiler.placement import Target, place_gemm, place_vector
-from compiler.plan_records import (
+from wafersim.compiler import activations
+from wafersim.compiler.assignment import pe_assignment
+from wafersim.compiler.colors import palette_size
+from wafersim.compiler.graph import Layer, LayerGraph
+from wafersim.compiler.model_file import ModelFile, load_model
+from wafersim.compiler.passes import Gemm, Work, layer_passes
+from wafersim.compiler.placement import Target, place_gemm, place_vector
+from wafersim.compiler.plan_records import (
     GemmPlacement,
     KeptActivations,
     LayerPlan,
@@ -40,16 +40,16 @@ from compiler.plan_records import (
     Plan,
     Totals,
 )
-from compiler.routes import route_families
-from compiler.strategies import strategies
-from compiler.tile_order import IN_PASSES, tile_order
-from compiler.working import WorkingGrid
-from fabric.program import value_bytes
-from kernels.sparse_weights import check_density
-from wafer import __version__
-from wafer.atomic import write_json
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.compiler.routes import route_families
+from wafersim.compiler.strategies import strategies
+from wafersim.compiler.tile_order import IN_PASSES, tile_order
+from wafersim.compiler.working import WorkingGrid
+from wafersim.fabric.program import value_bytes
+from wafersim.kernels.sparse_weights import check_density
+from wafersim.wafer import __version__
+from wafersim.wafer.atomic import write_json
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 COMPILER_VERSION = "11"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")

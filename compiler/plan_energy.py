@@ -12,10 +12,10 @@ replicas, and the moves of activations between layers.
 
 from __future__ import annotations
 
-from compiler.plan_records import GemmPlacement, Placement
-from fabric.program import fmac_events
-from kernels.gemm_algorithms import gemm_algorithm
-from wafer.energy import Events
+from wafersim.compiler.plan_records import GemmPlacement, Placement
+from wafersim.fabric.program import fmac_events
+from wafersim.kernels.gemm_algorithms import gemm_algorithm
+from wafersim.wafer.energy import Events
 
 
 def placement_events(placed: Placement, dtype: str) -> Events:

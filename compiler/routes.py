@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.colors import family_colors
-from compiler.plan_records import GemmPlacement, Orientation
-from kernels.gemm_algorithms import gemm_algorithm
+from wafersim.compiler.colors import family_colors
+from wafersim.compiler.plan_records import GemmPlacement, Orientation
+from wafersim.kernels.gemm_algorithms import gemm_algorithm
 
 
 def route_families(placed: GemmPlacement) -> list[dict[str, Any]]:

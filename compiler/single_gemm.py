@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.assignment import assignment_grid, pe_assignment
-from compiler.passes import Gemm
-from compiler.placement import Target, place_gemm
-from compiler.plan import working_grid
-from compiler.plan_records import GemmPlacement
-from compiler.strategies import strategies
-from compiler.working import WorkingGrid
-from kernels.registry import algorithm
-from kernels.result import KernelResult
-from wafer.spec import WaferSpec
+from wafersim.compiler.assignment import assignment_grid, pe_assignment
+from wafersim.compiler.passes import Gemm
+from wafersim.compiler.placement import Target, place_gemm
+from wafersim.compiler.plan import working_grid
+from wafersim.compiler.plan_records import GemmPlacement
+from wafersim.compiler.strategies import strategies
+from wafersim.compiler.working import WorkingGrid
+from wafersim.kernels.registry import algorithm
+from wafersim.kernels.result import KernelResult
+from wafersim.wafer.spec import WaferSpec
 
 
 def place_single_gemm(

@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fabric.program import WORD_BYTES
-from kernels.algorithm import GemmAlgorithm, Variant
-from kernels.gemm_algorithms import GEMM_ALGORITHMS
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.program import WORD_BYTES
+from wafersim.kernels.algorithm import GemmAlgorithm, Variant
+from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,11 @@ import math
 from typing import Any
 
 import numpy as np
-
-from compiler.plan_records import GemmPlacement
-from compiler.routes import kernel_edges
-from fabric.program import value_bytes
-from kernels.gemm_algorithms import gemm_algorithm
-from wafer.spec import WaferSpec
+from wafersim.compiler.plan_records import GemmPlacement
+from wafersim.compiler.routes import kernel_edges
+from wafersim.fabric.program import value_bytes
+from wafersim.kernels.gemm_algorithms import gemm_algorithm
+from wafersim.wafer.spec import WaferSpec
 
 LISTED_TILES = 4  # tiles listed per pass: plans stay small (GPT-3 175B: 1,155 GEMM passes)
 IN_PASSES = ("forward", "backward_data")  # weights in; backward_weight: gradients out

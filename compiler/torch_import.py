@@ -21,9 +21,9 @@ from __future__ import annotations
 import operator
 from typing import Any, NoReturn
 
-from compiler.graph import LayerGraph
-from compiler.model_file import ModelFile, build_graph, graph_model
-from wafer.errors import ConfigError
+from wafersim.compiler.graph import LayerGraph
+from wafersim.compiler.model_file import ModelFile, build_graph, graph_model
+from wafersim.wafer.errors import ConfigError
 
 METHOD_OPS = {"relu": "relu", "add": "add"}
 LOSS_LAYER = "loss"

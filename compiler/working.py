@@ -25,12 +25,11 @@ import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from fabric.mesh import Mesh
-from fabric.reroute import islands
-from kernels.detour import NO_DETOUR, Detour, LineTables
-from wafer.errors import ConfigError
-from wafer.geometry import E, N, S, W, mirror_links
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.reroute import islands
+from wafersim.kernels.detour import NO_DETOUR, Detour, LineTables
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import E, N, S, W, mirror_links
 
 TURN = [W, S, E, N]  # direction d of the wafer is TURN[d] once turned a quarter (x <-> y)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-from wafer.geometry import NUM_DIRS, OPPOSITE
+from wafersim.wafer.geometry import NUM_DIRS, OPPOSITE
 
 _OPPOSITE = tuple(int(v) for v in OPPOSITE)
 

@@ -29,9 +29,8 @@ import numba
 import numpy as np
 from numba import cuda
 from numba.cuda import libdevice
-
-from fabric import _cudasim_fixes, _fp16
-from fabric import _kernels as K
+from wafersim.fabric import _cudasim_fixes, _fp16
+from wafersim.fabric import _kernels as K
 
 SIMULATED = numba.config.ENABLE_CUDASIM
 if SIMULATED:

@@ -43,11 +43,10 @@ import numba
 import numpy as np
 from numba import cuda
 from numba.core.extending import overload
-
-from fabric import _cuda_device, _cuda_traffic, _fp16
-from fabric import _kernels as K
-from fabric._cuda_device import DEVICE, SIMULATED
-from fabric._kernels import NEVER, STATUS_DEADLOCK, STATUS_DONE, STATUS_MAX_CYCLES
+from wafersim.fabric import _cuda_device, _cuda_traffic, _fp16
+from wafersim.fabric import _kernels as K
+from wafersim.fabric._cuda_device import DEVICE, SIMULATED
+from wafersim.fabric._kernels import NEVER, STATUS_DEADLOCK, STATUS_DONE, STATUS_MAX_CYCLES
 
 RUNNING = -1  # status while the loop goes on
 # a thread's loop state (a local array; every thread holds the same values)

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import cuda
-
-from fabric._cuda_device import DEVICE
-from fabric._kernels import NEVER, NUM_PORTS, RAMP, REASON_OUTPUT, STALL_BITS, STALL_MASK
+from wafersim.fabric._cuda_device import DEVICE
+from wafersim.fabric._kernels import NEVER, NUM_PORTS, RAMP, REASON_OUTPUT, STALL_BITS, STALL_MASK
 
 REQUEST_BITS = 3  # a port's field in the packed requests: the output it asks for
 NO_REQUEST = 7  # the field of a port that asks for none

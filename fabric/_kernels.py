@@ -32,9 +32,8 @@ import sys
 
 import numpy as np
 from numba import njit, prange
-
-from fabric import _numba_scope_copy
-from fabric._fp16 import BF16, FP16, get_half, half_bits, set_half, word_half  # noqa: F401
+from wafersim.fabric import _numba_scope_copy
+from wafersim.fabric._fp16 import BF16, FP16, get_half, half_bits, set_half, word_half  # noqa: F401
 
 _numba_scope_copy.install()  # the engine's IR inlining, copied faster (issue 28)
 

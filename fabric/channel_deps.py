@@ -46,12 +46,11 @@ from typing import NoReturn
 
 import networkx as nx
 import numpy as np
-
-from fabric._channel_kernels import unresolved_channels
-from fabric.mesh import Mesh
-from fabric.routes import ColorRoutes
-from wafer.errors import ConfigError, WaferSimError
-from wafer.geometry import DIR_NAMES, NUM_DIRS, OPPOSITE, RAMP, E, W, pe_xy
+from wafersim.fabric._channel_kernels import unresolved_channels
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.wafer.errors import ConfigError, WaferSimError
+from wafersim.wafer.geometry import DIR_NAMES, NUM_DIRS, OPPOSITE, RAMP, E, W, pe_xy
 
 # order -> whether a wavelet travelling in direction ``d_in`` may leave in ``d_out``
 _HORIZONTAL = frozenset((E, W))

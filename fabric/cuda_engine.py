@@ -31,12 +31,11 @@ from typing import NamedTuple
 import numba
 import numpy as np
 from numba import cuda
-
-from fabric import _cuda_kernels as CK
-from fabric import _kernels as K
-from fabric.deadlock import raise_deadlock
-from fabric.state import EngineState, FabricArrays, ProgramArrays, TrafficArrays
-from wafer.errors import ConfigError
+from wafersim.fabric import _cuda_kernels as CK
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.deadlock import raise_deadlock
+from wafersim.fabric.state import EngineState, FabricArrays, ProgramArrays, TrafficArrays
+from wafersim.wafer.errors import ConfigError
 
 LAUNCHES = ("auto", "block", "grid", "wide")
 LAUNCH = "auto"  # the launch of runs (benchmarks set it to compare)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-
-from fabric import _kernels as K
-from wafer.errors import DeadlockError
-from wafer.geometry import DIR_NAMES
+from wafersim.fabric import _kernels as K
+from wafersim.wafer.errors import DeadlockError
+from wafersim.wafer.geometry import DIR_NAMES
 
 OP_NAMES = (
     "send", "recv", "recv_add", "fmacs", "vadd", "vscale", "vfma", "wait", "matmul", "switch",

@@ -14,15 +14,14 @@ from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
-
-from fabric import _kernels as K
-from fabric.channel_deps import check_routes as check_deadlock_free_routes
-from fabric.compile_once import compile_once
-from fabric.deadlock import raise_deadlock
-from fabric.mesh import Mesh
-from fabric.routes import ColorRoutes
-from fabric.sram import SramImage, sram_image
-from fabric.state import (
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.channel_deps import check_routes as check_deadlock_free_routes
+from wafersim.fabric.compile_once import compile_once
+from wafersim.fabric.deadlock import raise_deadlock
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.sram import SramImage, sram_image
+from wafersim.fabric.state import (
     EngineState,
     FabricArrays,
     ProgramArrays,
@@ -30,10 +29,10 @@ from fabric.state import (
     allocate_state,
     empty_traffic,
 )
-from fabric.switches import all_positions, check_strict, switch_ops
-from fabric.trace import TRACE_IN_USE, TraceRecorder
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.switches import all_positions, check_strict, switch_ops
+from wafersim.fabric.trace import TRACE_IN_USE, TraceRecorder
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
 # the engine of runs that name none (simulate, run_traffic and the kernels above them)
@@ -139,7 +138,7 @@ def chunk_runner(engine: str | None):
     if engine == "cpu":
         return run_chunks
     try:
-        from fabric import cuda_engine
+        from wafersim.fabric import cuda_engine
     except ImportError as err:
         raise ConfigError(
             f"engine='cuda' needs Numba's CUDA target ({err}): pip install 'wafersim[cuda]'"

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from wafer.errors import ConfigError
-from wafer.geometry import NUM_DIRS, mirror_links, neighbor_table
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import NUM_DIRS, mirror_links, neighbor_table
 
 
 @dataclass(frozen=True)

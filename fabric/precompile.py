@@ -8,7 +8,7 @@ compile in a second process at the job's start, so the two overlap: that process
 machine's compile lock for the job's signature (``fabric.compile_once``) while it compiles, the
 job's first run waits on that lock, then loads the engine from Numba's cache (a job of another
 signature, a parallel one say, compiles its own at the same time). Run as
-``python -m fabric.precompile MODE [--half]``.
+``python -m wafersim.fabric.precompile MODE [--half]``.
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ import sys
 
 import numba
 import numpy as np
-
-from fabric import _kernels as K
-from fabric.compile_once import compile_once
-from fabric.engine import _kernel_args, fabric_arrays, simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
-from fabric.state import allocate_state, empty_program, empty_traffic
-from fabric.traffic import TrafficConfig, run_traffic, traffic_arrays
-from wafer.presets import preset
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.compile_once import compile_once
+from wafersim.fabric.engine import _kernel_args, fabric_arrays, simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.state import allocate_state, empty_program, empty_traffic
+from wafersim.fabric.traffic import TrafficConfig, run_traffic, traffic_arrays
+from wafersim.wafer.presets import preset
 
 MODES = ("programs", "traffic")  # the engine's two kernels: PE programs, synthetic traffic
 
@@ -43,7 +42,14 @@ def compile_in_background(mode: str, engine: str = "cpu", half: bool = False) ->
     if engine != "cpu" or _in_cache(K.run_cycles, engine_arguments(mode, half)):
         return None
     actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
-    argv = [sys.executable, "-P", "-m", "fabric.precompile", mode, *(["--half"] if half else [])]
+    argv = [
+        sys.executable,
+        "-P",
+        "-m",
+        "wafersim.fabric.precompile",
+        mode,
+        *(["--half"] if half else []),
+    ]
     return os.posix_spawn(sys.executable, argv, os.environ, file_actions=actions)
 
 
@@ -128,7 +134,7 @@ def warm_up(engine: str = "cpu", programs: bool = True, dtype: str = "fp32") -> 
     if programs:
         _warm_up_programs(engine, spec, dtype)
     if engine == "cuda":  # the launch auto picks for one-color traffic at any size
-        from fabric import cuda_engine
+        from wafersim.fabric import cuda_engine
 
         cuda_engine.compile_kernels(*_tiny_arrays("traffic", spec), ("grid",))
     threads = min(2, numba.config.NUMBA_NUM_THREADS)
@@ -141,7 +147,7 @@ def _warm_up_programs(engine: str, spec, dtype: str) -> None:
     memory = np.zeros((2, 4), np.float32)
     simulate(mesh, spec, routes, builder.build(), memory, max_cycles=100, engine=engine)
     if engine == "cuda":  # the kernels that auto launches on large meshes only
-        from fabric import cuda_engine
+        from wafersim.fabric import cuda_engine
 
         cuda_engine.compile_kernels(*_tiny_arrays("programs", spec, dtype))
 
@@ -152,5 +158,5 @@ if __name__ == "__main__":
         or sys.argv[1] not in MODES
         or sys.argv[2:] not in ([], ["--half"])
     ):
-        sys.exit(f"usage: python -m fabric.precompile {{{'|'.join(MODES)}}} [--half]")
+        sys.exit(f"usage: python -m wafersim.fabric.precompile {{{'|'.join(MODES)}}} [--half]")
     compile_engine(sys.argv[1], sys.argv[2:] == ["--half"])

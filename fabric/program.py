@@ -21,13 +21,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from fabric import _kernels as K
-from fabric.state import ProgramArrays
-from fabric.switches import pack_position
-from wafer.energy import Events
-from wafer.errors import ConfigError
-from wafer.spec import PESpec
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.state import ProgramArrays
+from wafersim.fabric.switches import pack_position
+from wafersim.wafer.energy import Events
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import PESpec
 
 WORD_BYTES = 4
 DTYPES = {"fp32": (K.FP32, 4), "fp16": (K.FP16, 2), "bf16": (K.BF16, 2)}  # code, bytes a value

@@ -37,12 +37,11 @@ import operator
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from fabric import _reroute_kernels as kernels
-from fabric.mesh import Mesh
-from fabric.routes import ColorRoutes
-from wafer.errors import ConfigError, ConnectivityError
-from wafer.geometry import DIR_NAMES, NUM_DIRS, OPPOSITE, RAMP, E, N, S, W
+from wafersim.fabric import _reroute_kernels as kernels
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.wafer.errors import ConfigError, ConnectivityError
+from wafersim.wafer.geometry import DIR_NAMES, NUM_DIRS, OPPOSITE, RAMP, E, N, S, W
 
 FIRST_MARGIN_PES = 2  # rows/columns a search first looks beyond the request's bounding box
 ISLANDS_LISTED = 8  # islands named in a ConnectivityError

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-
-from fabric._kernels import MAX_COLORS
-from fabric.mesh import Mesh
-from wafer.errors import ConfigError
-from wafer.geometry import DIR_NAMES, NUM_PORTS, RAMP
+from wafersim.fabric._kernels import MAX_COLORS
+from wafersim.fabric.mesh import Mesh
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import DIR_NAMES, NUM_PORTS, RAMP
 
 
 class ColorRoutes:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-
-from fabric import _kernels as K
-from fabric.sram import zeros
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.sram import zeros
 
 LATENCY_BINS = 4096  # packet-latency histogram: exact below this many cycles
 

@@ -17,12 +17,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-
-from fabric import _kernels as K
-from fabric.routes import ColorRoutes
-from fabric.state import ProgramArrays
-from wafer.errors import ConfigError
-from wafer.geometry import DIR_NAMES, NUM_PORTS
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.state import ProgramArrays
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import DIR_NAMES, NUM_PORTS
 
 SWITCH_POSITIONS = 4  # per color and router: positions 0-3 [SDK topic-06-switches]
 

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from fabric.engine import REASON_NAMES
-from fabric.trace import TraceRecorder
-from wafer.atomic import atomic_path
-from wafer.errors import ConfigError
+from wafersim.fabric.engine import REASON_NAMES
+from wafersim.fabric.trace import TraceRecorder
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.errors import ConfigError
 
 
 @dataclass

@@ -10,10 +10,9 @@ from typing import Any
 
 import h5py
 import numpy as np
-
-from wafer import __version__
-from wafer.atomic import atomic_path
-from wafer.errors import ConfigError
+from wafersim.wafer import __version__
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.errors import ConfigError
 
 PORT_NAMES = "N,E,S,W,R"
 # the recorder that runs given none record into (a kernel's run, deep under its plan)

@@ -21,9 +21,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from fabric import _kernels as K
-from fabric.engine import (
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.engine import (
     ENGINE_IN_USE,
     REASON_NAMES,
     check_max_cycles,
@@ -31,19 +30,19 @@ from fabric.engine import (
     configure_threads,
     fabric_arrays,
 )
-from fabric.mesh import Mesh
-from fabric.reroute import check_connected
-from fabric.state import (
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.reroute import check_connected
+from wafersim.fabric.state import (
     LATENCY_BINS,
     TrafficArrays,
     allocate_state,
     empty_program,
     new_traffic,
 )
-from fabric.trace import TraceRecorder
-from fabric.updown import updown_tables
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.trace import TraceRecorder
+from wafersim.fabric.updown import updown_tables
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 PATTERNS = {"uniform": 0, "transpose": 1, "bitcomp": 2, "hotspot": 3, "neighbor": 4}
 ROUTINGS = {"xy": 0, "yx": 1, "updown": 2}  # updown: fabric/updown.py, for meshes with holes

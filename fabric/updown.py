@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-from fabric.mesh import Mesh
-from wafer.errors import ConfigError
+from wafersim.fabric.mesh import Mesh
+from wafersim.wafer.errors import ConfigError
 
 MAX_TABLE_PES = 4096
 UNREACHED = -1

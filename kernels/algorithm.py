@@ -50,14 +50,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
-
-from fabric.program import words
-from kernels.grid import KernelGrid
-from kernels.result import KernelResult
-from kernels.sparse_weights import check_density, prune_to_density
-from kernels.staging import OUTPUTS, check_choice
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.program import words
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.result import KernelResult
+from wafersim.kernels.sparse_weights import check_density, prune_to_density
+from wafersim.kernels.staging import OUTPUTS, check_choice
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 DIMS = ("m", "k", "n")
 Span = tuple[int, int]  # [first, stop) of one dimension

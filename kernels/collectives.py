@@ -36,10 +36,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-
-from fabric.program import WORD_BYTES, value_bytes
-from kernels.grid import KernelGrid
-from kernels.lines import (
+from wafersim.fabric.program import WORD_BYTES, value_bytes
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.lines import (
     REDUCE_ALGOS,
     broadcast_colors,
     broadcast_cycles,
@@ -53,11 +52,11 @@ from kernels.lines import (
     reduce_line,
     scatter_line,
 )
-from kernels.plan import KernelPlan, decode, encode, split
-from kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
-from kernels.wiring import kernel_palette
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.kernels.plan import KernelPlan, decode, encode, split
+from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
+from wafersim.kernels.wiring import kernel_palette
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 ALGOS = REDUCE_ALGOS
 REDUCING = ("reduce", "allreduce")  # ops that add fp32 words

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-
-from kernels import _detour_kernels
-from wafer.geometry import E, S
+from wafersim.kernels import _detour_kernels
+from wafersim.wafer.geometry import E, S
 
 
 class Detour(NamedTuple):

@@ -21,12 +21,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from kernels.algorithm import GemmAlgorithm
-from kernels.gemm_algorithms import GEMM_ALGORITHMS
-from kernels.grid import kernel_grid
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.kernels.algorithm import GemmAlgorithm
+from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
+from wafersim.kernels.grid import kernel_grid
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 REDUCED_SIDE = 16  # largest side of a reduced instance (cheap on the engine)
 

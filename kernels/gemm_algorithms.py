@@ -8,12 +8,12 @@ this one.
 
 from __future__ import annotations
 
-from kernels.algorithm import GemmAlgorithm
-from kernels.gemm_cannon import CANNON_INTERLEAVED, CANNON_NAIVE
-from kernels.gemm_summa import SUMMA
-from kernels.gemm_systolic import SYSTOLIC
-from kernels.gemm_weight_stream import WEIGHT_STREAM
-from wafer.errors import ConfigError
+from wafersim.kernels.algorithm import GemmAlgorithm
+from wafersim.kernels.gemm_cannon import CANNON_INTERLEAVED, CANNON_NAIVE
+from wafersim.kernels.gemm_summa import SUMMA
+from wafersim.kernels.gemm_systolic import SYSTOLIC
+from wafersim.kernels.gemm_weight_stream import WEIGHT_STREAM
+from wafersim.wafer.errors import ConfigError
 
 GEMM_ALGORITHMS: dict[str, GemmAlgorithm] = {}  # in registration order (the search's order)
 

@@ -49,11 +49,10 @@ import functools
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from fabric.program import words
-from kernels.algorithm import GemmAlgorithm, RouteFamily, Tiles, Variant, line_hops, spans
-from kernels.detour import NO_DETOUR
-from kernels.gemm_common import (
+from wafersim.fabric.program import words
+from wafersim.kernels.algorithm import GemmAlgorithm, RouteFamily, Tiles, Variant, line_hops, spans
+from wafersim.kernels.detour import NO_DETOUR
+from wafersim.kernels.gemm_common import (
     C_STAYS_PUT,
     K_STEPS,
     ceil_div,
@@ -64,12 +63,12 @@ from kernels.gemm_common import (
     output_blocks,
     wait_cycles,
 )
-from kernels.grid import KernelGrid
-from kernels.plan import KernelPlan, encode, split
-from kernels.result import KernelResult, max_cycles_for, p2p_cycles
-from kernels.staging import STAGING_WORDS, Staging, staging_cycles
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.plan import KernelPlan, encode, split
+from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 RINGS = ("naive", "interleaved")
 CANNON_DIMS = ("m", "n")  # grid rows, grid columns

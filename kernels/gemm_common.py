@@ -8,15 +8,14 @@ import itertools
 import math
 
 import numpy as np
-
-from fabric.engine import SimResult
-from fabric.program import fmac_cycles, value_bytes
-from kernels.algorithm import Families, FastTierSampling, Tiles, spans
-from kernels.plan import decode, encode, split
-from kernels.result import KernelResult, kernel_result
-from kernels.staging import Staging
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.engine import SimResult
+from wafersim.fabric.program import fmac_cycles, value_bytes
+from wafersim.kernels.algorithm import Families, FastTierSampling, Tiles, spans
+from wafersim.kernels.plan import decode, encode, split
+from wafersim.kernels.result import KernelResult, kernel_result
+from wafersim.kernels.staging import Staging
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 WAIT_OP_CYCLES = 1  # a satisfied ``wait`` costs its startup plus this
 

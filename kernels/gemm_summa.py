@@ -44,9 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from fabric.program import WORD_BYTES, value_bytes, words
-from kernels.algorithm import (
+from wafersim.fabric.program import WORD_BYTES, value_bytes, words
+from wafersim.kernels.algorithm import (
     Families,
     GemmAlgorithm,
     RouteFamily,
@@ -55,8 +54,8 @@ from kernels.algorithm import (
     line_hops,
     spans,
 )
-from kernels.detour import NO_DETOUR
-from kernels.gemm_common import (
+from wafersim.kernels.detour import NO_DETOUR
+from wafersim.kernels.gemm_common import (
     C_STAYS_PUT,
     K_STEPS,
     by_parity,
@@ -69,12 +68,12 @@ from kernels.gemm_common import (
     store,
     wait_cycles,
 )
-from kernels.grid import KernelGrid
-from kernels.plan import KernelPlan, split
-from kernels.result import KernelResult, max_cycles_for, p2p_cycles
-from kernels.staging import STAGING_WORDS, Staging, staging_cycles
-from wafer.geometry import NUM_PORTS
-from wafer.spec import WaferSpec
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.plan import KernelPlan, split
+from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafersim.wafer.geometry import NUM_PORTS
+from wafersim.wafer.spec import WaferSpec
 
 # broadcast chains: [line parity] -> (forward, backward); neighbouring lines differ, so a
 # detour around a hole through the next line's routers does not collide with that line's own

@@ -31,11 +31,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from fabric.program import WORD_BYTES, fmac_cycles, value_bytes, words
-from kernels.algorithm import FastTierSampling, GemmAlgorithm, RouteFamily, Tiles, Variant, spans
-from kernels.detour import NO_DETOUR
-from kernels.gemm_common import (
+from wafersim.fabric.program import WORD_BYTES, fmac_cycles, value_bytes, words
+from wafersim.kernels.algorithm import (
+    FastTierSampling,
+    GemmAlgorithm,
+    RouteFamily,
+    Tiles,
+    Variant,
+    spans,
+)
+from wafersim.kernels.detour import NO_DETOUR
+from wafersim.kernels.gemm_common import (
     C_STAYS_PUT,
     ceil_div,
     check_operands,
@@ -45,12 +51,12 @@ from kernels.gemm_common import (
     output_blocks,
     wait_cycles,
 )
-from kernels.grid import KernelGrid
-from kernels.plan import KernelPlan, encode, split
-from kernels.result import KernelResult, max_cycles_for, p2p_cycles
-from kernels.staging import STAGING_WORDS, Staging, staging_cycles
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.plan import KernelPlan, encode, split
+from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 # by line parity: a detour around a hole through the next line's routers avoids its color
 A_COLORS, B_COLORS = (0, 2), (1, 3)

@@ -40,8 +40,7 @@ from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
-
-from fabric.program import (
+from wafersim.fabric.program import (
     HALF_DTYPES,
     MAX_SPARSE_INDEX,
     WORD_BYTES,
@@ -52,8 +51,8 @@ from fabric.program import (
     vector_cycles,
     words,
 )
-from kernels import _weight_stream_kernels, sparse_weights
-from kernels.algorithm import (
+from wafersim.kernels import _weight_stream_kernels, sparse_weights
+from wafersim.kernels.algorithm import (
     Families,
     FastTierSampling,
     GemmAlgorithm,
@@ -62,15 +61,15 @@ from kernels.algorithm import (
     Variant,
     spans,
 )
-from kernels.detour import NO_DETOUR
-from kernels.gemm_common import ceil_div, check_operands, gather_c, gemm_result
-from kernels.grid import KernelGrid
-from kernels.lines import LineRoutes, reduce_colors, reduce_lines
-from kernels.plan import KernelPlan, encode, split
-from kernels.result import KernelResult, max_cycles_for, p2p_cycles
-from kernels.staging import STAGING_WORDS, Staging, staging_cycles
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.kernels.detour import NO_DETOUR
+from wafersim.kernels.gemm_common import ceil_div, check_operands, gather_c, gemm_result
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.lines import LineRoutes, reduce_colors, reduce_lines
+from wafersim.kernels.plan import KernelPlan, encode, split
+from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
+from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 W_COLOR = 0  # the weight multicast along each row
 REDUCES = ("chain", "tree")

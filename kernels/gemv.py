@@ -20,15 +20,14 @@ What is timed, as published kernels differ (the defaults first):
 from __future__ import annotations
 
 import numpy as np
-
-from fabric.program import fmacs_cycles, words
-from kernels.gemm_common import matmul_cycles
-from kernels.grid import KernelGrid
-from kernels.lines import reduce_colors, reduce_cycles, reduce_line
-from kernels.plan import KernelPlan, decode, encode, split
-from kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
-from kernels.staging import OUTPUTS, check_choice
-from wafer.spec import WaferSpec
+from wafersim.fabric.program import fmacs_cycles, words
+from wafersim.kernels.gemm_common import matmul_cycles
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.lines import reduce_colors, reduce_cycles, reduce_line
+from wafersim.kernels.plan import KernelPlan, decode, encode, split
+from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
+from wafersim.kernels.staging import OUTPUTS, check_choice
+from wafersim.wafer.spec import WaferSpec
 
 X_COLOR = 0
 INPUTS = ("streamed", "resident")  # x streams by default (the GEMMs' own default differs)

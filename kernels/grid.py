@@ -25,12 +25,11 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-
-from fabric.mesh import Mesh
-from kernels.detour import Detour, LineTables
-from wafer.errors import ConfigError
-from wafer.geometry import E, N, S, W, mirror_links
-from wafer.spec import MAX_PES
+from wafersim.fabric.mesh import Mesh
+from wafersim.kernels.detour import Detour, LineTables
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import E, N, S, W, mirror_links
+from wafersim.wafer.spec import MAX_PES
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,9 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
-
-from kernels.plan import KernelPlan
-from kernels.result import p2p_cycles
-from wafer.errors import ConfigError
+from wafersim.kernels.plan import KernelPlan
+from wafersim.kernels.result import p2p_cycles
+from wafersim.wafer.errors import ConfigError
 
 REDUCE_ALGOS = ("chain", "tree", "ktree")
 

@@ -12,17 +12,16 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 import numpy as np
-
-from fabric import _kernels as K
-from fabric import sram
-from fabric.engine import SimResult, simulate
-from fabric.program import HALF_DTYPES, WORD_BYTES, ProgramBuilder, pack_half, unpack_half
-from fabric.routes import ColorRoutes
-from fabric.state import ProgramArrays
-from kernels.grid import KernelGrid
-from kernels.wiring import Wiring
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric import _kernels as K
+from wafersim.fabric import sram
+from wafersim.fabric.engine import SimResult, simulate
+from wafersim.fabric.program import HALF_DTYPES, WORD_BYTES, ProgramBuilder, pack_half, unpack_half
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.state import ProgramArrays
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.wiring import Wiring
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 PORT_SRAM_WORDS = 2**40  # edge ports are not limited by a PE's SRAM
 RECORDER: ContextVar = ContextVar("kernel_plan_recorder", default=None)

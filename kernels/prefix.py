@@ -26,18 +26,17 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from fabric import _kernels as K
-from fabric.engine import simulate
-from fabric.state import ProgramArrays
-from fabric.trace import SentProbe
-from kernels.fast_tier import fast_cycles
-from kernels.gemm_weight_stream import chunk_offsets, weight_stream_schedule
-from kernels.grid import KernelGrid
-from kernels.plan import recorded
-from kernels.registry import analytic_cycles, run_kernel
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.state import ProgramArrays
+from wafersim.fabric.trace import SentProbe
+from wafersim.kernels.fast_tier import fast_cycles
+from wafersim.kernels.gemm_weight_stream import chunk_offsets, weight_stream_schedule
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.plan import recorded
+from wafersim.kernels.registry import analytic_cycles, run_kernel
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 SAMPLES = 20  # pace samples over a prefix
 STEADY = 0.1  # the last quarter's pace within this share of the second half's: steady

@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from fabric.program import WORD_BYTES, value_bytes
-from kernels import collectives, gemv, stencil
-from kernels.algorithm import GemmAlgorithm
-from kernels.gemm_algorithms import GEMM_ALGORITHMS
-from kernels.grid import KernelGrid
-from kernels.result import KernelResult
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.program import WORD_BYTES, value_bytes
+from wafersim.kernels import collectives, gemv, stencil
+from wafersim.kernels.algorithm import GemmAlgorithm
+from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.result import KernelResult
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from fabric.engine import SimResult, simulate
-from fabric.sram import SramImage
-from kernels import plan as kernel_plan
-from kernels.gemm_common import check_operands
-from kernels.grid import KernelGrid
-from kernels.result import KernelResult, kernel_result
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.engine import SimResult, simulate
+from wafersim.fabric.sram import SramImage
+from wafersim.kernels import plan as kernel_plan
+from wafersim.kernels.gemm_common import check_operands
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.result import KernelResult, kernel_result
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 EXACT_FP32 = 2**24  # integers up to here are exact in float32
 

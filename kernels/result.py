@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from fabric.engine import REASON_NAMES, SimResult
-from fabric.program import HALF_DTYPES, fmac_events
-from kernels.plan import KernelPlan
-from wafer.energy import EnergySplit, Events, energy
-from wafer.spec import WaferSpec
+from wafersim.fabric.engine import REASON_NAMES, SimResult
+from wafersim.fabric.program import HALF_DTYPES, fmac_events
+from wafersim.kernels.plan import KernelPlan
+from wafersim.wafer.energy import EnergySplit, Events, energy
+from wafersim.wafer.spec import WaferSpec
 
 MAX_CYCLES_FACTOR = 4  # engine budget: this many times the analytic estimate ...
 MAX_CYCLES_SLACK = 10_000  # ... plus this many cycles

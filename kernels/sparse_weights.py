@@ -18,8 +18,7 @@ from numbers import Real
 from typing import NamedTuple
 
 import numpy as np
-
-from fabric.program import (
+from wafersim.fabric.program import (
     HALF_DTYPES,
     MAX_SPARSE_INDEX,
     WORD_BYTES,
@@ -30,8 +29,8 @@ from fabric.program import (
     value_bytes,
     words,
 )
-from kernels.plan import encode
-from wafer.errors import ConfigError
+from wafersim.kernels.plan import encode
+from wafersim.wafer.errors import ConfigError
 
 DENSE, SPARSE, EMPTY = "dense", "sparse", "empty"
 

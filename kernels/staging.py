@@ -29,11 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from kernels.plan import KernelPlan
-from kernels.result import p2p_cycles
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.kernels.plan import KernelPlan
+from wafersim.kernels.result import p2p_cycles
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 INPUTS = ("resident", "streamed")
 OUTPUTS = ("in_place", "gathered")

@@ -25,13 +25,12 @@ between them as a reduction's levels do).
 from __future__ import annotations
 
 import numpy as np
-
-from fabric.program import vector_cycles
-from kernels.grid import KernelGrid
-from kernels.plan import KernelPlan, decode, encode
-from kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.program import vector_cycles
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.plan import KernelPlan, decode, encode
+from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 # Central finite-difference coefficients of d2/dx2 of order 2r (Fornberg 1988), c0 for three
 # dimensions: star7 is the 2nd-order Laplacian, star25 the 8th-order one.

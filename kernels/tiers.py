@@ -20,15 +20,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fabric.engine import ENGINE_IN_USE, engine_used
-from fabric.program import fmac_events
-from kernels.grid import KernelGrid
-from kernels.prefix import Prefix, check_stop_at, run_prefix
-from kernels.registry import algorithm, analytic_cycles, run_kernel
-from kernels.result import KernelResult
-from wafer.energy import Events, energy
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.fabric.engine import ENGINE_IN_USE, engine_used
+from wafersim.fabric.program import fmac_events
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.prefix import Prefix, check_stop_at, run_prefix
+from wafersim.kernels.registry import algorithm, analytic_cycles, run_kernel
+from wafersim.kernels.result import KernelResult
+from wafersim.wafer.energy import Events, energy
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def _cycle(req: Request, dtype, seed, engine, holes, options, stop_at=None) -> E
 
 
 def _fast(req: Request, dtype, seed, engine, holes, options) -> Estimate:
-    from kernels.fast_tier import fast_cycles
+    from wafersim.kernels.fast_tier import fast_cycles
 
     kernel, algo, shape, grid, spec = req
     with engine_used(engine):

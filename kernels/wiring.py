@@ -22,11 +22,10 @@ from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
-
-from fabric.mesh import Mesh
-from fabric.routes import ColorRoutes
-from wafer.errors import ConfigError
-from wafer.geometry import NUM_DIRS, NUM_PORTS, RAMP
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import NUM_DIRS, NUM_PORTS, RAMP
 
 DELIVER = 5  # channel index of a PE's receive queue
 ROUTER = 6  # a router's color as a whole: whoever routes it there owns every input of it

@@ -19,12 +19,12 @@ from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
+from wafersim.memoryx.optimizer import Optimizer, optimizer_from_dict
+from wafersim.memoryx.store import WeightStore
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.errors import ConfigError
 
-import wafer
-from memoryx.optimizer import Optimizer, optimizer_from_dict
-from memoryx.store import WeightStore
-from wafer.atomic import atomic_path
-from wafer.errors import ConfigError
+from wafersim import wafer
 
 FORMAT = "wafersim-memoryx-checkpoint"
 FORMAT_VERSION = 2  # 2: a SHA-256 on every dataset

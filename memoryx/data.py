@@ -41,8 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError
 
 FEATURE_DTYPE = np.float32
 LABEL_DTYPE = np.int64

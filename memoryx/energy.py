@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.plan import RECOMPUTE
-from compiler.plan_energy import placement_events
-from compiler.plan_records import Plan
-from memoryx.optimizer import STATE_BYTES_PER_ELEMENT
-from memoryx.streaming import StreamResult
-from wafer.defects import defect_free_probability
-from wafer.energy import Events, energy, gflop_per_j
-from wafer.spec import WaferSpec
+from wafersim.compiler.plan import RECOMPUTE
+from wafersim.compiler.plan_energy import placement_events
+from wafersim.compiler.plan_records import Plan
+from wafersim.memoryx.optimizer import STATE_BYTES_PER_ELEMENT
+from wafersim.memoryx.streaming import StreamResult
+from wafersim.wafer.defects import defect_free_probability
+from wafersim.wafer.energy import Events, energy, gflop_per_j
+from wafersim.wafer.spec import WaferSpec
 
 
 def segment_events(plan: Plan, stream: StreamResult, state_slots: int) -> list[Events]:

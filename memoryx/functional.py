@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from compiler.graph import Layer, LayerGraph
-from wafer.errors import ConfigError
+from wafersim.compiler.graph import Layer, LayerGraph
+from wafersim.wafer.errors import ConfigError
 
 FUNCTIONAL_OPS = ("linear", "bias", "relu", "loss")
 Matmul = Callable[[str, str, np.ndarray, np.ndarray], np.ndarray]

@@ -18,9 +18,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
-
-from memoryx.store import NP_DTYPE, WeightStore
-from wafer.errors import ConfigError
+from wafersim.memoryx.store import NP_DTYPE, WeightStore
+from wafersim.wafer.errors import ConfigError
 
 STATE_BYTES_PER_ELEMENT = 4  # optimizer state is float32 whatever the weights' dtype
 

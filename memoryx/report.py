@@ -23,22 +23,22 @@ from typing import Any
 
 import h5py
 import numpy as np
+from wafersim.compiler.assignment import assigned_pes
+from wafersim.compiler.plan import working_grid
+from wafersim.compiler.plan_records import GemmPlacement, Plan, to_json
+from wafersim.compiler.tile_order import IN_PASSES
+from wafersim.fabric.engine import REASON_NAMES
+from wafersim.fabric.program import value_bytes
+from wafersim.memoryx.data import input_bound, input_pipeline
+from wafersim.memoryx.energy import cost_report, energy_report, layer_energy, segment_events
+from wafersim.memoryx.run import RunResult, Wafer, optimizer_of, stream_edge
+from wafersim.memoryx.run_config import write_config
+from wafersim.memoryx.run_events import write_events
+from wafersim.memoryx.streaming import no_stall_threshold
+from wafersim.memoryx.swarmx import scaling, tree_levels
+from wafersim.wafer.atomic import atomic_path, write_json
 
-import wafer
-from compiler.assignment import assigned_pes
-from compiler.plan import working_grid
-from compiler.plan_records import GemmPlacement, Plan, to_json
-from compiler.tile_order import IN_PASSES
-from fabric.engine import REASON_NAMES
-from fabric.program import value_bytes
-from memoryx.data import input_bound, input_pipeline
-from memoryx.energy import cost_report, energy_report, layer_energy, segment_events
-from memoryx.run import RunResult, Wafer, optimizer_of, stream_edge
-from memoryx.run_config import write_config
-from memoryx.run_events import write_events
-from memoryx.streaming import no_stall_threshold
-from memoryx.swarmx import scaling, tree_levels
-from wafer.atomic import atomic_path, write_json
+from wafersim import wafer
 
 TRACE_COLUMNS = ("in_start", "in_end", "compute_start", "compute_end", "stall",
                  "buffer_wait", "update_wait", "out_end")  # fmt: skip

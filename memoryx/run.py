@@ -14,18 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler.model_file import load_model
-from compiler.plan import CompileOptions, compile_cached
-from compiler.plan_records import GemmPlacement, Plan
-from kernels.fast_tier import fast_cycles
-from kernels.gemm_algorithms import sparse_strategies
-from memoryx.data import Dataset, load_dataset
-from memoryx.functional import check_functional, weight_shapes
-from memoryx.optimizer import Optimizer, make_optimizer
-from memoryx.run_config import RunConfig
-from memoryx.sparsity import apply_masks, check_sparsity, prune_masks
-from memoryx.store import WeightStore, check_init_std
-from memoryx.streaming import (
+from wafersim.compiler.model_file import load_model
+from wafersim.compiler.plan import CompileOptions, compile_cached
+from wafersim.compiler.plan_records import GemmPlacement, Plan
+from wafersim.kernels.fast_tier import fast_cycles
+from wafersim.kernels.gemm_algorithms import sparse_strategies
+from wafersim.memoryx.data import Dataset, load_dataset
+from wafersim.memoryx.functional import check_functional, weight_shapes
+from wafersim.memoryx.optimizer import Optimizer, make_optimizer
+from wafersim.memoryx.run_config import RunConfig
+from wafersim.memoryx.sparsity import apply_masks, check_sparsity, prune_masks
+from wafersim.memoryx.store import WeightStore, check_init_std
+from wafersim.memoryx.streaming import (
     DEFAULT_TILE_BYTES,
     Edge,
     StreamResult,
@@ -35,12 +35,12 @@ from memoryx.streaming import (
     simulate_stream,
     weight_bytes,
 )
-from memoryx.swarmx import effective_edge
-from memoryx.training import Checkpoints, History, Trainer, check_resume, train
-from memoryx.wafer_gemm import WaferGemm
-from wafer.defects import generate
-from wafer.errors import ConfigError
-from wafer.repair import DEFAULT_REPAIR, LogicalGrid, repair
+from wafersim.memoryx.swarmx import effective_edge
+from wafersim.memoryx.training import Checkpoints, History, Trainer, check_resume, train
+from wafersim.memoryx.wafer_gemm import WaferGemm
+from wafersim.wafer.defects import generate
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.repair import DEFAULT_REPAIR, LogicalGrid, repair
 
 MIN_TILE_BYTES = 4096  # default tiles never get smaller (the stream sim keeps one per tile)
 Progress = Callable[[str, int, int, str], None]  # (stage, done, total, detail)

@@ -42,17 +42,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler import activations
-from compiler.strategies import strategies
-from kernels.tiers import TIERS
-from memoryx.data import input_pipeline
-from memoryx.sparsity import check_sparsity
-from memoryx.swarmx import MAX_WAFERS
-from wafer.atomic import atomic_path, write_json
-from wafer.config_io import flatten, load_mapping
-from wafer.errors import ConfigError
-from wafer.presets import DEFAULT_PRESET, preset
-from wafer.spec import WaferSpec
+from wafersim.compiler import activations
+from wafersim.compiler.strategies import strategies
+from wafersim.kernels.tiers import TIERS
+from wafersim.memoryx.data import input_pipeline
+from wafersim.memoryx.sparsity import check_sparsity
+from wafersim.memoryx.swarmx import MAX_WAFERS
+from wafersim.wafer.atomic import atomic_path, write_json
+from wafersim.wafer.config_io import flatten, load_mapping
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import DEFAULT_PRESET, preset
+from wafersim.wafer.spec import WaferSpec
 
 DEFAULTS: dict[str, Any] = {
     "wafer": {"preset": DEFAULT_PRESET},

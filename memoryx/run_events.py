@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
-from memoryx import _stream_kernel as K
+from wafersim.memoryx import _stream_kernel as K
 
 
 def write_events(result, out_dir: Path) -> str:

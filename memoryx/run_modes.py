@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.model_file import load_model
-from compiler.plan import check_activations_fit, compile_cached, plan_path
-from compiler.plan_records import GemmPlacement, Plan, to_json
-from memoryx.functional import check_functional
-from memoryx.run import (
+from wafersim.compiler.model_file import load_model
+from wafersim.compiler.plan import check_activations_fit, compile_cached, plan_path
+from wafersim.compiler.plan_records import GemmPlacement, Plan, to_json
+from wafersim.memoryx.functional import check_functional
+from wafersim.memoryx.run import (
     RUN_TIERS,
     check_run,
     compile_folder,
@@ -31,7 +31,7 @@ from memoryx.run import (
     count_wafers,
     logical_grid,
 )
-from memoryx.run_config import RunConfig, write_config
+from wafersim.memoryx.run_config import RunConfig, write_config
 
 MODES = ("validate-only", "compile-only")
 

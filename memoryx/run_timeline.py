@@ -19,13 +19,13 @@ counters' last values are ``memoryx_bytes_in``, ``memoryx_bytes_out`` and
 
 from __future__ import annotations
 
-from fabric.timeline import Timeline
-from memoryx import _stream_kernel as K
-from memoryx.energy import segment_joules
-from memoryx.report import run_seconds
-from memoryx.run import RunResult, optimizer_of
-from memoryx.streaming import StreamResult
-from memoryx.training import step_due
+from wafersim.fabric.timeline import Timeline
+from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx.energy import segment_joules
+from wafersim.memoryx.report import run_seconds
+from wafersim.memoryx.run import RunResult, optimizer_of
+from wafersim.memoryx.streaming import StreamResult
+from wafersim.memoryx.training import step_due
 
 BROADCAST = "broadcast (weights to the wafers)"
 REDUCE = "reduce (gradients from the wafers)"

@@ -15,10 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from kernels.sparse_weights import keep_largest
-from memoryx.store import WeightStore
-from wafer.errors import ConfigError
+from wafersim.kernels.sparse_weights import keep_largest
+from wafersim.memoryx.store import WeightStore
+from wafersim.wafer.errors import ConfigError
 
 SPARSITY_KEYS = ("density", "threshold")
 

@@ -21,8 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes per element
 MATERIALISED_DTYPES = ("fp32",)  # numpy holds these; bf16 has no numpy type

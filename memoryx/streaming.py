@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
-from compiler.plan import PASSES, RECOMPUTE
-from compiler.plan_records import GemmPlacement, Plan
-from compiler.tile_order import IN_PASSES  # weights stream in; backward_weight streams out
-from memoryx import _stream_kernel as K
-from wafer.errors import ConfigError
+from wafersim.compiler.plan import PASSES, RECOMPUTE
+from wafersim.compiler.plan_records import GemmPlacement, Plan
+from wafersim.compiler.tile_order import IN_PASSES  # weights stream in; backward_weight streams out
+from wafersim.memoryx import _stream_kernel as K
+from wafersim.wafer.errors import ConfigError
 
 DEFAULT_TILE_BYTES = 4 * 2**20  # assumption: MemoryX streams in 4 MiB tiles
 

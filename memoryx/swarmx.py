@@ -26,9 +26,8 @@ import math
 from typing import Any
 
 import numpy as np
-
-from wafer.errors import ConfigError
-from wafer.spec import IOSpec, WaferSpec
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import IOSpec, WaferSpec
 
 MAX_WAFERS = 4096  # model bound; [HC33] quotes clusters of up to 192 CS-2s
 PACKET_BYTES = 1500  # assumption: SwarmX packet size is not published; one Ethernet MTU

@@ -27,18 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from compiler.graph import LayerGraph
-from memoryx.checkpoint import load_checkpoint, save_checkpoint
-from memoryx.data import Dataset, batch_indices
-from memoryx.functional import Matmul, accuracy, loss_and_grads
-from memoryx.optimizer import Optimizer
-from memoryx.run_config import CONTINUABLE
-from memoryx.sparsity import apply_masks
-from memoryx.store import WeightStore
-from memoryx.swarmx import reduce_gradients
-from wafer.config_io import flatten
-from wafer.errors import ConfigError
+from wafersim.compiler.graph import LayerGraph
+from wafersim.memoryx.checkpoint import load_checkpoint, save_checkpoint
+from wafersim.memoryx.data import Dataset, batch_indices
+from wafersim.memoryx.functional import Matmul, accuracy, loss_and_grads
+from wafersim.memoryx.optimizer import Optimizer
+from wafersim.memoryx.run_config import CONTINUABLE
+from wafersim.memoryx.sparsity import apply_masks
+from wafersim.memoryx.store import WeightStore
+from wafersim.memoryx.swarmx import reduce_gradients
+from wafersim.wafer.config_io import flatten
+from wafersim.wafer.errors import ConfigError
 
 LOG = logging.getLogger(__name__)
 

@@ -21,20 +21,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from compiler.assignment import assignment_grid, assignment_lines
-from compiler.plan_records import GemmPlacement, Plan
-from compiler.tile_order import IN_PASSES  # the passes that stream the weights in
-from compiler.working import WorkingGrid
-from fabric.engine import REASON_NAMES
-from fabric.program import WORD_BYTES, value_bytes
-from kernels.gemm_algorithms import gemm_algorithm
-from kernels.grid import KernelGrid
-from kernels.registry import algorithm
-from kernels.replay import GemmReplay
-from wafer.errors import ConfigError
-from wafer.repair import LogicalGrid
-from wafer.spec import WaferSpec
+from wafersim.compiler.assignment import assignment_grid, assignment_lines
+from wafersim.compiler.plan_records import GemmPlacement, Plan
+from wafersim.compiler.tile_order import IN_PASSES  # the passes that stream the weights in
+from wafersim.compiler.working import WorkingGrid
+from wafersim.fabric.engine import REASON_NAMES
+from wafersim.fabric.program import WORD_BYTES, value_bytes
+from wafersim.kernels.gemm_algorithms import gemm_algorithm
+from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.registry import algorithm
+from wafersim.kernels.replay import GemmReplay
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.repair import LogicalGrid
+from wafersim.wafer.spec import WaferSpec
 
 
 @dataclass

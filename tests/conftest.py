@@ -12,8 +12,8 @@ import sys
 
 def pytest_collection_finish(session):
     worker = getattr(session.config, "workerinput", None)  # None: no xdist
-    if worker is None or "fabric.engine" not in sys.modules:
+    if worker is None or "wafersim.fabric.engine" not in sys.modules:
         return
-    from fabric.precompile import compile_share
+    from wafersim.fabric.precompile import compile_share
 
     compile_share(int(worker["workerid"].removeprefix("gw")), worker["workercount"])

@@ -23,22 +23,22 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fabric import _kernels as K  # noqa: E402
-from fabric import cuda_engine  # noqa: E402
-from fabric.engine import fabric_arrays, run_kernel, simulate  # noqa: E402
-from fabric.mesh import Mesh  # noqa: E402
-from fabric.program import ProgramBuilder  # noqa: E402
-from fabric.routes import ColorRoutes  # noqa: E402
-from fabric.state import allocate_state, empty_program, empty_traffic  # noqa: E402
-from fabric.trace import TraceRecorder  # noqa: E402
-from fabric.traffic import ROUTINGS, TrafficConfig, run_traffic, traffic_arrays  # noqa: E402
-from kernels import plan as kernel_plan  # noqa: E402
-from kernels.gemm_weight_stream import weight_stream  # noqa: E402
-from kernels.grid import kernel_grid  # noqa: E402
-from kernels.registry import run_kernel as run_registered_kernel  # noqa: E402
-from wafer.errors import DeadlockError  # noqa: E402
-from wafer.geometry import RAMP, E, W  # noqa: E402
-from wafer.presets import preset  # noqa: E402
+from wafersim.fabric import _kernels as K  # noqa: E402
+from wafersim.fabric import cuda_engine  # noqa: E402
+from wafersim.fabric.engine import fabric_arrays, run_kernel, simulate  # noqa: E402
+from wafersim.fabric.mesh import Mesh  # noqa: E402
+from wafersim.fabric.program import ProgramBuilder  # noqa: E402
+from wafersim.fabric.routes import ColorRoutes  # noqa: E402
+from wafersim.fabric.state import allocate_state, empty_program, empty_traffic  # noqa: E402
+from wafersim.fabric.trace import TraceRecorder  # noqa: E402
+from wafersim.fabric.traffic import ROUTINGS, TrafficConfig, run_traffic, traffic_arrays  # noqa: E402
+from wafersim.kernels import plan as kernel_plan  # noqa: E402
+from wafersim.kernels.gemm_weight_stream import weight_stream  # noqa: E402
+from wafersim.kernels.grid import kernel_grid  # noqa: E402
+from wafersim.kernels.registry import run_kernel as run_registered_kernel  # noqa: E402
+from wafersim.wafer.errors import DeadlockError  # noqa: E402
+from wafersim.wafer.geometry import RAMP, E, W  # noqa: E402
+from wafersim.wafer.presets import preset  # noqa: E402
 
 SPEC = preset("tiny")
 WALL_KEYS = ("sim_wall_s", "router_cycles_per_s", "engine")  # what differs between engines

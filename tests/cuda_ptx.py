@@ -42,8 +42,7 @@ def main() -> int:
     # driver there is none, so the compiler is told of an sm_90 one.
     dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=TARGET)
     from numba import cuda
-
-    from fabric import _cuda_kernels as CK
+    from wafersim.fabric import _cuda_kernels as CK
 
     # run_cycles_wide is run_cycles_grid's code: its register cap reaches only ptxas
     for mode, colors in MODES:
@@ -67,13 +66,19 @@ MODES = (("programs", 1), ("traffic", 1), ("traffic", 2))
 def kernel_arguments(layout: str | None = None, mode: str = "traffic", colors: int = 1) -> tuple:
     """Arguments of the types a launch in ``mode`` on ``colors`` passes in ``layout``
     (default the engine's; host arrays type like device arrays)."""
-    from fabric import _cuda_kernels as CK
-    from fabric.cuda_engine import LAYOUT, kernel_layout, laid_out, mode_arrays, one_color_traffic
-    from fabric.engine import fabric_arrays
-    from fabric.mesh import Mesh
-    from fabric.state import allocate_state, empty_program
-    from fabric.traffic import ROUTINGS, TrafficConfig, traffic_arrays
-    from wafer.presets import preset
+    from wafersim.fabric import _cuda_kernels as CK
+    from wafersim.fabric.cuda_engine import (
+        LAYOUT,
+        kernel_layout,
+        laid_out,
+        mode_arrays,
+        one_color_traffic,
+    )
+    from wafersim.fabric.engine import fabric_arrays
+    from wafersim.fabric.mesh import Mesh
+    from wafersim.fabric.state import allocate_state, empty_program
+    from wafersim.fabric.traffic import ROUTINGS, TrafficConfig, traffic_arrays
+    from wafersim.wafer.presets import preset
 
     mesh = Mesh.full(2, 2)
     route = np.zeros((mesh.pes, 5, colors), np.uint8)

@@ -14,26 +14,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from compiler.model_file import load_model
-from compiler.passes import Gemm
-from compiler.placement import Target, place_gemm
-from compiler.plan import CompileOptions, compile_plan, working_grid
-from compiler.plan_records import GemmPlacement
-from compiler.single_gemm import place_single_gemm, run_placed_gemm
-from compiler.strategies import strategies
-from kernels.algorithm import (
+from wafersim.compiler.model_file import load_model
+from wafersim.compiler.passes import Gemm
+from wafersim.compiler.placement import Target, place_gemm
+from wafersim.compiler.plan import CompileOptions, compile_plan, working_grid
+from wafersim.compiler.plan_records import GemmPlacement
+from wafersim.compiler.single_gemm import place_single_gemm, run_placed_gemm
+from wafersim.compiler.strategies import strategies
+from wafersim.kernels.algorithm import (
     DIMS,
     GemmAlgorithm,
     Variant,
 )
-from kernels.fast_tier import REDUCED_SIDE, fast_cycles
-from kernels.gemm_algorithms import GEMM_ALGORITHMS, gemm_algorithm, register, unregister
-from kernels.gemm_summa import SUMMA
-from kernels.grid import kernel_grid
-from kernels.registry import KERNELS, run_kernel
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.kernels.fast_tier import REDUCED_SIDE, fast_cycles
+from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS, gemm_algorithm, register, unregister
+from wafersim.kernels.gemm_summa import SUMMA
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import KERNELS, run_kernel
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 ZOO = "examples/models"
 SPEC = preset("tiny")
@@ -254,7 +253,7 @@ def test_a_model_compiles_with_only_the_registered_algorithm(toy):
 def test_sparse_runs_take_the_strategies_of_zero_skipping_algorithms():
     """Weight streaming skips zero weights (its record says how B streams compressed); a
     sparse run searches its strategies only."""
-    from kernels.gemm_algorithms import sparse_strategies
+    from wafersim.kernels.gemm_algorithms import sparse_strategies
 
     assert sparse_strategies() == ("weight_stream_chain", "weight_stream_tree")
     assert all(GEMM_ALGORITHMS[name].zero_skipping is None for name in GEMM_ALGORITHMS

@@ -10,7 +10,10 @@ import types
 
 import pytest
 
-ROOTS = ("wafer", "fabric", "kernels", "compiler", "memoryx", "wafersim")
+ROOTS = tuple(
+    f"wafersim.{layer}" for layer in ("wafer", "fabric", "kernels", "compiler", "memoryx")
+)
+ROOTS += ("wafersim",)
 
 
 @pytest.mark.parametrize("root", ROOTS)
@@ -39,7 +42,8 @@ def test_an_unknown_name_is_an_attribute_error():
 
 def test_importing_a_root_loads_nothing_heavy():
     probe = (
-        "import sys, wafer, fabric, kernels, compiler, memoryx, wafersim\n"
+        "import sys, wafersim.wafer, wafersim.fabric, wafersim.kernels, wafersim.compiler\n"
+        "import wafersim.memoryx, wafersim\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'numba', 'numpy', 'h5py'}))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
@@ -50,9 +54,10 @@ def test_importing_a_root_loads_nothing_heavy():
 def test_root_docstring_examples_run():
     import doctest
 
-    import kernels.tiers
-    import wafer
-    import wafersim
+    from wafersim.kernels import tiers
 
-    for module in (wafer, wafersim, kernels.tiers):
+    import wafersim
+    from wafersim import wafer
+
+    for module in (wafer, wafersim, tiers):
         assert doctest.testmod(module).failed == 0

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from wafer.atomic import write_json
+from wafersim.wafer.atomic import write_json
 
 
 def test_a_written_file_has_the_mode_open_would_give_it(tmp_path):

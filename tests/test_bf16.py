@@ -8,15 +8,14 @@ import math
 
 import numpy as np
 import pytest
-
-from fabric._fp16 import bf16_to_float, float_to_bf16
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder, pack_half, unpack_half
-from fabric.routes import ColorRoutes
-from kernels.grid import kernel_grid
-from kernels.registry import run_kernel
-from wafer.presets import preset
+from wafersim.fabric._fp16 import bf16_to_float, float_to_bf16
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder, pack_half, unpack_half
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import run_kernel
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 WORDS = 128

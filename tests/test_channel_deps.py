@@ -5,10 +5,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fabric import _kernels as K
-from fabric._channel_kernels import unresolved_channels
-from fabric.channel_deps import (
+from wafersim.fabric import _kernels as K
+from wafersim.fabric._channel_kernels import unresolved_channels
+from wafersim.fabric.channel_deps import (
     TURN_RULES,
     RouteCycleError,
     check_deadlock_free,
@@ -17,14 +16,14 @@ from fabric.channel_deps import (
     dead_end_channels,
     dor_dependencies,
 )
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
-from fabric.traffic import ROUTINGS
-from wafer.errors import ConfigError, DeadlockError
-from wafer.geometry import DX, DY, OPPOSITE, RAMP, mirror_links
-from wafer.presets import preset
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.traffic import ROUTINGS
+from wafersim.wafer.errors import ConfigError, DeadlockError
+from wafersim.wafer.geometry import DX, DY, OPPOSITE, RAMP, mirror_links
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 WORDS = 128

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from wafersim.fabric import engine as fabric_engine
 
-from fabric import engine as fabric_engine
 from wafersim.cli import main
 from wafersim.sweep import run_sweep
 from wafersim.sweep_config import load_sweep
@@ -66,7 +66,7 @@ def test_kernel_stop_at_on_the_cuda_engine_in_the_simulator_matches_the_cpu():
 def cuda_calls(monkeypatch) -> list[str]:
     """Every engine run of the test goes through ``fabric.cuda_engine.run_chunks``' place,
     recorded, then runs on the CPU kernels (the check for a GPU passes)."""
-    from fabric import cuda_engine
+    from wafersim.fabric import cuda_engine
 
     calls: list[str] = []
 
@@ -131,7 +131,7 @@ def test_sweep_points_run_on_the_engine_their_file_names(cuda_calls, tmp_path):
 
 def test_cuda_engine_without_a_gpu_is_one_line_before_any_work(capsys, tmp_path):
     """Where no GPU (nor the simulator) can run it, ``--engine cuda`` is one clear error."""
-    from fabric import cuda_engine
+    from wafersim.fabric import cuda_engine
 
     try:
         cuda_engine.check_available()
@@ -172,11 +172,11 @@ def test_engine_where_nothing_runs_on_it_is_refused(capsys, cuda_calls, argv, me
 def test_engine_used_sets_the_engine_of_runs_that_name_none(cuda_calls):
     """The API: ``engine_used("cuda")`` around a kernel run (``wafersim.engine_used``)."""
     import numpy as np
+    from wafersim.kernels.grid import kernel_grid
+    from wafersim.kernels.tiers import estimate
+    from wafersim.wafer.presets import preset
 
     import wafersim
-    from kernels.grid import kernel_grid
-    from kernels.tiers import estimate
-    from wafer.presets import preset
 
     with wafersim.engine_used("cuda"):
         result = wafersim.run_kernel("gemv", "chain", {"m": 8, "n": 8}, kernel_grid(2, 2),

@@ -10,11 +10,11 @@ import subprocess
 import sys
 
 import pytest
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import KERNELS, analytic_cycles, run_kernel
+from wafersim.wafer.presets import DEFAULT_PRESET, preset
+from wafersim.wafer.repair import DEFAULT_REPAIR
 
-from kernels.grid import kernel_grid
-from kernels.registry import KERNELS, analytic_cycles, run_kernel
-from wafer.presets import DEFAULT_PRESET, preset
-from wafer.repair import DEFAULT_REPAIR
 from wafersim.cli import main
 from wafersim.jobs import JOBS
 from wafersim.parser import build_parser
@@ -162,7 +162,8 @@ def test_help_imports_no_engine_and_each_command_only_its_own():
         "import sys\nfrom wafersim.cli import main\n"
         "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
         "heavy = {'numba', 'fabric', 'kernels', 'compiler', 'memoryx', 'h5py'}\n"
-        "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}), file=sys.stderr)"
+        "loaded = {m.removeprefix('wafersim.').split('.')[0] for m in sys.modules}\n"
+        "print(sorted(heavy & loaded), file=sys.stderr)"
     )
     for argv, allowed in ((["--help"], []), (["presets"], [])):
         done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True,

@@ -4,11 +4,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-
-from kernels.collectives import ALGOS, OPS, SCOPES, collective, collective_cycles
-from kernels.grid import kernel_grid
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.kernels.collectives import ALGOS, OPS, SCOPES, collective, collective_cycles
+from wafersim.kernels.grid import kernel_grid
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 REDUCING = ("reduce", "allreduce")

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
-
-from fabric.compile_once import _machine_lock, signature_key
+from wafersim.fabric.compile_once import _machine_lock, signature_key
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = """\
@@ -36,7 +35,7 @@ import json, os, sys, time
 from pathlib import Path
 import numpy as np
 from numba.core.caching import IndexDataCacheFile
-from fabric.compile_once import compile_once
+from wafersim.fabric.compile_once import compile_once
 from probe_kernel import kernel, square
 if os.environ.get("SLOW_INDEX"):  # widen the window between reading and writing an index
     load = IndexDataCacheFile._load_index

@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from compiler.activations import kept_per_sequence
-from compiler.model_file import load_model
-from compiler.plan import CompileOptions, compile_plan
-from memoryx.streaming import prefetch_buffer_bytes, segments, step_order
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.compiler.activations import kept_per_sequence
+from wafersim.compiler.model_file import load_model
+from wafersim.compiler.plan import CompileOptions, compile_plan
+from wafersim.memoryx.streaming import prefetch_buffer_bytes, segments, step_order
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 BLOCKS = """

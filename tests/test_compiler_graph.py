@@ -6,9 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-
-from compiler.model_file import load_model
-from wafer.errors import ConfigError
+from wafersim.compiler.model_file import load_model
+from wafersim.wafer.errors import ConfigError
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9}

@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from compiler.assignment import assigned_pes, assignment_lines
-from compiler.colors import fits_palette, kernel_colors
-from compiler.model_file import load_model
-from compiler.plan import CompileOptions, compile_cached, compile_plan
-from compiler.plan_records import (
+from wafersim.compiler.assignment import assigned_pes, assignment_lines
+from wafersim.compiler.colors import fits_palette, kernel_colors
+from wafersim.compiler.model_file import load_model
+from wafersim.compiler.plan import CompileOptions, compile_cached, compile_plan
+from wafersim.compiler.plan_records import (
     GemmPlacement,
     GemmWork,
     Orientation,
@@ -26,19 +25,20 @@ from compiler.plan_records import (
     Placement,
     Plan,
 )
-from compiler.single_gemm import place_single_gemm, run_placed_gemm
-from compiler.strategies import all_strategies
-from compiler.tile_order import LISTED_TILES, tile_order
-from compiler.working import WorkingGrid
-from kernels.gemm_weight_stream import chunk_offsets, weight_stream
-from kernels.grid import kernel_grid
-from kernels.registry import algorithm
-from kernels.wiring import DETOUR_COLORS
-from wafer.defects import DefectMap, generate
-from wafer.errors import ConfigError
-from wafer.geometry import E, N, S, W, mirror_links
-from wafer.presets import preset
-from wafer.repair import repair
+from wafersim.compiler.single_gemm import place_single_gemm, run_placed_gemm
+from wafersim.compiler.strategies import all_strategies
+from wafersim.compiler.tile_order import LISTED_TILES, tile_order
+from wafersim.compiler.working import WorkingGrid
+from wafersim.kernels.gemm_weight_stream import chunk_offsets, weight_stream
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import algorithm
+from wafersim.kernels.wiring import DETOUR_COLORS
+from wafersim.wafer.defects import DefectMap, generate
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import E, N, S, W, mirror_links
+from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import repair
+
 from wafersim.cli import main
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
@@ -551,8 +551,8 @@ def _family(algo: str, owner) -> str:
 def test_route_families_are_what_the_kernels_wire(name, monkeypatch):
     """Each family's colors and route count are those of the routes the kernel really asks
     the wiring for, grouped by the stream that owns them."""
-    from compiler.routes import route_families
-    from kernels.wiring import Wiring
+    from wafersim.compiler.routes import route_families
+    from wafersim.kernels.wiring import Wiring
 
     calls = set()  # a kernel may ask for the same route again: it is built once
     connect, chain = Wiring.connect, Wiring.chain
@@ -621,6 +621,6 @@ def test_single_gemm_docstring_example_runs():
     """The example in compiler.single_gemm's docstring runs as written."""
     import doctest
 
-    from compiler import single_gemm
+    from wafersim.compiler import single_gemm
 
     assert doctest.testmod(single_gemm).failed == 0

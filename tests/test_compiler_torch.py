@@ -11,11 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from compiler.model_file import load_model  # noqa: E402
-from compiler.plan import CompileOptions, compile_plan  # noqa: E402
-from compiler.torch_import import graph_from_torch, model_from_torch  # noqa: E402
-from wafer.errors import ConfigError  # noqa: E402
-from wafer.presets import preset  # noqa: E402
+from wafersim.compiler.model_file import load_model  # noqa: E402
+from wafersim.compiler.plan import CompileOptions, compile_plan  # noqa: E402
+from wafersim.compiler.torch_import import graph_from_torch, model_from_torch  # noqa: E402
+from wafersim.wafer.errors import ConfigError  # noqa: E402
+from wafersim.wafer.presets import preset  # noqa: E402
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 

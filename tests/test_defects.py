@@ -6,8 +6,7 @@ import math
 import h5py
 import numpy as np
 import pytest
-
-from wafer.defects import (
+from wafersim.wafer.defects import (
     DEFECT_MODELS,
     LINK_DEFECT_FRACTION,
     SPARSE_LAMBDA,
@@ -15,9 +14,9 @@ from wafer.defects import (
     generate,
     tile_defect_counts,
 )
-from wafer.errors import ConfigError, DefectMapError
-from wafer.geometry import E, N, S, W, mirror_links
-from wafer.presets import preset
+from wafersim.wafer.errors import ConfigError, DefectMapError
+from wafersim.wafer.geometry import E, N, S, W, mirror_links
+from wafersim.wafer.presets import preset
 
 LAMBDA = 0.05  # defects per tile used by the statistical tests
 P_LAMBDA = -math.expm1(-LAMBDA)  # the pe_defect_prob that gives LAMBDA

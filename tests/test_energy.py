@@ -8,20 +8,20 @@ import math
 
 import numpy as np
 import pytest
+from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.sparse_weights import prune_to_density
+from wafersim.memoryx.report import performance
+from wafersim.memoryx.run import run
+from wafersim.memoryx.run_config import load_run_config
+from wafersim.memoryx.run_timeline import run_timeline
+from wafersim.wafer.defects import defect_free_probability, generate
+from wafersim.wafer.energy import LABELS, Events, energy, hop_mm
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
+from wafersim.wafer.spec import spec_from_dict
 
-from kernels.gemm_algorithms import GEMM_ALGORITHMS
-from kernels.grid import kernel_grid
-from kernels.sparse_weights import prune_to_density
-from memoryx.report import performance
-from memoryx.run import run
-from memoryx.run_config import load_run_config
-from memoryx.run_timeline import run_timeline
 from tests.test_memoryx_run import write_config
-from wafer.defects import defect_free_probability, generate
-from wafer.energy import LABELS, Events, energy, hop_mm
-from wafer.errors import ConfigError
-from wafer.presets import preset
-from wafer.spec import spec_from_dict
 from wafersim.cli import main
 
 SPEC = preset("tiny")

@@ -2,16 +2,15 @@
 
 import numpy as np
 import pytest
-
-from fabric.channel_deps import RouteCycleError
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
-from fabric.traffic import TrafficConfig, run_traffic
-from wafer.errors import ConfigError, DeadlockError
-from wafer.geometry import RAMP, E, N, S, W
-from wafer.presets import preset
+from wafersim.fabric.channel_deps import RouteCycleError
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.wafer.errors import ConfigError, DeadlockError
+from wafersim.wafer.geometry import RAMP, E, N, S, W
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 WORDS = 256
@@ -271,8 +270,7 @@ def test_every_flit_is_delivered_once_or_still_in_flight(rate, latency):
 def test_trace_samples_add_up_to_the_counters(tmp_path):
     """Trace samples times their span sum to the link counters, and save to HDF5."""
     import h5py
-
-    from fabric.trace import TraceRecorder
+    from wafersim.fabric.trace import TraceRecorder
 
     cfg = TrafficConfig(width=4, height=4, rate=0.2, cycles=1000, warmup=100, seed=5)
     trace = TraceRecorder(250, 4, 4)
@@ -292,7 +290,7 @@ def test_trace_samples_add_up_to_the_counters(tmp_path):
 def test_a_traced_run_takes_the_cycles_of_an_untraced_one():
     """An op that runs through several trace chunks is not taken for a deadlock (a chunk
     used to see no event while a PE computed, and stopped), and the cycles do not change."""
-    from fabric.trace import TraceRecorder
+    from wafersim.fabric.trace import TraceRecorder
 
     mesh, routes, prog = line(2)
     prog.vfma(0, 0, 0, 0, 0, 200)  # one op of ~200 cycles, then a send
@@ -322,8 +320,7 @@ def test_fp16_conversion_matches_numpy_exactly():
     """The kernels' fp16 rounding equals numpy's astype(float16) for every fp16 bit pattern
     and for random float32 values across the whole range."""
     from numba import njit
-
-    from fabric._fp16 import float_to_half, half_to_float
+    from wafersim.fabric._fp16 import float_to_half, half_to_float
 
     @njit
     def to_half(x, out):
@@ -356,7 +353,7 @@ def test_fp16_conversion_matches_numpy_exactly():
 
 def test_fp16_stream_moves_two_values_per_wavelet():
     """An fp16 send of n values takes ceil(n/2) wavelet cycles and arrives bit-exact."""
-    from fabric.program import pack_half, unpack_half
+    from wafersim.fabric.program import pack_half, unpack_half
 
     n, hops = 7, 3
     mesh, routes, prog = line(hops + 1)
@@ -374,7 +371,7 @@ def test_fp16_stream_moves_two_values_per_wavelet():
 
 def test_fp16_fmacs_accumulates_in_fp32():
     """fp16 matrix and stream, fp32 accumulator: equals numpy on the fp16-rounded inputs."""
-    from fabric.program import pack_half
+    from wafersim.fabric.program import pack_half
 
     m, n = 6, 9
     mesh, routes, prog = line(2)
@@ -395,7 +392,7 @@ def test_fp16_fmacs_accumulates_in_fp32():
 
 def test_fp16_local_ops_round_like_numpy():
     """fp16 vadd, vscale and vfma compute in fp32 and round each result to fp16."""
-    from fabric.program import pack_half, unpack_half
+    from wafersim.fabric.program import pack_half, unpack_half
 
     m = 9
     mesh, routes, prog = line(1)
@@ -418,7 +415,7 @@ def test_fp16_local_ops_round_like_numpy():
 
 def test_fp16_recv_add_rounds_each_sum():
     """fp16 recv_add adds two values per wavelet in fp32 and stores fp16."""
-    from fabric.program import pack_half, unpack_half
+    from wafersim.fabric.program import pack_half, unpack_half
 
     m = 5
     mesh, routes, prog = line(2)
@@ -460,8 +457,8 @@ def test_the_traffic_summary_reads_only_the_state_a_gpu_run_copies_back(monkeypa
     """run_traffic names the state arrays its summary reads (the GPU engine copies back those
     alone): with every other state array overwritten after the run, the summary is the
     same."""
-    from fabric import engine as fabric_engine
-    from fabric import traffic
+    from wafersim.fabric import engine as fabric_engine
+    from wafersim.fabric import traffic
 
     cfg = TrafficConfig(width=4, height=4, rate=0.5, cycles=300, warmup=50, seed=3)
     whole = run_traffic(cfg, SPEC)

@@ -13,14 +13,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
-from fabric.traffic import TrafficConfig, run_traffic
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 CASES = Path(__file__).with_name("cuda_cases.py")
@@ -78,7 +77,7 @@ RACE_KERNEL = """
 import sys
 import numpy as np
 sys.setswitchinterval(1e-6)  # the simulator's threads switch often: the race shows at once
-import fabric._cuda_device  # what the engine imports first: it installs the counted swap
+import wafersim.fabric._cuda_device  # what the engine imports first: it installs the counted swap
 from numba import cuda
 from race_device import bump
 
@@ -114,7 +113,7 @@ BARRIER_KERNELS = """
 import time
 
 import numpy as np
-import fabric._cuda_device  # installs fabric._cudasim_fixes' block manager
+import wafersim.fabric._cuda_device  # installs fabric._cudasim_fixes' block manager
 from numba import cuda
 from numba.cuda.simulator import kernel as simulator
 
@@ -240,7 +239,7 @@ def test_auto_launch_takes_the_wide_kernel_when_routers_outnumber_grid_threads(
 ):
     """On a cooperative GPU, auto runs the grid kernel if its threads cover the routers, and
     the one-color traffic step on it at any size (it spills in the register-capped one)."""
-    cuda_engine = pytest.importorskip("fabric.cuda_engine")
+    cuda_engine = pytest.importorskip("wafersim.fabric.cuda_engine")
     gpu = SimpleNamespace(compute_capability=(9, 0))
     monkeypatch.setattr(cuda_engine.numba.config, "ENABLE_CUDASIM", False)
     monkeypatch.setattr(cuda_engine.cuda, "get_current_device", lambda: gpu)

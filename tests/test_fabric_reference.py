@@ -15,17 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_fabric import ReferenceFabric, ReferenceProgram
-
-from fabric import _kernels as K
-from fabric.engine import fabric_arrays, run_kernel, simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
-from fabric.state import allocate_state, empty_program, empty_traffic
-from fabric.traffic import NEVER, ROUTINGS, TrafficConfig, run_traffic, traffic_arrays
-from wafer.errors import DeadlockError
-from wafer.geometry import RAMP, E, N, S, W
-from wafer.presets import preset
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.engine import fabric_arrays, run_kernel, simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.state import allocate_state, empty_program, empty_traffic
+from wafersim.fabric.traffic import NEVER, ROUTINGS, TrafficConfig, run_traffic, traffic_arrays
+from wafersim.wafer.errors import DeadlockError
+from wafersim.wafer.geometry import RAMP, E, N, S, W
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")  # op startup 2 cycles, 1 fp32 FMAC per cycle: compute costs m cycles
 STARTUP = SPEC.pe.op_startup_cycles

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from kernels.fast_tier import fast_cycles
-from kernels.grid import kernel_grid
-from kernels.registry import run_kernel
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.kernels.fast_tier import fast_cycles
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import run_kernel
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 

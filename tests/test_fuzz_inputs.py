@@ -24,8 +24,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from wafer.errors import WaferSimError
+from wafersim.wafer.errors import WaferSimError
 
 ROOT = Path(__file__).resolve().parents[1]
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True,
@@ -97,9 +96,9 @@ def _copy(src: Path, tmp: Path) -> Path:
 
 def _read_spec(path: Path) -> None:
     """Accepted: a defect map drawn and repaired on it (where its wafer is small)."""
-    from wafer.config_io import load_spec
-    from wafer.defects import generate
-    from wafer.repair import repair
+    from wafersim.wafer.config_io import load_spec
+    from wafersim.wafer.defects import generate
+    from wafersim.wafer.repair import repair
 
     spec = load_spec(path)
     if spec.physical_width_pes * spec.physical_height_pes <= 10_000:
@@ -107,16 +106,16 @@ def _read_spec(path: Path) -> None:
 
 
 def _read_run_config(path: Path) -> None:
-    from memoryx.run_config import load_run_config
+    from wafersim.memoryx.run_config import load_run_config
 
     load_run_config(path)
 
 
 def _read_model(path: Path) -> None:
     """Accepted: compiled for the small preset (the analytic placement, no engine)."""
-    from compiler.model_file import load_model
-    from compiler.plan import CompileOptions, compile_plan
-    from wafer.presets import preset
+    from wafersim.compiler.model_file import load_model
+    from wafersim.compiler.plan import CompileOptions, compile_plan
+    from wafersim.wafer.presets import preset
 
     compile_plan(load_model(path), preset("small"), CompileOptions(batch=4))
 
@@ -128,8 +127,8 @@ def _read_sweep(path: Path) -> None:
 
 
 def _read_defect_list(path: Path) -> None:
-    from wafer.defects import generate
-    from wafer.presets import preset
+    from wafersim.wafer.defects import generate
+    from wafersim.wafer.presets import preset
 
     generate(preset("tiny"), "explicit", path=str(path))
 
@@ -144,8 +143,8 @@ TEXT_INPUTS = {
 
 
 def _defect_map(tmp: Path) -> Path:
-    from wafer.defects import generate
-    from wafer.presets import preset
+    from wafersim.wafer.defects import generate
+    from wafersim.wafer.presets import preset
 
     path = tmp / "map.h5"
     generate(preset("tiny"), "poisson", 1, pe_defect_prob=0.1).save(path)
@@ -153,9 +152,9 @@ def _defect_map(tmp: Path) -> Path:
 
 
 def _checkpoint(tmp: Path) -> Path:
-    from memoryx.checkpoint import save_checkpoint
-    from memoryx.optimizer import AdamW
-    from memoryx.store import WeightStore
+    from wafersim.memoryx.checkpoint import save_checkpoint
+    from wafersim.memoryx.optimizer import AdamW
+    from wafersim.memoryx.store import WeightStore
 
     store = WeightStore.materialised({"w": (4, 3), "b": (3,)}, seed=1)
     AdamW().apply(store, "w", np.ones((4, 3), np.float32), 1)
@@ -175,14 +174,14 @@ def _results(tmp: Path) -> Path:
 
 def _read_map(path: Path) -> None:
     """Accepted: repaired."""
-    from wafer.defects import DefectMap
-    from wafer.repair import repair
+    from wafersim.wafer.defects import DefectMap
+    from wafersim.wafer.repair import repair
 
     repair(DefectMap.load(path), "column_shift")
 
 
 def _read_checkpoint(path: Path) -> None:
-    from memoryx.checkpoint import load_checkpoint
+    from wafersim.memoryx.checkpoint import load_checkpoint
 
     load_checkpoint(path)
 

@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from kernels.gemm_cannon import cannon, cannon_cycles, ring_hops, ring_order
-from kernels.gemm_summa import summa, summa_cycles
-from kernels.gemm_systolic import systolic, systolic_cycles
-from kernels.grid import kernel_grid
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.kernels.gemm_cannon import cannon, cannon_cycles, ring_hops, ring_order
+from wafersim.kernels.gemm_summa import summa, summa_cycles
+from wafersim.kernels.gemm_systolic import systolic, systolic_cycles
+from wafersim.kernels.grid import kernel_grid
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")  # WSE-2 PEs: 1 fp32 / 4 fp16 FMAC per cycle, 48 KB SRAM, 24 colors
 ALGOS = ("summa", "systolic", "cannon-naive", "cannon-interleaved")

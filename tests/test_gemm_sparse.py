@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fabric.program import HALF_DTYPES, ProgramBuilder, pack_half, unpack_half
-from kernels import gemm_weight_stream as ws
-from kernels import sparse_weights
-from kernels.grid import kernel_grid
-from kernels.plan import KernelPlan, split
-from kernels.tiers import estimate
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.fabric.program import HALF_DTYPES, ProgramBuilder, pack_half, unpack_half
+from wafersim.kernels import gemm_weight_stream as ws
+from wafersim.kernels import sparse_weights
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.plan import KernelPlan, split
+from wafersim.kernels.tiers import estimate
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")  # op startup s = 2, hop latency L = 1, 1 fp32 FMAC/cycle
 FP32_TOLERANCE = 1e-5  # relative to the largest |C|: fp32 accumulation of a few terms
@@ -250,8 +249,8 @@ def test_pruning_keeps_the_largest():
 def test_a_row_without_zeros_encodes_at_once_as_block_by_block(dtype, ki, n, rows):
     """encode_row's one-pass dense path (odd 16-bit blocks padded each) gives the blocks
     encode_block gives one by one, word for word; a row with a zero takes that path."""
-    from kernels.gemm_weight_stream import chunk_offsets
-    from kernels.sparse_weights import encode_block, encode_row
+    from wafersim.kernels.gemm_weight_stream import chunk_offsets
+    from wafersim.kernels.sparse_weights import encode_block, encode_row
 
     row = np.random.default_rng(ki).standard_normal((ki, n)).astype(np.float32)
     chunks = chunk_offsets(n, rows)

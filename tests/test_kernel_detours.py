@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from kernels.detour import Detour, LineTables
-from kernels.fast_tier import grid_with_holes
-from kernels.gemm_weight_stream import weight_stream, weight_stream_cycles
-from kernels.grid import kernel_grid
-from kernels.registry import analytic_cycles, run_kernel
-from wafer.errors import ConfigError
-from wafer.geometry import E, W
-from wafer.presets import preset
+from wafersim.kernels.detour import Detour, LineTables
+from wafersim.kernels.fast_tier import grid_with_holes
+from wafersim.kernels.gemm_weight_stream import weight_stream, weight_stream_cycles
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import analytic_cycles, run_kernel
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import E, W
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 GEMMS = [("weight_stream", {"reduce": "chain"}), ("weight_stream", {"reduce": "tree"}),
@@ -111,8 +110,8 @@ def test_a_search_from_the_near_tree_nodes_routes_as_the_whole_search(monkeypatc
     keeps that path, the search from every tree node finds the same one: the same routes
     and programs on a 24 x 48 patch with 3 % dead PEs, rows whose multicasts step round
     holes (the near search decides 445 times there)."""
-    from kernels import wiring
-    from kernels.plan import recorded
+    from wafersim.kernels import wiring
+    from wafersim.kernels.plan import recorded
 
     rng = np.random.default_rng(3)
     dead = rng.random((28, 52)) < 0.03

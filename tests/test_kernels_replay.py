@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from kernels.grid import kernel_grid
-from kernels.registry import KERNELS
-from kernels.replay import EXACT_FP32, GemmReplay
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import KERNELS
+from wafersim.kernels.replay import EXACT_FP32, GemmReplay
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")  # 48 KiB SRAM per PE
 ALGOS = sorted(KERNELS["gemm"])

@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from kernels.gemm_weight_stream import weight_stream, weight_stream_cycles
-from kernels.gemv import gemv
-from kernels.grid import kernel_grid
-from kernels.plan import KernelPlan
-from kernels.wiring import Wiring
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.kernels.gemm_weight_stream import weight_stream, weight_stream_cycles
+from wafersim.kernels.gemv import gemv
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.plan import KernelPlan
+from wafersim.kernels.wiring import Wiring
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")  # op startup s = 2, hop latency L = 1, 1 fp32 FMAC/cycle
 TOLERANCE = {"fp32": 1e-4, "fp16": 3e-2}  # relative to the largest |C| entry

@@ -10,15 +10,28 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parent.parent
-# Bottom to top, as the README's design notes describe them.
+# Bottom to top, as the README's design notes describe them: each layer's folder at the
+# repository's root installs as wafersim.<folder>; the application is wafersim/ itself.
 LAYERS = ("wafer", "fabric", "kernels", "compiler", "memoryx", "wafersim")
+
+
+def package_name(folder: str) -> str:
+    """The installed name of a layer's folder."""
+    return folder if folder == "wafersim" else f"wafersim.{folder}"
+
+
+def layer_of(module: str) -> int:
+    """The layer a module's installed name puts it in (the application's are the rest)."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS[:-1] else len(LAYERS) - 1
 
 
 def modules() -> dict[str, Path]:
     found = {}
-    for package in LAYERS:
-        for path in (ROOT / package).rglob("*.py"):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    for folder in LAYERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join((package_name(folder), *parts))
             found[name.removesuffix(".__init__")] = path
     return found
 
@@ -54,11 +67,10 @@ def test_every_package_has_a_layer():
 
 
 def test_no_import_runs_up_the_stack():
-    layer = {name: LAYERS.index(name.split(".")[0]) for name in modules()}
     upward = [
         f"{a} -> {b} ({data['line']})"
         for a, b, data in import_graph().edges(data=True)
-        if layer[b] > layer[a]
+        if layer_of(b) > layer_of(a)
     ]
     assert upward == []
 
@@ -69,9 +81,22 @@ def test_no_modules_import_each_other_in_a_circle():
     assert circles == []
 
 
+def test_only_the_namespace_is_installed():
+    """Every package installs under wafersim: no top-level name of another project is taken."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {p.parent.relative_to(ROOT).as_posix() for p in ROOT.glob("*/**/__init__.py")}
+    folders -= {f for f in folders if f.split("/")[0] in ("tests", "benchmarks", ".venv")}
+    packages = {".".join((package_name(f.split("/")[0]), *f.split("/")[1:])) for f in folders}
+    assert set(setup["packages"]) == packages
+    assert all(p == "wafersim" or p.startswith("wafersim.") for p in setup["packages"])
+    assert all(setup["package-dir"][package_name(f)] == f for f in LAYERS)
+
+
 def test_the_graph_holds_imports_at_the_top_and_inside_functions():
     """The graph is built from the import statements: edges known to exist are in it."""
     graph = import_graph()
     assert graph.has_edge("wafersim.cli", "wafersim.parser")
-    assert graph.has_edge("fabric.precompile", "fabric.traffic")  # an import inside the module
+    assert graph.has_edge("wafersim.fabric.precompile", "wafersim.fabric.traffic")
     assert graph.has_edge("wafersim.defects_command", "wafersim.study_plot")  # in a function

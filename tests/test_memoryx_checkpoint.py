@@ -5,13 +5,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+import wafersim.memoryx.checkpoint as checkpoint_module
+from wafersim.memoryx.checkpoint import load_checkpoint, restore_rng, save_checkpoint
+from wafersim.memoryx.optimizer import SGD, AdamW
+from wafersim.memoryx.store import WeightStore
+from wafersim.wafer.errors import ConfigError
 
-import memoryx.checkpoint as checkpoint_module
-import wafer
-from memoryx.checkpoint import load_checkpoint, restore_rng, save_checkpoint
-from memoryx.optimizer import SGD, AdamW
-from memoryx.store import WeightStore
-from wafer.errors import ConfigError
+from wafersim import wafer
 
 SHAPES = {"w": (8, 3), "b": (3,)}
 TOTAL_STEPS = 20

@@ -7,8 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-
-from memoryx.data import (
+from wafersim.memoryx.data import (
     DEFAULT_WORKERS,
     Dataset,
     InputPipeline,
@@ -19,7 +18,7 @@ from memoryx.data import (
     read_idx,
     steps_per_epoch,
 )
-from wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError
 
 MNIST_STEMS = {
     "train-images-idx3-ubyte": "images",

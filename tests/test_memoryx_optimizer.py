@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
-
-from memoryx.optimizer import OPTIMIZERS, SGD, AdamW, make_optimizer, state_bytes
-from memoryx.store import WeightStore
-from wafer.errors import ConfigError
+from wafersim.memoryx.optimizer import OPTIMIZERS, SGD, AdamW, make_optimizer, state_bytes
+from wafersim.memoryx.store import WeightStore
+from wafersim.wafer.errors import ConfigError
 
 SHAPES = {"w": (6, 5), "b": (5,)}
 STEPS = 6

@@ -14,21 +14,21 @@ import h5py
 import numpy as np
 import pytest
 import yaml
+from wafersim.compiler.model_file import load_model
+from wafersim.fabric.engine import REASON_NAMES
+from wafersim.memoryx.checkpoint import load_checkpoint
+from wafersim.memoryx.data import load_dataset
+from wafersim.memoryx.functional import numpy_matmul, weight_shapes
+from wafersim.memoryx.optimizer import make_optimizer
+from wafersim.memoryx.report import performance, write_outputs
+from wafersim.memoryx.run import run
+from wafersim.memoryx.run_config import load_run_config
+from wafersim.memoryx.sparsity import apply_masks, prune_masks
+from wafersim.memoryx.store import WeightStore
+from wafersim.memoryx.training import Trainer, checkpoints
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
-from compiler.model_file import load_model
-from fabric.engine import REASON_NAMES
-from memoryx.checkpoint import load_checkpoint
-from memoryx.data import load_dataset
-from memoryx.functional import numpy_matmul, weight_shapes
-from memoryx.optimizer import make_optimizer
-from memoryx.report import performance, write_outputs
-from memoryx.run import run
-from memoryx.run_config import load_run_config
-from memoryx.sparsity import apply_masks, prune_masks
-from memoryx.store import WeightStore
-from memoryx.training import Trainer, checkpoints
-from wafer.errors import ConfigError
-from wafer.presets import preset
 from wafersim.cli import main
 from wafersim.run_plots import write_plots
 
@@ -428,8 +428,8 @@ def test_a_finished_swarmx_run_reports_the_same_when_run_again(tmp_path):
 
 def test_a_run_has_each_kernel_tier_and_no_other():
     """The run's tiers are the kernels' tiers, by the same names (kernels.tiers.TIERS)."""
-    from kernels.tiers import TIERS
-    from memoryx.run import RUN_TIERS
+    from wafersim.kernels.tiers import TIERS
+    from wafersim.memoryx.run import RUN_TIERS
 
     assert list(RUN_TIERS) == list(TIERS)
     assert [name for name, tier in RUN_TIERS.items() if tier.functional] == ["cycle"]
@@ -439,7 +439,7 @@ def test_nested_spec_overrides_change_only_their_keys():
     """``wafer.overrides: {pe: {sram_bytes: 65536}}`` (or the dotted word on the command
     line) changes that key and keeps the rest of the PE, as it does for defects and kernel
     (issue 27: it was refused with "pe is missing keys")."""
-    from memoryx.run_config import wafer_spec
+    from wafersim.memoryx.run_config import wafer_spec
 
     spec = wafer_spec({"preset": "tiny", "overrides": {"pe": {"sram_bytes": 65536}}})
     assert spec.pe.sram_bytes == 65536
@@ -449,8 +449,8 @@ def test_nested_spec_overrides_change_only_their_keys():
 def test_validate_only_lists_every_pass_and_writes_nothing(tmp_path, capsys):
     """``run --validate-only``: every layer's passes with shape and kernel, text and JSON,
     and no output folder (issue 29)."""
-    from compiler.plan import compile_cached
-    from memoryx.run import compile_options, logical_grid
+    from wafersim.compiler.plan import compile_cached
+    from wafersim.memoryx.run import compile_options, logical_grid
 
     path = write_config(tmp_path, steps=2)
     before = set(tmp_path.rglob("*"))
@@ -500,7 +500,7 @@ def test_compile_only_saves_the_plans_and_trains_nothing(tmp_path, capsys):
       "tile_bytes=32768 must be <=")],
 )  # fmt: skip
 def test_run_modes_refuse_what_they_cannot_do(tmp_path, capsys, monkeypatch, argv, message):
-    from fabric import cuda_engine
+    from wafersim.fabric import cuda_engine
 
     monkeypatch.setattr(cuda_engine, "check_available", lambda: None)
     path = write_config(tmp_path, steps=2)

@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
-
-from memoryx.store import WeightStore
-from wafer.errors import ConfigError
+from wafersim.memoryx.store import WeightStore
+from wafersim.wafer.errors import ConfigError
 
 SHAPES = {"embed": (16, 8), "fc.weight": (8, 4), "fc.bias": (4,)}
 

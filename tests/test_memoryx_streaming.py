@@ -11,11 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_stream import COLUMNS, reference_stream
-
-from compiler.model_file import load_model
-from compiler.plan import CompileOptions, compile_plan
-from memoryx import _stream_kernel as K
-from memoryx.streaming import (
+from wafersim.compiler.model_file import load_model
+from wafersim.compiler.plan import CompileOptions, compile_plan
+from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx.streaming import (
     Edge,
     Segment,
     kept_on_wafer,
@@ -24,8 +23,8 @@ from memoryx.streaming import (
     simulate_stream,
     weight_bytes,
 )
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 KERNEL_COLUMN = {name: getattr(K, name.upper()) for name in COLUMNS}

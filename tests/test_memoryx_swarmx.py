@@ -4,8 +4,7 @@ import math
 
 import numpy as np
 import pytest
-
-from memoryx.swarmx import (
+from wafersim.memoryx.swarmx import (
     PACKET_BYTES,
     broadcast_cycles,
     effective_edge,
@@ -14,8 +13,8 @@ from memoryx.swarmx import (
     scaling,
     tree_levels,
 )
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 SHAPES = {"w": (7, 5), "b": (5,), "s": ()}

@@ -10,8 +10,7 @@ import numpy as np
 from numba import njit
 from numba.core import inline_closurecall, ir
 from numba.core.compiler import run_frontend
-
-from fabric import _numba_scope_copy
+from wafersim.fabric import _numba_scope_copy
 
 
 def sample(x, n):
@@ -76,7 +75,7 @@ def test_a_variable_of_another_scope_keeps_its_own():
 
 
 def test_it_is_installed_for_the_engine():
-    import fabric._kernels  # noqa: F401 (installs it)
+    import wafersim.fabric._kernels  # noqa: F401 (installs it)
 
     assert vars(ir.Scope).get("__deepcopy__") is _numba_scope_copy._copy_scope
     assert inline_closurecall.copy is _numba_scope_copy._SHARED

@@ -9,13 +9,13 @@ import sys
 
 import numba
 import pytest
+import wafersim.fabric.engine as engine
+from wafersim.fabric import _kernels as K
+from wafersim.fabric import precompile
+from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.wafer.presets import preset
 
-import fabric.engine as engine
-from fabric import _kernels as K
-from fabric import precompile
-from fabric.traffic import TrafficConfig, run_traffic
 from tests.cuda_cases import fp16_wait_matmul, send_recv
-from wafer.presets import preset
 
 
 def types_of(args: tuple) -> tuple:
@@ -112,7 +112,7 @@ def test_no_background_compile_for_another_engine_or_a_cached_engine(monkeypatch
     monkeypatch.setattr(precompile, "_in_cache", lambda _dispatcher, _args: False)
     precompile.compile_in_background("programs")
     precompile.compile_in_background("programs", half=True)
-    helper = [sys.executable, "-P", "-m", "fabric.precompile", "programs"]
+    helper = [sys.executable, "-P", "-m", "wafersim.fabric.precompile", "programs"]
     assert started == [helper, [*helper, "--half"]]
 
 
@@ -150,7 +150,7 @@ def test_the_background_process_compiles_quietly_and_exits(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("argv", [[], ["bogus"], ["programs", "traffic"], ["programs", "half"]])
 def test_the_helper_names_its_modes_on_a_wrong_command_line(argv):
-    done = subprocess.run([sys.executable, "-m", "fabric.precompile", *argv],
+    done = subprocess.run([sys.executable, "-m", "wafersim.fabric.precompile", *argv],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 1
-    assert done.stderr.strip() == "usage: python -m fabric.precompile {programs|traffic} [--half]"
+    assert done.stderr.strip() == "usage: python -m wafersim.fabric.precompile {programs|traffic} [--half]"

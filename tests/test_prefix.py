@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.prefix import run_prefix
+from wafersim.kernels.tiers import estimate
+from wafersim.wafer.presets import preset
 
-from kernels.grid import kernel_grid
-from kernels.prefix import run_prefix
-from kernels.tiers import estimate
-from wafer.presets import preset
 from wafersim.cli import main
 
 SPEC = preset("wse2")

@@ -2,15 +2,14 @@
 
 import numpy as np
 import pytest
-
-from fabric import _kernels as K
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
-from fabric.switches import switch_ops
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.fabric import _kernels as K
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.switches import switch_ops
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 LEAVES = (1, 3, 5, 7)
@@ -77,9 +76,9 @@ def test_sharing_refuses_what_would_lose_or_mix_ops():
 def recorded_program(**options):
     """The program of a weight-streaming GEMM on 6 x 5 PEs (m = 15: each PE's tile alike
     within its row), recorded instead of run."""
-    from kernels.gemm_weight_stream import weight_stream
-    from kernels.grid import kernel_grid
-    from kernels.plan import recorded
+    from wafersim.kernels.gemm_weight_stream import weight_stream
+    from wafersim.kernels.grid import kernel_grid
+    from wafersim.kernels.plan import recorded
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((15, 24)), rng.standard_normal((24, 64))

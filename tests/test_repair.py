@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from wafer import _repair_kernels as kernels
-from wafer.defects import DefectMap
-from wafer.errors import ConfigError
-from wafer.geometry import DX, DY, NUM_DIRS, E, N, S, W, mirror_links
-from wafer.presets import preset
-from wafer.repair import BFS_BUDGET_PES, REPAIR_STRATEGIES, LogicalGrid, repair
+from wafersim.wafer import _repair_kernels as kernels
+from wafersim.wafer.defects import DefectMap
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import DX, DY, NUM_DIRS, E, N, S, W, mirror_links
+from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import BFS_BUDGET_PES, REPAIR_STRATEGIES, LogicalGrid, repair
 
 STRATEGIES = list(REPAIR_STRATEGIES)
 DIR = {"N": N, "E": E, "S": S, "W": W}

@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.reroute import (
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.reroute import (
     RouteRequest,
     check_connected,
     column_multicast,
@@ -25,9 +24,9 @@ from fabric.reroute import (
     row_multicast,
     warm_up,
 )
-from wafer.errors import ConfigError, ConnectivityError
-from wafer.geometry import NUM_DIRS, OPPOSITE, RAMP, E, N, S, W, mirror_links
-from wafer.presets import preset
+from wafersim.wafer.errors import ConfigError, ConnectivityError
+from wafersim.wafer.geometry import NUM_DIRS, OPPOSITE, RAMP, E, N, S, W, mirror_links
+from wafersim.wafer.presets import preset
 
 DIR = {"N": N, "E": E, "S": S, "W": W}
 SPEC = preset("tiny")

@@ -3,10 +3,9 @@
 import dataclasses
 
 import pytest
-
-from wafer.config_io import load_spec, parse_overrides, resolve_spec
-from wafer.errors import ConfigError
-from wafer.presets import PRESETS, preset
+from wafersim.wafer.config_io import load_spec, parse_overrides, resolve_spec
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import PRESETS, preset
 
 
 def test_wse2_has_published_figures():
@@ -80,7 +79,7 @@ def test_spec_from_toml_and_yaml(tmp_path):
 
 def test_full_spec_round_trips_through_dict():
     """A whole spec written as a dict builds the same spec back."""
-    from wafer.spec import spec_from_dict
+    from wafersim.wafer.spec import spec_from_dict
 
     s = preset("wse3")
     assert spec_from_dict(s.to_dict()) == s

@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
-
-from fabric.sram import SramImage, sram_image, zeros
-from kernels.gemm_weight_stream import weight_stream
-from kernels.grid import kernel_grid
-from kernels.plan import recorded
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.fabric.sram import SramImage, sram_image, zeros
+from wafersim.kernels.gemm_weight_stream import weight_stream
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.plan import recorded
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 
 def test_an_image_reads_each_pe_words_as_a_row_would():

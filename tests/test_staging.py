@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fabric.program import words
-from kernels.gemm_algorithms import GEMM_ALGORITHMS
-from kernels.grid import kernel_grid
-from wafer.errors import ConfigError
-from wafer.presets import preset
+from wafersim.fabric.program import words
+from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
+from wafersim.kernels.grid import kernel_grid
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 M, K, N = 40, 60, 36

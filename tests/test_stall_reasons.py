@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from fabric.engine import REASON_NAMES
-from fabric.traffic import TrafficConfig, run_traffic
-from kernels.grid import kernel_grid
-from kernels.registry import KERNELS, run_kernel, shape_of
-from wafer.presets import preset
+from wafersim.fabric.engine import REASON_NAMES
+from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import KERNELS, run_kernel, shape_of
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 CASES = [(kernel, algo) for kernel, algos in KERNELS.items() for algo in algos]

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import kernels.plan as kernel_plan
-from kernels.grid import kernel_grid
-from kernels.registry import run_kernel
-from kernels.stencil import COEFFICIENTS, RADIUS, reference, stencil
-from wafer.errors import ConfigError
-from wafer.presets import preset
+import wafersim.kernels.plan as kernel_plan
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import run_kernel
+from wafersim.kernels.stencil import COEFFICIENTS, RADIUS, reference, stencil
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
 
 SPEC = preset("wse2")
 

@@ -9,11 +9,10 @@ its own (:func:`ring_slots`)."""
 from __future__ import annotations
 
 import pytest
-
-import kernels.plan as kernel_plan
-from kernels.grid import kernel_grid
-from kernels.registry import KERNELS, run_kernel
-from wafer.presets import preset
+import wafersim.kernels.plan as kernel_plan
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import KERNELS, run_kernel
+from wafersim.wafer.presets import preset
 
 SHAPES = {"gemm": {"m": 32, "k": 32, "n": 32}, "gemv": {"m": 32, "n": 32}}
 

@@ -7,13 +7,13 @@ import math
 
 import numpy as np
 import pytest
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.traffic import ROUTINGS
+from wafersim.wafer.defects import generate
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import NUM_DIRS, E, S, W, mirror_links
+from wafersim.wafer.presets import preset
 
-from fabric.mesh import Mesh
-from fabric.traffic import ROUTINGS
-from wafer.defects import generate
-from wafer.errors import ConfigError
-from wafer.geometry import NUM_DIRS, E, S, W, mirror_links
-from wafer.presets import preset
 from wafersim.stats import T_CRITICAL_95, mean_ci, t_critical_95
 from wafersim.study import run_study
 from wafersim.study_config import StudyConfig

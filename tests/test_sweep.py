@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from wafersim.wafer.errors import ConfigError
 
-import wafer
-from wafer.errors import ConfigError
+from wafersim import wafer
 from wafersim.cli import main
 from wafersim.defects_command import run_defects
 from wafersim.sweep import run_sweep
@@ -437,7 +437,8 @@ def test_a_results_file_takes_one_sweep_at_a_time(small, tmp_path):
     (issue 27: two sweeps started together both reported success while the file kept one
     sweep's rows under the other's header); a write into a file that another sweep has
     taken over is refused rather than mixed in."""
-    from wafer.atomic import exclusive
+    from wafersim.wafer.atomic import exclusive
+
     from wafersim.sweep_results import write_records
 
     out = tmp_path / "r.h5"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from wafersim.wafer.errors import ConfigError
 
-from wafer.errors import ConfigError
 from wafersim.cli import main
 from wafersim.sweep import run_sweep
 from wafersim.sweep_config import load_sweep

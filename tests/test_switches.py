@@ -4,15 +4,14 @@ arrive for a position it is not in until it gets there."""
 
 import numpy as np
 import pytest
-
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
-from fabric.switches import SWITCH_POSITIONS, pack_position, unpack_position
-from wafer.errors import ConfigError
-from wafer.geometry import RAMP, E, W
-from wafer.presets import preset
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.switches import SWITCH_POSITIONS, pack_position, unpack_position
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import RAMP, E, W
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 N = 8

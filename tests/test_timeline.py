@@ -9,20 +9,20 @@ import re
 
 import numpy as np
 import pytest
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.fabric.timeline import Timeline, engine_counters
+from wafersim.fabric.trace import TraceRecorder
+from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx.run import run
+from wafersim.memoryx.run_config import load_run_config
+from wafersim.memoryx.run_timeline import run_timeline
+from wafersim.wafer.errors import DeadlockError
+from wafersim.wafer.presets import preset
 
-from fabric.engine import simulate
-from fabric.mesh import Mesh
-from fabric.program import ProgramBuilder
-from fabric.routes import ColorRoutes
-from fabric.timeline import Timeline, engine_counters
-from fabric.trace import TraceRecorder
-from memoryx import _stream_kernel as K
-from memoryx.run import run
-from memoryx.run_config import load_run_config
-from memoryx.run_timeline import run_timeline
 from tests.test_memoryx_run import write_config
-from wafer.errors import DeadlockError
-from wafer.presets import preset
 from wafersim.cli import main
 
 

@@ -4,15 +4,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from fabric.channel_deps import check_deadlock_free, table_dependencies
-from fabric.mesh import Mesh
-from fabric.reroute import islands
-from fabric.traffic import TrafficConfig, run_traffic
-from fabric.updown import updown_tables
-from wafer.errors import ConfigError, ConnectivityError
-from wafer.geometry import OPPOSITE, RAMP, E, W
-from wafer.presets import preset
+from wafersim.fabric.channel_deps import check_deadlock_free, table_dependencies
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.reroute import islands
+from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.fabric.updown import updown_tables
+from wafersim.wafer.errors import ConfigError, ConnectivityError
+from wafersim.wafer.geometry import OPPOSITE, RAMP, E, W
+from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
 

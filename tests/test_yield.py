@@ -4,11 +4,10 @@ import math
 
 import numpy as np
 import pytest
-
-from wafer.defects import LINK_DEFECT_FRACTION, generate
-from wafer.errors import ConfigError
-from wafer.presets import preset
-from wafer.yield_models import YIELD_MODELS, expected_working_fraction, predicted_yield
+from wafersim.wafer.defects import LINK_DEFECT_FRACTION, generate
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
+from wafersim.wafer.yield_models import YIELD_MODELS, expected_working_fraction, predicted_yield
 
 DENSITY = 200.0  # defects per cm^2: ~0.1 defects per WSE-2-sized tile, so ~10 % dead
 

@@ -7,28 +7,28 @@
 True
 """
 
-from wafer.lazy import lazy_exports
+from wafersim.wafer.lazy import lazy_exports
 
 __version__ = "0.3.0"  # 0.3.0: the application in wafersim/; --grid is WxH everywhere
 
 # Names a script needs, by the module defining each (``repair`` is left out: the package's
 # attribute ``repair`` is the module ``wafer.repair`` once that is imported).
 EXPORTS = {
-    "WaferSpec": "wafer.spec",
-    "load_spec": "wafer.config_io",
-    "preset": "wafer.presets",
-    "PRESETS": "wafer.presets",
-    "DEFAULT_PRESET": "wafer.presets",
-    "DefectMap": "wafer.defects",
-    "generate": "wafer.defects",
-    "DEFECT_MODELS": "wafer.defects",
-    "LogicalGrid": "wafer.repair",
-    "REPAIR_STRATEGIES": "wafer.repair",
-    "DEFAULT_REPAIR": "wafer.repair",
-    "predicted_yield": "wafer.yield_models",
-    "expected_working_fraction": "wafer.yield_models",
-    "ConfigError": "wafer.errors",
-    "WaferSimError": "wafer.errors",
+    "WaferSpec": "wafersim.wafer.spec",
+    "load_spec": "wafersim.wafer.config_io",
+    "preset": "wafersim.wafer.presets",
+    "PRESETS": "wafersim.wafer.presets",
+    "DEFAULT_PRESET": "wafersim.wafer.presets",
+    "DefectMap": "wafersim.wafer.defects",
+    "generate": "wafersim.wafer.defects",
+    "DEFECT_MODELS": "wafersim.wafer.defects",
+    "LogicalGrid": "wafersim.wafer.repair",
+    "REPAIR_STRATEGIES": "wafersim.wafer.repair",
+    "DEFAULT_REPAIR": "wafersim.wafer.repair",
+    "predicted_yield": "wafersim.wafer.yield_models",
+    "expected_working_fraction": "wafersim.wafer.yield_models",
+    "ConfigError": "wafersim.wafer.errors",
+    "WaferSimError": "wafersim.wafer.errors",
 }
 __all__ = ["__version__", *EXPORTS]
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

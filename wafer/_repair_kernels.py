@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-
-from wafer.geometry import DX, DY, NUM_DIRS, OPPOSITE, E, N, S, W
+from wafersim.wafer.geometry import DX, DY, NUM_DIRS, OPPOSITE, E, N, S, W
 
 _DX = tuple(int(v) for v in DX)
 _DY = tuple(int(v) for v in DY)

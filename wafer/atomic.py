@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError
 
 
 @contextlib.contextmanager

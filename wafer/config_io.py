@@ -7,9 +7,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from wafer.errors import ConfigError
-from wafer.presets import DEFAULT_PRESET, preset
-from wafer.spec import WaferSpec, spec_from_dict
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import DEFAULT_PRESET, preset
+from wafersim.wafer.spec import WaferSpec, spec_from_dict
 
 
 def load_mapping(path: str | Path) -> dict[str, Any]:

@@ -33,13 +33,22 @@ from typing import Any
 
 import h5py
 import numpy as np
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.config_io import load_mapping
+from wafersim.wafer.errors import ConfigError, DefectMapError
+from wafersim.wafer.geometry import (
+    NUM_DIRS,
+    E,
+    N,
+    S,
+    W,
+    direction_index,
+    links_symmetric,
+    mirror_links,
+)
+from wafersim.wafer.spec import WaferSpec, spec_from_dict
 
-import wafer
-from wafer.atomic import atomic_path
-from wafer.config_io import load_mapping
-from wafer.errors import ConfigError, DefectMapError
-from wafer.geometry import NUM_DIRS, E, N, S, W, direction_index, links_symmetric, mirror_links
-from wafer.spec import WaferSpec, spec_from_dict
+from wafersim import wafer
 
 FORMAT = "wafersim-defect-map"
 FORMAT_VERSION = 1

@@ -14,7 +14,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from wafer.spec import WaferSpec
+from wafersim.wafer.spec import WaferSpec
 
 PJ = 1e-12
 BITS_PER_WAVELET = 32

@@ -24,8 +24,8 @@ hardware facts; change them with ``key=value`` overrides.
 
 from __future__ import annotations
 
-from wafer.errors import ConfigError
-from wafer.spec import IOSpec, LinkSpec, PESpec, RouterSpec, WaferSpec
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import IOSpec, LinkSpec, PESpec, RouterSpec, WaferSpec
 
 WSE2_DIE_AREA_MM2 = 46_225.0  # [HC33]
 WSE2_PHYSICAL_CORES = 850_000  # [HC33]

@@ -37,12 +37,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from wafer import _repair_kernels as kernels
-from wafer.defects import DefectMap
-from wafer.errors import ConfigError, DefectMapError
-from wafer.geometry import NUM_DIRS
-from wafer.spec import WaferSpec
+from wafersim.wafer import _repair_kernels as kernels
+from wafersim.wafer.defects import DefectMap
+from wafersim.wafer.errors import ConfigError, DefectMapError
+from wafersim.wafer.geometry import NUM_DIRS
+from wafersim.wafer.spec import WaferSpec
 
 BFS_BUDGET_PES = 1 << 14  # PEs one detour search may reach before connectivity is labelled
 _ARRAY_FIELDS = (

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError
 
 
 def knob(

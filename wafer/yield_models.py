@@ -27,9 +27,9 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
-from wafer.defects import LINK_DEFECT_FRACTION, MM2_PER_CM2
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec
+from wafersim.wafer.defects import LINK_DEFECT_FRACTION, MM2_PER_CM2
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec
 
 
 def _poisson(x: float, alpha: float | None) -> float:

@@ -12,10 +12,10 @@ import json
 import sys
 from typing import Any
 
-from wafer.errors import WaferSimError
 from wafersim.jobs import command
 from wafersim.options import check_output, flag
 from wafersim.parser import parse_command_line
+from wafersim.wafer.errors import WaferSimError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING, Any
 
-from compiler.activations import CHOICES as ACTIVATION_CHOICES
-from wafer import __version__
+from wafersim.compiler.activations import CHOICES as ACTIVATION_CHOICES
 from wafersim.jobs import Command
 from wafersim.options import (
     add_defect_options,
@@ -29,9 +28,10 @@ from wafersim.options import (
     repaired_grid,
     spec_from,
 )
+from wafersim.wafer import __version__
 
 if TYPE_CHECKING:
-    from wafer.repair import LogicalGrid
+    from wafersim.wafer.repair import LogicalGrid
 
 
 def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,8 +69,8 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
-    from compiler.model_file import load_model
-    from compiler.plan import CompileOptions, check_activations_fit, compile_cached
+    from wafersim.compiler.model_file import load_model
+    from wafersim.compiler.plan import CompileOptions, check_activations_fit, compile_cached
 
     start = time.perf_counter()
     spec = spec_from(args)
@@ -97,7 +97,7 @@ def run_compile_command(args: argparse.Namespace) -> dict[str, Any]:
     plan, hit = compile_cached(args.model, spec, options, args.out, logical)
     path = None
     if args.out:
-        from compiler.plan import plan_path
+        from wafersim.compiler.plan import plan_path
 
         path = str(plan_path(args.out, plan.model))
     defects = {**plan.defects, **_map_summary(args, logical)}

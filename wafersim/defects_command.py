@@ -8,8 +8,6 @@ import sys
 import time
 from typing import Any
 
-from wafer.errors import ConfigError
-from wafer.repair import DEFAULT_REPAIR
 from wafersim.jobs import Command
 from wafersim.options import (
     add_defect_options,
@@ -21,6 +19,8 @@ from wafersim.options import (
     spec_from,
 )
 from wafersim.progress import progress_for, study_line
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.repair import DEFAULT_REPAIR
 
 
 def add_defects_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +52,7 @@ _NOT_IN_STUDY = ("defects", "pe_defect_prob", "defect_density_per_cm2", "defect_
 
 
 def run_defects(args: argparse.Namespace) -> dict[str, Any]:
-    from wafer.repair import repair
+    from wafersim.wafer.repair import repair
 
     if args.study:
         return run_defects_study(args)
@@ -129,7 +129,7 @@ def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
 
 def _study_fields(args: argparse.Namespace) -> dict[str, Any]:
     """StudyConfig keywords from the options given (the rest keep the config's defaults)."""
-    from wafer.repair import REPAIR_STRATEGIES
+    from wafersim.wafer.repair import REPAIR_STRATEGIES
 
     fields: dict[str, Any] = {
         "densities_per_cm2": tuple(args.densities),

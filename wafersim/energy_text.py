@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wafer.energy import LABELS
+from wafersim.wafer.energy import LABELS
 
 UNITS = ((1e3, "kJ"), (1.0, "J"), (1e-3, "mJ"), (1e-6, "uJ"), (1e-9, "nJ"))
 

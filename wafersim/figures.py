@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fabric.timeline import region_means
-from wafer.atomic import atomic_path
-from wafer.errors import ConfigError
+from wafersim.fabric.timeline import region_means
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.errors import ConfigError
 
 
 def pyplot():

@@ -36,7 +36,7 @@ class Command:
         with no GPU is one clear error before any work)."""
         if not self.engine:
             return self.run(args)
-        from fabric.engine import engine_used
+        from wafersim.fabric.engine import engine_used
 
         with engine_used(args.engine):
             return self.run(args)

@@ -19,9 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from wafer import __version__
-from wafer.errors import ConfigError, DeadlockError
-from wafer.spec import WaferSpec
 from wafersim.energy_text import energy_line
 from wafersim.jobs import Command
 from wafersim.options import (
@@ -33,13 +30,16 @@ from wafersim.options import (
     parse_grid,
     spec_from,
 )
+from wafersim.wafer import __version__
+from wafersim.wafer.errors import ConfigError, DeadlockError
+from wafersim.wafer.spec import WaferSpec
 
 DEFAULT_SIZE = 64  # m, k and n: enough for every algorithm on the default 8x8 grid
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
-    from kernels.registry import KERNELS
-    from kernels.tiers import TIERS
+    from wafersim.kernels.registry import KERNELS
+    from wafersim.kernels.tiers import TIERS
 
     parser.add_argument("kernel", choices=list(KERNELS), help="what to run")
     parser.add_argument(
@@ -94,11 +94,11 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
-    from fabric.trace import traced
-    from kernels.grid import kernel_grid
-    from kernels.registry import KERNELS, shape_of
-    from kernels.tiers import check_request, estimate
+    from wafersim.fabric.trace import traced
     from wafersim.figures import activity_animation
+    from wafersim.kernels.grid import kernel_grid
+    from wafersim.kernels.registry import KERNELS, shape_of
+    from wafersim.kernels.tiers import check_request, estimate
     from wafersim.timelines import write_engine_timeline
 
     spec = spec_from(args)
@@ -109,7 +109,7 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     options = {k: v for k in given if (v := getattr(args, k)) is not None}
     check_request(args.kernel, args.algo, args.tier, args.engine, options, args.stop_at)
     if args.tier != "analytic":  # the engine compiles while the job builds its plan
-        from fabric.precompile import compile_in_background
+        from wafersim.fabric.precompile import compile_in_background
 
         compile_in_background("programs", args.engine, half=args.dtype != "fp32")
     recorder = _timeline_recorder(args)
@@ -151,8 +151,8 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
 def _timeline_recorder(args: argparse.Namespace):
     """The engine samples ``--timeline`` asks for (the cycle tier only), checked before any
     work; None without a timeline."""
-    from fabric.timeline import check_block
-    from fabric.trace import TraceRecorder
+    from wafersim.fabric.timeline import check_block
+    from wafersim.fabric.trace import TraceRecorder
 
     if not (args.timeline or args.animation):
         return None

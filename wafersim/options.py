@@ -13,15 +13,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wafer import __version__
-from wafer.config_io import parse_overrides, resolve_spec
-from wafer.errors import ConfigError
-from wafer.presets import DEFAULT_PRESET
-from wafer.spec import WaferSpec
+from wafersim.wafer import __version__
+from wafersim.wafer.config_io import parse_overrides, resolve_spec
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import DEFAULT_PRESET
+from wafersim.wafer.spec import WaferSpec
 
 if TYPE_CHECKING:
-    from wafer.defects import DefectMap
-    from wafer.repair import LogicalGrid
+    from wafersim.wafer.defects import DefectMap
+    from wafersim.wafer.repair import LogicalGrid
 
 OVERRIDE = re.compile(r"[A-Za-z_][\w.]*=")  # a key=value word
 # A map's model and its parameters, by option dest (random models draw from --seed).
@@ -54,7 +54,7 @@ def add_common_options(
 
 def add_engine_option(parser: argparse.ArgumentParser) -> None:
     """``--engine``: where the command's cycle-engine runs go (``fabric.engine.engine_used``)."""
-    from fabric.engine import ENGINES
+    from wafersim.fabric.engine import ENGINES
 
     parser.add_argument("--engine", default="cpu", choices=ENGINES,
                         help="cycle engine: cpu (default) or cuda (an NVIDIA GPU, extra "
@@ -140,7 +140,7 @@ def parse_grid(text: str) -> tuple[int, int]:
 
 def add_defect_options(parser: argparse.ArgumentParser, title: str) -> None:
     """A saved map (``--defects``) or one drawn from ``--seed`` by a defect model."""
-    from wafer.defects import DEFECT_MODELS
+    from wafersim.wafer.defects import DEFECT_MODELS
 
     group = parser.add_argument_group(f"defects ({title})")
     group.add_argument("--defects", help="a saved defect map (.h5, from `wafersim defects --out`)")
@@ -160,7 +160,7 @@ def add_defect_options(parser: argparse.ArgumentParser, title: str) -> None:
 
 def add_repair_option(parser: argparse.ArgumentParser, many: str = "") -> None:
     """``--repair``, one strategy (``many``: the help for taking one or more)."""
-    from wafer.repair import DEFAULT_REPAIR, REPAIR_STRATEGIES
+    from wafersim.wafer.repair import DEFAULT_REPAIR, REPAIR_STRATEGIES
 
     parser.add_argument(
         "--repair",
@@ -173,7 +173,7 @@ def add_repair_option(parser: argparse.ArgumentParser, many: str = "") -> None:
 def defect_map(args: argparse.Namespace, spec: WaferSpec) -> DefectMap | None:
     """The map the defect options ask for: loaded, drawn for ``spec`` from ``--seed``, or
     None when no option names one (a defect-free wafer)."""
-    from wafer.defects import DefectMap, generate
+    from wafersim.wafer.defects import DefectMap, generate
 
     given = {name: getattr(args, name) for name in MODEL_OPTIONS}
     given = {name: value for name, value in given.items() if value is not None}
@@ -197,7 +197,7 @@ def defect_map(args: argparse.Namespace, spec: WaferSpec) -> DefectMap | None:
 
 def repaired_grid(args: argparse.Namespace, spec: WaferSpec) -> LogicalGrid | None:
     """The repaired logical grid the defect options ask for (None: a defect-free wafer)."""
-    from wafer.repair import DEFAULT_REPAIR, repair
+    from wafersim.wafer.repair import DEFAULT_REPAIR, repair
 
     defects = defect_map(args, spec)
     if defects is None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from wafer import __version__
 from wafersim.jobs import JOBS, command
 from wafersim.options import add_common_options, split_overrides
+from wafersim.wafer import __version__
 
 DESCRIPTION = "wafersim: a cycle-approximate simulator of a wafer-scale accelerator"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wafer.config_io import parse_overrides
-from wafer.presets import PRESETS, preset
-from wafer.spec import WaferSpec
 from wafersim.jobs import Command
+from wafersim.wafer.config_io import parse_overrides
+from wafersim.wafer.presets import PRESETS, preset
+from wafersim.wafer.spec import WaferSpec
 
 
 def add_presets_arguments(parser: argparse.ArgumentParser) -> None:

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wafer.config_io import parse_overrides
-from wafer.errors import ConfigError
 from wafersim.energy_text import energy_line
 from wafersim.jobs import Command
 from wafersim.options import add_timeline_options
 from wafersim.progress import progress_for
+from wafersim.wafer.config_io import parse_overrides
+from wafersim.wafer.errors import ConfigError
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,9 +42,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
-    from memoryx.report import write_outputs
-    from memoryx.run import run
-    from memoryx.run_config import load_run_config
+    from wafersim.memoryx.report import write_outputs
+    from wafersim.memoryx.run import run
+    from wafersim.memoryx.run_config import load_run_config
     from wafersim.run_plots import write_plots
 
     if args.seed:
@@ -56,7 +56,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out) if args.out else default_out(args.config, config.run_digest)
     mode = "validate-only" if args.validate_only else "compile-only" if args.compile_only else ""
     if mode:
-        from memoryx.run_modes import run_mode
+        from wafersim.memoryx.run_modes import run_mode
 
         if args.engine != "cpu":
             raise ConfigError(f"--engine {args.engine}: --{mode} runs nothing on an engine")
@@ -68,7 +68,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError(f"--timeline: --{mode} runs no step to draw")
         return run_mode(mode, config, out).to_dict()
     if config["tier"] != "analytic":  # the engine compiles while the job starts
-        from fabric.precompile import compile_in_background
+        from wafersim.fabric.precompile import compile_in_background
 
         compile_in_background("programs", args.engine, half=config["dtype"] != "fp32")
     line = progress_for(sys.stderr)
@@ -84,7 +84,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         line.close()
     perf = write_outputs(result, out, full=not args.summary_only, plots=write_plots)
     if args.timeline:
-        from memoryx.run_timeline import run_timeline
+        from wafersim.memoryx.run_timeline import run_timeline
 
         run_timeline(result).write(args.timeline, {"command": "run", "config": args.config})
         perf["timeline"] = args.timeline
@@ -100,7 +100,7 @@ def default_out(config_path: str, digest: str) -> Path:
 def run_text(r: dict[str, Any]) -> str:
     """The figures a researcher looks at first; the rest is in performance/performance.json."""
     if "mode" in r:
-        from memoryx.run_modes import mode_text
+        from wafersim.memoryx.run_modes import mode_text
 
         return mode_text(r)
     lines = [

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from fabric.engine import REASON_NAMES
-from memoryx import _stream_kernel as K
-from memoryx.report import assigned_cycles
-from memoryx.run import RunResult
-from memoryx.streaming import StreamResult
-from wafer.atomic import atomic_path
-from wafer.errors import ConfigError
+from wafersim.fabric.engine import REASON_NAMES
 from wafersim.figures import pyplot
+from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx.report import assigned_cycles
+from wafersim.memoryx.run import RunResult
+from wafersim.memoryx.streaming import StreamResult
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.errors import ConfigError
 
 LANES = ("weights in", "compute", "gradients out")
 MAX_LEGEND_LAYERS = 20  # more layers than that: the colors repeat and no legend is drawn

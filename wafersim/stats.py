@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError
 
 T_CRITICAL_95 = (  # two-sided 95 % (0.975 quantile) of Student's t for df = 1..30 [NIST]
     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,

@@ -48,10 +48,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from fabric.mesh import Mesh
-from wafer.defects import DefectMap, generate
-from wafer.repair import repair
-from wafer.spec import WaferSpec
+from wafersim.fabric.mesh import Mesh
 from wafersim.study_config import StudyConfig
 from wafersim.study_result import ROW_COLUMNS, StudyResult
 from wafersim.study_routes import route_stretch
@@ -63,6 +60,9 @@ from wafersim.study_traffic import (
     window_mesh,
     window_traffic,
 )
+from wafersim.wafer.defects import DefectMap, generate
+from wafersim.wafer.repair import repair
+from wafersim.wafer.spec import WaferSpec
 
 
 class SampleSeeds(NamedTuple):

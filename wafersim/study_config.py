@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from wafer.defects import generate
-from wafer.errors import ConfigError
-from wafer.presets import preset
-from wafer.repair import REPAIR_STRATEGIES
+from wafersim.wafer.defects import generate
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import REPAIR_STRATEGIES
 
 STUDY_MODELS = ("poisson", "clustered")  # random models a study can draw from
 SEEDS_RANGE = (1, 1000)

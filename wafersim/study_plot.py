@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wafer.atomic import atomic_path
 from wafersim.figures import pyplot
 from wafersim.stats import MeanCI, mean_ci
 from wafersim.study_traffic import CLEAN_ROUTING, FAULT_ROUTING
+from wafersim.wafer.atomic import atomic_path
 
 if TYPE_CHECKING:
     from wafersim.study_result import StudyResult

@@ -11,13 +11,13 @@ from typing import Any, NamedTuple
 import h5py
 import numpy as np
 
-import wafer
-from wafer.atomic import atomic_path
-from wafer.errors import ConfigError
-from wafer.spec import WaferSpec, spec_from_dict
+from wafersim import wafer
 from wafersim.stats import MeanCI, mean_ci
 from wafersim.study_config import StudyConfig
 from wafersim.study_traffic import TRAFFIC_STATUS, Window, window_summary
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.spec import WaferSpec, spec_from_dict
 
 FORMAT = "wafersim-defect-study"
 FORMAT_VERSION = 1

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from fabric.mesh import Mesh
-from fabric.reroute import islands, multicast_requests, plan_routes
-from wafer.errors import ConnectivityError
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.reroute import islands, multicast_requests, plan_routes
+from wafersim.wafer.errors import ConnectivityError
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from fabric.mesh import Mesh
-from fabric.traffic import ROUTINGS, TrafficConfig, run_traffic
-from wafer.errors import ConfigError, ConnectivityError, DeadlockError
-from wafer.geometry import E, N, S, W
-from wafer.spec import WaferSpec
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.traffic import ROUTINGS, TrafficConfig, run_traffic
 from wafersim.study_config import WINDOW_PES_RANGE, StudyConfig
+from wafersim.wafer.errors import ConfigError, ConnectivityError, DeadlockError
+from wafersim.wafer.geometry import E, N, S, W
+from wafersim.wafer.spec import WaferSpec
 
 log = logging.getLogger(__name__)
 

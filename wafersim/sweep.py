@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wafer import __version__
-from wafer.atomic import exclusive
-from wafer.errors import ConfigError
 from wafersim.heap import WORKER_ENVIRON, keep_freed_memory
 from wafersim.jobs import command
 from wafersim.sweep_config import SweepConfig, SweepPoint, cli_parser, parse_point_args
 from wafersim.sweep_results import PointRecord, open_results, write_records
+from wafersim.wafer import __version__
+from wafersim.wafer.atomic import exclusive
+from wafersim.wafer.errors import ConfigError
 
 MAX_ATTEMPTS = 2  # the first run and one retry
 CHUNK_TARGET_S = 1.0  # a Dask task runs about this long once point times are known
@@ -131,7 +131,7 @@ def _check_engines(sweep: SweepConfig) -> None:
         words = point.argv
         engines |= {words[i + 1] for i, word in enumerate(words[:-1]) if word == "--engine"}
     if engines - {"cpu"}:
-        from fabric.engine import chunk_runner
+        from wafersim.fabric.engine import chunk_runner
 
         for engine in sorted(engines - {"cpu"}):
             chunk_runner(engine)

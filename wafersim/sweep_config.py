@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from wafer.config_io import flatten, load_mapping
-from wafer.errors import ConfigError
 from wafersim.jobs import command
 from wafersim.options import add_engine_option
 from wafersim.parser import build_parser, parse_command_line
+from wafersim.wafer.config_io import flatten, load_mapping
+from wafersim.wafer.errors import ConfigError
 
 JOBS = ("defects", "traffic", "kernel", "compile", "run")
 CONFIG_JOBS = ("run",)  # their key=value overrides set run-config keys, not spec keys
@@ -199,13 +199,13 @@ def _option_name(key: str) -> str:
 
 
 def _spec_keys() -> set[str]:
-    from wafer.presets import preset
+    from wafersim.wafer.presets import preset
 
     return set(flatten(preset("tiny").to_dict()))
 
 
 def _run_config_keys() -> set[str]:
-    from memoryx.run_config import DEFAULTS
+    from wafersim.memoryx.run_config import DEFAULTS
 
     return {"model", *DEFAULTS}
 

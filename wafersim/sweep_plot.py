@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from wafer.atomic import atomic_path
-from wafer.errors import ConfigError
 from wafersim.stats import mean_ci
 from wafersim.sweep_results import read_records
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.errors import ConfigError
 
 GRID = re.compile(r"^(\d+)x(\d+)$")
 AXIS_UNITS = {  # the config keys whose names do not carry their units

@@ -19,10 +19,10 @@ from typing import Any
 import h5py
 import numpy as np
 
-from wafer import __version__
-from wafer.atomic import atomic_path
-from wafer.errors import ConfigError
 from wafersim.sweep_config import SweepConfig
+from wafersim.wafer import __version__
+from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.errors import ConfigError
 
 FORMAT = "wafersim-sweep/1"
 TEXT_COLUMNS = ("config", "wafersim_version", "status", "error")

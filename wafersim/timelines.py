@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from fabric.timeline import Timeline, check_block, engine_counters
-from fabric.trace import TraceRecorder
-from wafer.spec import WaferSpec
+from wafersim.fabric.timeline import Timeline, check_block, engine_counters
+from wafersim.fabric.trace import TraceRecorder
+from wafersim.wafer.spec import WaferSpec
 
 MOST_REGIONS_A_SIDE = 8  # the default region size keeps a timeline to 64 counter tracks
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wafer import __version__
 from wafersim.jobs import Command
 from wafersim.options import (
     add_grid_option,
@@ -14,10 +13,11 @@ from wafersim.options import (
     parse_grid,
     spec_from,
 )
+from wafersim.wafer import __version__
 
 
 def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
-    from fabric.traffic import PATTERNS, ROUTINGS
+    from wafersim.fabric.traffic import PATTERNS, ROUTINGS
 
     add_spec_options(parser)
     add_grid_option(parser, "8x8")
@@ -45,9 +45,9 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
-    from fabric.timeline import check_block
-    from fabric.trace import TraceRecorder
-    from fabric.traffic import TrafficConfig, run_traffic
+    from wafersim.fabric.timeline import check_block
+    from wafersim.fabric.trace import TraceRecorder
+    from wafersim.fabric.traffic import TrafficConfig, run_traffic
     from wafersim.figures import activity_animation, wafer_heatmap
     from wafersim.timelines import write_engine_timeline
 

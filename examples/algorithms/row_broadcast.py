@@ -6,7 +6,7 @@ column, column by column, and each PE multiplies it into C as it passes (fmacs).
 alternate by line. The record at the end holds everything the kernels, the compiler and the
 fast tier need; one call registers it::
 
-    from kernels import register
+    from wafersim.kernels import register
     register(ROW_BROADCAST)    # now `run_kernel("gemm", "row_broadcast", ...)`, placements,
                                # compiled plans and the fast tier all know it
 
@@ -16,11 +16,17 @@ fast tier need; one call registers it::
 from __future__ import annotations
 
 import numpy as np
-
-from fabric.program import fmacs_cycles, words
-from kernels.algorithm import FastTierSampling, GemmAlgorithm, RouteFamily, Tiles, Variant, spans
-from kernels.detour import NO_DETOUR
-from kernels.gemm_common import (
+from wafersim.fabric.program import fmacs_cycles, words
+from wafersim.kernels.algorithm import (
+    FastTierSampling,
+    GemmAlgorithm,
+    RouteFamily,
+    Tiles,
+    Variant,
+    spans,
+)
+from wafersim.kernels.detour import NO_DETOUR
+from wafersim.kernels.gemm_common import (
     C_STAYS_PUT,
     ceil_div,
     check_operands,
@@ -30,9 +36,9 @@ from kernels.gemm_common import (
     output_blocks,
     wait_cycles,
 )
-from kernels.plan import KernelPlan, encode, split
-from kernels.result import max_cycles_for, p2p_cycles
-from wafer.spec import WaferSpec
+from wafersim.kernels.plan import KernelPlan, encode, split
+from wafersim.kernels.result import max_cycles_for, p2p_cycles
+from wafersim.wafer.spec import WaferSpec
 
 A_COLORS, B_COLORS = (0, 2), (1, 3)
 RECV_TASK, MUL_TASK = 0, 1
