@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import h5py
 import numpy as np
 import pytest
 from wafersim.fabric.mesh import Mesh
@@ -18,20 +19,36 @@ from wafersim.stats import T_CRITICAL_95, mean_ci, t_critical_95
 from wafersim.study import run_study
 from wafersim.study_config import StudyConfig
 from wafersim.study_plot import plot_study
-from wafersim.study_result import ROW_COLUMNS, StudyResult
+from wafersim.study_result import (
+    FORMAT,
+    METRIC_COLUMNS,
+    ROW_COLUMNS,
+    WINDOW_COLUMNS,
+    StudyResult,
+    column_ranges,
+)
 from wafersim.study_routes import route_stretch
 from wafersim.study_traffic import (
+    CLEAN_ROUTING,
     FAULT_ROUTING,
+    MAP_FIGURES,
     TRAFFIC_STATUS,
     Window,
-    centred_window,
+    baselines,
+    draw_windows,
+    reference_figures,
+    saturation_throughput,
     window_faults,
     window_mesh,
+    window_traffic,
 )
 
 SPEC = preset("small")  # 64 x 64 logical PEs and one spare row
-HIGH_DENSITY = 50.0  # per cm^2: about 110 dead PEs on `small`, so the window has faults
-CONFIG = StudyConfig(densities_per_cm2=(0.0, HIGH_DENSITY), seeds=2, window_pes=8)
+HIGH_DENSITY = 50.0  # per cm^2: about 110 dead PEs on `small`, so most windows have faults
+WINDOWS = 4  # windows per map
+CONFIG = StudyConfig(
+    densities_per_cm2=(0.0, HIGH_DENSITY), seeds=2, window_pes=8, windows_per_map=WINDOWS
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,33 +95,46 @@ def test_one_row_per_density_strategy_and_seed(study):
 def test_a_seed_gives_the_same_table_and_another_seed_another():
     """Two runs from one seed give identical tables; a different seed gives other maps."""
     config = StudyConfig(
-        densities_per_cm2=(HIGH_DENSITY,), strategies=("none",), seeds=2, window_pes=8
+        densities_per_cm2=(HIGH_DENSITY,),
+        strategies=("none",),
+        seeds=2,
+        window_pes=8,
+        windows_per_map=2,
     )
     first, again = run_study(SPEC, config), run_study(SPEC, config)
-    for name in ROW_COLUMNS:
-        column = first.rows[name]
-        assert np.array_equal(column, again.rows[name], equal_nan=column.dtype.kind == "f"), name
+    for table, columns in (("rows", ROW_COLUMNS), ("window_rows", WINDOW_COLUMNS)):
+        for name in columns:
+            column, other_column = getattr(first, table)[name], getattr(again, table)[name]
+            assert np.array_equal(column, other_column, equal_nan=column.dtype.kind == "f"), name
+    assert np.array_equal(first.positions, again.positions)
     other = run_study(SPEC, StudyConfig(**{**config.to_dict(), "seed": 1}))
     assert not np.array_equal(first.rows["defect_seed"], other.rows["defect_seed"])
+    assert not np.array_equal(first.positions, other.positions)
     # maps differ: their counts and window figures, taken together (one count alone may tie)
     map_columns = ("dead_pes", "unrepaired_links", "mean_route_stretch_hops")
     assert any(not np.array_equal(first.rows[c], other.rows[c]) for c in map_columns)
 
 
-def test_strategies_share_each_seeds_map_and_traffic(study):
-    """Within a seed index every density and strategy uses the same defect and traffic seed."""
+def test_strategies_share_each_seeds_map_traffic_and_windows(study):
+    """Within a seed index every density and strategy uses the same defect, traffic and window
+    seed, so the same windows."""
     for index in (0, 1):
         rows = rows_where(study, seed_index=index)
-        assert np.unique(rows["defect_seed"]).size == 1
-        assert np.unique(rows["traffic_seed"]).size == 1
+        for name in ("defect_seed", "traffic_seed", "window_seed"):
+            assert np.unique(rows[name]).size == 1, name
+        windows = {name: column[study.window_rows["seed_index"] == index]
+                   for name, column in study.window_rows.items()}  # fmt: skip
+        for axis in ("x0", "y0"):
+            per_point = windows[axis].reshape(-1, WINDOWS)
+            assert (per_point == study.positions[index, :, "xy".index(axis[0])]).all()
         dead = rows_where(study, seed_index=index, defect_density_per_cm2=HIGH_DENSITY)["dead_pes"]
         assert np.unique(dead).size == 1  # one map per (density, seed), repaired three ways
     assert study.rows["defect_seed"][0] != rows_where(study, seed_index=1)["defect_seed"][0]
 
 
 def test_zero_density_has_no_holes_no_stretch_and_equal_throughput(study):
-    """At density 0 every strategy sees a perfect mesh: no holes, no stretch, xy traffic with
-    the same throughput as the defect-free window."""
+    """At density 0 every strategy sees a perfect mesh: no holes, no stretch, every window
+    routed xy with the same throughput as the defect-free window."""
     zero = rows_where(study, defect_density_per_cm2=0.0)
     assert (zero["dead_pes"] == 0).all()
     assert (zero["unrepaired_pes"] == 0).all()
@@ -113,7 +143,10 @@ def test_zero_density_has_no_holes_no_stretch_and_equal_throughput(study):
     assert (zero["routes"] == 128).all()  # 64 row and 64 column multicasts
     assert (zero["mean_route_stretch_hops"] == 0).all()
     assert (zero["max_route_stretch_hops"] == 0).all()
-    assert (zero["traffic_routing"] == "xy").all()
+    assert (zero["fault_routed_windows"] == 0).all()
+    assert (zero["measured_windows"] == WINDOWS).all()
+    zero_windows = study.window_rows["defect_density_per_cm2"] == 0.0
+    assert (study.window_rows["traffic_routing"][zero_windows] == "xy").all()
     for index in (0, 1):
         throughput = rows_where(study, defect_density_per_cm2=0.0, seed_index=index)[
             "saturation_throughput_flits_per_pe_cycle"
@@ -122,6 +155,7 @@ def test_zero_density_has_no_holes_no_stretch_and_equal_throughput(study):
         assert throughput[0] > 0
         assert (throughput == throughput[0]).all()
     assert (zero["relative_saturation_throughput"] == 1.0).all()
+    assert (zero["relative_saturation_throughput_vs_xy"] == 1.0).all()
 
 
 def test_none_leaves_every_dead_logical_pe_a_hole_and_column_shift_fewer(study):
@@ -150,19 +184,86 @@ def test_none_leaves_every_dead_logical_pe_a_hole_and_column_shift_fewer(study):
 def test_faulty_windows_use_fault_routing_and_clean_ones_xy(study):
     """A window with holes or dead wires is routed with FAULT_ROUTING (NaN figures and a
     status code if the fabric lacks it); a clean window with xy, always measured."""
-    faulty = (study.rows["window_holes"] > 0) | (study.rows["window_dead_links"] > 0)
+    windows = study.window_rows
+    faulty = (windows["window_holes"] > 0) | (windows["window_dead_links"] > 0)
     assert faulty.any()
-    assert (study.rows["traffic_routing"][faulty] == FAULT_ROUTING).all()
-    assert (study.rows["traffic_routing"][~faulty] == "xy").all()
-    assert (study.rows["traffic_status"][~faulty] == TRAFFIC_STATUS["measured"]).all()
-    throughput = study.rows["saturation_throughput_flits_per_pe_cycle"]
+    assert (~faulty).any()
+    assert (windows["traffic_routing"][faulty] == FAULT_ROUTING).all()
+    assert (windows["traffic_routing"][~faulty] == "xy").all()
+    assert (windows["traffic_status"][~faulty] == TRAFFIC_STATUS["measured"]).all()
+    throughput = windows["saturation_throughput_flits_per_pe_cycle"]
     assert (throughput[~faulty] > 0).all()
     if FAULT_ROUTING in ROUTINGS:
-        assert (study.rows["traffic_status"][faulty] == TRAFFIC_STATUS["measured"]).all()
+        assert (windows["traffic_status"][faulty] == TRAFFIC_STATUS["measured"]).all()
         assert (throughput[faulty] > 0).all()
     else:
-        assert (study.rows["traffic_status"][faulty] == TRAFFIC_STATUS["no_fault_routing"]).all()
+        assert (windows["traffic_status"][faulty] == TRAFFIC_STATUS["no_fault_routing"]).all()
         assert np.isnan(throughput[faulty]).all()
+
+
+def test_each_rows_traffic_is_the_mean_over_its_windows(study):
+    """A row's traffic figures are the means over its windows_per_map windows (measured
+    ones), its fault counts the mean per window and fault_routed_windows their share."""
+    windows = study.window_rows
+    assert windows["seed_index"].size == len(study) * WINDOWS
+    for i in range(len(study)):
+        mine = {name: column[i * WINDOWS : (i + 1) * WINDOWS] for name, column in windows.items()}
+        for key in ("defect_density_per_cm2", "strategy", "seed_index"):
+            assert (mine[key] == study.rows[key][i]).all()
+        assert mine["window_index"].tolist() == list(range(WINDOWS))
+        measured = mine["traffic_status"] == TRAFFIC_STATUS["measured"]
+        assert study.rows["measured_windows"][i] == measured.sum()
+        routed = np.mean(mine["traffic_routing"] == FAULT_ROUTING)
+        assert study.rows["fault_routed_windows"][i] == pytest.approx(routed)
+        for name in ("window_holes", "window_dead_links"):
+            assert study.rows[name][i] == pytest.approx(mine[name].mean())
+        for name in MAP_FIGURES:
+            assert study.rows[name][i] == pytest.approx(np.nanmean(mine[name][measured]))
+    high = study.rows["defect_density_per_cm2"] == HIGH_DENSITY
+    assert (study.rows["fault_routed_windows"][high] > 0).all()
+
+
+def test_windows_are_drawn_over_the_whole_grid_from_the_seed():
+    """Window positions are uniform over every place a window fits (not the centre), the
+    same for one seed and different for another."""
+    positions = draw_windows(SPEC, 8, 2000, seed=3)
+    assert positions.shape == (2000, 2)
+    assert positions.min() == 0
+    assert positions.max() == 64 - 8
+    assert abs(positions.mean() - (64 - 8) / 2) < 1.5
+    assert np.array_equal(positions, draw_windows(SPEC, 8, 2000, seed=3))
+    assert not np.array_equal(positions, draw_windows(SPEC, 8, 2000, seed=4))
+    wse2 = draw_windows(preset("wse2"), 16, 64, seed=0)
+    assert np.unique(wse2, axis=0).shape[0] == 64  # spread over the wafer, none repeated
+
+
+def test_a_clean_window_is_the_defect_free_window():
+    """A window without faults is not run again: the defect-free window's run under the same
+    traffic seed is the same simulation, so its throughput is the baseline's exactly."""
+    config = StudyConfig(densities_per_cm2=(0.0,), window_pes=8)
+    reference = reference_figures(baselines(SPEC, config, [7]), 0)
+    clean = window_mesh(Mesh.full(12, 12), Window(2, 3, 8))
+    assert window_faults(clean) == (0, 0)
+    assert saturation_throughput(SPEC, config, clean, CLEAN_ROUTING, 7) == reference["xy"][1]
+    figures = window_traffic(SPEC, config, clean, 7, reference)
+    assert figures["saturation_throughput_flits_per_pe_cycle"] == reference["xy"][1]
+    assert figures["relative_saturation_throughput"] == 1.0
+
+
+def test_one_dead_link_is_compared_under_its_own_routing():
+    """A window with one dead link is routed up*/down*, which alone about halves an 8x8
+    window's throughput against xy; compared with the defect-free window under up*/down*, the
+    link itself costs a few per cent, so the relative figure stays above 0.9."""
+    config = StudyConfig(densities_per_cm2=(1.0,), window_pes=8)
+    dead = np.zeros((8, 8, NUM_DIRS), bool)
+    dead[4, 4, E] = True
+    mesh = Mesh(8, 8, np.ones((8, 8), bool), mirror_links(dead))
+    for seed in (1, 2, 3):
+        reference = reference_figures(baselines(SPEC, config, [seed]), 0)
+        figures = window_traffic(SPEC, config, mesh, seed, reference)
+        assert figures["traffic_routing"] == FAULT_ROUTING
+        assert figures["relative_saturation_throughput"] > 0.9
+        assert figures["relative_saturation_throughput_vs_xy"] < 0.65  # the routing switch
 
 
 def test_zero_load_latency_matches_hops_plus_flits(study):
@@ -200,11 +301,9 @@ def test_route_stretch_counts_stranded_pes_and_routes_the_main_island():
     assert stretch["max_route_stretch_hops"] == 0
 
 
-def test_window_is_centred_and_keeps_only_its_inner_faults():
-    """The window is centred on the logical grid; a hole and a dead wire inside count, a dead
-    wire leaving the window does not (and is not left in the window's mesh)."""
-    assert centred_window(SPEC, 8) == Window(28, 28, 8)
-    assert centred_window(preset("wse2"), 16) == Window(367, 489, 16)
+def test_a_window_keeps_only_its_inner_faults():
+    """A hole and a dead wire inside a window count, a dead wire leaving the window does not
+    (and is not left in the window's mesh)."""
     alive = np.ones((6, 6), bool)
     alive[2, 2] = False
     dead = np.zeros((6, 6, NUM_DIRS), bool)
@@ -230,7 +329,7 @@ def test_ci_half_width_is_zero_for_identical_samples_and_positive_otherwise():
     """Identical samples have a zero-width interval; spread samples a positive one, equal to
     t(n-1) * s / sqrt(n); NaN samples are left out."""
     same = mean_ci(np.array([3.0, 3.0, 3.0]))
-    assert (same.mean, same.half_width, same.n) == (3.0, 0.0, 3)
+    assert same == (3.0, 0.0, 3, 3.0, 3.0)
     spread = mean_ci(np.array([1.0, 2.0, 3.0, math.nan]))
     assert spread.n == 3
     assert spread.mean == 2.0
@@ -244,7 +343,24 @@ def test_ci_of_too_few_samples_is_nan():
     one = mean_ci(np.array([5.0, math.nan]))
     assert one.mean == 5.0
     assert math.isnan(one.half_width)
+    assert math.isnan(one.low)
+    assert math.isnan(one.high)
     assert math.isnan(mean_ci(np.array([math.nan])).mean)
+
+
+def test_ci_is_clipped_to_the_quantitys_range():
+    """An interval passing the range of its quantity is cut at the range's ends; the mean and
+    the t half-width are kept; an empty range is an error."""
+    count = mean_ci(np.array([0.0, 0.0, 2.0]), 0.0, math.inf)
+    assert count.mean - count.half_width < 0
+    assert count.low == 0.0
+    assert count.high == pytest.approx(count.mean + count.half_width)
+    share = mean_ci(np.array([0.5, 1.0]), 0.0, 1.0)
+    assert (share.low, share.high) == (0.0, 1.0)
+    inside = np.array([0.45, 0.5, 0.55])
+    assert mean_ci(inside, 0.0, 1.0) == mean_ci(inside)  # nothing to clip
+    with pytest.raises(ConfigError, match="empty"):
+        mean_ci(np.array([1.0, 2.0]), 1.0, 0.0)
 
 
 def _student_t_cdf(x: float, df: int) -> float:
@@ -281,8 +397,29 @@ def test_aggregates_cover_each_density_and_strategy(study):
     for a in aggregates:
         assert a.metrics["working_pes"].n == 2
     zero = aggregates[0].metrics
-    assert zero["unrepaired_pes"] == (0.0, 0.0, 2)
-    assert zero["relative_saturation_throughput"] == (1.0, 0.0, 2)
+    assert zero["unrepaired_pes"] == (0.0, 0.0, 2, 0.0, 0.0)
+    assert zero["relative_saturation_throughput"] == (1.0, 0.0, 2, 1.0, 1.0)
+
+
+def test_every_interval_stays_inside_its_columns_range(study):
+    """Each aggregate's bounds lie in the declared range of its column (counts >= 0 and at
+    most the wafer's or the window's total, shares in [0, 1]), and so does every sample; the
+    study's two seeds give wide t-intervals, so some are clipped."""
+    ranges = column_ranges(SPEC, CONFIG)
+    assert set(ranges) == set(METRIC_COLUMNS)
+    assert ranges["working_pes"] == (0.0, 64 * 64)
+    assert ranges["fault_routed_windows"] == (0.0, 1.0)
+    assert ranges["window_holes"] == (0.0, 64.0)
+    clipped = 0
+    for name, (low, high) in ranges.items():
+        values = study.rows[name][np.isfinite(study.rows[name])]
+        assert ((low <= values) & (values <= high)).all(), name
+        for aggregate in study.aggregates():
+            ci = aggregate.metrics[name]
+            assert ci.n == 2, name
+            assert low <= ci.low <= ci.mean <= ci.high <= high, (name, aggregate.strategy)
+            clipped += ci.mean - ci.half_width < low or ci.mean + ci.half_width > high
+    assert clipped > 0
 
 
 def test_json_is_strict_json_with_the_config_and_aggregates(study):
@@ -291,10 +428,20 @@ def test_json_is_strict_json_with_the_config_and_aggregates(study):
     assert data["config"]["densities_per_cm2"] == [0.0, HIGH_DENSITY]
     assert data["spec"]["name"] == "small"
     assert data["seed"] == 0
-    assert data["traffic_window"]["side_pes"] == 8
-    assert "window" in data["traffic_window"]["note"]
+    window = data["traffic_window"]
+    assert window["side_pes"] == 8
+    assert window["windows_per_map"] == WINDOWS
+    assert np.array_equal(window["positions_x0_y0"], study.positions)
+    assert (window["routing_without_faults"], window["routing_with_faults"]) == (
+        CLEAN_ROUTING,
+        FAULT_ROUTING,
+    )
+    assert "windows" in window["note"]
+    assert data["columns"]["unrepaired_links"] == {"unit": "links", "low": 0.0, "high": 8064.0}
+    assert data["columns"]["saturation_throughput_flits_per_pe_cycle"]["high"] is None
     assert len(data["aggregates"]) == 6
-    assert data["aggregates"][0]["unrepaired_pes"]["ci95_half_width"] == 0.0
+    assert data["aggregates"][0]["unrepaired_pes"]["ci95_low"] == 0.0
+    assert data["aggregates"][0]["unrepaired_pes"]["ci95_high"] == 0.0
 
 
 def test_hdf5_round_trip(study, tmp_path):
@@ -305,10 +452,12 @@ def test_hdf5_round_trip(study, tmp_path):
     loaded = StudyResult.load_hdf5(path)
     assert loaded.config == study.config
     assert loaded.spec == study.spec
-    assert loaded.window == study.window
-    for name, column in study.rows.items():
-        assert loaded.rows[name].dtype == column.dtype, name
-        assert np.array_equal(loaded.rows[name], column, equal_nan=column.dtype.kind == "f")
+    assert np.array_equal(loaded.positions, study.positions)
+    for table in ("rows", "window_rows"):
+        for name, column in getattr(study, table).items():
+            again = getattr(loaded, table)[name]
+            assert again.dtype == column.dtype, name
+            assert np.array_equal(again, column, equal_nan=column.dtype.kind == "f")
     assert set(loaded.baselines) == set(study.baselines)
     assert loaded.to_json() == study.to_json()
     assert [p.name for p in tmp_path.iterdir()] == ["study.h5"]
@@ -319,6 +468,15 @@ def test_a_file_that_is_not_a_study_is_an_error(tmp_path):
     path = tmp_path / "x.h5"
     path.write_text("hello")
     with pytest.raises(ConfigError, match="x.h5"):
+        StudyResult.load_hdf5(path)
+
+
+def test_a_study_of_another_format_version_is_an_error(tmp_path):
+    """A study file of another format version is refused, naming the version."""
+    path = tmp_path / "old.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs.update({"format": FORMAT, "format_version": 1})
+    with pytest.raises(ConfigError, match="format_version 1"):
         StudyResult.load_hdf5(path)
 
 
@@ -335,7 +493,7 @@ def test_progress_is_reported_after_every_point():
     seen = []
     config = StudyConfig(
         densities_per_cm2=(0.0,), strategies=("none", "row"), seeds=2, window_pes=4
-    )
+    )  # density 0: every window is the defect-free one
     run_study(preset("tiny"), config, progress=seen.append)
     assert [p.done for p in seen] == [1, 2, 3, 4]
     assert {p.total for p in seen} == {4}
@@ -357,6 +515,9 @@ def test_progress_is_reported_after_every_point():
         ({"seeds": 1001}, "seeds=1001"),
         ({"window_pes": 3}, r"window_pes=3 is out of range \[4, 64\]"),
         ({"window_pes": 65}, "window_pes=65"),
+        ({"windows_per_map": 0}, r"windows_per_map=0 is out of range \[1, 256\]"),
+        ({"windows_per_map": 257}, "windows_per_map=257"),
+        ({"windows_per_map": 2.5}, "windows_per_map=2.5 must be an integer"),
         ({"model": "explicit"}, "model='explicit'"),
         ({"model_params": {"alpha": 2.0}}, "alpha"),  # poisson takes no alpha
         ({"traffic_warmup_cycles": 2000}, "traffic_warmup_cycles=2000"),

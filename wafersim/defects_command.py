@@ -37,17 +37,23 @@ def add_study_arguments(parser: argparse.ArgumentParser) -> None:
         "--study",
         action="store_true",
         help="for each density, repair and seed: working PEs, holes, route stretch, and "
-        "uniform traffic on a window of the repaired mesh, with 95%% confidence intervals",
+        "uniform traffic on random windows of the repaired mesh, with 95%% confidence "
+        "intervals (docs/defect_study.md)",
     )
     study.add_argument("--densities", nargs="+", type=float, metavar="D", help="defects per cm^2")
     study.add_argument("--seeds", type=int, help="maps per density and repair (default 3)")
     study.add_argument(
-        "--window-pes", type=int, help="side of the centred traffic window in PEs (default 16)"
+        "--window-pes", type=int, help="side of each traffic window in PEs (default 16)"
+    )
+    study.add_argument(
+        "--windows-per-map",
+        type=int,
+        help="traffic windows drawn at random on each map; its figure is their mean (default 16)",
     )
     study.add_argument("--plot", help="save throughput and stretch against density to this PNG")
 
 
-_STUDY_ONLY = ("densities", "seeds", "window_pes", "plot")
+_STUDY_ONLY = ("densities", "seeds", "window_pes", "windows_per_map", "plot")
 _NOT_IN_STUDY = ("defects", "pe_defect_prob", "defect_density_per_cm2", "defect_list")
 
 
@@ -144,8 +150,9 @@ def _study_fields(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.seeds is not None:
         fields["seeds"] = args.seeds
-    if args.window_pes is not None:
-        fields["window_pes"] = args.window_pes
+    for name in ("window_pes", "windows_per_map"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
     return fields
 
 
@@ -154,40 +161,39 @@ def _study_text(r: dict[str, Any]) -> str:
     side = window["side_pes"]
     lines = [
         f"{r['spec']['name']}: {config['model']} defects, {config['seeds']} seeds from seed "
-        f"{r['seed']}; mean +- 95% CI half-width",
-        f"traffic: uniform on the {side}x{side} window at ({window['x0']}, {window['y0']}) "
-        f"of the repaired mesh, {window['routing_without_faults']} routing, "
-        f"{window['routing_with_faults']} where the window has faults",
-        f"{'D /cm2':>7} {'repair':>12} {'working PEs':>16} {'holes':>14} {'stretch hops':>13} "
-        f"{'max stretch':>12} {'0-load lat':>12} {'sat thr':>15} {'rel thr':>12}",
+        f"{r['seed']}; mean (95% CI, clipped to each column's range)",
+        f"traffic: uniform, mean over {window['windows_per_map']} random {side}x{side} windows "
+        f"per map, {window['routing_without_faults']} routing, "
+        f"{window['routing_with_faults']} where a window has faults",
+        "rel thr: saturation throughput over the defect-free window's under the same routing; "
+        f"fault-routed: share of windows routed {window['routing_with_faults']}",
+        f"{'D /cm2':>7} {'repair':>12} "
+        + " ".join(f"{title:>{width}}" for title, _, _, width in _STUDY_COLUMNS),
     ]
     for a in r["aggregates"]:
-        cells = [_ci_text(a[name], digits) for name, digits in _STUDY_COLUMNS]
-        widths = (16, 14, 13, 12, 12, 15, 12)
-        lines.append(
-            f"{a['defect_density_per_cm2']:7g} {a['strategy']:>12} "
-            + " ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True))
-        )
+        cells = [f"{_ci_text(a[name], digits):>{w}}" for _, name, digits, w in _STUDY_COLUMNS]
+        lines.append(f"{a['defect_density_per_cm2']:7g} {a['strategy']:>12} " + " ".join(cells))
     lines.append(f"({r['points']} points, {r['wall_s']:.1f} s)")
     return "\n".join(lines)
 
 
-_STUDY_COLUMNS = (
-    ("working_pes", 0),
-    ("unrepaired_pes", 0),
-    ("mean_route_stretch_hops", 3),
-    ("max_route_stretch_hops", 1),
-    ("zero_load_latency_cycles", 1),
-    ("saturation_throughput_flits_per_pe_cycle", 4),
-    ("relative_saturation_throughput", 2),
+_STUDY_COLUMNS = (  # title, aggregate, decimals, width
+    ("working PEs", "working_pes", 0, 24),
+    ("holes", "unrepaired_pes", 0, 18),
+    ("stretch hops", "mean_route_stretch_hops", 3, 21),
+    ("max stretch", "max_route_stretch_hops", 1, 17),
+    ("0-load lat", "zero_load_latency_cycles", 1, 17),
+    ("rel thr", "relative_saturation_throughput", 2, 16),
+    ("fault-routed", "fault_routed_windows", 2, 16),
 )
 
 
 def _ci_text(ci: dict[str, Any], digits: int) -> str:
     if ci["mean"] is None:
         return "n/a"
-    half = "" if ci["ci95_half_width"] is None else f"+-{ci['ci95_half_width']:.{digits}f}"
-    return f"{ci['mean']:.{digits}f}{half}"
+    if ci["ci95_low"] is None:
+        return f"{ci['mean']:.{digits}f}"
+    return f"{ci['mean']:.{digits}f} ({ci['ci95_low']:.{digits}f}-{ci['ci95_high']:.{digits}f})"
 
 
 COMMAND = Command(add_defects_arguments, run_defects, _defects_text,

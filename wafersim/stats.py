@@ -1,7 +1,11 @@
-"""Statistics of study samples: the mean and its 95 % Student-t confidence interval.
+"""Statistics of study samples: the mean and its 95 % confidence interval, clipped to the
+range the quantity can take.
 
 The interval is ``mean +- t * s / sqrt(n)`` with Student's t for ``n - 1`` degrees of
-freedom (:data:`T_CRITICAL_95`); only the finite samples count.
+freedom (:data:`T_CRITICAL_95`), then clipped to ``[low, high]``, the range of the quantity
+(a count cannot be negative, a share cannot pass 1); only the finite samples count. Clipping
+never drops a true mean that lies inside the range, so the clipped interval covers it at
+least as often as the t-interval does.
 """
 
 from __future__ import annotations
@@ -32,30 +36,28 @@ def t_critical_95(df: int) -> float:
 
 
 class MeanCI(NamedTuple):
-    """Mean of ``n`` finite samples and the half-width of its 95 % confidence interval."""
+    """Mean of ``n`` finite samples and its 95 % interval ``[low, high]``; ``half_width`` is
+    the t-interval's before clipping (all three NaN when ``n < 2``)."""
 
     mean: float
-    half_width: float  # NaN when n < 2
+    half_width: float
     n: int
-
-    @property
-    def low(self) -> float:
-        return self.mean - self.half_width
-
-    @property
-    def high(self) -> float:
-        return self.mean + self.half_width
+    low: float
+    high: float
 
 
-def mean_ci(samples: np.ndarray) -> MeanCI:
-    """Mean and 95 % Student-t interval of the finite values of ``samples``."""
+def mean_ci(samples: np.ndarray, low: float = -math.inf, high: float = math.inf) -> MeanCI:
+    """Mean and 95 % Student-t interval of the finite values of ``samples``, the interval
+    clipped to ``[low, high]`` (the range the quantity can take)."""
+    if not low <= high:
+        raise ConfigError(f"range [{low}, {high}] is empty: low must be <= high")
     values = np.asarray(samples, dtype=np.float64)
     values = values[np.isfinite(values)]
     n = int(values.size)
     if n == 0:
-        return MeanCI(math.nan, math.nan, 0)
+        return MeanCI(math.nan, math.nan, 0, math.nan, math.nan)
     mean = float(values.mean())
     if n == 1:
-        return MeanCI(mean, math.nan, 1)
+        return MeanCI(mean, math.nan, 1, math.nan, math.nan)
     half = t_critical_95(n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
-    return MeanCI(mean, half, n)
+    return MeanCI(mean, half, n, max(low, mean - half), min(high, mean + half))

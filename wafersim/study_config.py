@@ -18,6 +18,8 @@ STUDY_MODELS = ("poisson", "clustered")  # random models a study can draw from
 SEEDS_RANGE = (1, 1000)
 WINDOW_PES_RANGE = (4, 64)  # up*/down* tables grow as (window_pes ** 2) ** 2
 DEFAULT_WINDOW_PES = 16
+WINDOWS_PER_MAP_RANGE = (1, 256)  # traffic windows drawn on each defect map
+DEFAULT_WINDOWS_PER_MAP = 16  # enough that a map's mean is not one window's luck
 DEFAULT_TRAFFIC_CYCLES = 3000
 DEFAULT_TRAFFIC_WARMUP_CYCLES = 1000
 MIN_TRAFFIC_CYCLES = 100
@@ -72,6 +74,7 @@ class StudyConfig:
     model: str = "poisson"
     model_params: dict[str, Any] = field(default_factory=dict)  # e.g. alpha, cluster_size_pes
     window_pes: int = DEFAULT_WINDOW_PES
+    windows_per_map: int = DEFAULT_WINDOWS_PER_MAP
     traffic_cycles: int = DEFAULT_TRAFFIC_CYCLES
     traffic_warmup_cycles: int = DEFAULT_TRAFFIC_WARMUP_CYCLES
 
@@ -84,6 +87,8 @@ class StudyConfig:
         set_(self, "seeds", _check_int("seeds", self.seeds, *SEEDS_RANGE))
         set_(self, "seed", _check_int("seed", self.seed, 0, 2**63 - 1))
         set_(self, "window_pes", _check_int("window_pes", self.window_pes, *WINDOW_PES_RANGE))
+        windows = _check_int("windows_per_map", self.windows_per_map, *WINDOWS_PER_MAP_RANGE)
+        set_(self, "windows_per_map", windows)
         cycles = _check_int(
             "traffic_cycles", self.traffic_cycles, MIN_TRAFFIC_CYCLES, MAX_TRAFFIC_CYCLES
         )

@@ -1,5 +1,6 @@
-"""Traffic on the study window: its mesh, its faults, its zero-load latency and its
-saturation throughput, and the defect-free window's figures (see :mod:`wafersim.study`)."""
+"""Traffic on the study's windows: where they lie, their meshes and faults, each window's
+zero-load latency and saturation throughput against the defect-free window's, and a map's
+figures as the mean over its windows (see :mod:`wafersim.study`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ UNIFORM_BOUND_NUMERATOR = 4.0  # uniform traffic on a k x k mesh saturates by 4/
 # Morgan Kaufmann 2004, ch. 3: under uniform traffic each bisection channel of a k x k mesh
 # carries k * rate / 4 flits per cycle, so one flit per channel per cycle caps rate at 4 / k.
 
+MAP_FIGURES = (  # per map, each the mean over the map's measured windows
+    "zero_load_latency_cycles",
+    "saturation_throughput_flits_per_pe_cycle",
+    "relative_saturation_throughput",
+    "relative_saturation_throughput_vs_xy",
+)
+
 TRAFFIC_STATUS = {
     "measured": 0,
     "no_fault_routing": 1,  # FAULT_ROUTING is not in fabric.traffic.ROUTINGS
@@ -38,38 +46,54 @@ TRAFFIC_STATUS = {
 
 
 class Window(NamedTuple):
-    """The traffic window: ``side x side`` logical PEs from logical ``(x0, y0)``."""
+    """A traffic window: ``side x side`` logical PEs from logical ``(x0, y0)``."""
 
     x0: int
     y0: int
     side: int
 
 
-def centred_window(spec: WaferSpec, side: int) -> Window:
-    """The ``side x side`` window centred on ``spec``'s logical grid."""
+Reference = dict[str, tuple[float, float]]  # routing -> defect-free (latency, throughput)
+
+
+def check_window_side(spec: WaferSpec, side: int) -> None:
+    """Refuse a window side that does not fit ``spec``'s logical grid."""
     width, height = spec.logical_width_pes, spec.logical_height_pes
     if side > min(width, height):
         raise ConfigError(
             f"window_pes={side} does not fit the {width}x{height} logical grid of "
             f"{spec.name!r}; allowed: [{WINDOW_PES_RANGE[0]}, {min(width, height)}]"
         )
-    return Window((width - side) // 2, (height - side) // 2, side)
 
 
-def window_summary(window: Window) -> dict[str, Any]:
-    """Where the window lies and how its traffic is offered, for a study's outputs."""
-    x0, y0, side = window
+def draw_windows(spec: WaferSpec, side: int, count: int, seed: int) -> np.ndarray:
+    """int64 (count, 2): each window's logical ``(x0, y0)``, drawn independently and
+    uniformly over every position where a ``side x side`` window fits, so that the mean over
+    windows estimates the whole wafer's mean rather than one place's."""
+    check_window_side(spec, side)
+    rng = np.random.default_rng(seed)
+    x0 = rng.integers(0, spec.logical_width_pes - side + 1, count)
+    y0 = rng.integers(0, spec.logical_height_pes - side + 1, count)
+    return np.stack([x0, y0], axis=1).astype(np.int64)
+
+
+def traffic_summary(side: int, positions: np.ndarray) -> dict[str, Any]:
+    """How the traffic figures were measured, for a study's outputs."""
     return {
-        "x0": x0,
-        "y0": y0,
         "side_pes": side,
+        "windows_per_map": int(positions.shape[1]),
+        "positions_x0_y0": positions.tolist(),  # per seed index, per window
         "routing_without_faults": CLEAN_ROUTING,
         "routing_with_faults": FAULT_ROUTING,
         "packet_size_flits": PACKET_SIZE_FLITS,
         "zero_load_rate_flits_per_pe_cycle": ZERO_LOAD_FRACTION * uniform_bound(side),
         "sweep_rates_flits_per_pe_cycle": [f * uniform_bound(side) for f in SWEEP_FRACTIONS],
-        "note": f"traffic is measured on this {side}x{side} window of the repaired logical "
-        "mesh, centred on the wafer, not on the whole wafer",
+        "note": f"traffic is measured on {positions.shape[1]} {side}x{side} windows of each "
+        "repaired map, drawn uniformly over the logical grid per seed index (the same for "
+        "every density and repair); a map's figure is the mean over its measured windows; "
+        "relative_saturation_throughput divides each window's figure by the defect-free "
+        "window's under the same routing and traffic seed, relative_saturation_throughput"
+        f"_vs_xy by the defect-free window's under {CLEAN_ROUTING}",
     }
 
 
@@ -159,11 +183,17 @@ def _traffic_figures(
     return "measured", latency, throughput
 
 
-def window_traffic(spec: WaferSpec, config: StudyConfig, mesh: Mesh, seed: int) -> dict[str, Any]:
-    """Faults, routing, status, zero-load latency and saturation throughput of a window."""
+def window_traffic(
+    spec: WaferSpec, config: StudyConfig, mesh: Mesh, seed: int, reference: Reference
+) -> dict[str, Any]:
+    """Faults, routing, status and figures of one window, each throughput also relative to
+    the defect-free window's under the same routing and under ``CLEAN_ROUTING``."""
     holes, dead_wires = window_faults(mesh)
     routing = FAULT_ROUTING if holes or dead_wires else CLEAN_ROUTING
-    status, latency, throughput = _traffic_figures(spec, config, mesh, routing, seed)
+    if routing == CLEAN_ROUTING:  # the defect-free window, already run with this seed
+        status, latency, throughput = "measured", *reference[CLEAN_ROUTING]
+    else:
+        status, latency, throughput = _traffic_figures(spec, config, mesh, routing, seed)
     return {
         "window_holes": holes,
         "window_dead_links": dead_wires,
@@ -171,13 +201,37 @@ def window_traffic(spec: WaferSpec, config: StudyConfig, mesh: Mesh, seed: int) 
         "traffic_status": TRAFFIC_STATUS[status],
         "zero_load_latency_cycles": latency,
         "saturation_throughput_flits_per_pe_cycle": throughput,
+        "relative_saturation_throughput": _ratio(throughput, reference[routing][1]),
+        "relative_saturation_throughput_vs_xy": _ratio(throughput, reference[CLEAN_ROUTING][1]),
     }
+
+
+def _ratio(value: float, reference: float) -> float:
+    return value / reference if reference > 0 else math.nan
+
+
+def map_traffic(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A map's traffic columns from its windows: mean faults, the share routed with
+    ``FAULT_ROUTING``, how many were measured, and each of :data:`MAP_FIGURES` as the mean
+    over the measured ones."""
+    measured = [w for w in windows if w["traffic_status"] == TRAFFIC_STATUS["measured"]]
+    out: dict[str, Any] = {
+        "window_holes": float(np.mean([w["window_holes"] for w in windows])),
+        "window_dead_links": float(np.mean([w["window_dead_links"] for w in windows])),
+        "fault_routed_windows": float(
+            np.mean([w["traffic_routing"] == FAULT_ROUTING for w in windows])
+        ),
+        "measured_windows": len(measured),
+    }
+    for name in MAP_FIGURES:
+        values = [w[name] for w in measured if math.isfinite(w[name])]
+        out[name] = float(np.mean(values)) if values else math.nan
+    return out
 
 
 def baselines(spec: WaferSpec, config: StudyConfig, seeds: list[int]) -> dict[str, np.ndarray]:
     """Zero-load latency and saturation throughput of the defect-free window per traffic
-    seed, under both routings (so a faulty window's figures can be split into the cost of
-    its faults and the cost of switching routing)."""
+    seed, under both routings (each window is compared with the one under its routing)."""
     full = Mesh.full(config.window_pes, config.window_pes)
     out = {}
     for routing in (CLEAN_ROUTING, FAULT_ROUTING):
@@ -187,3 +241,14 @@ def baselines(spec: WaferSpec, config: StudyConfig, seeds: list[int]) -> dict[st
             [f[2] for f in figures]
         )
     return out
+
+
+def reference_figures(baseline: dict[str, np.ndarray], index: int) -> Reference:
+    """Seed index ``index``'s defect-free (latency, throughput) per routing."""
+    return {
+        routing: (
+            float(baseline[f"{routing}_zero_load_latency_cycles"][index]),
+            float(baseline[f"{routing}_saturation_throughput_flits_per_pe_cycle"][index]),
+        )
+        for routing in (CLEAN_ROUTING, FAULT_ROUTING)
+    }
