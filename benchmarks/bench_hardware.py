@@ -1,4 +1,4 @@
-"""wafersim against published hardware measurements (issue 26's validation table).
+"""wafersim against published hardware measurements (the validation table).
 
 Each row is a figure from ``docs/hardware_sources.md`` (its id there), the setup wafersim
 reproduces, the published value, and wafersim's value recomputed here by the command shown,
