@@ -87,7 +87,7 @@ def study(tmp_path_factory):
 
 def test_a_seed_axis_is_the_run_configs_seed(tmp_path):
     """In a run sweep, `seed` is the run config's key (an override), not --seed."""
-    sweep = {"job": "run", "base": {"args": "examples/fc_digits.yaml"},
+    sweep = {"job": "run", "base": {"args": str(REPO / "examples/fc_digits.yaml")},
              "axes": {"seed": [0, 1]}, "metrics": ["samples_per_sec"]}  # fmt: skip
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(sweep))

@@ -6,12 +6,14 @@ line per combination of ``--series`` values, repeated points (seeds) averaged wi
 band; points without the key (another panel of the sweep) are left out. ``--ideal
 working_fraction`` adds each series' ideal line: its point at ``x = 0`` (a clean wafer) times
 that metric; ``--relative`` divides each series by its ``x = 0`` point. Prints the plotted
-numbers as well (JSON with ``--json``).
+numbers as well (JSON with ``--json``), and names the points of the key it left out (failed,
+without a value, not run yet) on stderr, in the summary and in a footnote on the figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +37,19 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plot_command(args: argparse.Namespace) -> dict[str, Any]:
-    from wafersim.sweep_plot import curves, plot
+    from wafersim.sweep_plot import curves, left_out, left_out_note, plot
 
     data = curves(args.results, args.x, args.y, args.series, args.ideal, args.relative)
+    left = left_out(args.results, args.x, args.y, args.ideal)
+    note = left_out_note(left)
+    if note:  # on stderr too, where --json output does not hide it
+        sys.stderr.write(f"wafersim plot: {note}\n")
     results = Path(args.results)
     out = Path(args.out) if args.out else results.with_name(f"{results.stem}-{args.y}.png")
     label = f"{args.y} / its x = 0 value" if args.relative else args.y
-    plot(data, args.x, label, args.title or results.name, out, args.logx)
+    plot(data, args.x, label, args.title or results.name, out, args.logx, note)
     return {"out": str(out), "x": args.x, "y": args.y, "series": args.series,
-            "ideal": args.ideal, "curves": data}  # fmt: skip
+            "ideal": args.ideal, "curves": data, "left_out": left}  # fmt: skip
 
 
 def plot_text(r: dict[str, Any]) -> str:

@@ -2,7 +2,8 @@
 
 ``run_sweep`` skips the points the results file already holds as ``ok``, retries a failed
 point once (``MAX_ATTEMPTS``), writes each batch of finished points as it arrives, and reports
-progress through a callback. A point that raises is recorded as failed; the sweep goes on.
+progress through a callback. A point that raises is recorded as failed; the sweep goes on,
+and its summary groups the table's failed points by the kind of error (:class:`FailureKind`).
 On Dask, points travel in chunks that run about a second each (:class:`ChunkSizer`).
 """
 
@@ -13,6 +14,7 @@ import gc
 import logging
 import math
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +25,7 @@ from typing import Any
 from wafersim.heap import WORKER_ENVIRON, keep_freed_memory
 from wafersim.jobs import command
 from wafersim.sweep_config import SweepConfig, SweepPoint, cli_parser, parse_point_args
-from wafersim.sweep_results import PointRecord, open_results, write_records
+from wafersim.sweep_results import PointRecord, open_results, read_records, write_records
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import exclusive
 from wafersim.wafer.errors import ConfigError
@@ -65,8 +67,20 @@ class SweepProgress:
 
 
 @dataclass(frozen=True)
+class FailureKind:
+    """Failed points whose last errors differ in numbers at most: the first one's error, how
+    many points failed so, the first point's index, and how many a rerun will retry."""
+
+    error: str
+    count: int
+    first_point: int
+    retryable: int
+
+
+@dataclass(frozen=True)
 class SweepSummary:
-    """What ``run_sweep`` did: counts over the whole table and this run's throughput."""
+    """What ``run_sweep`` did: counts over the whole table and this run's throughput; the
+    failed points of the whole table by kind of error, most common first."""
 
     out: str
     executor: str
@@ -77,6 +91,7 @@ class SweepSummary:
     ran: int
     wall_s: float
     points_per_s: float | None
+    failures: tuple[FailureKind, ...] = ()
 
 
 Progress = Callable[[SweepProgress], None]
@@ -162,6 +177,7 @@ def run_sweep(
         for batch in runner(sweep, jobs) if jobs else ():
             write_records(out, sweep, [_merge(previous.get(r.point), r) for r in batch])
             tally.add(batch)
+        failures = failure_kinds(read_records(out)) if tally.failed else ()
     wall_s = time.perf_counter() - start
     return SweepSummary(
         out=str(out),
@@ -173,7 +189,35 @@ def run_sweep(
         ran=len(todo),
         wall_s=wall_s,
         points_per_s=len(todo) / wall_s if todo else None,
+        failures=failures,
     )
+
+
+ATTEMPT = re.compile(r"(?:^| \| )attempt \d+: ")  # where each attempt's error starts
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def failure_kinds(records: Iterable[PointRecord]) -> tuple[FailureKind, ...]:
+    """The failed records grouped by their last attempt's error with its numbers masked (a
+    missing file, a misspelled metric and an SRAM overflow each fail many points alike, with
+    other sizes): per group the first point's error and the count, most common first."""
+    groups: dict[str, list[PointRecord]] = {}
+    for record in sorted(records, key=lambda r: r.point):
+        if record.status != "ok":
+            groups.setdefault(NUMBER.sub("#", last_error(record.error)), []).append(record)
+    kinds = [_kind(group) for group in groups.values()]
+    return tuple(sorted(kinds, key=lambda kind: -kind.count))
+
+
+def _kind(group: list[PointRecord]) -> FailureKind:
+    retryable = sum(_needs_run(record) for record in group)
+    return FailureKind(last_error(group[0].error), len(group), group[0].point, retryable)
+
+
+def last_error(error: str) -> str:
+    """The last attempt's message of a record's error (``attempt 1: ... | attempt 2: ...``)."""
+    parts = ATTEMPT.split(error)
+    return parts[-1] if parts[-1] else error
 
 
 def _needs_run(record: PointRecord | None) -> bool:

@@ -1,15 +1,24 @@
-"""``wafersim sweep SWEEP.yaml``: run a parameter sweep into one HDF5 results table."""
+"""``wafersim sweep SWEEP.yaml``: run a parameter sweep into one HDF5 results table.
+
+Exit status 0 when every point of the table is ``ok``; when any failed, the summary is
+printed as usual, each kind of error with its count goes to stderr, and the status is 1
+(:data:`FAILED_EXIT`): the table is written, and a rerun retries the failed points.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import asdict
 from typing import Any
 
 from wafersim.jobs import Command
 from wafersim.progress import progress_for
-from wafersim.sweep import SweepProgress
+from wafersim.sweep import MAX_ATTEMPTS, SweepProgress
+
+FAILED_EXIT = 1  # some points failed (2 is a usage or config error: nothing ran)
+KINDS_SHOWN = 5  # kinds of error listed on stderr; the rest are counted
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +48,44 @@ def run_sweep_command(args: argparse.Namespace) -> dict[str, Any]:
         )
     finally:
         show.close()
-    return {**asdict(summary), "sweep": sweep.path, "sweep_sha256": sweep.sha256}
+    result = {**asdict(summary), "sweep": sweep.path, "sweep_sha256": sweep.sha256}
+    if summary.failed:
+        _exit_failed(result, args.json)
+    return result
+
+
+def _exit_failed(result: dict[str, Any], as_json: bool) -> None:
+    """The summary on stdout as the CLI prints it, why points failed on stderr, then exit
+    status 1: a sweep whose points all failed had looked like a success to scripts and CI."""
+    text = json.dumps(result, indent=2, sort_keys=True) if as_json else sweep_text(result)
+    sys.stdout.write(text + "\n")
+    sys.stderr.write(failures_text(result) + "\n")
+    raise SystemExit(FAILED_EXIT)
+
+
+def failures_text(r: dict[str, Any]) -> str:
+    """The failed points by kind of error: the first error of each kind, with its count."""
+    lines = [f"wafersim sweep: {r['failed']} of {r['total']} points failed; the errors, by kind:"]
+    lines += [
+        f"  {kind['count']} x (first: point {kind['first_point']}) {_first_line(kind['error'])}"
+        for kind in r["failures"][:KINDS_SHOWN]
+    ]
+    hidden = r["failures"][KINDS_SHOWN:]
+    if hidden:
+        points = sum(kind["count"] for kind in hidden)
+        lines.append(f"  and {len(hidden)} more kinds ({points} points): see the error column")
+    retry = sum(kind["retryable"] for kind in r["failures"])
+    lines.append(
+        f"{r['out']} holds every point's error; rerunning retries {retry} of them"
+        if retry
+        else f"{r['out']} holds every point's error; each had its {MAX_ATTEMPTS} attempts, "
+        "so fix the cause and write to a new --out"
+    )
+    return "\n".join(lines)
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else text
 
 
 def sweep_line(p: SweepProgress) -> tuple[str, int, int]:

@@ -18,6 +18,12 @@ becomes that option; any other key is a spec override (``pe.sram_bytes: 65536``)
 also hold ``args``, raw positional arguments (the kernel name for ``kernel``). With ``random``
 sampling, ``samples`` points are drawn with ``sample_seed``; an axis is then a list to choose
 from or ``{uniform: [lo, hi]}``, ``{loguniform: [lo, hi]}`` or ``{integers: [lo, hi]}``.
+
+A value that names an input file (``args`` of ``run`` and ``compile``, ``spec``, ``defects``,
+``defect_list``, and for ``run`` the run-config keys ``model``, ``data.path`` and
+``wafer.defects.path``) is read relative to the sweep file's folder, as a run config's
+``model`` is relative to the config: a sweep runs the same from any working directory. Points
+keep the values as written; their argv holds the absolute paths, checked to exist up front.
 """
 
 from __future__ import annotations
@@ -47,8 +53,13 @@ SAMPLINGS = ("grid", "list", "random")
 DISTRIBUTIONS = ("uniform", "loguniform", "integers")
 TOP_KEYS = ("job", "base", "sampling", "axes", "samples", "sample_seed", "metrics")
 # Options that make a point write a file: parallel points would overwrite each other's.
-FILE_OPTIONS = ("out", "plot", "trace")
+FILE_OPTIONS = ("out", "plot", "trace", "timeline", "animation")
 RAW_ARGS_KEY = "args"
+# Keys that name an input file, read relative to the sweep file's folder: options of the jobs,
+# the jobs whose positional argument is a file (a run config, a model), run-config keys.
+PATH_OPTIONS = ("spec", "defects", "defect_list")
+PATH_ARGS_JOBS = ("run", "compile")
+PATH_CONFIG_KEYS = ("model", "data.path", "wafer.defects.path")
 
 
 @dataclass(frozen=True)
@@ -118,7 +129,8 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
     for panel in panels:
         _check_keys(job, base, panel, options)
         values += _axis_values(sampling, panel, samples, sample_seed)
-    points = tuple(_point(i, job, base, v, options) for i, v in enumerate(values))
+    folder = path.parent.resolve()
+    points = tuple(_point(i, job, base, v, options, folder) for i, v in enumerate(values))
     return SweepConfig(
         path=str(path),
         sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -282,11 +294,67 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _point(index: int, job: str, base: dict, values: dict, options: dict) -> SweepPoint:
+def _point(index: int, job: str, base: dict, values: dict, options: dict, folder: Path):
+    """Point ``index``: its config as written, its argv with input files made absolute."""
     config = {"job": job, **base, **values}
-    argv = point_argv(job, {**base, **values}, options)
+    table = {
+        **_resolve_paths(job, "base", base, options, folder),
+        **_resolve_paths(job, "axes", values, options, folder),
+    }
+    argv = point_argv(job, table, options)
     parse_point_args(argv)  # an unparsable point is the sweep file's error, found up front
     return SweepPoint(index, config, argv)
+
+
+def _resolve_paths(job: str, field: str, table: dict, options: dict, folder: Path) -> dict:
+    """``table`` with every value that names an input file (see the module docstring) made
+    absolute against ``folder``, the sweep file's: relative to the working directory, a sweep
+    run from elsewhere failed every point on a missing file."""
+    return {
+        key: _resolve_value(job, f"{field}.{key}", str(key), value, options, folder)
+        for key, value in table.items()
+    }
+
+
+def _resolve_value(job: str, field: str, key: str, value: Any, options: dict, folder: Path):
+    name = _option_name(key)
+    if key == RAW_ARGS_KEY:
+        if job not in PATH_ARGS_JOBS:
+            return value  # a kernel's name, not a file
+        if isinstance(value, list):
+            return [_input_path(f"{field}[{i}]", v, folder) for i, v in enumerate(value)]
+        return _input_path(field, value, folder)
+    if name in options:
+        return _input_path(field, value, folder) if name in PATH_OPTIONS else value
+    if job in CONFIG_JOBS:
+        return _resolve_config(field, key, value, folder)
+    return value
+
+
+def _resolve_config(field: str, key: str, value: Any, folder: Path) -> Any:
+    """A run-config override, its file-naming keys resolved, in nested tables too."""
+    if key in PATH_CONFIG_KEYS:
+        return _input_path(field, value, folder)
+    if isinstance(value, dict):
+        return {
+            sub: _resolve_config(f"{field}.{sub}", f"{key}.{sub}", v, folder)
+            for sub, v in value.items()
+        }
+    return value
+
+
+def _input_path(field: str, value: Any, folder: Path) -> Any:
+    """``value`` as an absolute path from ``folder``; ConfigError naming the field when no
+    such file or folder exists (a value that is not text is left to the job to refuse)."""
+    if not isinstance(value, str) or not value:
+        return value
+    path = (folder / value).resolve()
+    if not path.exists():
+        raise ConfigError(
+            f"{field}={value!r}: no such file {path} (a relative path is read from the sweep "
+            "file's folder)"
+        )
+    return str(path)
 
 
 def point_argv(job: str, table: dict[str, Any], options: dict) -> tuple[str, ...]:

@@ -149,6 +149,13 @@ def read_records(path: str | Path) -> list[PointRecord]:
     ]
 
 
+def points_total(path: str | Path) -> int:
+    """How many points the sweep that wrote the table has (its rows may be fewer yet)."""
+    check_results_file(path)
+    with h5py.File(path, "r") as f:
+        return int(f.attrs.get("points_total", len(f["points/point"])))
+
+
 def read_table(path: str | Path) -> dict[str, np.ndarray]:
     """The table as columns (``metrics/<name>`` flattened to ``<name>``), sorted by point."""
     records = sorted(read_records(path), key=lambda r: r.point)
