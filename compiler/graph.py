@@ -46,6 +46,16 @@ class LayerGraph:
     input_features: int
     context: int
 
+    def __post_init__(self) -> None:
+        """Refuse a layer name used twice: inputs, plans and weights look layers up by name."""
+        first: dict[str, int] = {}
+        for index, layer in enumerate(self.layers):
+            if first.setdefault(layer.name, index) != index:
+                raise ConfigError(
+                    f"layer {layer.name!r} is defined twice: layers[{first[layer.name]}] and "
+                    f"layers[{index}] of model {self.name!r}; layer names must be unique"
+                )
+
     @property
     def params(self) -> int:
         return sum(layer.params for layer in self.layers)

@@ -5,7 +5,9 @@ an integer or an expression over the dims (``3*d_model``, ``d_model/heads``). An
 previous op's output unless ``from`` names one or more earlier ops (``input`` is the model's
 input, ``block_input`` the input of the current repeated block). ``{repeat: N, name: B,
 block: [...]}`` expands ``block`` N times as ``B.0.*``, ``B.1.*``, ...; names inside a block
-refer to that instance. See ``examples/models/`` for the zoo.
+refer to that instance. Layer names are unique (a name used twice is refused, naming both
+entries), and ``input`` and ``block_input`` are no op's name. See ``examples/models/`` for the
+zoo.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wafersim.compiler.graph import LayerGraph, build_op
+from wafersim.compiler.graph import Layer, LayerGraph, build_op
 from wafersim.wafer.config_io import load_mapping
 from wafersim.wafer.errors import ConfigError
 
@@ -70,7 +72,7 @@ def build_graph(
 ) -> LayerGraph:
     """The graph of a model file's ``graph`` entries (ops and repeated blocks)."""
     builder = _Builder(dims or {}, input_features)
-    builder.ops(entries, {}, "")
+    builder.ops(entries, {}, "", "graph")
     return LayerGraph(name, tuple(builder.layers), input_features or 0, context)
 
 
@@ -126,6 +128,7 @@ FLAG_FIELDS = ("bias", "tied")  # the layer fields that are true or false
 MAX_SIZE = 2**24
 MAX_REPEAT = 2**14  # blocks a repeat expands to (GPT-3 175B: 96; 2^24 of them never ended)
 MAX_LAYERS = 2**20  # layers a model expands to, all repeats together
+RESERVED_NAMES = ("input", "block_input")  # what ``from`` calls the model's and a block's input
 
 
 class _Builder:
@@ -134,23 +137,26 @@ class _Builder:
     def __init__(self, dims: dict[str, int], input_features: int | None) -> None:
         self.dims, self.layers = dims, []
         self.widths: dict[str, int] = {}
+        self.made_at: dict[str, str] = {}  # layer name -> the graph entry that made it
         self.last: str | None = None
         if input_features is not None:
             self.widths["input"] = _dim("input_features", input_features)
             self.last = "input"
 
-    def ops(self, entries: Any, scope: dict[str, str], prefix: str) -> None:
+    def ops(self, entries: Any, scope: dict[str, str], prefix: str, where: str) -> None:
+        """Expand ``entries``, the list at ``where`` in the file (``graph``, ``graph[2].block``)."""
         if not isinstance(entries, list) or not entries:
             raise ConfigError(f"graph{' of ' + prefix if prefix else ''} must be a list of ops")
-        for entry in entries:
+        for index, entry in enumerate(entries):
             if not isinstance(entry, dict):
                 raise ConfigError(f"graph entry {entry!r} must be a table")
             if "repeat" in entry:
-                self.repeat(entry, scope, prefix)
+                self.repeat(entry, scope, prefix, f"{where}[{index}]")
             else:
-                self.op(dict(entry), scope, prefix)
+                self.op(dict(entry), scope, prefix, f"{where}[{index}]")
 
-    def repeat(self, entry: dict[str, Any], scope: dict[str, str], prefix: str) -> None:
+    def repeat(self, entry: dict[str, Any], scope: dict[str, str], prefix: str,
+               where: str) -> None:  # fmt: skip
         extra = set(entry) - {"repeat", "name", "block"}
         if extra or "name" not in entry or "block" not in entry:
             raise ConfigError(
@@ -163,15 +169,18 @@ class _Builder:
             )
         for i in range(count):
             local = {**scope, "block_input": self.last}
-            self.ops(entry["block"], local, f"{prefix}{entry['name']}.{i}.")
+            self.ops(entry["block"], local, f"{prefix}{entry['name']}.{i}.", f"{where}.block")
 
-    def op(self, entry: dict[str, Any], scope: dict[str, str], prefix: str) -> None:
+    def op(self, entry: dict[str, Any], scope: dict[str, str], prefix: str, where: str) -> None:
         if "op" not in entry or "name" not in entry:
             raise ConfigError(f"graph entry {entry} needs an op and a name")
         op, local = entry.pop("op"), entry.pop("name")
         for key, value in (("op", op), ("name", local)):
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"graph entry {key}={value!r} must be a name (text)")
+        if local in RESERVED_NAMES:
+            raise ConfigError(f"layer {local!r} at {where}: the name is reserved for an input "
+                              f"(from: {local}); rename the op")  # fmt: skip
         name = prefix + str(local)
         sources = self.sources(entry.pop("from", None), scope, name)
         fields = {key: evaluate(value, self.dims, f"{name}.{key}") for key, value in entry.items()}
@@ -188,12 +197,24 @@ class _Builder:
         new[0] = dataclasses.replace(new[0], inputs=tuple(sources), in_features=sum(widths))
         if prefix:
             new = [dataclasses.replace(layer, block=prefix[:-1]) for layer in new]
-        self.layers.extend(new)
+        self.add(new, where)
         if len(self.layers) > MAX_LAYERS:
             raise ConfigError(f"the model expands to more than {MAX_LAYERS:,} layers")
         scope[local] = new[-1].name
         self.widths[new[-1].name] = new[-1].features
         self.last = new[-1].name
+
+    def add(self, new: list[Layer], where: str) -> None:
+        """Append ``new``, made by the entry at ``where``; a name used before is refused, since
+        ``from`` and the weights look layers up by name."""
+        for layer in new:
+            if layer.name in self.made_at:
+                raise ConfigError(
+                    f"layer {layer.name!r} is defined twice: at {self.made_at[layer.name]} and "
+                    f"at {where}; layer names must be unique"
+                )
+            self.made_at[layer.name] = where
+        self.layers.extend(new)
 
     def sources(self, given: Any, scope: dict[str, str], name: str) -> list[str]:
         if given is None:

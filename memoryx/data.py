@@ -63,6 +63,7 @@ MNIST_FILES = {
 }
 IDX_IMAGES_MAGIC = 0x00000803  # unsigned bytes, 3 dimensions
 IDX_LABELS_MAGIC = 0x00000801  # unsigned bytes, 1 dimension
+IDX_MAX_HEADER_BYTES = 16  # the magic and three dimensions, the most either file has
 MNIST_CLASSES = 10
 MNIST_MAX_PIXEL = 255.0
 
@@ -99,17 +100,40 @@ class Dataset:
     bytes_per_sample: int
 
 
+@dataclass(frozen=True)
+class DatasetSize:
+    """A data set's sizes, read without making its arrays, so a run checks them first."""
+
+    name: str
+    train_samples: int
+    features: int  # per sample: features, or tokens per sequence for token data
+    classes: int  # classes, or the vocabulary size
+    tokens: bool  # samples are token ids, not features
+
+
 def load_dataset(config: dict[str, Any], seed: int) -> Dataset:
     """The data set described by the run config's ``data`` section, drawn with ``seed``."""
+    kind, params, seed = _resolve(config, seed)
+    return kind.load(params, seed)
+
+
+def dataset_size(config: dict[str, Any], seed: int) -> DatasetSize:
+    """The sizes of the data set :func:`load_dataset` would load, its keys checked the same
+    way, from file headers alone: cheap enough to check before any costly work."""
+    kind, params, seed = _resolve(config, seed)
+    return kind.size(params, seed)
+
+
+def _resolve(config: dict[str, Any], seed: int) -> tuple[DatasetKind, dict[str, Any], int]:
+    """The data set's kind, its keys with defaults filled in, and the checked seed."""
     if not isinstance(config, dict):
         raise ConfigError(f"data must be a table of keys, got {config!r}")
     name = config.get("name")
     if not isinstance(name, str) or name not in DATASETS:
         raise ConfigError(f"data.name is {name!r}; allowed: {sorted(DATASETS)}")
     seed = _check_int("seed", seed, 0, math.inf)
-    loader, defaults = DATASETS[name]
-    params = _with_defaults(name, config, defaults)
-    return loader(params, seed)
+    kind = DATASETS[name]
+    return kind, _with_defaults(name, config, kind.defaults), seed
 
 
 def steps_per_epoch(n: int, batch: int) -> int:
@@ -190,13 +214,32 @@ def input_bound(
 def _load_digits(params: dict[str, Any], seed: int) -> Dataset:
     """The 8x8 digits (``DIGITS_FILE``), scaled to [0, 1] and split by class from ``seed``."""
     fraction = _check_fraction("data.test_fraction", params["test_fraction"])
-    table = np.loadtxt(DIGITS_FILE, delimiter=",")  # as sklearn's load_digits reads it
-    x = (table[:, :-1] / DIGITS_MAX_PIXEL).astype(FEATURE_DTYPE)
-    y = table[:, -1].astype(LABEL_DTYPE)
+    x, y = _digits_table()
     train, test = _stratified_split(y, fraction, seed)
     return _dataset(
         "digits", (x[train], y[train], x[test], y[test]), DIGITS_CLASSES, DIGITS_BYTES_PER_SAMPLE
     )
+
+
+def _digits_size(params: dict[str, Any], seed: int) -> DatasetSize:
+    """The digits' training samples: ``count - round(test_fraction * count)`` per class."""
+    del seed  # the split's sizes do not depend on it
+    fraction = _check_fraction("data.test_fraction", params["test_fraction"])
+    x, y = _digits_table()
+    counts = np.unique(y, return_counts=True)[1]
+    train = sum(int(count) - round(fraction * int(count)) for count in counts)
+    return DatasetSize("digits", train, x.shape[1], DIGITS_CLASSES, False)
+
+
+@functools.lru_cache(maxsize=1)
+def _digits_table() -> tuple[np.ndarray, np.ndarray]:
+    """The digits' read-only features and labels, read once for the size check and the load."""
+    table = np.loadtxt(DIGITS_FILE, delimiter=",")  # as sklearn's load_digits reads it
+    x = (table[:, :-1] / DIGITS_MAX_PIXEL).astype(FEATURE_DTYPE)
+    y = table[:, -1].astype(LABEL_DTYPE)
+    for array in (x, y):
+        array.setflags(write=False)
+    return x, y
 
 
 def _stratified_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -239,30 +282,49 @@ def _load_mnist(params: dict[str, Any], seed: int) -> Dataset:
     return _dataset("mnist", parts, MNIST_CLASSES, features)
 
 
+def _mnist_size(params: dict[str, Any], seed: int) -> DatasetSize:
+    """MNIST's sizes from the four IDX files' headers, checked as the load checks them."""
+    del seed  # MNIST has a fixed split
+    folder = _check_folder("data.path", params["path"])
+    paths = {key: _find_idx(folder, stem) for key, stem in MNIST_FILES.items()}
+    shapes = {key: idx_shape(path) for key, path in paths.items()}
+    _check_mnist_shapes(paths, shapes)
+    count, rows, cols = shapes["train_images"]
+    return DatasetSize("mnist", count, rows * cols, MNIST_CLASSES, False)
+
+
 def _check_mnist(paths: dict[str, Path], arrays: dict[str, np.ndarray]) -> None:
-    """Images are 3-D of one size, labels 1-D digits, one per image; training is not empty."""
-    for key, array in arrays.items():
-        ndim = 3 if key.endswith("images") else 1
-        if array.ndim != ndim:
-            raise ConfigError(f"{paths[key]}: {array.ndim}-D IDX data; allowed: {ndim}-D")
+    """The files' shapes agree (:func:`_check_mnist_shapes`) and every label is a digit."""
+    _check_mnist_shapes(paths, {key: array.shape for key, array in arrays.items()})
     for part in ("train", "test"):
-        images, labels = arrays[f"{part}_images"], arrays[f"{part}_labels"]
-        where = paths[f"{part}_labels"]
-        if len(images) != len(labels):
-            raise ConfigError(
-                f"{where}: {len(labels)} labels for {len(images)} images; allowed: one per image"
-            )
+        labels = arrays[f"{part}_labels"]
         if labels.size and int(labels.max()) >= MNIST_CLASSES:
             raise ConfigError(
-                f"{where}: label {int(labels.max())}; allowed: 0..{MNIST_CLASSES - 1}"
+                f"{paths[f'{part}_labels']}: label {int(labels.max())}; allowed: "
+                f"0..{MNIST_CLASSES - 1}"
             )
-    train, test = arrays["train_images"], arrays["test_images"]
-    if len(train) == 0:
+
+
+def _check_mnist_shapes(paths: dict[str, Path], shapes: dict[str, tuple[int, ...]]) -> None:
+    """Images are 3-D of one size, labels 1-D, one per image; training is not empty."""
+    for key, shape in shapes.items():
+        ndim = 3 if key.endswith("images") else 1
+        if len(shape) != ndim:
+            raise ConfigError(f"{paths[key]}: {len(shape)}-D IDX data; allowed: {ndim}-D")
+    for part in ("train", "test"):
+        images, labels = shapes[f"{part}_images"][0], shapes[f"{part}_labels"][0]
+        if images != labels:
+            raise ConfigError(
+                f"{paths[f'{part}_labels']}: {labels} labels for {images} images; allowed: "
+                "one per image"
+            )
+    train, test = shapes["train_images"], shapes["test_images"]
+    if train[0] == 0:
         raise ConfigError(f"{paths['train_images']}: holds no images; allowed: at least one")
-    if train.shape[1:] != test.shape[1:]:
+    if train[1:] != test[1:]:
         raise ConfigError(
-            f"{paths['test_images']}: images are {test.shape[1:]}, training images "
-            f"{train.shape[1:]}; allowed: one size"
+            f"{paths['test_images']}: images are {test[1:]}, training images "
+            f"{train[1:]}; allowed: one size"
         )
 
 
@@ -296,6 +358,25 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     """
     path = Path(path)
     data = _read_bytes(path)
+    dims = _idx_dims(path, data)
+    header = 4 + 4 * len(dims)
+    expected = header + math.prod(dims)
+    if len(data) != expected:
+        raise ConfigError(
+            f"{path}: {len(data)} bytes, but dimensions {dims} need {expected}; "
+            "the file is truncated or has trailing bytes"
+        )
+    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def idx_shape(path: str | os.PathLike) -> tuple[int, ...]:
+    """The dimensions in IDX file ``path``'s header, read without its data."""
+    path = Path(path)
+    return _idx_dims(path, _read_bytes(path, IDX_MAX_HEADER_BYTES))
+
+
+def _idx_dims(path: Path, data: bytes) -> tuple[int, ...]:
+    """The dimensions in the IDX header at the start of ``data`` (read from ``path``)."""
     if len(data) < 4:
         raise ConfigError(f"{path}: {len(data)} bytes, too short for an IDX header")
     magic = int.from_bytes(data[:4], "big")
@@ -308,22 +389,17 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     header = 4 + 4 * ndim
     if len(data) < header:
         raise ConfigError(f"{path}: truncated header ({len(data)} of {header} bytes)")
-    dims = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    expected = header + math.prod(dims)
-    if len(data) != expected:
-        raise ConfigError(
-            f"{path}: {len(data)} bytes, but dimensions {dims} need {expected}; "
-            "the file is truncated or has trailing bytes"
-        )
-    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
+    return tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, count: int = -1) -> bytes:
+    """The first ``count`` bytes of ``path`` (-1: all), gunzipped when it ends in ``.gz``."""
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as handle:
-                return handle.read()
-        return path.read_bytes()
+                return handle.read(count)
+        with path.open("rb") as handle:
+            return handle.read(count)
     except (OSError, EOFError, zlib.error) as error:
         raise ConfigError(f"{path}: cannot be read ({error})") from None
 
@@ -333,6 +409,19 @@ def _read_bytes(path: Path) -> bytes:
 
 def _load_tokens(params: dict[str, Any], seed: int) -> Dataset:
     """Uniform random token ids from ``seed``; ``y`` is ``x`` shifted left by one token."""
+    size = _tokens_size(params, seed)
+    vocab, seq, samples = size.classes, size.features, size.train_samples
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=TOKENS_STREAM))
+    rows = rng.integers(0, vocab, size=(samples, seq + 1), dtype=np.int64)
+    empty = np.zeros((0, seq), dtype=np.int64)
+    id_bytes = 2 if vocab <= UINT16_VOCAB else 4  # uint16 ids when they fit, else uint32
+    parts = (rows[:, :-1], rows[:, 1:], empty, empty)
+    return _dataset("synthetic_tokens", parts, vocab, seq * id_bytes)
+
+
+def _tokens_size(params: dict[str, Any], seed: int) -> DatasetSize:
+    """The token data's checked sizes: ``samples`` of ``seq`` ids below ``vocab``."""
+    del seed  # the sizes do not depend on it
     vocab = _check_int("data.vocab", params["vocab"], *VOCAB_RANGE)
     seq = _check_int("data.seq", params["seq"], *SEQ_RANGE)
     samples = _check_int("data.samples", params["samples"], 1, MAX_MATERIALISED_SAMPLES)
@@ -341,12 +430,7 @@ def _load_tokens(params: dict[str, Any], seed: int) -> Dataset:
             f"data.samples * data.seq is {samples} * {seq} = {samples * seq}; allowed: at most "
             f"{MAX_MATERIALISED_TOKENS} materialised tokens"
         )
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=TOKENS_STREAM))
-    rows = rng.integers(0, vocab, size=(samples, seq + 1), dtype=np.int64)
-    empty = np.zeros((0, seq), dtype=np.int64)
-    id_bytes = 2 if vocab <= UINT16_VOCAB else 4  # uint16 ids when they fit, else uint32
-    parts = (rows[:, :-1], rows[:, 1:], empty, empty)
-    return _dataset("synthetic_tokens", parts, vocab, seq * id_bytes)
+    return DatasetSize("synthetic_tokens", samples, seq, vocab, True)
 
 
 # --- shared helpers --------------------------------------------------------------------------
@@ -394,9 +478,20 @@ def _check_positive(field: str, value: object) -> float:
     return float(value)
 
 
-# name -> (loader, its keys with defaults; None marks a required key)
-DATASETS: dict[str, tuple[Callable[[dict[str, Any], int], Dataset], dict[str, Any]]] = {
-    "digits": (_load_digits, {"test_fraction": 0.2}),
-    "mnist": (_load_mnist, {"path": None}),
-    "synthetic_tokens": (_load_tokens, {"vocab": 50257, "seq": 2048, "samples": 1024}),
+@dataclass(frozen=True)
+class DatasetKind:
+    """One data set: its loader, its sizes without loading, its keys with defaults (None marks
+    a required key)."""
+
+    load: Callable[[dict[str, Any], int], Dataset]
+    size: Callable[[dict[str, Any], int], DatasetSize]
+    defaults: dict[str, Any]
+
+
+DATASETS: dict[str, DatasetKind] = {
+    "digits": DatasetKind(_load_digits, _digits_size, {"test_fraction": 0.2}),
+    "mnist": DatasetKind(_load_mnist, _mnist_size, {"path": None}),
+    "synthetic_tokens": DatasetKind(
+        _load_tokens, _tokens_size, {"vocab": 50257, "seq": 2048, "samples": 1024}
+    ),
 }

@@ -1,25 +1,30 @@
 """``wafersim run``: a model trains (tier ``cycle``) or is timed (tier ``fast`` or
 ``analytic``) on one or more simulated wafers in weight-streaming mode, and it is reported.
 
-The chain: config -> per-wafer defect map and repair -> plan (compiled per wafer, cached in
-DIR) -> functional training on the cycle engine (small models) -> the tile-level MemoryX
-stream of every step with the measured (or, timing-only, the plan's) compute cycles -> the
-report in DIR (:mod:`memoryx.report`). With several wafers the slowest one sets the pace.
+The chain: config -> the checks that need no plan (:func:`validate_config`) -> the data set
+-> per-wafer defect map and repair -> plan (compiled per wafer, cached in DIR, each checked
+by :func:`validate_plan` before the next is made) -> functional training on the cycle engine
+(small models) -> the tile-level MemoryX stream of every step with the measured (or,
+timing-only, the plan's) compute cycles -> the report in DIR (:mod:`memoryx.report`). With
+several wafers the slowest one sets the pace.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from wafersim.compiler.graph import LayerGraph
 from wafersim.compiler.model_file import load_model
 from wafersim.compiler.plan import CompileOptions, compile_cached
 from wafersim.compiler.plan_records import GemmPlacement, Plan
 from wafersim.kernels.fast_tier import fast_cycles
 from wafersim.kernels.gemm_algorithms import sparse_strategies
-from wafersim.memoryx.data import Dataset, load_dataset
+from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx.data import Dataset, DatasetSize, dataset_size, load_dataset
 from wafersim.memoryx.functional import check_functional, weight_shapes
 from wafersim.memoryx.optimizer import Optimizer, make_optimizer
 from wafersim.memoryx.run_config import RunConfig
@@ -43,6 +48,9 @@ from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.repair import DEFAULT_REPAIR, LogicalGrid, repair
 
 MIN_TILE_BYTES = 4096  # default tiles never get smaller (the stream sim keeps one per tile)
+# float64 values the stream simulation of a run may hold (2 GiB): every wafer's event times
+# and one wafer's tiles in flight; a run times a few steps, it does not replay a whole training
+MAX_STREAM_VALUES = 2**28
 Progress = Callable[[str, int, int, str], None]  # (stage, done, total, detail)
 
 
@@ -70,17 +78,14 @@ class RunResult:
 
 def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> RunResult:
     """Run ``config``, keeping plans and checkpoints in ``out_dir``."""
-    start = time.perf_counter()
+    validate_config(config, out_dir)  # before the costly parts and anything written in DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    tier = RUN_TIERS[config["tier"]]
-    if tier.functional:  # before the costly parts, and before anything is written in DIR
-        check_functional(load_model(config.model_path).graph)
-        check_resume(checkpoints_of(config, out_dir), config["steps"])
+    data = load_dataset(config["data"], config["seed"])
     compile_start = time.perf_counter()
     wafers = compile_wafers(config, out_dir)
     compile_time = time.perf_counter() - compile_start
     start = time.perf_counter()  # sim_wall_s counts the simulation, not the compile
-    data = load_dataset(config["data"], config["seed"])
+    tier = RUN_TIERS[config["tier"]]
     history, matmuls = tier.measure(config, wafers, data, out_dir, progress)
     count = len(wafers)
     streams = [_stream(config, wafers, i, history, matmuls[i], count) for i in range(count)]
@@ -94,8 +99,14 @@ def count_wafers(config: RunConfig) -> int:
 
 
 def compile_wafers(config: RunConfig, out_dir: Path) -> list[Wafer]:
-    """Every wafer of the run, each with its own defects and plan (:func:`compile_wafer`)."""
-    return [compile_wafer(config, w, out_dir) for w in range(count_wafers(config))]
+    """Every wafer of the run, each with its own defects and plan (:func:`compile_wafer`),
+    each plan checked (:func:`validate_plan`) before the next is made."""
+    wafers = []
+    for index in range(count_wafers(config)):
+        wafer = compile_wafer(config, index, out_dir)
+        validate_plan(config, wafer.plan)
+        wafers.append(wafer)
+    return wafers
 
 
 def compile_wafer(config: RunConfig, index: int, out_dir: Path) -> Wafer:
@@ -111,14 +122,79 @@ def compile_folder(out_dir: Path, index: int) -> Path:
     return out_dir / "compile" / f"wafer_{index}"
 
 
-def check_run(config: RunConfig, plan: Plan) -> None:
-    """What a run checks as it starts, past the config's own checks: the optimizer, the data
-    set (loaded), the initial weights' spread, the MemoryX buffer and tiles against ``plan``
-    (``--validate-only`` calls it; a run meets each check where it first needs it)."""
+def validate_config(config: RunConfig, out_dir: Path | None = None) -> None:
+    """The run's checks that need no plan, all cheap, so a run and ``--validate-only`` make
+    them before compiling or loading anything big: the optimizer, the initial weights'
+    spread, the compile options against the model, the data set's keys and sizes and, for a
+    functional run, the model and data fitting each other and a resume from ``out_dir``."""
     optimizer_of(config)
-    load_dataset(config["data"], config["seed"])
     check_init_std(config["init_std"])
-    stream_edge(config, plan, count_wafers(config))  # its Edge checks buffer and tile
+    graph = load_model(config.model_path).graph
+    compile_options(config).resolved(graph.context)
+    size = dataset_size(config["data"], config["seed"])
+    if RUN_TIERS[config["tier"]].functional:
+        check_trainable(config, graph, size)
+        if out_dir is not None:
+            check_resume(checkpoints_of(config, out_dir), config["steps"])
+
+
+def check_trainable(config: RunConfig, graph: LayerGraph, size: DatasetSize) -> None:
+    """ConfigError unless ``graph`` trains on the cycle engine on the data set of ``size``:
+    a supported chain, feature data of its input width, a batch for every wafer each step."""
+    check_functional(graph)
+    wafers, batch = count_wafers(config), config["batch"]
+    if batch * wafers > size.train_samples:
+        raise ConfigError(
+            f"batch={batch} x swarmx.wafers={wafers} is {batch * wafers} samples a step; "
+            f"allowed: at most the {size.train_samples} training samples of data {size.name!r}"
+        )
+    if size.tokens:
+        raise ConfigError(f"data.name={size.name!r} holds token ids, not features; allowed "
+                          "for tier cycle: digits or mnist")  # fmt: skip
+    if graph.input_features != size.features:
+        raise ConfigError(
+            f"model {graph.name!r} has input_features={graph.input_features} but data "
+            f"{size.name!r} has {size.features} features a sample; allowed: {size.features}"
+        )
+    logits = graph.layers[-1].in_features
+    if logits < size.classes:
+        raise ConfigError(f"model {graph.name!r} ends in {logits} logits but data "
+                          f"{size.name!r} has {size.classes} classes; allowed: at least "
+                          f"{size.classes}")  # fmt: skip
+
+
+def validate_plan(config: RunConfig, plan: Plan) -> None:
+    """The run's checks of one wafer's plan, before anything is simulated: a functional run's
+    batch kept whole, the MemoryX buffer and tiles, and the stream simulation's size."""
+    micro = plan.activations.micro_batches
+    if RUN_TIERS[config["tier"]].functional and micro > 1:
+        raise ConfigError(
+            f"tier=cycle runs each step's batch whole, but the plan splits batch="
+            f"{config['batch']} into {micro} micro-batches to fit the activations kept for "
+            "backward; use tier fast or analytic, or a smaller batch"
+        )
+    count = count_wafers(config)
+    edge, kept = stream_edge(config, plan, count)  # its Edge checks buffer and tile
+    check_stream_size(config, plan, edge, kept, count)
+
+
+def check_stream_size(config: RunConfig, plan: Plan, edge: Edge, kept: frozenset[str],
+                      count: int) -> None:  # fmt: skip
+    """ConfigError where the stream simulation of ``count`` wafers (and wafer 0 alone, the
+    baseline) would hold more than :data:`MAX_STREAM_VALUES` values: its event times per
+    step, segment and wafer, and the tiles of one wafer's steps."""
+    segs = segments(plan, kept=kept)
+    tiles = sum(max(1, math.ceil(max(s.in_bytes, s.out_bytes) / edge.tile_bytes)) for s in segs)
+    streams = count + 1 if count > 1 else 1
+    per_step = streams * len(segs) * K.COLUMNS + 2 * tiles
+    steps, most = config["steps"], MAX_STREAM_VALUES // per_step
+    if steps > most:
+        allowed = f"steps in [1, {most:,}] here" if most else "fewer swarmx.wafers"
+        raise ConfigError(
+            f"steps={steps} x swarmx.wafers={count}: the stream simulation would hold "
+            f"{steps * per_step:,} values ({per_step:,} a step), more than "
+            f"{MAX_STREAM_VALUES:,}; allowed: {allowed}"
+        )
 
 
 def compile_options(config: RunConfig) -> CompileOptions:
@@ -197,19 +273,9 @@ def logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
 
 
 def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path, progress):
-    micro = max(w.plan.activations.micro_batches for w in wafers)
-    if micro > 1:
-        raise ConfigError(
-            f"tier=cycle runs each step's batch whole, but the plan splits batch="
-            f"{config['batch']} into {micro} micro-batches to fit the activations kept for "
-            "backward; use tier fast or analytic, or a smaller batch"
-        )
+    """Train on the cycle engine; :func:`validate_config` and :func:`validate_plan` checked
+    the batch against the data and the plans."""
     graph = load_model(config.model_path).graph
-    if config["batch"] * len(wafers) > len(data.y_train):
-        raise ConfigError(
-            f"batch={config['batch']} x {len(wafers)} wafer(s) exceeds the "
-            f"{len(data.y_train)} training samples"
-        )
     optimizer = optimizer_of(config)
     shapes, seed = weight_shapes(graph), config["seed"]
     store = WeightStore.materialised(shapes, seed, init_std=config["init_std"])

@@ -1,12 +1,16 @@
 """``wafersim run --validate-only`` and ``--compile-only``: a run's config checked, and its
 plans made, without training or timing anything.
 
-- validate-only: what a run checks before it starts is checked (the config, the model and its
-  layer graph, the optimizer, the data set, the initial weights' spread, wafer 0's defect
-  map, the activations' fit, the MemoryX buffer and tiles), and wafer 0's plan is made in
-  memory (two seconds or less, even for GPT-3 175B): every layer's passes are listed with
-  their shape and the kernel chosen for each. Nothing is written.
-- compile-only: every wafer's plan is made (each with its own defect map) and saved under
+- validate-only: every check a run makes before it simulates is made, by the same functions
+  (:func:`memoryx.run.validate_config`, :func:`memoryx.run.validate_plan`): the config, the
+  model and its layer graph, the optimizer, the initial weights' spread, the data set (its
+  sizes against batch x wafers, then its files read whole), a resume from the default
+  folder, wafer 0's defect map, the activations' fit, the MemoryX buffer and tiles, and the
+  stream simulation's size; wafer 0's plan is made in memory (two seconds or less, even for
+  GPT-3 175B): every layer's passes are listed with their shape and the kernel chosen for
+  each. Nothing is written. Other wafers' plans (their own defect maps) are not made.
+- compile-only: the checks that need no plan come first, then every wafer's plan is made
+  (each with its own defect map, each checked before the next) and saved under
   ``DIR/compile`` as a full run would, beside the run's resolved config (``DIR/run.yaml``);
   the same list, and the plan files written.
 """
@@ -18,18 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wafersim.compiler.model_file import load_model
+from wafersim.compiler.model_file import ModelFile, load_model
 from wafersim.compiler.plan import check_activations_fit, compile_cached, plan_path
 from wafersim.compiler.plan_records import GemmPlacement, Plan, to_json
-from wafersim.memoryx.functional import check_functional
+from wafersim.memoryx.data import load_dataset
 from wafersim.memoryx.run import (
-    RUN_TIERS,
-    check_run,
     compile_folder,
     compile_options,
     compile_wafers,
     count_wafers,
     logical_grid,
+    validate_config,
+    validate_plan,
 )
 from wafersim.memoryx.run_config import RunConfig, write_config
 
@@ -70,15 +74,10 @@ class ModeResult:
 def run_mode(mode: str, config: RunConfig, out_dir: Path) -> ModeResult:
     """Validate ``config`` or compile its plans into ``out_dir`` (see the module's text)."""
     start = time.perf_counter()
+    validate_config(config, out_dir)
     model = load_model(config.model_path)
-    if RUN_TIERS[config["tier"]].functional:
-        check_functional(model.graph)
-    options = compile_options(config)
     if mode == "validate-only":
-        logical = logical_grid(config, 0)
-        check_activations_fit(model, config.spec, options, logical)
-        plan, _ = compile_cached(config.model_path, config.spec, options, None, logical)
-        check_run(config, plan)
+        plan = validated_plan(config, model)
         saved: list[str] = []
     else:
         wafers = compile_wafers(config, out_dir)
@@ -88,6 +87,18 @@ def run_mode(mode: str, config: RunConfig, out_dir: Path) -> ModeResult:
     return ModeResult(mode, model.graph.name, config.spec.name, config["tier"],
                       count_wafers(config), pass_rows(plan), plan.totals.cycles, saved,
                       time.perf_counter() - start)  # fmt: skip
+
+
+def validated_plan(config: RunConfig, model: ModelFile) -> Plan:
+    """Wafer 0's plan, made in memory, with the checks a run makes of it and of its data set
+    before it simulates."""
+    options = compile_options(config)
+    logical = logical_grid(config, 0)
+    check_activations_fit(model, config.spec, options, logical)
+    plan, _ = compile_cached(config.model_path, config.spec, options, None, logical)
+    validate_plan(config, plan)
+    load_dataset(config["data"], config["seed"])  # the files whole, as the run reads them
+    return plan
 
 
 def pass_rows(plan: Plan) -> list[PassRow]:

@@ -97,6 +97,7 @@ def write(tmp_path, text: str) -> Path:
         ("- {op: linear, name: f, out: true}", "layer 'f': out=True must be an integer in"),
         ("- {op: linear, name: f, out: 1099511627776}", "out=1099511627776 must be an integer in"),
         ("- {op: linear, name: f, out: 4, bias: 2}", "layer 'f': bias=2 must be true or false"),
+        ("- {op: linear, name: input, out: 4}", "layer 'input' at graph[0]: the name is reserved"),
     ],
 )
 def test_bad_model_files_are_clear_errors(tmp_path, graph, message):
@@ -104,3 +105,31 @@ def test_bad_model_files_are_clear_errors(tmp_path, graph, message):
     path = write(tmp_path, f"name: bad\ninput_features: 64\ngraph:\n  {graph}\n")
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_model(path)
+
+
+@pytest.mark.parametrize(
+    ("graph", "message"),
+    [
+        ("[{op: linear, name: fc1, out: 8}, {op: relu, name: r}, {op: linear, name: fc1, out: 4}]",
+         "layer 'fc1' is defined twice: at graph[0] and at graph[2]"),
+        ("[{op: linear, name: f, out: 8, bias: true}, {op: relu, name: f.bias}]",
+         "layer 'f.bias' is defined twice: at graph[0] and at graph[1]"),
+        ("[{repeat: 2, name: h, block: [{op: relu, name: r}]}, {op: relu, name: h.1.r}]",
+         "layer 'h.1.r' is defined twice: at graph[0].block[0] and at graph[1]"),
+    ],
+)  # fmt: skip
+def test_a_layer_name_used_twice_is_refused_naming_both_entries(tmp_path, graph, message):
+    """Layer names are unique: a second one is refused at load, naming both graph entries."""
+    path = write(tmp_path, f"name: bad\ninput_features: 64\ngraph: {graph}\n")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_model(path)
+
+
+def test_a_graph_made_in_python_refuses_a_layer_name_used_twice():
+    """LayerGraph itself refuses two layers of one name, naming both indices."""
+    from wafersim.compiler.graph import Layer, LayerGraph
+
+    layers = (Layer("a", "relu", (), 4), Layer("b", "relu", (), 4), Layer("a", "relu", (), 4))
+    message = "'a' is defined twice: layers[0] and layers[2]"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        LayerGraph("m", layers, 4, 1)

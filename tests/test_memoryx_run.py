@@ -299,7 +299,8 @@ def test_checkpoint_of_another_config_is_refused_naming_the_key(tmp_path):
     [
         ({"colour": 1}, "unknown key"),
         ({"batch": 0}, r"batch=0 must be an integer in \[1,"),
-        ({"batch": 100_000}, r"splits batch=100000 into \d+ micro-batches.*use tier fast"),
+        ({"batch": 100_000}, r"batch=100000 x swarmx.wafers=1 is 100000 samples a step"),
+        ({"micro_batches": 2}, r"splits batch=16 into 2 micro-batches.*use tier fast"),
         ({"tier": "quick"}, "tier='quick' is not one of"),
         ({"model": "missing.yaml"}, "no such file"),
         ({"memoryx": {"tile_size": 1}}, "unknown key.*memoryx"),

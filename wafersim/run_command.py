@@ -69,7 +69,9 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         return run_mode(mode, config, out).to_dict()
     if config["tier"] != "analytic":  # the engine compiles while the job starts
         from wafersim.fabric.precompile import compile_in_background
+        from wafersim.memoryx.run import validate_config
 
+        validate_config(config, out)  # a refused run starts no compile (run checks it again)
         compile_in_background("programs", args.engine, half=config["dtype"] != "fp32")
     line = progress_for(sys.stderr)
     started = time.perf_counter()
