@@ -170,7 +170,7 @@ def test_help_imports_no_engine_and_each_command_only_its_own():
                               text=True, check=True, timeout=120)  # fmt: skip
         assert done.stderr.strip().splitlines()[-1] == str(allowed)
     assert set(JOBS) == {"presets", "defects", "traffic", "kernel", "compile", "run", "plot",
-                         "sweep"}  # fmt: skip
+                         "sweep", "examples"}  # fmt: skip
 
 
 @pytest.mark.parametrize(

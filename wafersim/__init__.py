@@ -59,6 +59,7 @@ EXPORTS = {
     "run_sweep": "wafersim.sweep",
     "read_table": "wafersim.sweep_results",
     "main": "wafersim.cli",
+    "example": "wafersim.bundled",
 }
 __all__ = list(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

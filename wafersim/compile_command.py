@@ -18,6 +18,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING, Any
 
+from wafersim.bundled import path_of
 from wafersim.compiler.activations import CHOICES as ACTIVATION_CHOICES
 from wafersim.jobs import Command
 from wafersim.options import (
@@ -35,7 +36,9 @@ if TYPE_CHECKING:
 
 
 def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="model file (.yaml/.toml), e.g. examples/models/*.yaml")
+    parser.add_argument("model", type=path_of("model"),
+                        help="model file (.yaml/.toml) or a bundled model's name, e.g. "
+                             "gpt3-175b (`wafersim examples` lists them)")  # fmt: skip
     add_spec_options(parser)
     parser.add_argument("--batch", type=int, default=1, help="sequences per step")
     parser.add_argument("--seq", type=int, help="tokens per sequence (default: model context)")

@@ -67,6 +67,9 @@ JOBS: dict[str, Job] = {
         "sweep_command",
         "run a parameter sweep of defects/traffic/kernel/compile/run into one HDF5 table",
     ),
+    "examples": Job(
+        "examples_command", "list the bundled run configs, models and sweeps, or copy them"
+    ),
 }
 
 

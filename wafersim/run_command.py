@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wafersim.bundled import path_of
 from wafersim.energy_text import energy_line
 from wafersim.jobs import Command
 from wafersim.options import add_timeline_options
@@ -25,7 +26,9 @@ from wafersim.wafer.errors import ConfigError
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="run config (.yaml/.toml), e.g. examples/fc_digits.yaml")
+    parser.add_argument("config", type=path_of("run"),
+                        help="run config (.yaml/.toml) or a bundled one's name, e.g. fc_digits "
+                             "(`wafersim examples` lists them)")  # fmt: skip
     parser.add_argument("--out", help="output folder (default: out/<config name>-<digest>)")
     parser.add_argument(
         "--summary-only",

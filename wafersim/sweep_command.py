@@ -13,6 +13,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from wafersim.bundled import path_of
 from wafersim.jobs import Command
 from wafersim.progress import progress_for
 from wafersim.sweep import MAX_ATTEMPTS, SweepProgress
@@ -22,7 +23,9 @@ KINDS_SHOWN = 5  # kinds of error listed on stderr; the rest are counted
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("sweep_file", metavar="SWEEP", help="sweep file (.yaml/.toml)")
+    parser.add_argument("sweep_file", metavar="SWEEP", type=path_of("sweep"),
+                        help="sweep file (.yaml/.toml) or a bundled sweep's name, e.g. "
+                             "defect_tolerance (`wafersim examples` lists them)")  # fmt: skip
     parser.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://...)")
     parser.add_argument("--workers", type=int, help="workers of the embedded Dask cluster")
     parser.add_argument("--serial", action="store_true", help="run the points in-process")
