@@ -37,6 +37,8 @@ from wafersim.wafer.spec import WaferSpec
 ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
 # the engine of runs that name none (simulate, run_traffic and the kernels above them)
 ENGINE_IN_USE: ContextVar[str] = ContextVar("fabric_engine_in_use", default="cpu")
+# where the CPU engine's compiles (or cache loads) that runs wait for are noted, if anywhere
+COMPILES: ContextVar[list[float] | None] = ContextVar("engine_compiles", default=None)
 MAX_EXTRA_CYCLES = 254  # the most a stretched link adds to the hop latency (1 + it: uint8)
 
 
@@ -147,6 +149,34 @@ def chunk_runner(engine: str | None):
     return cuda_engine.run_chunks
 
 
+@contextlib.contextmanager
+def compiles_noted() -> Iterator[list[float]]:
+    """Within the block, the seconds of each compile (or Numba cache load) of the CPU engine
+    that a run waits for go into the list it yields (and, once it ends, into an enclosing
+    block's): a run's wall time and rate leave them out, a command reports them apart."""
+    outer = COMPILES.get()
+    noted: list[float] = []
+    token = COMPILES.set(noted)
+    try:
+        yield noted
+    finally:
+        COMPILES.reset(token)
+        if outer is not None:
+            outer.extend(noted)
+
+
+def compile_engine(args: tuple) -> float:
+    """Compile (or load from Numba's cache) the CPU engine for the types of ``args``
+    (:func:`_kernel_args`), where this process has not yet; returns the seconds it took, also
+    noted in :func:`compiles_noted`'s list."""
+    start = time.perf_counter()
+    compile_once(K.run_cycles, args)  # one process of the machine compiles, the others load
+    spent = time.perf_counter() - start
+    if (noted := COMPILES.get()) is not None:
+        noted.append(spent)
+    return spent
+
+
 def check_max_cycles(max_cycles: int, name: str = "max_cycles") -> None:
     if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1:
         raise ConfigError(f"{name}={max_cycles!r} must be an integer >= 1")
@@ -237,8 +267,6 @@ def simulate(
             raise ConfigError(f"stop_at={stop_at} must be <= max_cycles={max_cycles}")
     run = chunk_runner(engine)
     trace = trace or TRACE_IN_USE.get()
-    if trace is not None:
-        trace.begin(mesh.width, mesh.height)
     switches = switch_ops(program)
     if strict:
         check_strict(routes, switches)
@@ -248,6 +276,8 @@ def simulate(
     pes, tasks = program.task_start.shape
     if pes != mesh.pes:
         raise ConfigError(f"program covers {pes} PEs (task_start), the mesh has {mesh.pes}")
+    if trace is not None:
+        trace.begin(mesh.width, mesh.height, alive=mesh.alive, tasks=tasks)
     image = sram_image(memory, mesh.pes)
     table = routes.table.copy() if switches.pes.size else routes.table  # the run switches it
     fab = fabric_arrays(mesh, spec, table, np.zeros(routes.colors, np.uint8), False)
@@ -255,10 +285,11 @@ def simulate(
     st.mem[:] = image.flat
     st.pc[:] = program.task_start
     st.wait[:] = np.where(program.task_end > program.task_start, fab.startup, 0)
-    start = time.perf_counter()
     tr = empty_traffic(mesh.width, mesh.height)
-    status, cycle = run(fab, st, program, tr, stop_at or max_cycles, parallel, trace)
-    wall = time.perf_counter() - start
+    with compiles_noted() as compiles:
+        start = time.perf_counter()
+        status, cycle = run(fab, st, program, tr, stop_at or max_cycles, parallel, trace)
+        wall = time.perf_counter() - start - sum(compiles)  # the run's own time
     finished = status != K.STATUS_MAX_CYCLES
     if not finished and stop_at is None:
         raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
@@ -276,7 +307,7 @@ def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, keep=None):
     # the kernel's arguments once a run (a chunk may take less time than their types cost, or
     # than a look at every op)
     args = _kernel_args(fab, st, prog, tr, 0, 0, parallel)
-    compile_once(K.run_cycles, args)  # one process of the machine compiles, the others load
+    compile_engine(args)  # timed apart: no run's rate counts it
     step = trace.every_cycles if trace else max_cycles
     t = 0
     while True:

@@ -12,6 +12,7 @@ into counter tracks per region of PEs: busy share, link use, queued wavelets.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,35 +109,56 @@ def check_block(block) -> int:
 def engine_counters(timeline: Timeline, trace: TraceRecorder, block: int,
                     process: str = "cycle engine") -> None:  # fmt: skip
     """Counter tracks from the engine's samples, per ``block x block`` region of PEs (one
-    track per PE with ``block`` 1), each a mean over its PEs and the sample's cycles: the busy
-    share (``busy``: a PE's busy cycles, or a traffic source's injected flits, a cycle), the
-    wavelets a cycle on each of its routers' four mesh links (``links``) and to its PEs
-    (``delivered``), the wavelets queued at its routers at the sample's end (``queued``) and
-    the share of its PE-cycles of each stall reason (``fabric.engine.REASON_NAMES``; a dead
-    PE adds none in programs, idle cycles in traffic);
-    a deadlock the trace saw is an instant whose message names the routers."""
+    track per PE with ``block`` 1), each a mean over its working PEs and the sample's cycles:
+    the busy share (``busy``, in [0, 1]: the share of a PE's cycles in which it computed, a
+    traffic source's in which it injected a flit), the tasks whose op ran a cycle
+    (``busy_tasks``, in [0, tasks]), the wavelets a cycle on each of its routers' four mesh
+    links (``links``) and to its PEs (``delivered``), the wavelets queued at its routers at
+    the sample's end (``queued``) and the share of its PE-cycles of each stall reason
+    (``fabric.engine.REASON_NAMES``, summing to 1). A region of holes alone has no track.
+    Each track's last sample holds to the run's end, where it is written again (the viewers
+    end a track at its last event); a deadlock the trace saw is an instant whose message
+    names the routers."""
     check_block(block)
     height, width = trace.shape
     names = [_region(x, y, block, width, height)
              for y in range(0, height, block) for x in range(0, width, block)]  # fmt: skip
-    series = ("busy", "links", "delivered", *REASON_NAMES)
-    start = 0
+    start, values = 0, []
     for k, end in enumerate(trace.cycles):
-        links = trace.link[k].astype(np.float64)
-        per_pe = np.dstack([trace.pe[k], links[..., :4].mean(axis=-1), links[..., 4],
-                            trace.reasons[k]])  # fmt: skip
-        means = region_means(per_pe, block).reshape(len(names), len(series))
-        queued = region_means(trace.queued[k].astype(np.float64), block, np.nansum)
-        for name, row, waiting in zip(names, means.tolist(), queued.reshape(-1), strict=True):
-            timeline.counter(process, name, start, **dict(zip(series, row, strict=True)),
-                             queued=float(waiting))  # fmt: skip
+        values = _sample_counters(trace, k, block, len(names))
+        _write_counters(timeline, process, names, start, values)
         start = end
     if trace.cycles:  # every track ends where the run ends
-        for name in names:
-            timeline.counter(process, name, start, **dict.fromkeys(series, 0.0))
+        _write_counters(timeline, process, names, start, values)
     if trace.deadlock is not None:
         cycle, message = trace.deadlock
         timeline.instant(process, "deadlock", "deadlock", cycle, message=message)
+
+
+COUNTER_SERIES = ("busy", "busy_tasks", "links", "delivered", *REASON_NAMES)
+
+
+def _sample_counters(trace: TraceRecorder, k: int, block: int, regions: int) -> list[dict]:
+    """Sample ``k``'s counter values of each region (None: a region of holes alone)."""
+    links = trace.link[k].astype(np.float64)
+    per_pe = np.dstack([trace.pe[k], trace.busy_tasks[k], links[..., :4].mean(axis=-1),
+                        links[..., 4], trace.reasons[k]])  # fmt: skip
+    live = ~np.isnan(per_pe[..., :1])  # holes are NaN in the PE series
+    per_pe[..., 2:4] = np.where(live, per_pe[..., 2:4], np.nan)  # means over working routers
+    with warnings.catch_warnings():  # a region of holes alone: a mean of nothing
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = region_means(per_pe, block).reshape(regions, len(COUNTER_SERIES))
+    queued = region_means(trace.queued[k].astype(np.float64), block, np.nansum).reshape(-1)
+    return [None if np.isnan(row[0]) else
+            {**dict(zip(COUNTER_SERIES, row.tolist(), strict=True)), "queued": float(waiting)}
+            for row, waiting in zip(means, queued, strict=True)]  # fmt: skip
+
+
+def _write_counters(timeline: Timeline, process: str, names: list[str], cycle: float,
+                    values: list[dict | None]) -> None:  # fmt: skip
+    for name, series in zip(names, values, strict=True):
+        if series is not None:
+            timeline.counter(process, name, cycle, **series)
 
 
 def region_means(values: np.ndarray, block: int, reduce=np.nanmean) -> np.ndarray:

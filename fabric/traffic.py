@@ -27,6 +27,7 @@ from wafersim.fabric.engine import (
     REASON_NAMES,
     check_max_cycles,
     chunk_runner,
+    compiles_noted,
     configure_threads,
     fabric_arrays,
 )
@@ -46,7 +47,7 @@ from wafersim.wafer.spec import WaferSpec
 
 PATTERNS = {"uniform": 0, "transpose": 1, "bitcomp": 2, "hotspot": 3, "neighbor": 4}
 ROUTINGS = {"xy": 0, "yx": 1, "updown": 2}  # updown: fabric/updown.py, for meshes with holes
-HOTSPOT_FRACTION = 0.25  # share of hotspot packets sent to the centre PE
+HOTSPOT_FRACTION = 0.25  # default share of hotspot packets sent to the centre PE
 SATURATION_RATIO = 0.95  # accepted below this share of offered -> saturated
 NEVER = K.NEVER  # arrival cycle of a source that offers nothing
 MAX_TRAFFIC_CYCLES = 2**24  # injection cycles travel as float32 payload: exact below 2^24
@@ -67,6 +68,7 @@ class TrafficConfig:
     threads: int = 1
     drain_cycles: int = 0  # the last cycles create no packets, so the network can empty
     colors: int = K.TRAFFIC_COLORS  # packets spread over this many colors (virtual channels)
+    hotspot_fraction: float = HOTSPOT_FRACTION  # hotspot: share of packets to the centre PE
 
     def __post_init__(self) -> None:
         _check_range("width", self.width, 1, 4096)
@@ -82,6 +84,10 @@ class TrafficConfig:
         _check_range("seed", self.seed, 0, 2**63 - 1)
         _check_range("drain_cycles", self.drain_cycles, 0, self.cycles - self.warmup - 1)
         _check_range("colors", self.colors, 1, K.MAX_COLORS)
+        _check_range("hotspot_fraction", self.hotspot_fraction, 0.0, 1.0)
+        if self.pattern != "hotspot" and self.hotspot_fraction != HOTSPOT_FRACTION:
+            raise ConfigError(f"hotspot_fraction={self.hotspot_fraction!r} applies to "
+                              f"pattern='hotspot' only, not {self.pattern!r}")  # fmt: skip
 
 
 def _check_range(name: str, value, low, high) -> None:
@@ -110,7 +116,7 @@ def traffic_arrays(cfg: TrafficConfig, mesh: Mesh) -> TrafficArrays:
         cfg.packet_size,
         prob,
         cfg.warmup,
-        HOTSPOT_FRACTION,
+        cfg.hotspot_fraction,
         stop,
         rng,
         LATENCY_BINS,
@@ -153,10 +159,11 @@ def run_traffic(
     tr = traffic_arrays(cfg, mesh)
     st.wake[~mesh.alive.reshape(-1)] = NEVER  # holes never wake
     if trace is not None:
-        trace.begin(mesh.width, mesh.height, traffic=True)
-    start = time.perf_counter()
-    run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace, keep=SUMMARY_STATE)
-    wall = time.perf_counter() - start
+        trace.begin(mesh.width, mesh.height, traffic=True, alive=mesh.alive)
+    with compiles_noted() as compiles:
+        start = time.perf_counter()
+        run(fab, st, empty_program(mesh.pes), tr, cfg.cycles, parallel, trace, keep=SUMMARY_STATE)
+        wall = time.perf_counter() - start - sum(compiles)  # the run's own time: no compile
     stretched = int(np.count_nonzero(mesh.hops() > 1)) // 2  # each wire from both ends
     summary = summarize(cfg, tr, st, wall)
     return {**summary, "pe_cycles_by_reason": cycles_by_reason(cfg, st, mesh),
@@ -201,6 +208,7 @@ def summarize(cfg: TrafficConfig, tr: TrafficArrays, st, wall: float) -> dict:
         "grid": [cfg.width, cfg.height],
         "working_pes": int(working),
         "pattern": cfg.pattern,
+        "hotspot_fraction": cfg.hotspot_fraction if cfg.pattern == "hotspot" else None,
         "routing": cfg.routing,
         "packet_size": cfg.packet_size,
         "colors": cfg.colors,

@@ -153,4 +153,5 @@ def test_the_helper_names_its_modes_on_a_wrong_command_line(argv):
     done = subprocess.run([sys.executable, "-m", "wafersim.fabric.precompile", *argv],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 1
-    assert done.stderr.strip() == "usage: python -m wafersim.fabric.precompile {programs|traffic} [--half]"
+    usage = "usage: python -m wafersim.fabric.precompile {programs|traffic} [--half]"
+    assert done.stderr.strip() == usage

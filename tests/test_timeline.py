@@ -92,24 +92,32 @@ def test_traffic_timeline_counters_sum_to_the_flits(capsys, tmp_path):
 
 
 def test_kernel_timeline_has_a_track_per_pe_summing_to_the_busy_cycles(capsys, tmp_path):
-    """With one PE a region, the grid's PEs' busy counters integrate to busy_cycles (the edge
-    ports' frame, row and column 0, has tracks of its own)."""
+    """With one PE a region, the grid's PEs' busy_tasks counters integrate to busy_cycles and
+    their busy counters to the cycles they computed (the edge ports' frame, row and column
+    0, has tracks of its own)."""
     path = tmp_path / "kernel.json"
     summary = cli(capsys, ["kernel", "gemm", "--grid", "4x4", "--m", "16", "--k", "16",
                            "--n", "32", "--trace-every", "40", "--timeline", str(path),
                            "--timeline-block", "1"])  # fmt: skip
     events, clock = load(path)
-    busy = counter_integrals(events, clock, "busy")
-    assert len(busy) == 25  # the 4 x 4 grid and its ports' frame
-    grid = {name: v for name, v in busy.items()
-            if min(map(int, re.findall(r"\d+", name))) > 0}  # fmt: skip
-    assert sum(grid.values()) == pytest.approx(summary["busy_cycles"], rel=1e-6)
+    tasks = counter_integrals(events, clock, "busy_tasks")
+    assert len(tasks) == 25  # the 4 x 4 grid and its ports' frame
+    assert sum(on_grid(tasks).values()) == pytest.approx(summary["busy_cycles"], rel=1e-6)
+    computed = summary["pe_cycles_by_reason"]["computing"]
+    busy = on_grid(counter_integrals(events, clock, "busy"))
+    assert sum(busy.values()) == pytest.approx(computed, rel=1e-4, abs=0.05)
     for reason, cycles in summary["pe_cycles_by_reason"].items():  # stall reasons too
-        shares = counter_integrals(events, clock, reason)
-        on_grid = sum(v for name, v in shares.items() if min(map(int, re.findall(r"\d+", name))))
-        assert on_grid == pytest.approx(cycles, rel=1e-4, abs=0.05), reason  # float32 shares
+        # the summary counts each PE's cycle ``cycles`` too, after the run: idle
+        after = 16 if reason == "idle" else 0
+        shares = on_grid(counter_integrals(events, clock, reason))
+        assert sum(shares.values()) == pytest.approx(cycles - after, rel=1e-4, abs=0.05), reason
     (run_span,) = [e for e in events if e["ph"] == "X"]
     assert run_span["dur"] == pytest.approx(summary["cycles"] / clock * 1e6)
+
+
+def on_grid(tracks: dict[str, float]) -> dict[str, float]:
+    """The tracks of the kernel grid's PEs, not of its edge ports (row or column 0)."""
+    return {name: v for name, v in tracks.items() if min(map(int, re.findall(r"\d+", name)))}
 
 
 @pytest.mark.parametrize(
