@@ -28,7 +28,8 @@ from wafersim.sweep_results import read_table
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATED = os.environ | {"NUMBA_ENABLE_CUDASIM": "1"}
 TRAFFIC = ["traffic", "--grid", "4x4", "--cycles", "60", "--rate", "0.2", "--preset", "tiny"]
-TIMES = ("sim_wall_s", "router_cycles_per_s", "compile_s", "engine")  # what differs between the engines
+# what differs between the engines
+TIMES = ("sim_wall_s", "router_cycles_per_s", "compile_s", "engine")
 
 
 def _cli_json(argv: list[str], env: dict) -> dict:
