@@ -30,7 +30,7 @@ from wafersim.fabric.state import (
     empty_traffic,
 )
 from wafersim.fabric.switches import all_positions, check_strict, switch_ops
-from wafersim.fabric.trace import TRACE_IN_USE, TraceRecorder
+from wafersim.fabric.trace import TRACE_IN_USE, TraceRecorder, reasons_before
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -337,5 +337,5 @@ def _result(mesh: Mesh, st: EngineState, cycles: int, wall: float) -> SimResult:
         pe_stall_cycles=st.pe_stalls.reshape(shape),
         leftover_wavelets=int(st.occupancy.sum() + st.rx_count.sum()),
         sim_wall_s=wall,
-        pe_cycle_reasons=st.reasons[:, : K.REASONS].reshape(*shape, K.REASONS),
+        pe_cycle_reasons=reasons_before(st.reasons, cycles).reshape(*shape, K.REASONS),
     )

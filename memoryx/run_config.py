@@ -31,11 +31,17 @@ Top-level keys (all but ``model`` optional)::
 A run on a folder that holds checkpoints resumes from the newest; of its config, only the keys in
 :data:`CONTINUABLE` may differ from the run that wrote them (``steps=40`` trains a 20-step run
 on).
+
+A config's digests (:attr:`RunConfig.digest`, :attr:`RunConfig.run_digest`) cover the bytes of
+every file it names (:func:`named_files`): the model, an explicit defect list
+(``wafer.defects.path``) and a data set's files (``data.path``). Data files are hashed whole:
+the run reads them whole anyway, and hashing costs less than that read.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -45,12 +51,12 @@ from typing import Any
 from wafersim.compiler import activations
 from wafersim.compiler.strategies import strategies
 from wafersim.kernels.tiers import TIERS
-from wafersim.memoryx.data import input_pipeline
+from wafersim.memoryx.data import MNIST_FILES, input_pipeline
 from wafersim.memoryx.sparsity import check_sparsity
 from wafersim.memoryx.swarmx import MAX_WAFERS
 from wafersim.wafer.atomic import atomic_path, write_json
 from wafersim.wafer.config_io import flatten, load_mapping
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.presets import DEFAULT_PRESET, preset
 from wafersim.wafer.spec import WaferSpec
 
@@ -94,6 +100,7 @@ INT_RANGES = {
     "eval_every": (0, 10**9),
     "keep_checkpoints": (1, 10**6),
 }
+HASH_MEMO_MIN_BYTES = 2**20  # larger files' digests are remembered by size and times
 # Keys a resumed run may change: how long it trains and how often it evaluates and saves, not
 # what it trains (the model, data, batch, optimizer, wafer: the rest of the config)
 CONTINUABLE = ("steps", "eval_every", "checkpoint_every", "keep_checkpoints")
@@ -106,6 +113,7 @@ class RunConfig:
     raw: dict[str, Any]
     model_path: Path
     spec: WaferSpec
+    files: tuple[Path, ...] = ()  # every file it names (:func:`named_files`)
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
@@ -117,21 +125,84 @@ class RunConfig:
 
     @property
     def digest(self) -> str:
-        """SHA-256 of :attr:`training` and the model file: which training a checkpoint
+        """SHA-256 of :attr:`training` and the files it names: which training a checkpoint
         belongs to, whatever its steps."""
-        return _sha256(self.training, self.model_path)
+        return _sha256(self.training, self.model_path, self.files)
 
     @property
     def run_digest(self) -> str:
-        """SHA-256 of the whole config and the model file: which run a default output folder
-        is of (points of a sweep over steps each get their own; to train a run on, name its
-        folder with --out)."""
-        return _sha256(self.raw, self.model_path)
+        """SHA-256 of the whole config and the files it names: which run a default output
+        folder is of (points of a sweep over steps each get their own; to train a run on,
+        name its folder with --out)."""
+        return _sha256(self.raw, self.model_path, self.files)
 
 
-def _sha256(table: dict[str, Any], model_path: Path) -> str:
+def _sha256(table: dict[str, Any], model_path: Path, files: tuple[Path, ...]) -> str:
+    """The model is read as text and the other files go in by their digests, so a config
+    that names only a model keeps the digest its checkpoints were saved with."""
     text = json.dumps(table, sort_keys=True) + model_path.read_text()
+    text += "".join(f"\n{path.name}:{file_sha256(path)}" for path in files if path != model_path)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def named_files(data: dict[str, Any], base_dir: Path) -> tuple[Path, ...]:
+    """Every existing file the config table ``data`` names, as the run reads them: the model
+    (relative to ``base_dir``), an explicit defect list and the data set's files (relative to
+    the working directory). Unchecked values are skipped, not refused: the run refuses them."""
+    model = _text_path(data.get("model"))
+    names = [
+        None if model is None else base_dir / model,
+        _text_path(_table(_table(data.get("wafer")).get("defects")).get("path")),
+    ]
+    folder = _text_path(_table(data.get("data")).get("path"))
+    if folder is not None:  # each IDX file plain and gzipped: the loader takes either
+        names += [folder / f"{stem}{gz}" for stem in MNIST_FILES.values() for gz in ("", ".gz")]
+    return tuple(path.resolve() for path in names if path is not None and path.is_file())
+
+
+def _table(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text_path(value: Any) -> Path | None:
+    return Path(value) if isinstance(value, str) and value else None
+
+
+def config_files(path: str | Path, overrides: dict[str, Any]) -> tuple[Path, ...]:
+    """The run config at ``path`` and the files it names with dotted ``overrides`` set, read
+    without the checks of a run (a sweep point that fails them fails when it runs)."""
+    path = Path(path).resolve()
+    try:
+        data = load_mapping(path)
+        for key, value in overrides.items():
+            _set(data, key, value)
+    except ConfigError:
+        return (path,)
+    return (path, *named_files(data, path.parent))
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of the bytes of ``path``; a large file's is remembered by path, size, inode
+    and change times, as the points of a sweep name one data set over and over. A file that
+    cannot be read is a ConfigError naming it."""
+    try:
+        stat = path.stat()
+        if stat.st_size < HASH_MEMO_MIN_BYTES:
+            return _hash_file(path)
+        return _remembered_sha256(path, stat.st_size, stat.st_ino, stat.st_mtime_ns,
+                                  stat.st_ctime_ns)  # fmt: skip
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _remembered_sha256(path: Path, *stat: int) -> str:
+    return _hash_file(path)
+
+
+def _hash_file(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def load_run_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
@@ -171,14 +242,14 @@ def run_config(data: dict[str, Any], base_dir: Path) -> RunConfig:
     check_sparsity(raw["sparsity"])
     activations.check_options(raw["activations"], raw["micro_batches"])
     input_pipeline(raw["input"])  # a typo here fails now, not after the run
-    return RunConfig(raw, model_path, wafer_spec(raw["wafer"]))
+    return RunConfig(raw, model_path, wafer_spec(raw["wafer"]), named_files(raw, base_dir))
 
 
 def _check_strategies(names: Any) -> None:
     if names is None:
         return
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"strategies={names!r} must be a list of strategy names or null")
+        raise ConfigError(f"strategies={excerpt(names)} must be a list of strategy names or null")
     strategies(names)  # an unknown name lists the valid ones
 
 
@@ -190,19 +261,19 @@ def wafer_spec(wafer: Any) -> WaferSpec:
     if defects is not None and not isinstance(defects, dict):
         raise ConfigError(
             f"wafer.defects must be a table (model, seed, repair and the model's parameters) "
-            f"or null, got {defects!r}"
+            f"or null, got {excerpt(defects)}"
         )
     if defects:
         _check_int("wafer.defects.seed", defects.get("seed", 0), 0, 2**63 - 1)
     overrides = wafer.get("overrides") or {}
     if not isinstance(overrides, dict):
-        raise ConfigError(f"wafer.overrides must be a table of spec keys, got {overrides!r}")
+        raise ConfigError(f"wafer.overrides must be a table of spec keys, got {excerpt(overrides)}")
     return spec.replace(flatten(overrides)) if overrides else spec  # {pe: {x: 1}}: pe.x only
 
 
 def _check_section(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, dict):
-        raise ConfigError(f"{name} must be a table of keys, got {value!r}")
+        raise ConfigError(f"{name} must be a table of keys, got {excerpt(value)}")
     unknown = sorted(set(value) - set(allowed))
     if unknown:
         raise ConfigError(
@@ -219,7 +290,7 @@ def _check_int(key: str, value: Any, low: int, high: int, none_ok: bool = False)
     if none_ok and value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"{key}={value!r} must be an integer in [{low}, {high}]")
+        raise ConfigError(f"{key}={excerpt(value)} must be an integer in [{low}, {high}]")
 
 
 def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:

@@ -20,8 +20,10 @@ from typing import Any
 class Command:
     """One subcommand: its options, its job and its text output; whether it takes
     ``--seed``, what its ``key=value`` words set (``""``: it takes none), which of its
-    options name outputs (option -> ``"file"`` or ``"folder"``), checked before it runs, and
-    whether it runs the cycle engine (then it takes ``--engine``)."""
+    options name outputs (option -> ``"file"`` or ``"folder"``), checked before it runs (and
+    refused in sweeps), what it writes when such an option is not given
+    (``default_outputs``: args -> option -> path), and whether it runs the cycle engine (then
+    it takes ``--engine``)."""
 
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], dict[str, Any]]
@@ -30,6 +32,14 @@ class Command:
     overrides: str = "spec"
     outputs: dict[str, str] = field(default_factory=dict)
     engine: bool = False
+    default_outputs: Callable[[argparse.Namespace], dict[str, str]] | None = None
+
+    def written(self, args: argparse.Namespace) -> dict[str, str]:
+        """What the job run with ``args`` writes, by output option: the outputs given, and
+        where it writes without one (a sweep refuses two points writing one place)."""
+        given = {name: getattr(args, name) for name in self.outputs if getattr(args, name, None)}
+        defaults = self.default_outputs(args) if self.default_outputs else {}
+        return {**defaults, **given}
 
     def execute(self, args: argparse.Namespace) -> dict[str, Any]:
         """The job, its engine runs on the one ``--engine`` names (checked first: ``cuda``

@@ -6,23 +6,34 @@ set any config key (``steps=20``, ``optimizer.lr=0.01``). DIR (default
 ``out/<config name>-<digest>``) is the run's model directory (``memoryx.report``):
 performance/performance.json, run.yaml, compile/ (the plans), TensorBoard event files, trace.h5,
 PNG plots and checkpoints/; running again on the same DIR resumes from the newest checkpoint.
+
+One run writes DIR at a time: a run holds ``DIR/.run.lock`` while it writes there, and a second
+run on DIR is refused at once (exit status 2, as for any refused input), naming DIR.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wafersim.bundled import path_of
 from wafersim.energy_text import energy_line
 from wafersim.jobs import Command
 from wafersim.options import add_timeline_options
 from wafersim.progress import progress_for
+from wafersim.wafer.atomic import exclusive
 from wafersim.wafer.config_io import parse_overrides
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, WaferSimError
+
+if TYPE_CHECKING:
+    from wafersim.memoryx.run_config import RunConfig
+
+RUN_LOCK = ".run"  # DIR/.run.lock: held by the run writing DIR
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,10 +56,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
-    from wafersim.memoryx.report import write_outputs
-    from wafersim.memoryx.run import run
+    from wafersim.memoryx.run import validate_config
     from wafersim.memoryx.run_config import load_run_config
-    from wafersim.run_plots import write_plots
+    from wafersim.memoryx.run_modes import run_mode
 
     if args.seed:
         raise ConfigError("wafersim run takes its seed from the config: use seed=N")
@@ -57,10 +67,18 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--engine {args.engine} runs the cycle and fast tiers' engine runs; "
                           "tier analytic runs none")  # fmt: skip
     out = Path(args.out) if args.out else default_out(args.config, config.run_digest)
+    mode = _mode(args)
+    if mode == "validate-only":
+        return run_mode(mode, config, out).to_dict()
+    validate_config(config)  # a refused config writes nothing in DIR, not even the lock
+    with holding(out):
+        return run_mode(mode, config, out).to_dict() if mode else _run(args, config, out)
+
+
+def _mode(args: argparse.Namespace) -> str:
+    """``validate-only``, ``compile-only`` or ``""`` (a full run), its options checked."""
     mode = "validate-only" if args.validate_only else "compile-only" if args.compile_only else ""
     if mode:
-        from wafersim.memoryx.run_modes import run_mode
-
         if args.engine != "cpu":
             raise ConfigError(f"--engine {args.engine}: --{mode} runs nothing on an engine")
         if args.summary_only:
@@ -69,12 +87,36 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError("--out: --validate-only writes nothing")
         if args.timeline:
             raise ConfigError(f"--timeline: --{mode} runs no step to draw")
-        return run_mode(mode, config, out).to_dict()
+    return mode
+
+
+@contextlib.contextmanager
+def holding(out: Path) -> Iterator[None]:
+    """Hold ``out``'s run lock for the block, or refuse at once: two runs writing one folder
+    both exited 0 and left one run's results beside the other's config."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(exclusive(out / RUN_LOCK, "run"))
+        except ConfigError:
+            lock = out / f"{RUN_LOCK}.lock"
+            holder = lock.read_text().strip() if lock.is_file() else ""
+            raise ConfigError(
+                f"--out {out}: another run holds this folder (pid {holder or 'unknown'}, "
+                f"{lock}); wait for it to end, or give another --out"
+            ) from None
+        yield
+
+
+def _run(args: argparse.Namespace, config: RunConfig, out: Path) -> dict[str, Any]:
+    """The full run, in ``out`` that this process holds: simulate, then write the outputs."""
+    from wafersim.memoryx.report import write_outputs
+    from wafersim.memoryx.run import run, validate_config
+    from wafersim.run_plots import write_plots
+
     if config["tier"] != "analytic":  # the engine compiles while the job starts
         from wafersim.fabric.precompile import compile_in_background
-        from wafersim.memoryx.run import validate_config
 
-        validate_config(config, out)  # a refused run starts no compile (run checks it again)
+        validate_config(config, out)  # a refused resume starts no compile (run checks again)
         compile_in_background("programs", args.engine, half=config["dtype"] != "fp32")
     line = progress_for(sys.stderr)
     started = time.perf_counter()
@@ -94,6 +136,20 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
         run_timeline(result).write(args.timeline, {"command": "run", "config": args.config})
         perf["timeline"] = args.timeline
     return {"out": str(out), "engine": args.engine, **perf}
+
+
+def run_outputs(args: argparse.Namespace) -> dict[str, str]:
+    """Where ``run`` writes without ``--out``: its default folder (none for --validate-only,
+    nor for a config that does not load: that run is refused before it writes)."""
+    from wafersim.memoryx.run_config import load_run_config
+
+    if args.validate_only:
+        return {}
+    try:
+        config = load_run_config(args.config, parse_overrides(args.overrides))
+    except WaferSimError:
+        return {}
+    return {"out": str(default_out(args.config, config.run_digest))}
 
 
 def default_out(config_path: str, digest: str) -> Path:
@@ -138,4 +194,5 @@ def run_text(r: dict[str, Any]) -> str:
 
 
 COMMAND = Command(add_run_arguments, run_run_command, run_text, overrides="run-config",
-                  outputs={"out": "folder", "timeline": "file"}, engine=True)  # fmt: skip
+                  outputs={"out": "folder", "timeline": "file"}, engine=True,
+                  default_outputs=run_outputs)  # fmt: skip

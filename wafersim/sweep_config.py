@@ -24,6 +24,14 @@ A value that names an input file (``args`` of ``run`` and ``compile``, ``spec``,
 ``wafer.defects.path``) is read relative to the sweep file's folder, as a run config's
 ``model`` is relative to the config: a sweep runs the same from any working directory. Points
 keep the values as written; their argv holds the absolute paths, checked to exist up front.
+
+A sweep's identity is its file's bytes and the bytes of every file its points read
+(:attr:`SweepConfig.inputs`): those named above and, for ``run``, the files each point's run
+config names once its overrides are set (the model, a defect list, a data set's files:
+:func:`memoryx.run_config.named_files`). A results table keeps them all, so resuming after any
+of them changed is refused, naming the file. Points never write files of their own (an output
+option is refused); ``run`` points write their default output folder, and two points that
+would write the same one are refused before the sweep starts.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import hashlib
 import io
 import itertools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +53,7 @@ import numpy as np
 from wafersim.jobs import command
 from wafersim.options import add_engine_option
 from wafersim.parser import build_parser, parse_command_line
-from wafersim.wafer.config_io import flatten, load_mapping
+from wafersim.wafer.config_io import flatten, load_mapping, parse_overrides
 from wafersim.wafer.errors import ConfigError
 
 JOBS = ("defects", "traffic", "kernel", "compile", "run")
@@ -52,13 +61,11 @@ CONFIG_JOBS = ("run",)  # their key=value overrides set run-config keys, not spe
 SAMPLINGS = ("grid", "list", "random")
 DISTRIBUTIONS = ("uniform", "loguniform", "integers")
 TOP_KEYS = ("job", "base", "sampling", "axes", "samples", "sample_seed", "metrics")
-# Options that make a point write a file: parallel points would overwrite each other's.
-FILE_OPTIONS = ("out", "plot", "trace", "timeline", "animation")
 RAW_ARGS_KEY = "args"
 # Keys that name an input file, read relative to the sweep file's folder: options of the jobs,
 # the jobs whose positional argument is a file (a run config, a model), run-config keys.
 PATH_OPTIONS = ("spec", "defects", "defect_list")
-PATH_ARGS_JOBS = ("run", "compile")
+PATH_ARGS_JOBS = {"run": "config", "compile": "model"}  # job -> its file argument's dest
 PATH_CONFIG_KEYS = ("model", "data.path", "wafer.defects.path")
 
 
@@ -79,7 +86,7 @@ class SweepConfig:
     """A validated sweep file; ``points`` is the expanded list of runs."""
 
     path: str
-    sha256: str
+    sha256: str  # the sweep file's bytes
     job: str
     base: dict[str, Any]
     sampling: str
@@ -88,6 +95,7 @@ class SweepConfig:
     sample_seed: int
     metrics: tuple[str, ...]
     points: tuple[SweepPoint, ...]
+    inputs: tuple[tuple[str, str], ...] = ()  # (path from the sweep's folder, its SHA-256)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's content as read (what the hash stands for), JSON-ready."""
@@ -131,6 +139,8 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
         values += _axis_values(sampling, panel, samples, sample_seed)
     folder = path.parent.resolve()
     points = tuple(_point(i, job, base, v, options, folder) for i, v in enumerate(values))
+    parsed = [parse_point_args(point.argv) for point in points]
+    check_outputs(job, points, parsed)
     return SweepConfig(
         path=str(path),
         sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -142,6 +152,7 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
         sample_seed=sample_seed,
         metrics=metrics,
         points=points,
+        inputs=input_digests(job, parsed, folder),
     )
 
 
@@ -230,7 +241,7 @@ def _check_keys(job: str, base: dict, axes: dict, options: dict[str, argparse.Ac
             name = _option_name(str(key))
             if field == "base" and key == RAW_ARGS_KEY:
                 continue
-            if name in FILE_OPTIONS:
+            if name in command(job).outputs:
                 raise ConfigError(f"{field}.{key}: points cannot write files; drop this option")
             if job in CONFIG_JOBS:
                 if name not in options and str(key).split(".")[0] not in config_keys:
@@ -301,9 +312,7 @@ def _point(index: int, job: str, base: dict, values: dict, options: dict, folder
         **_resolve_paths(job, "base", base, options, folder),
         **_resolve_paths(job, "axes", values, options, folder),
     }
-    argv = point_argv(job, table, options)
-    parse_point_args(argv)  # an unparsable point is the sweep file's error, found up front
-    return SweepPoint(index, config, argv)
+    return SweepPoint(index, config, point_argv(job, table, options))
 
 
 def _resolve_paths(job: str, field: str, table: dict, options: dict, folder: Path) -> dict:
@@ -355,6 +364,46 @@ def _input_path(field: str, value: Any, folder: Path) -> Any:
             "file's folder)"
         )
     return str(path)
+
+
+def input_digests(job: str, parsed: list[argparse.Namespace], folder: Path) -> tuple:
+    """``(path, SHA-256)`` of every file the points read, the path relative to the sweep
+    file's ``folder`` (a project folder moved whole resumes), sorted by path."""
+    from wafersim.memoryx.run_config import file_sha256
+
+    files = {path for args in parsed for path in point_files(job, args)}
+    digests = {os.path.relpath(path, folder): file_sha256(path) for path in files}
+    return tuple(sorted(digests.items()))
+
+
+def point_files(job: str, args: argparse.Namespace) -> list[Path]:
+    """The files one point reads: its input options, its file argument, and for ``run`` the
+    files its run config names (:func:`memoryx.run_config.config_files`)."""
+    names = [getattr(args, name, None) for name in PATH_OPTIONS]
+    names.append(getattr(args, PATH_ARGS_JOBS[job]) if job in PATH_ARGS_JOBS else None)
+    files = [Path(name).resolve() for name in names if isinstance(name, str) and name]
+    if job in CONFIG_JOBS:
+        from wafersim.memoryx.run_config import config_files
+
+        files += config_files(args.config, parse_overrides(args.overrides))
+    return [path for path in files if path.is_file()]
+
+
+def check_outputs(job: str, points: tuple[SweepPoint, ...], parsed: list) -> None:
+    """ConfigError, before any point runs, when two points would write one output (two
+    ``run`` points of one config share a default folder): parallel points would write it
+    together, and the folder would hold one's results under the other's config."""
+    writers: dict[Path, int] = {}
+    for point, args in zip(points, parsed, strict=True):
+        for option, name in command(job).written(args).items():
+            target = Path(name).resolve()
+            if target in writers:
+                raise ConfigError(
+                    f"points {writers[target]} and {point.index} would both write {name} "
+                    f"({job} --{option.replace('_', '-')}); make the points differ in a key "
+                    "that changes the job's config"
+                )
+            writers[target] = point.index
 
 
 def point_argv(job: str, table: dict[str, Any], options: dict) -> tuple[str, ...]:

@@ -3,14 +3,16 @@
 Layout: group ``points`` with resizable columns ``point`` (int64), ``config`` (JSON text),
 ``seed`` (int64), ``wafersim_version``, ``status`` (``ok``/``failed``), ``error`` (text),
 ``attempts`` (int64), ``wall_s`` (float64) and ``metrics/<name>`` (float64, NaN when failed).
-The file's attributes hold the sweep file's SHA-256 and content, so a changed sweep file is
-caught. Each batch is written to a copy that is renamed over the file, so a crash at any
-moment leaves the previous complete file: only the points in flight are lost.
+The file's attributes hold the sweep file's SHA-256 and content and the SHA-256 of every file
+its points read (``inputs``), so a changed sweep file, spec, run config, model, defect list or
+data file is caught. Each batch is written to a copy that is renamed over the file, so a crash
+at any moment leaves the previous complete file: only the points in flight are lost.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +100,7 @@ def _create(path: Path, sweep: SweepConfig) -> None:
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORMAT
         f.attrs["sweep_sha256"] = sweep.sha256
+        f.attrs["inputs"] = json.dumps(dict(sweep.inputs), sort_keys=True)
         f.attrs["sweep"] = json.dumps(sweep.to_dict(), sort_keys=True)
         f.attrs["sweep_path"] = sweep.path
         f.attrs["wafersim_version"] = __version__
@@ -121,6 +124,7 @@ def _check_matches(path: Path, attrs: Any, sweep: SweepConfig) -> None:
             "mean something else now (0.3.0: --grid is width x height); write to a new --out"
         )
     if attrs["sweep_sha256"] == sweep.sha256:
+        _check_inputs(path, attrs, sweep)
         return
     stored = json.loads(attrs["sweep"])
     now = sweep.to_dict()
@@ -130,6 +134,33 @@ def _check_matches(path: Path, attrs: Any, sweep: SweepConfig) -> None:
         f"(sha256 {attrs['sweep_sha256'][:12]} then, {sweep.sha256[:12]} now; "
         f"changed: {', '.join(changed)}); restore it or write to a new --out"
     )
+
+
+def _check_inputs(path: Path, attrs: Any, sweep: SweepConfig) -> None:
+    """ConfigError naming the first input file whose bytes differ from those the table was
+    started with (or that was not read then, or is gone now): resumed, its rows would mix two
+    wafers or models in one table."""
+    then, now = _stored_inputs(attrs), dict(sweep.inputs)
+    changed = sorted(name for name in then.keys() | now.keys() if then.get(name) != now.get(name))
+    if not changed:
+        return
+    name = changed[0]
+    where = os.path.normpath(Path(sweep.path).resolve().parent / name)
+    more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+    raise ConfigError(
+        f"input file {where} changed since {path} was started{more} "
+        f"(sha256 {_short(then.get(name))} then, {_short(now.get(name))} now); restore it or "
+        "write to a new --out"
+    )
+
+
+def _stored_inputs(attrs: Any) -> dict[str, str]:
+    """The table's input digests (none in a table written before they were kept)."""
+    return json.loads(attrs.get("inputs", "{}"))
+
+
+def _short(sha256: str | None) -> str:
+    return "none" if sha256 is None else sha256[:12]
 
 
 def read_records(path: str | Path) -> list[PointRecord]:
@@ -183,13 +214,19 @@ def write_records(path: str | Path, sweep: SweepConfig, records: list[PointRecor
     with atomic_path(path) as tmp:
         shutil.copyfile(path, tmp)
         with h5py.File(tmp, "r+") as f:
-            if f.attrs.get("sweep_sha256") != sweep.sha256:
+            if not _belongs(f.attrs, sweep):
                 raise ConfigError(
                     f"{path} now belongs to another sweep (sha256 "
                     f"{str(f.attrs.get('sweep_sha256'))[:12]}, this one {sweep.sha256[:12]}): "
                     "this sweep's last points were not written; write to another --out"
                 )
             _write_rows(f["points"], records)
+
+
+def _belongs(attrs: Any, sweep: SweepConfig) -> bool:
+    """Whether the table was started by ``sweep``: its file and its input files."""
+    same_file = attrs.get("sweep_sha256") == sweep.sha256
+    return same_file and _stored_inputs(attrs) == dict(sweep.inputs)
 
 
 def _write_rows(group: h5py.Group, records: list[PointRecord]) -> None:
