@@ -93,7 +93,7 @@ def placed_cases(side: int, fraction: float) -> list[dict]:
         result = run_placed_gemm(placed, working, spec, "fp32")
         rows.append({
             "side": side, "dead_fraction": fraction, "strategy": name,
-            "picked": placed.strategy == best.strategy, "grid": list(placed.grid),
+            "picked": placed.strategy == best.strategy, "grid": list(placed.rows_cols),
             "orientation": placed.orientation.value, "holes": working.holes,
             "working_pes": working.working_pes, "pes": placed.pes,
             "compiler": placed.kernel_cycles, "engine": result.cycles,

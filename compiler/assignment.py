@@ -27,7 +27,7 @@ REPLICA_ORDER = "row-major"  # over blocks of the kernel frame
 def pe_assignment(placed: Placement, target: Target) -> PeAssignment:
     """The ``pe_assignment`` of a placement (its ``grid``, ``orientation`` and
     ``replicas``) on ``target``'s working grid."""
-    rows, cols = placed.grid
+    rows, cols = placed.rows_cols
     turned = placed.orientation.turned
     count = placed.replicas
     lines = target.lines(turned)
@@ -82,7 +82,7 @@ def assignment_grid(placed: GemmPlacement, working: WorkingGrid | None) -> Kerne
     """The kernel grid of one replica of a GEMM placement (its ``grid`` and
     ``pe_assignment``), on the working grid's holes (cut-off PEs included), dead links and
     stretched links: what a run simulates (:mod:`memoryx.wafer_gemm`)."""
-    rows, cols = placed.grid
+    rows, cols = placed.rows_cols
     where = placed.pe_assignment
     lines = assignment_lines(where)[:cols]
     if working is None:

@@ -231,7 +231,7 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> GemmPlacement:
         algorithm=strategy.algo,
         strategy=shape.name,
         options=dict(strategy.options),
-        grid=(rows, cols),
+        rows_cols=(rows, cols),
         orientation=Orientation.of(shape.turned),
         mapping=strategy.mapping,
         gemm=GemmWork(work.m, work.k, work.n, work.count, work.density),
@@ -289,7 +289,7 @@ def place_vector(layer: str, work: Vector, target: Target) -> VectorPlacement:
     kernel = max(costs["compute"], costs["SRAM"]) + fabric
     return VectorPlacement(
         algorithm="reduce_vector" if work.per_token_reduce else "vector",
-        grid=(rows, cols),
+        rows_cols=(rows, cols),
         mapping={"tokens": "grid columns", "features": "grid rows"},
         shape={"tokens": work.tokens, "features": work.features},
         pes=rows * cols,

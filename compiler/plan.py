@@ -51,7 +51,7 @@ from wafersim.wafer.atomic import write_json
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
-COMPILER_VERSION = "11"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "12"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
 RECOMPUTE = "recompute"  # a block's forward run again before its backward (a stream segment)
 
@@ -106,7 +106,7 @@ def working_summary(working: WorkingGrid) -> dict[str, Any]:
     """The plan's ``working``: PEs that can take work, and per orientation the depth of the
     shallowest and deepest line (the shallowest line bounds a kernel on every line)."""
     return {
-        "logical_grid": list(working.shape),
+        "logical_grid": [working.shape[1], working.shape[0]],  # width, height
         "pes": working.working_pes,
         **{
             name: {

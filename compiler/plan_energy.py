@@ -24,7 +24,7 @@ def placement_events(placed: Placement, dtype: str) -> Events:
         return fmac_events(placed.shape["tokens"] * placed.shape["features"], dtype)
     work = placed.gemm
     record = gemm_algorithm(placed.algorithm)
-    rows, cols = placed.grid
+    rows, cols = placed.rows_cols
     density = work.density if record.zero_skipping is not None else 1.0  # else dense
     hops = record.hops(work.shape(), rows, cols, dtype, density=density, **placed.options)
     macs = work.m * work.k * work.n * density

@@ -76,13 +76,16 @@ class PeAssignment:
 
 @dataclass(frozen=True)
 class GemmPlacement:
-    """A pass's GEMM on ``grid`` (kernel rows, columns) PEs by ``algorithm``: ``replicas``
-    at once, ``waves`` after each other; its cycles and what bounds them."""
+    """A pass's GEMM on ``rows_cols`` (the kernel's rows, columns) PEs by ``algorithm``:
+    ``replicas`` at once, ``waves`` after each other; its cycles and what bounds them. On the
+    wafer it is ``width_pes x height_pes`` (a turned kernel runs its rows along wafer rows)."""
+
+    JSON_EXTRAS = ("width_pes", "height_pes")  # derived, written for readers of the JSON
 
     algorithm: str
     strategy: str
     options: dict[str, Any]
-    grid: tuple[int, int]
+    rows_cols: tuple[int, int]
     orientation: Orientation
     mapping: dict[str, str]
     gemm: GemmWork
@@ -101,19 +104,34 @@ class GemmPlacement:
     memoryx_tile_order: dict[str, Any] | None = None  # None: nothing crosses the edge
     routes: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def width_pes(self) -> int:
+        """PEs the kernel spans along the wafer's x axis."""
+        return self.rows_cols[0] if self.orientation.turned else self.rows_cols[1]
+
+    @property
+    def height_pes(self) -> int:
+        """PEs the kernel spans along the wafer's y axis."""
+        return self.rows_cols[1] if self.orientation.turned else self.rows_cols[0]
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GemmPlacement:
-        return cls(**{**data, "grid": tuple(data["grid"]), "gemm": GemmWork(**data["gemm"]),
+        data = {key: value for key, value in data.items() if key not in cls.JSON_EXTRAS}
+        return cls(**{**data, "rows_cols": tuple(data["rows_cols"]),
+                      "gemm": GemmWork(**data["gemm"]),
                       "orientation": Orientation(data["orientation"]),
                       "pe_assignment": PeAssignment.from_json(data["pe_assignment"])})  # fmt: skip
 
 
 @dataclass(frozen=True)
 class VectorPlacement:
-    """Element-wise work (``shape``: tokens, features) on ``grid`` PEs of the working grid."""
+    """Element-wise work (``shape``: tokens, features) on ``rows_cols`` (rows, columns) PEs of
+    the working grid: ``width_pes x height_pes`` on the wafer."""
+
+    JSON_EXTRAS = ("width_pes", "height_pes")  # derived, written for readers of the JSON
 
     algorithm: str
-    grid: tuple[int, int]
+    rows_cols: tuple[int, int]
     mapping: dict[str, str]
     shape: dict[str, int]
     pes: int
@@ -127,9 +145,21 @@ class VectorPlacement:
     orientation = Orientation.WEST  # element-wise work is never turned
     replicas = 1
 
+    @property
+    def width_pes(self) -> int:
+        """PEs the work spans along the wafer's x axis (its columns: element-wise work is
+        never turned)."""
+        return self.rows_cols[1]
+
+    @property
+    def height_pes(self) -> int:
+        """PEs the work spans along the wafer's y axis."""
+        return self.rows_cols[0]
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> VectorPlacement:
-        return cls(**{**data, "grid": tuple(data["grid"]),
+        data = {key: value for key, value in data.items() if key not in cls.JSON_EXTRAS}
+        return cls(**{**data, "rows_cols": tuple(data["rows_cols"]),
                       "pe_assignment": PeAssignment.from_json(data["pe_assignment"])})  # fmt: skip
 
 
@@ -223,9 +253,12 @@ class Plan:
 
 
 def to_json(value: Any) -> Any:
-    """Records as dicts (declared field order), enums as their values, tuples as lists."""
+    """Records as dicts (declared field order, then what a record derives for readers:
+    ``JSON_EXTRAS``), enums as their values, tuples as lists."""
     if dataclasses.is_dataclass(value):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        names = [f.name for f in dataclasses.fields(value)]
+        names += list(getattr(type(value), "JSON_EXTRAS", ()))
+        return {name: to_json(getattr(value, name)) for name in names}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):

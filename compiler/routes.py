@@ -26,7 +26,7 @@ from wafersim.kernels.gemm_algorithms import gemm_algorithm
 def route_families(placed: GemmPlacement) -> list[dict[str, Any]]:
     """The route families of GEMM placement ``placed`` (its ``algorithm``, ``grid``,
     ``options``, ``orientation``, ``replicas`` and ``gemm``)."""
-    rows, cols = placed.grid
+    rows, cols = placed.rows_cols
     algo, options = placed.algorithm, placed.options
     colors = family_colors(algo, rows, cols, placed.gemm.n, tuple(sorted(options.items())))
     edges = kernel_edges(placed.orientation)

@@ -43,7 +43,7 @@ def tile_order(
     m, k, n = gemm.m, gemm.k, gemm.n
     rule = record.tiles_in if incoming else record.tiles_out
     moved_by = record.tiles_in_moved_by if incoming else record.tiles_out_moved_by
-    rows, cols, count, order = rule(m, k, n, *placed.grid, spec)
+    rows, cols, count, order = rule(m, k, n, *placed.rows_cols, spec)
     size, axis = value_bytes(dtype), "k" if incoming else "m"
     dense = (k if incoming else m) * n * size
     share = placed.edge_bytes / dense  # < 1 for pruned weights (compressed, or fewer grads)

@@ -233,11 +233,11 @@ class FastCycles:
 def _placement_key(placed: GemmPlacement) -> tuple:
     g = placed.gemm
     options = tuple(sorted(placed.options.items()))
-    return (placed.algorithm, g.m, g.k, g.n, g.density, *placed.grid, options)
+    return (placed.algorithm, g.m, g.k, g.n, g.density, *placed.rows_cols, options)
 
 
 def _fast(placed: GemmPlacement, spec, dtype: str, holes: float) -> int:
-    rows, cols = placed.grid
+    rows, cols = placed.rows_cols
     return fast_cycles(placed.algorithm, placed.gemm.shape(), rows, cols, spec, dtype, holes,
                        **placed.options, **placed.gemm.options()).cycles  # fmt: skip
 

@@ -49,7 +49,8 @@ class PassRow:
     pass_name: str
     shape: dict[str, int]  # GEMMs: m, k, n; element-wise work: tokens, features
     kernel: str  # the GEMM algorithm or the vector kernel
-    grid: tuple[int, int]  # kernel rows, columns
+    width_pes: int  # PEs the pass spans along the wafer's x axis
+    height_pes: int  # and along its y axis
     cycles: int
 
 
@@ -106,16 +107,16 @@ def pass_rows(plan: Plan) -> list[PassRow]:
     for layer, name, placed in plan.placements():
         shape = placed.gemm.shape() if isinstance(placed, GemmPlacement) else dict(placed.shape)
         rows.append(PassRow(layer.name, layer.op, name, shape, placed.algorithm,
-                            tuple(placed.grid), placed.cycles))  # fmt: skip
+                            placed.width_pes, placed.height_pes, placed.cycles))  # fmt: skip
     return rows
 
 
 def mode_text(r: dict[str, Any]) -> str:
-    lines = [f"{'layer':24} {'op':10} {'pass':16} {'shape':30} {'kernel':18} {'grid':>9} "
+    lines = [f"{'layer':24} {'op':10} {'pass':16} {'shape':30} {'kernel':18} {'W x H':>9} "
              f"{'cycles':>11}"]  # fmt: skip
     for p in r["passes"]:
         shape = " ".join(f"{k}={v}" for k, v in p["shape"].items())
-        grid = "x".join(map(str, p["grid"]))
+        grid = f"{p['width_pes']}x{p['height_pes']}"
         lines.append(f"{p['layer'][:24]:24} {p['op'][:10]:10} {p['pass_name'][:16]:16} "
                      f"{shape[:30]:30} {p['kernel'][:18]:18} {grid:>9} "
                      f"{p['cycles']:>11}")  # fmt: skip

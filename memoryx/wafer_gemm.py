@@ -97,7 +97,7 @@ class WaferGemm:
             return result
         if key not in self.dense_cycles:  # on the same operands (activations decide skips)
             self.dense_cycles[key] = kernel(a, np.where(b == 0, np.float32(1), b)).cycles
-        words = compressed(b, placed.grid[0], dtype)
+        words = compressed(b, placed.rows_cols[0], dtype)
         self.stream_bytes[key] = WORD_BYTES * words.sparse_words
         result = kernel(a, b, sparse=True) if isinstance(kernel, GemmReplay) else kernel(a, b)
         self.sparse_cycles.setdefault(key, result.cycles)
@@ -107,7 +107,7 @@ class WaferGemm:
         """The placement's GEMM on its grid: replayed per shape in fp32 (the routes and
         programs are built once), built afresh in fp16 or bf16 (packed operands cannot be
         traced)."""
-        rows, cols = placed.grid
+        rows, cols = placed.rows_cols
         options = tuple(sorted(placed.options.items()))
         lines = tuple(assignment_lines(placed.pe_assignment).tolist())
         key = (placed.algorithm, rows, cols, turned, options, lines)
@@ -125,7 +125,7 @@ class WaferGemm:
 
     def _grid(self, placed: GemmPlacement) -> KernelGrid:
         where = placed.pe_assignment
-        key = (*placed.grid, where.orientation, json.dumps(where.lines))
+        key = (*placed.rows_cols, where.orientation, json.dumps(where.lines))
         if key not in self._grids:
             self._grids[key] = assignment_grid(placed, self._working)
         return self._grids[key]

@@ -199,7 +199,7 @@ def test_the_compiler_places_a_registered_algorithm_by_its_cost(toy):
     spec = SPEC.replace({"logical_width_pes": 8, "logical_height_pes": 8})
     placed, working = place_single_gemm({"m": 64, "k": 48, "n": 40}, spec, "fp32",
                                         names=["row_broadcast"])  # fmt: skip
-    rows, cols = placed.grid
+    rows, cols = placed.rows_cols
     assert placed.algorithm == "row_broadcast"
     assert placed.kernel_cycles == toy.cycles({"m": 64, "k": 48, "n": 40}, rows, cols, spec,
                                                  "fp32")  # fmt: skip
@@ -247,7 +247,7 @@ def test_a_model_compiles_with_only_the_registered_algorithm(toy):
         assert [f["carries"] for f in placed.routes] == ["A", "B"][: len(placed.routes)]
         order = placed.memoryx_tile_order
         if order is not None and order["direction"] == "in":
-            assert order["tiles"] == placed.grid[1]
+            assert order["tiles"] == placed.rows_cols[1]
 
 
 def test_sparse_runs_take_the_strategies_of_zero_skipping_algorithms():

@@ -67,13 +67,13 @@ def test_every_pass_fits_sram_and_the_working_grid(model, batch):
     """Each placement fits a PE's SRAM, stays on the working grid and names a bottleneck."""
     spec = preset("wse2")
     plan = compile_plan(load_model(ZOO / f"{model}.yaml"), spec, CompileOptions(batch=batch))
-    rows, cols = plan.working["logical_grid"]
-    assert plan.working["pes"] == rows * cols
+    width, height = plan.working["logical_grid"]
+    assert plan.working["pes"] == width * height
     for _, p in passes(plan):
         assert 0 < p.sram_bytes_per_pe <= spec.pe.sram_bytes
-        assert p.pes <= rows * cols
-        assert max(p.grid) <= max(rows, cols)
-        assert min(p.grid) <= min(rows, cols)
+        assert p.pes <= width * height
+        assert p.width_pes <= width
+        assert p.height_pes <= height
         assert p.bottleneck in BOTTLENECKS
         assert p.cycles >= p.bound_cycles["edge_bandwidth"]
 
@@ -178,7 +178,8 @@ def test_compile_cli_json_has_layers_totals_and_time(capsys, tmp_path):
     assert first["cache"] == "miss"
     assert first["totals"]["cycles"] > 0
     fc1 = first["layers"][0]["passes"]["forward"]
-    assert fc1.keys() >= {"algorithm", "grid", "sram_bytes_per_pe", "cycles", "bottleneck"}
+    assert fc1.keys() >= {"algorithm", "rows_cols", "width_pes", "height_pes", "cycles",
+                          "sram_bytes_per_pe", "bottleneck"}  # fmt: skip
     assert run_json(capsys, argv)["cache"] == "hit"
     assert main(argv) == 0
     assert "cache hit" in capsys.readouterr().out
@@ -244,7 +245,7 @@ def test_first_layer_plan_runs_on_the_cycle_engine():
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec, CompileOptions(batch=16))
     placed = plan.layers[0].passes["forward"]
     gemm = placed.gemm
-    rows, cols = placed.grid
+    rows, cols = placed.rows_cols
     rng = np.random.default_rng(1)
     x = rng.standard_normal((gemm.m, gemm.k)).astype(np.float32)
     w = rng.standard_normal((gemm.k, gemm.n)).astype(np.float32)

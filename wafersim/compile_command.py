@@ -127,11 +127,11 @@ def compile_text(r: dict[str, Any]) -> str:
             f"{r['model']}: {r['layers']} layers, {r['params']:,} parameters; valid on "
             f"{r['spec']} ({r['compile_time_s']:.2f} s)"
         ) + _defects_line(r["defects"])
-    lines = [f"{'layer':28} {'pass':16} {'algorithm':14} {'grid':>10} {'SRAM B':>7} "
+    lines = [f"{'layer':28} {'pass':16} {'algorithm':14} {'W x H':>10} {'SRAM B':>7} "
              f"{'cycles':>11}  bottleneck"]  # fmt: skip
     for layer in r["layers"]:
         for name, p in layer["passes"].items():
-            grid = "x".join(map(str, p["grid"]))
+            grid = f"{p['width_pes']}x{p['height_pes']}"
             lines.append(
                 f"{layer['name'][:28]:28} {name:16} {p['algorithm'][:14]:14} {grid:>10} "
                 f"{p['sram_bytes_per_pe']:>7} {p['cycles']:>11}  {p['bottleneck']}"
