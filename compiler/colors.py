@@ -14,7 +14,7 @@ import functools
 
 from wafersim.kernels.algorithm import Families
 from wafersim.kernels.gemm_algorithms import gemm_algorithm
-from wafersim.kernels.wiring import DETOUR_COLORS
+from wafersim.kernels.wiring import kernel_palette
 from wafersim.wafer.spec import WaferSpec
 
 Colors = tuple[int, ...]
@@ -36,8 +36,8 @@ def family_colors(algo: str, rows: int, cols: int, n: int, options: tuple = ()) 
 
 
 def palette_size(spec: WaferSpec) -> int:
-    """Colors a kernel may route on (the rest are kept for detours)."""
-    return max(1, spec.router.colors - DETOUR_COLORS)
+    """Colors a kernel may route on (the rest are kept for detours): the wiring's palette."""
+    return len(kernel_palette(spec.router.colors))
 
 
 def fits_palette(algo: str, rows: int, cols: int, n: int, options: tuple, spec: WaferSpec):
