@@ -5,9 +5,12 @@ float32 dataset per tensor that has that optimizer slot), and attributes ``forma
 ``format_version``, ``step``, ``seed`` (-1: none), ``init_std``, ``dtype``, ``optimizer``
 (JSON, ``""``: none), ``rng_state`` (JSON of a numpy bit generator's state, ``""``: none) and
 ``wafersim_version`` and ``meta`` (JSON of what the caller keeps with the weights, such as
-a run's config hash and loss history; ``""``: none). Every dataset carries the SHA-256 of
-its bytes (attribute ``sha256``, format version 2), checked when it is read: a flipped bit
-or overwritten bytes are an error naming the dataset, never silently different weights.
+a run's config hash and loss history; ``""``: none). The attribute ``checksums`` (format
+version 3) holds the SHA-256 of every other thing in the file: each attribute's value and
+type, each dataset's dtype, shape and bytes, and which groups there are. Reading checks them
+all first: one changed digit of the loss history, a moved ``step``, or a flipped bit of a
+weight is an error naming what changed, never a resume that silently trains differently.
+Older versions checked the weights only, so they are refused, not read unchecked.
 """
 
 from __future__ import annotations
@@ -22,13 +25,13 @@ import numpy as np
 from wafersim.memoryx.optimizer import Optimizer, optimizer_from_dict
 from wafersim.memoryx.store import WeightStore
 from wafersim.wafer.atomic import atomic_path
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 from wafersim import wafer
 
 FORMAT = "wafersim-memoryx-checkpoint"
-FORMAT_VERSION = 2  # 2: a SHA-256 on every dataset
-READABLE_VERSIONS = (1, 2)  # 1: written before checksums; read unchecked
+FORMAT_VERSION = 3  # 3: a SHA-256 of every attribute and dataset (2: of datasets only)
+CHECKSUMS = "checksums"  # the root attribute holding the others' SHA-256, as JSON
 
 
 class Checkpoint(NamedTuple):
@@ -72,6 +75,7 @@ def save_checkpoint(
         f.attrs.update(attrs)
         _write_group(f.create_group("weights"), weights)
         _write_state(f.create_group("state"), store.state())
+        f.attrs[CHECKSUMS] = json.dumps(_checksums(f), sort_keys=True)  # of what was written
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -82,7 +86,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     try:
         with h5py.File(path, "r") as f:
             return _read_checkpoint(f)
-    except (KeyError, ValueError, TypeError, OSError) as error:
+    except (KeyError, ValueError, TypeError, OSError, RecursionError) as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ConfigError(f"{path}: not a valid wafersim MemoryX checkpoint: {message}") from None
 
@@ -96,12 +100,7 @@ def restore_rng(state: dict[str, Any]) -> np.random.Generator:
 
 def _write_group(group: h5py.Group, arrays: dict[str, np.ndarray]) -> None:
     for name, array in arrays.items():
-        data = group.create_dataset(name, data=array)
-        data.attrs["sha256"] = _sha256(np.asarray(array, np.float32))
-
-
-def _sha256(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+        group.create_dataset(name, data=array)
 
 
 def _write_state(group: h5py.Group, state: dict[str, dict[str, np.ndarray]]) -> None:
@@ -109,17 +108,78 @@ def _write_state(group: h5py.Group, state: dict[str, dict[str, np.ndarray]]) -> 
         _write_group(group.create_group(slot), arrays)
 
 
+def _checksums(f: h5py.File) -> dict[str, str]:
+    """The SHA-256 of everything in ``f`` but the checksums themselves, by what it is: every
+    attribute (``attribute step of /``), dataset (``/weights/w``) and group (``group /state``)."""
+    objects: list[Any] = [f]
+    f.visititems(lambda _name, obj: objects.append(obj))
+    sums = {}
+    for obj in objects:
+        if isinstance(obj, h5py.Dataset):
+            sums[obj.name] = _value_sha256(obj[()])
+        elif obj is not f:
+            sums[f"group {obj.name}"] = "group"
+        for key in obj.attrs:
+            if obj is not f or key != CHECKSUMS:
+                sums[f"attribute {key} of {obj.name}"] = _value_sha256(obj.attrs[key])
+    return sums
+
+
+def _value_sha256(value: Any) -> str:
+    """SHA-256 of a value's type, shape and contents as h5py reads them back."""
+    digest = hashlib.sha256()
+    if isinstance(value, str):
+        digest.update(b"str:" + value.encode("utf-8", "surrogatepass"))
+    elif isinstance(value, bytes):
+        digest.update(b"bytes:" + value)
+    else:
+        array = np.asarray(value)
+        digest.update(f"{array.dtype.str}{array.shape}:".encode())
+        if array.dtype.kind in "biufcS":
+            digest.update(array.tobytes())
+        else:
+            digest.update(repr(array.tolist()).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _verify(f: h5py.File) -> None:
+    """Refuse a file whose contents differ from what its checksums say was saved."""
+    saved = _saved_checksums(f)
+    found = _checksums(f)
+    for what in sorted(saved.keys() | found.keys()):
+        if what not in found:
+            raise ValueError(f"{what} is missing (removed since saved)")
+        if what not in saved:
+            raise ValueError(f"{what} was not saved (added since)")
+        if saved[what] != found[what]:
+            raise ValueError(f"{what} fails its checksum (changed since saved)")
+
+
+def _saved_checksums(f: h5py.File) -> dict[str, str]:
+    try:
+        saved = json.loads(str(f.attrs.get(CHECKSUMS, "null")))
+    except json.JSONDecodeError:
+        saved = None
+    if not isinstance(saved, dict) or not all(isinstance(v, str) for v in saved.values()):
+        raise ValueError(f"the {CHECKSUMS} attribute is missing or not a table of SHA-256s")
+    return saved
+
+
 def _read_checkpoint(f: h5py.File) -> Checkpoint:
     if f.attrs.get("format") != FORMAT:
-        raise ValueError(f"format attribute is {f.attrs.get('format')!r}, expected {FORMAT!r}")
+        found = _shown(f.attrs.get("format"))
+        raise ValueError(f"format attribute is {found}, expected {FORMAT!r}")
     version = f.attrs.get("format_version")
-    if version not in READABLE_VERSIONS:
-        raise ValueError(f"format_version is {version!r}; this wafersim reads {READABLE_VERSIONS}")
-    checked = version >= 2
+    if isinstance(version, np.ndarray) or version != FORMAT_VERSION:
+        raise ValueError(
+            f"format_version is {_shown(version)}; this wafersim reads only {FORMAT_VERSION} "
+            "(older versions do not checksum their metadata)"
+        )
+    _verify(f)
     seed = int(f.attrs["seed"])
     store = WeightStore.from_arrays(
-        weights=_read_group(f["weights"], checked),
-        state={slot: _read_group(group, checked) for slot, group in f["state"].items()},
+        weights=_read_group(f["weights"]),
+        state={slot: _read_group(group) for slot, group in f["state"].items()},
         seed=None if seed < 0 else seed,
         init_std=float(f.attrs["init_std"]),
     )
@@ -136,12 +196,15 @@ def _read_checkpoint(f: h5py.File) -> Checkpoint:
     )
 
 
-def _read_group(group: h5py.Group, checked: bool) -> dict[str, np.ndarray]:
+def _shown(value: Any) -> str:
+    """A read attribute as the user wrote it (``2``, not numpy's ``np.int64(2)``), cut short."""
+    return excerpt(value.item() if isinstance(value, np.generic) else value)
+
+
+def _read_group(group: h5py.Group) -> dict[str, np.ndarray]:
     out = {}
     for name, data in group.items():
         if not isinstance(data, h5py.Dataset) or data.dtype != np.float32:
             raise ValueError(f"{data.name} is not a float32 dataset")
         out[name] = data[()]
-        if checked and data.attrs.get("sha256") != _sha256(out[name]):
-            raise ValueError(f"{data.name} fails its checksum (its bytes changed since saved)")
     return out

@@ -36,7 +36,7 @@ from wafersim.memoryx.run_config import write_config
 from wafersim.memoryx.run_events import write_events
 from wafersim.memoryx.streaming import no_stall_threshold
 from wafersim.memoryx.swarmx import scaling, tree_levels
-from wafersim.wafer.atomic import atomic_path, write_json
+from wafersim.wafer.atomic import atomic_hdf5, write_json
 
 from wafersim import wafer
 
@@ -244,7 +244,7 @@ def performance_path(out_dir: Path) -> Path:
 
 def write_trace(result: RunResult, path: Path) -> None:
     """Per wafer: event times (steps, segments, columns), segment names, busy and holes."""
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+    with atomic_hdf5(path) as f:  # built in memory: HDF5 never meets a full disk
         f.attrs["wafersim_version"] = wafer.__version__
         f.attrs["columns"] = list(TRACE_COLUMNS)
         if result.history is not None:

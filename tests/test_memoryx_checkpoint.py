@@ -151,3 +151,112 @@ def test_changed_bytes_fail_the_checksum_naming_the_dataset(tmp_path):
             f[dataset][...] = bits.view(np.float32)
         with pytest.raises(ConfigError, match=f"/{dataset} fails its checksum"):
             load_checkpoint(path)
+
+
+def _saved_with_everything(path):
+    """A checkpoint holding every attribute the code writes: optimizer state, rng and meta."""
+    store = WeightStore.materialised(SHAPES, seed=5, init_std=0.1)
+    AdamW().apply(store, "w", np.ones((8, 3), np.float32), 1)
+    meta = {"config_sha256": "ab" * 32, "losses": [2.302585, 1.5], "accuracy": [[6, 0.5]]}
+    save_checkpoint(path, store, 6, AdamW(), np.random.default_rng(3), meta=meta)
+
+
+def _one_value_changed(value):
+    """``value`` with one thing changed and its type kept: a number moved by one, or the
+    last digit of a text (one digit of a JSON loss history) changed, or a letter added."""
+    if isinstance(value, str):
+        digits = [i for i, c in enumerate(value) if c.isdigit()]
+        if not digits:
+            return value + "x"
+        i = digits[-1]
+        return value[:i] + str((int(value[i]) + 1) % 10) + value[i + 1 :]
+    return value + 1
+
+
+def test_every_attribute_is_covered_by_a_checksum(tmp_path):
+    """One value of any attribute changed (step, seed, init_std, optimizer, rng state, meta,
+    the checksums themselves) makes the checkpoint refused as damaged, naming what changed."""
+    path = tmp_path / "c.h5"
+    _saved_with_everything(path)
+    with h5py.File(path, "r") as f:
+        keys = list(f.attrs)
+    assert {"step", "seed", "init_std", "meta", "rng_state", "optimizer", "checksums"} <= set(keys)
+    for key in keys:
+        _saved_with_everything(path)
+        with h5py.File(path, "r+") as f:
+            f.attrs[key] = _one_value_changed(f.attrs[key])
+        with pytest.raises(ConfigError) as info:
+            load_checkpoint(path)
+        message = str(info.value)
+        assert str(path) in message
+        assert "\n" not in message
+        if key == "format_version":
+            assert "format_version is 4" in message
+        elif key != "format":
+            assert "fails its checksum" in message, (key, message)
+            assert key == "checksums" or f"attribute {key} of /" in message
+
+
+def test_a_changed_loss_history_or_step_is_refused(tmp_path):
+    """A digit of the stored loss history, or ``step`` moved from 6 to 7, is refused: such a
+    checkpoint would resume and train a different number of steps than the run claims."""
+    path = tmp_path / "c.h5"
+    for key, change in (
+        ("meta", lambda meta: meta.replace("2.302585", "2.302586")),
+        ("step", lambda step: step + 1),
+    ):
+        _saved_with_everything(path)
+        with h5py.File(path, "r+") as f:
+            f.attrs[key] = change(f.attrs[key])
+        with pytest.raises(ConfigError, match=f"attribute {key} of / fails its checksum"):
+            load_checkpoint(path)
+
+
+def test_a_changed_type_or_added_or_removed_item_is_refused(tmp_path):
+    """An attribute of the same value but another type, a removed optimizer-state dataset,
+    or an added group is refused: each changes what a resume would read."""
+    path = tmp_path / "c.h5"
+    cases = [
+        (lambda f: f.attrs.__setitem__("step", np.float64(6)), "attribute step of /"),
+        (lambda f: f.__delitem__("state/exp_avg/w"), "/state/exp_avg/w is missing"),
+        (lambda f: f["state"].create_group("momentum"), "group /state/momentum was not saved"),
+    ]
+    for change, message in cases:
+        _saved_with_everything(path)
+        with h5py.File(path, "r+") as f:
+            change(f)
+        with pytest.raises(ConfigError, match=message):
+            load_checkpoint(path)
+
+
+@pytest.mark.parametrize("version", [1, 2, 4, "3"])
+def test_an_older_or_unknown_format_version_is_refused(tmp_path, version):
+    """A format version other than the current one is refused in one line naming the file,
+    the version found and the one read: older versions leave metadata unchecked."""
+    path = tmp_path / "c.h5"
+    _saved_with_everything(path)
+    with h5py.File(path, "r+") as f:
+        f.attrs["format_version"] = version
+    with pytest.raises(ConfigError) as info:
+        load_checkpoint(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "\n" not in message
+    assert f"format_version is {version!r}; this wafersim reads only 3" in message
+
+
+def test_resume_skips_a_checkpoint_whose_step_was_changed(tmp_path, caplog):
+    """A newest checkpoint whose ``step`` changed is skipped as damaged for the one before."""
+    from wafersim.memoryx.training import Checkpoints, resume
+
+    saved = Checkpoints(tmp_path, every=1, keep=2, digest="d" * 64, training={})
+    store = WeightStore.materialised(SHAPES, seed=5)
+    folder = tmp_path / "checkpoints"
+    for step in (5, 6):
+        meta = {"config_sha256": saved.digest, "config": {}, "losses": [1.0] * step}
+        save_checkpoint(folder / f"step_{step:08d}.h5", store, step, SGD(lr=0.1), meta=meta)
+    with h5py.File(folder / "step_00000006.h5", "r+") as f:
+        f.attrs["step"] = 7
+    _, start, history = resume(saved, store, 12)
+    assert (start, len(history.losses)) == (5, 5)
+    assert "skipped damaged checkpoint(s)" in caplog.text

@@ -62,6 +62,16 @@ def test_overrides_parse_types():
         parse_overrides(["novalue"])
 
 
+def test_override_numbers_are_ascii_digits_only():
+    """An override's number is ASCII digits only: other scripts' digits and ``1_000`` stay
+    text, so a value that looks like no number is refused instead of setting one."""
+    words = ["a=\u0661\u0662", "b=\uff16\uff15\uff15\uff13\uff16", "c=1_000", "d=1_0.5"]
+    parsed = parse_overrides([*words, "e=-7", "f=+3", "g=2.5e3"])
+    assert parsed == {**dict(w.split("=") for w in words), "e": -7, "f": 3, "g": 2500.0}
+    with pytest.raises(ConfigError, match="PESpec.sram_bytes must be a number"):
+        preset("tiny").replace(parse_overrides(["pe.sram_bytes=\uff16\uff15\uff15\uff13\uff16"]))
+
+
 def test_spec_from_toml_and_yaml(tmp_path):
     """A spec file is a preset plus changed keys, in TOML or YAML, and rejects unknown keys."""
     toml = tmp_path / "w.toml"

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.presets import DEFAULT_PRESET, preset
 from wafersim.wafer.spec import WaferSpec, spec_from_dict
+
+MAX_YAML_NODES = 1_000_000  # nodes a YAML document may hold once its aliases are expanded
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def load_mapping(path: str | Path) -> dict[str, Any]:
@@ -45,7 +50,7 @@ def _parse_toml(path: Path, text: str) -> Any:
 def _parse_yaml(path: Path, text: str) -> Any:
     yaml = _yaml()
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except RecursionError:
         raise ConfigError(f"{path}: cannot parse: nested too deeply") from None
     except yaml.YAMLError as error:
@@ -53,6 +58,12 @@ def _parse_yaml(path: Path, text: str) -> Any:
         where = f"{mark.line + 1}:{mark.column + 1}" if mark else "?:?"
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(f"{path}:{where}: cannot parse: {problem}") from None
+
+
+def load_yaml(text: str) -> Any:
+    """The one YAML reader: safe tags only, no duplicate keys, and a bounded alias expansion,
+    so that a hostile file is refused instead of silently losing a key or hanging."""
+    return _yaml().load(text, Loader=_safe_loader())
 
 
 def _yaml() -> Any:
@@ -63,14 +74,83 @@ def _yaml() -> Any:
     return yaml
 
 
+@functools.cache
+def _safe_loader() -> type:
+    """PyYAML's SafeLoader, checking each document's size and each mapping's keys first."""
+    yaml = _yaml()
+
+    class SafeLoader(yaml.SafeLoader):
+        def construct_document(self, node: Any) -> Any:
+            _check_expansion(node, yaml.constructor.ConstructorError)
+            return super().construct_document(node)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            _check_duplicates(self, node, yaml.constructor.ConstructorError)
+            return super().construct_mapping(node, deep)
+
+    return SafeLoader
+
+
+def _check_duplicates(loader: Any, node: Any, error: type) -> None:
+    """Refuse a mapping that names a key twice: YAML keeps the last one silently."""
+    seen: dict[Any, Any] = {}
+    for key_node, _value in node.value:
+        if key_node.tag == _MERGE_TAG:
+            continue  # "<<: *base" merges keys, which the mapping's own keys override
+        key = loader.construct_object(key_node)
+        try:
+            first = seen.setdefault(key, key_node)
+        except TypeError:
+            continue  # an unhashable key: SafeLoader refuses it itself
+        if first is not key_node:
+            lines = f"{first.start_mark.line + 1} and {key_node.start_mark.line + 1}"
+            raise error(None, None, f"duplicate key {excerpt(key)} at lines {lines}",
+                        key_node.start_mark)  # fmt: skip
+
+
+def _check_expansion(root: Any, error: type) -> None:
+    """Refuse a document whose aliases expand past :data:`MAX_YAML_NODES` nodes (a
+    billion-laughs file is small text but a huge value), or that holds itself."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        if finished:
+            total = 1 + sum(sizes[id(child)] for child in _children(node))
+            sizes[id(node)] = min(total, MAX_YAML_NODES + 1)
+            on_path.discard(id(node))
+        elif id(node) in on_path:
+            raise error(None, None, "an alias refers to a node that holds it", node.start_mark)
+        elif id(node) not in sizes:
+            on_path.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in _children(node))
+    if sizes[id(root)] > MAX_YAML_NODES:
+        raise error(None, None, f"its aliases expand it past {MAX_YAML_NODES:,} nodes, the "
+                    "most a YAML file may hold", root.start_mark)  # fmt: skip
+
+
+def _children(node: Any) -> list[Any]:
+    """The nodes directly inside a YAML node (a mapping's keys and values)."""
+    if isinstance(node.value, str):
+        return []
+    return [part for item in node.value for part in (item if isinstance(item, tuple) else [item])]
+
+
 def parse_value(text: str) -> Any:
-    """``"64"`` -> 64, ``"1e-3"`` -> 0.001, ``"true"`` -> True, anything else stays text."""
+    """``"64"`` -> 64, ``"1e-3"`` -> 0.001, ``"true"`` -> True, anything else stays text.
+
+    Numbers are ASCII only: Python's ``int`` and ``float`` also read other scripts' digits
+    and ``1_000``, which would let text that looks like no number set one."""
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
-    for kind in (int, float):
+    if _INTEGER.fullmatch(text.strip()):
+        return int(text)
+    if text.isascii() and "_" not in text:
         try:
-            return kind(text)
+            return float(text)
         except ValueError:
             pass
     return text

@@ -35,7 +35,7 @@ import h5py
 import numpy as np
 from wafersim.wafer.atomic import atomic_path
 from wafersim.wafer.config_io import load_mapping
-from wafersim.wafer.errors import ConfigError, DefectMapError
+from wafersim.wafer.errors import ConfigError, DefectMapError, excerpt
 from wafersim.wafer.geometry import (
     NUM_DIRS,
     E,
@@ -59,6 +59,7 @@ MM2_PER_CM2 = 100.0
 MAX_DEFECTS_PER_TILE = 1e12  # caps lambda (p = 1 gives infinity); numpy's Poisson needs finite
 SPARSE_LAMBDA = 0.5  # at or below it (39 % of tiles hit), Poisson maps split one total
 NUM_STREAMS = 3  # streams spawned from the user seed: defects, then two reserved
+MAX_SEED = 2**63 - 1  # the largest seed a map's int64 seed attribute holds
 DEFECT_STREAM = 0
 
 
@@ -243,14 +244,14 @@ def _check_param(model: str, name: str, value: Any) -> float | int:
     label = f"defect model {model!r} parameter {name}"
     noun = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ConfigError(f"{label} must be {noun}, got {value!r}")
+        raise ConfigError(f"{label} must be {noun}, got {excerpt(value)}")
     if not math.isfinite(value):
-        raise ConfigError(f"{label} must be finite, got {value!r}")
+        raise ConfigError(f"{label} must be finite, got {excerpt(value)}")
     if integer and not float(value).is_integer():
-        raise ConfigError(f"{label} must be an integer, got {value!r}")
+        raise ConfigError(f"{label} must be an integer, got {excerpt(value)}")
     if not (low < value if low_open else low <= value) or value > high:
         bounds = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high == math.inf else ']'}"
-        raise ConfigError(f"{label}={value!r} is out of range {bounds}")
+        raise ConfigError(f"{label}={excerpt(value)} is out of range {bounds}")
     return int(value) if integer else float(value)
 
 
@@ -306,7 +307,9 @@ def _block_sizes(length: int, size: int) -> np.ndarray:
 def defect_rng(seed: int) -> np.random.Generator:
     """The defect stream of ``seed``: the first child of its ``SeedSequence``."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
+        raise ConfigError(f"seed must be a non-negative integer, got {excerpt(seed)}")
+    if seed > MAX_SEED:  # a map's seed is saved as an int64 attribute
+        raise ConfigError(f"seed={excerpt(seed)} is out of range [0, 2**63 - 1]")
     children = np.random.SeedSequence(int(seed)).spawn(NUM_STREAMS)
     return np.random.default_rng(children[DEFECT_STREAM])
 

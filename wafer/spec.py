@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 
 def knob(
@@ -189,12 +189,12 @@ def validate(obj: Any) -> None:
         kind = int if f.type in ("int", int) else float
         label = f"{type(obj).__name__}.{f.name}"
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{label} must be a number, got {value!r}")
+            raise ConfigError(f"{label} must be a number, got {excerpt(value)}")
         if kind is int and not float(value).is_integer():
-            raise ConfigError(f"{label} must be an integer, got {value!r}")
+            raise ConfigError(f"{label} must be an integer, got {excerpt(value)}")
         low, high = f.metadata["low"], f.metadata["high"]
         if not low <= value <= high:
-            raise ConfigError(f"{label}={value!r} is out of range [{low:g}, {high:g}]")
+            raise ConfigError(f"{label}={excerpt(value)} is out of range [{low:g}, {high:g}]")
 
 
 _SECTIONS = {"pe": PESpec, "link": LinkSpec, "router": RouterSpec, "io": IOSpec}
@@ -210,7 +210,7 @@ def spec_from_dict(data: dict[str, Any]) -> WaferSpec:
             raise ConfigError(f"wafer spec is missing section {section!r}")
         part = kwargs[section]
         if not isinstance(part, dict):
-            raise ConfigError(f"{section} must be a table of keys, got {part!r}")
+            raise ConfigError(f"{section} must be a table of keys, got {excerpt(part)}")
         allowed = {f.name for f in dataclasses.fields(cls)}
         _check_keys(section, part, allowed)
         missing = allowed - set(part)
@@ -220,7 +220,7 @@ def spec_from_dict(data: dict[str, Any]) -> WaferSpec:
     for section, cls in _OPTIONAL_SECTIONS.items():
         part = kwargs.get(section, {})
         if not isinstance(part, dict):
-            raise ConfigError(f"{section} must be a table of keys, got {part!r}")
+            raise ConfigError(f"{section} must be a table of keys, got {excerpt(part)}")
         _check_keys(section, part, {f.name for f in dataclasses.fields(cls)})
         kwargs[section] = cls(**part)
     return WaferSpec(**kwargs)  # validates the sections too
