@@ -8,11 +8,10 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 from wafersim.fabric import _kernels as K
 from wafersim.wafer import __version__
-from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.errors import ConfigError
 
 PORT_NAMES = "N,E,S,W,R"
@@ -133,7 +132,7 @@ class TraceRecorder:
         [0, tasks]), ``queued_wavelets`` (S, H, W) and ``pe_cycle_reasons`` (S, H, W, 5: each
         PE's share of the sample's cycles by reason, ``fabric.engine.REASON_NAMES``, summing
         to 1); holes are NaN."""
-        with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        with atomic_hdf5(path) as f:
             f.create_dataset("cycles", data=np.array(self.cycles, np.int64))
             for name, samples in (("link_utilization", self.link), ("pe_activity", self.pe),
                                   ("pe_busy_tasks", self.busy_tasks),

@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 from wafersim.memoryx.optimizer import Optimizer, optimizer_from_dict
 from wafersim.memoryx.store import WeightStore
-from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.errors import ConfigError, excerpt
 
 from wafersim import wafer
@@ -71,7 +71,7 @@ def save_checkpoint(
         "wafersim_version": wafer.__version__,
         "meta": "" if meta is None else json.dumps(meta, sort_keys=True),
     }
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+    with atomic_hdf5(path) as f:
         f.attrs.update(attrs)
         _write_group(f.create_group("weights"), weights)
         _write_state(f.create_group("state"), store.state())

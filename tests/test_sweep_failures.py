@@ -257,3 +257,22 @@ def test_each_band_takes_its_lines_colour():
     line = ax.get_lines()[1]
     assert mcolors.to_rgb(line.get_color()) == tuple(band.get_facecolor()[0][:3])
     _close(fig)
+
+
+@pytest.mark.parametrize("error", [SystemError("error return without exception set"),
+                                   KeyboardInterrupt()])  # fmt: skip
+def test_an_interrupt_stops_the_sweep_rather_than_failing_a_point(tmp_path, monkeypatch, error):
+    """Ctrl-C inside a point (a SystemError when it lands in Numba's code) stops the sweep,
+    resumable: no point is recorded as failed."""
+    import wafersim.sweep as sweep_module
+
+    class Interrupted:
+        def execute(self, args):
+            raise error
+
+    monkeypatch.setattr(sweep_module, "command", lambda job: Interrupted())
+    sweep = load_sweep(_write(tmp_path, MISSPELLED.replace(", workng_pes", "")))
+    out = tmp_path / "out.h5"
+    with pytest.raises(type(error)):
+        run_sweep(sweep, out=str(out), serial=True)
+    assert not out.exists() or all(r.status != "failed" for r in read_records(out))

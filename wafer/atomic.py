@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import io
 import itertools
 import json
 import os
@@ -46,17 +47,25 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_hdf5(path: str | Path) -> Iterator[Any]:
-    """An h5py file (mode ``"w"``) built in memory, written to ``path`` atomically when the
-    block ends. HDF5 never writes to the disk itself: after a write of its own fails (a full
-    disk) it keeps half-closed objects that crash the process at exit."""
+def atomic_hdf5(path: str | Path, update: bool = False) -> Iterator[Any]:
+    """An h5py file built in memory (new, or with ``update`` a copy of ``path`` to change),
+    written to ``path`` atomically when the block ends. HDF5 never writes to the disk itself:
+    after a write of its own fails (a full disk) it keeps half-closed objects that crash the
+    process at exit."""
     import h5py
 
-    name = f"wafersim-{os.getpid()}-{next(_IMAGES)}.h5"  # a name only: nothing on disk
-    with output_errors(path), h5py.File(name, "w", driver="core", backing_store=False) as f:
-        yield f
-        f.flush()
-        image = f.id.get_file_image()
+    with output_errors(path):
+        if update:  # the file's bytes in memory, changed there
+            memory = io.BytesIO(Path(path).read_bytes())
+            with h5py.File(memory, "r+") as f:
+                yield f
+            image = memory.getvalue()
+        else:
+            name = f"wafersim-{os.getpid()}-{next(_IMAGES)}.h5"  # a name only: not on disk
+            with h5py.File(name, "w", driver="core", backing_store=False) as f:
+                yield f
+                f.flush()
+                image = f.id.get_file_image()
     write_bytes(path, image)
 
 

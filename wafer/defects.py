@@ -33,7 +33,7 @@ from typing import Any
 
 import h5py
 import numpy as np
-from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.config_io import load_mapping
 from wafersim.wafer.errors import ConfigError, DefectMapError, excerpt
 from wafersim.wafer.geometry import (
@@ -144,7 +144,7 @@ class DefectMap:
             "spec": json.dumps(self.spec.to_dict(), sort_keys=True),
             "wafersim_version": wafer.__version__,
         }
-        with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        with atomic_hdf5(path) as f:
             f.create_dataset("dead_pe", data=self.dead_pe, compression="gzip")
             f.create_dataset("dead_link", data=self.dead_link, compression="gzip")
             f.attrs.update(attrs)

@@ -15,7 +15,7 @@ from wafersim import wafer
 from wafersim.stats import MeanCI, mean_ci
 from wafersim.study_config import StudyConfig
 from wafersim.study_traffic import TRAFFIC_STATUS, traffic_summary
-from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec, spec_from_dict
 
@@ -179,7 +179,7 @@ class StudyResult:
         """Write the table (group ``rows``, one dataset per column), the windows' table, the
         aggregates, the defect-free window figures, the window positions and the
         provenance (attributes) to HDF5, atomically."""
-        with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        with atomic_hdf5(path) as f:
             f.attrs.update(self._attrs())
             _write_columns(f.create_group("rows"), self.rows)
             _write_columns(f.create_group("windows"), self.window_rows)

@@ -28,7 +28,7 @@ from wafersim.sweep_config import SweepConfig, SweepPoint, cli_parser, parse_poi
 from wafersim.sweep_results import PointRecord, open_results, read_records, write_records
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import exclusive
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, interrupt_in
 
 MAX_ATTEMPTS = 2  # the first run and one retry
 CHUNK_TARGET_S = 1.0  # a Dask task runs about this long once point times are known
@@ -107,6 +107,8 @@ def run_point(job: str, point: SweepPoint, metrics: tuple[str, ...], attempt: in
         result = command(job).execute(args)
         values = {name: _metric(result, name) for name in metrics}
     except Exception as exc:  # any failure of a point is data, not a crash
+        if interrupted(exc):  # the user stopped the sweep: stop, resumable, not a failed point
+            raise
         error = f"attempt {attempt}: {type(exc).__name__}: {exc}"
     return PointRecord(
         point=point.index,
@@ -372,6 +374,8 @@ class _ChunkFeed:
         try:
             records = future.result()
         except Exception as exc:  # the worker, not the points, failed
+            if interrupted(exc):
+                raise
             if len(chunk) > 1:
                 self.alone.extend(chunk)
                 return []
@@ -463,3 +467,9 @@ def _lost(point: SweepPoint, attempt: int, exc: Exception) -> PointRecord:
         attempts=attempt,
         wall_s=float("nan"),
     )
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether ``error`` is an interrupt in disguise: Ctrl-C landing inside Numba's code comes
+    back as a SystemError whose chain holds the KeyboardInterrupt."""
+    return isinstance(error, SystemError) or interrupt_in(error) is not None

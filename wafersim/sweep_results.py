@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import numpy as np
 
 from wafersim.sweep_config import SweepConfig
 from wafersim.wafer import __version__
-from wafersim.wafer.atomic import atomic_path
+from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.errors import ConfigError
 
 FORMAT = "wafersim-sweep/1"
@@ -97,7 +96,7 @@ def _check_columns(path: Path, group: h5py.Group) -> None:
 
 
 def _create(path: Path, sweep: SweepConfig) -> None:
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+    with atomic_hdf5(path) as f:
         f.attrs["format"] = FORMAT
         f.attrs["sweep_sha256"] = sweep.sha256
         f.attrs["inputs"] = json.dumps(dict(sweep.inputs), sort_keys=True)
@@ -211,16 +210,14 @@ def write_records(path: str | Path, sweep: SweepConfig, records: list[PointRecor
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path} disappeared while the sweep ran: its last points were lost")
-    with atomic_path(path) as tmp:
-        shutil.copyfile(path, tmp)
-        with h5py.File(tmp, "r+") as f:
-            if not _belongs(f.attrs, sweep):
-                raise ConfigError(
-                    f"{path} now belongs to another sweep (sha256 "
-                    f"{str(f.attrs.get('sweep_sha256'))[:12]}, this one {sweep.sha256[:12]}): "
-                    "this sweep's last points were not written; write to another --out"
-                )
-            _write_rows(f["points"], records)
+    with atomic_hdf5(path, update=True) as f:
+        if not _belongs(f.attrs, sweep):
+            raise ConfigError(
+                f"{path} now belongs to another sweep (sha256 "
+                f"{str(f.attrs.get('sweep_sha256'))[:12]}, this one {sweep.sha256[:12]}): "
+                "this sweep's last points were not written; write to another --out"
+            )
+        _write_rows(f["points"], records)
 
 
 def _belongs(attrs: Any, sweep: SweepConfig) -> bool:
