@@ -96,16 +96,7 @@ def collective(
     levels = _levels(scope, grid, _root_at(op, algo, grid.rows, grid.cols))
     plan = KernelPlan(grid, spec)
     lines = [(len(level.lines[0]), level.root) for level in levels]
-    available = kernel_colors(spec)
-    reuse = reuses_colors(op, algo, lines, available)
-    needed = colors_needed(op, algo, lines, reuse)
-    if needed > available:  # before any route is built
-        raise ConfigError(
-            f"{op} {algo} over {scope} needs {needed} colors: "
-            f"router.colors={spec.router.colors} leaves {available} for kernels; raise "
-            "router.colors or pick an algo or scope that needs fewer"
-        )
-    palette = _Palette(plan, reuse)
+    palette = _Palette(plan, _check_colors(op, algo, scope, lines, spec))
     built = OPS[op].build(plan, levels, n_words, algo, dtype, palette, seed)
     analytic = collective_cycles(op, algo, n_words, grid.rows, grid.cols, spec, dtype, scope)
     sim = plan.run(max_cycles_for(analytic))
@@ -146,7 +137,32 @@ def collective_cycles(
     dims = {"row": [(cols, at[1])], "column": [(rows, at[0])]}
     dims["grid"] = dims["row"] + dims["column"]
     lines = [(n, root) for n, root in dims[scope] if n > 1]
+    _check_colors(op, algo, scope, lines, spec)
     return OPS[op].cycles(algo, lines, n_words, spec)
+
+
+def collective_words(op: str, n_words: int) -> int:
+    """SRAM words of the fullest PE: its vector (broadcast, reduce, allreduce) or, at the
+    root of a scatter or gather, the whole vector."""
+    if op not in OPS:
+        raise ConfigError(f"op={op!r} is not one of: {', '.join(OPS)}")
+    return n_words
+
+
+def _check_colors(op: str, algo: str, scope: str, lines, spec: WaferSpec) -> bool:
+    """ConfigError, before any route is built, when ``op`` needs more colors than the
+    router leaves kernels, so every tier refuses it alike; returns whether a reduction's
+    upper level reuses the lower one's colors (:func:`reuses_colors`)."""
+    available = kernel_colors(spec)
+    reuse = reuses_colors(op, algo, lines, available)
+    needed = colors_needed(op, algo, lines, reuse)
+    if needed > available:
+        raise ConfigError(
+            f"{op} {algo} over {scope} needs {needed} colors: "
+            f"router.colors={spec.router.colors} leaves {available} for kernels; raise "
+            "router.colors or pick an algo or scope that needs fewer"
+        )
+    return reuse
 
 
 # ---- validation, scopes and roots

@@ -51,13 +51,37 @@ class KernelGrid:
         """The port feeding logical row ``i``: beside its first PE's wafer row, or the
         nearest one whose single wire works (a port beside a dead PE reaches nothing)."""
         width = self.mesh.width
-        ys = [r for r in range(1, self.mesh.height) if self._wired[r * width, E]]
-        return _nearest(ys, int(self.pe[i, 0]) // width, "west") * width
+        return _nearest(self._west_wired, int(self.pe[i, 0]) // width, "west") * width
 
     def north_port(self, j: int) -> int:
         """The port above logical column ``j``, or the nearest one whose wire works."""
-        xs = [c for c in range(1, self.mesh.width) if self._wired[c, S]]
-        return _nearest(xs, int(self.pe[0, j]) % self.mesh.width, "north")
+        return _nearest(self._north_wired, int(self.pe[0, j]) % self.mesh.width, "north")
+
+    @functools.cached_property
+    def _west_wired(self) -> list[int]:
+        """The wafer rows whose west port's wire works, found once for every row."""
+        width = self.mesh.width
+        return [r for r in range(1, self.mesh.height) if self._wired[r * width, E]]
+
+    @functools.cached_property
+    def _north_wired(self) -> list[int]:
+        """The wafer columns whose north port's wire works, found once for every column."""
+        return [c for c in range(1, self.mesh.width) if self._wired[c, S]]
+
+    @functools.cached_property
+    def clean(self) -> bool:
+        """Whether every logical PE sits on its own position of a rectangle without dead
+        PEs, dead wires or stretched links: where a kernel's clean analytic cost holds."""
+        rows, cols, width = self.rows, self.cols, self.mesh.width
+        home = (np.arange(1, rows + 1)[:, None] * width + np.arange(1, cols + 1)).astype(np.int64)
+        patch = (slice(1, rows + 1), slice(1, cols + 1))
+        hops = self.mesh.hops().reshape(self.mesh.height, width, 4)[patch]
+        return bool(
+            np.array_equal(self.pe, home)
+            and self.mesh.alive[patch].all()
+            and not self.mesh.dead_link[patch].any()
+            and (hops == 1).all()
+        )
 
     @functools.cached_property
     def _wired(self) -> np.ndarray:
@@ -110,12 +134,7 @@ def kernel_grid(
     (H, W, 4) masks (default: a defect-free ``rows x cols`` patch): kernel column ``j`` on
     patch column ``lines[j]`` (default ``j``; increasing), kernel row ``i`` on its ``i``-th
     working PE. ``link_hops`` (H, W, 4): physical hops of each link (default one)."""
-    for name, value in (("rows", rows), ("cols", cols)):
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"grid {name}={value!r} must be an integer >= 1")
-    if rows * cols > MAX_PES:
-        raise ConfigError(f"a {cols}x{rows} kernel grid has {rows * cols:,} PEs, at most "
-                          f"{MAX_PES:,} (wafer.spec.MAX_PES)")  # fmt: skip
+    check_grid_size(rows, cols)
     dead_pe = np.zeros((rows, cols), bool) if dead_pe is None else np.asarray(dead_pe, bool)
     lines = np.arange(cols) if lines is None else np.asarray(lines, np.int64)
     height = dead_pe.shape[0]
@@ -135,6 +154,17 @@ def kernel_grid(
         dead_link = np.zeros((height, width, 4), bool)
     mesh = _framed_mesh(dead_pe, mirror_links(np.asarray(dead_link, bool)), link_hops)
     return KernelGrid(mesh, _place(dead_pe, rows, lines))
+
+
+def check_grid_size(rows: int, cols: int) -> None:
+    """ConfigError for a kernel grid no wafer holds: sides below one, or more PEs than the
+    simulator takes."""
+    for name, value in (("rows", rows), ("cols", cols)):
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"grid {name}={value!r} must be an integer >= 1")
+    if rows * cols > MAX_PES:
+        raise ConfigError(f"a {cols}x{rows} kernel grid has {rows * cols:,} PEs, at most "
+                          f"{MAX_PES:,} (wafer.spec.MAX_PES)")  # fmt: skip
 
 
 def _framed_mesh(dead_pe: np.ndarray, dead_link: np.ndarray, link_hops) -> Mesh:

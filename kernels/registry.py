@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from wafersim.fabric.program import WORD_BYTES, value_bytes
+from wafersim.fabric.program import WORD_BYTES
 from wafersim.kernels import collectives, gemv, stencil
 from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
@@ -123,24 +123,63 @@ def run_kernel(
 ) -> KernelResult:
     """Run one kernel on the cycle engine with inputs drawn from ``seed``: refused before
     any input is drawn when it cannot fit the PEs' SRAM or this machine's memory."""
-    check_fits(kernel, algo, shape, grid.rows, grid.cols, spec, dtype)
+    check_sram(kernel, algo, shape, grid.rows, grid.cols, spec, dtype, options)
+    check_host_memory(kernel, shape, grid.rows, grid.cols)
     return algorithm(kernel, algo).run(shape, grid, spec, dtype, seed, **options)
 
 
-def check_fits(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype: str) -> None:
-    """ConfigError when the busiest PE's share of the inputs and outputs exceeds its SRAM,
-    or the inputs (drawn in float64, then float32) exceed the host's available memory:
-    before the work, not after minutes of allocation (a 100k^3 GEMM on 2 x 2 PEs asked
-    numpy for 74.5 GiB)."""
-    words, values = _footprint(kernel, algo, shape, rows, cols, spec, dtype)
-    budget = spec.pe.sram_bytes // 4
-    if words > budget:
+def check_fits(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype: str,
+               options: dict | None = None) -> None:  # fmt: skip
+    """ConfigError, before any work, for what no tier can run on ``spec``: a grid larger
+    than the wafer's logical grid, or a busiest PE whose share exceeds its SRAM; every
+    tier calls it (:func:`kernels.tiers.estimate`), so each refuses with the same line."""
+    check_on_wafer(rows, cols, spec)
+    check_sram(kernel, algo, shape, rows, cols, spec, dtype, options or {})
+
+
+def check_on_wafer(rows: int, cols: int, spec: WaferSpec) -> None:
+    """ConfigError when a ``cols x rows`` kernel grid is wider or taller than the wafer's
+    logical grid: the kernel's edge ports are the wafer's, so its patch starts at a corner."""
+    width, height = spec.logical_width_pes, spec.logical_height_pes
+    if not (1 <= cols <= width and 1 <= rows <= height):
         raise ConfigError(
-            f"{kernel} {shape} on {cols}x{rows} PEs needs at least {words * 4} bytes of SRAM "
-            f"on its busiest PE, available {spec.pe.sram_bytes} (pe.sram_bytes): use a larger "
-            "grid or a smaller problem"
+            f"grid {cols}x{rows} (WxH) does not fit the {spec.name} wafer: width must be in "
+            f"[1, {width}] (logical_width_pes) and height in [1, {height}] "
+            "(logical_height_pes)"
         )
-    need, have = values * 12, _available_memory()  # float64 draw + its float32 copy
+
+
+def check_placed(grid: KernelGrid, spec: WaferSpec) -> None:
+    """ConfigError when the patch a grid's PEs sit on, rows and columns skipped round holes
+    included, is wider or taller than the wafer's physical grid (its spares included)."""
+    width, height = spec.physical_width_pes, spec.physical_height_pes
+    spans = (int((grid.pe % grid.mesh.width).max()), int((grid.pe // grid.mesh.width).max()))
+    if spans[0] > width or spans[1] > height:
+        raise ConfigError(
+            f"grid {grid.cols}x{grid.rows} (WxH) sits on a {spans[0]}x{spans[1]} patch once "
+            f"its holes are skipped, larger than the {spec.name} wafer's {width}x{height} "
+            "physical PEs (logical_width_pes + spare_cols, logical_height_pes + spare_rows): "
+            "use a smaller grid or fewer holes"
+        )
+
+
+def check_sram(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype: str,
+               options: dict) -> None:  # fmt: skip
+    """ConfigError when the busiest PE's words (the algorithm's own footprint) exceed its
+    SRAM: before the work, not after minutes of allocation."""
+    words = sram_words(kernel, algo, shape, rows, cols, spec, dtype, options)
+    if words > spec.pe.sram_bytes // WORD_BYTES:
+        raise ConfigError(
+            f"{kernel} {shape} on {cols}x{rows} PEs needs at least {words * WORD_BYTES} bytes "
+            f"of SRAM on its busiest PE, available {spec.pe.sram_bytes} (pe.sram_bytes): use "
+            "a larger grid or a smaller problem"
+        )
+
+
+def check_host_memory(kernel: str, shape: dict[str, int], rows: int, cols: int) -> None:
+    """ConfigError when the inputs an engine run draws (float64, then float32) exceed the
+    host's available memory: a 100k^3 GEMM on 2 x 2 PEs asked numpy for 74.5 GiB."""
+    need, have = _drawn_values(kernel, shape, rows, cols) * 12, _available_memory()
     if have is not None and need > have:
         raise ConfigError(
             f"{kernel} {shape} needs about {need / 2**30:.1f} GiB of host memory for its "
@@ -148,20 +187,29 @@ def check_fits(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype
         )
 
 
-def _footprint(kernel, algo, shape, rows, cols, spec, dtype) -> tuple[int, int]:
-    """(SRAM words of the busiest PE, at least; input values drawn on the host)."""
-    p, q, per_word = rows, cols, WORD_BYTES // value_bytes(dtype)
+def sram_words(kernel, algo, shape, rows, cols, spec, dtype, options: dict) -> int:
+    """SRAM words of the busiest PE, by the kernel's own footprint function (a GEMM's
+    record, :func:`kernels.gemv.gemv_words`, :func:`kernels.stencil.stencil_words`,
+    :func:`kernels.collectives.collective_words`)."""
+    record = algorithm(kernel, algo)
     if kernel == "gemm":
+        timed = {k: v for k, v in options.items() if k != "density"}  # sram_words takes none
         m, k, n = shape["m"], shape["k"], shape["n"]
-        return algorithm(kernel, algo).sram_words(m, k, n, p, q, spec, dtype), m * k + k * n
+        return record.sram_words(m, k, n, rows, cols, spec, dtype, **timed)
     if kernel == "gemv":
-        m, n = shape["m"], shape["n"]
-        tile = -(-(-(-m // p) * -(-n // q)) // per_word)
-        return tile + -(-m // p), m * n + n
-    n = shape["n"]
+        return gemv.gemv_words(shape["m"], shape["n"], rows, cols, dtype, **options)
     if kernel == "stencil":
-        return n * (3 + 4 * stencil.RADIUS[algo]), p * q * n
-    return n, p * q * n  # a collective: each PE's vector (the root: all of a scatter's)
+        return stencil.stencil_words(shape["n"], rows, cols, algo)
+    return collectives.collective_words(kernel, shape["n"])
+
+
+def _drawn_values(kernel: str, shape: dict[str, int], rows: int, cols: int) -> int:
+    """Input values an engine run draws on the host."""
+    if kernel == "gemm":
+        return shape["m"] * shape["k"] + shape["k"] * shape["n"]
+    if kernel == "gemv":
+        return shape["m"] * shape["n"] + shape["n"]
+    return rows * cols * shape["n"]  # a stencil's columns, a collective's vectors
 
 
 def _available_memory() -> int | None:

@@ -41,6 +41,16 @@ class KernelResult:
     # int64 (rows, cols, 5): each PE's cycles by reason (fabric.engine.REASON_NAMES)
     pe_cycle_reasons: np.ndarray | None = field(default=None, repr=False)
 
+    @property
+    def pe_cycles_by_reason(self) -> dict[str, int] | None:
+        """PE-cycles of the patch by reason (``fabric.engine.REASON_NAMES``), the totals of
+        :attr:`pe_cycle_reasons` and the summary's key of that name; None where the engine
+        counted none."""
+        if self.pe_cycle_reasons is None:
+            return None
+        totals = self.pe_cycle_reasons.sum(axis=(0, 1))
+        return dict(zip(REASON_NAMES, map(int, totals), strict=True))
+
     def summary(self) -> dict:
         """JSON-ready fields (everything but the arrays)."""
         arrays = ("output", "pe_busy_cycles", "pe_cycle_reasons")
@@ -48,9 +58,8 @@ class KernelResult:
         out["grid"] = list(self.grid)
         out["energy"] = self.energy.to_dict()
         out["busy_cycles"] = int(self.pe_busy_cycles.sum())  # over the grid's PEs
-        if self.pe_cycle_reasons is not None:  # PE-cycles of the patch by reason
-            totals = self.pe_cycle_reasons.sum(axis=(0, 1))
-            out["pe_cycles_by_reason"] = dict(zip(REASON_NAMES, map(int, totals), strict=True))
+        if self.pe_cycles_by_reason is not None:
+            out["pe_cycles_by_reason"] = self.pe_cycles_by_reason
         return out
 
 

@@ -186,6 +186,14 @@ def stencil_cycles(n: int, p: int, q: int, spec: WaferSpec, algo: str) -> int:
     return receive + compute
 
 
+def stencil_words(n: int, p: int, q: int, algo: str) -> int:
+    """SRAM words of the PE with the most neighbours (the middle one): its column, every
+    neighbour column it receives (up to ``r`` a side along its row and its column), and
+    its ``v`` and partial-sum columns."""
+    r = _radius(algo)
+    return n * (3 + min(p - 1, 2 * r) + min(q - 1, 2 * r))
+
+
 def _columns_at(p: int, q: int, k: int) -> int:
     """Neighbour columns at distance ``k`` (> 0) of the PE that has the most."""
     return 2 * (k < p) + 2 * (k < q)

@@ -5,7 +5,11 @@
 - ``fast`` (GEMMs): engine runs on two reduced grids with the same tile per PE and share of
   holes, scaled to the full grid (:mod:`kernels.fast_tier`).
 - ``analytic``: the closed-form cost the compiler searches with, with the detours of the
-  grid's holes (GEMMs).
+  grid's holes (GEMMs) or each PE's place on it (GEMV); it refuses stencils and
+  collectives on a patch with holes, which its costs do not know.
+
+Every tier refuses, with the same line and before any work, what none can run: a grid
+larger than the wafer, or a PE's share beyond its SRAM (:func:`kernels.registry.check_fits`).
 
 >>> from kernels.grid import kernel_grid
 >>> from wafer.presets import preset
@@ -24,7 +28,13 @@ from wafersim.fabric.engine import ENGINE_IN_USE, engine_used
 from wafersim.fabric.program import fmac_events
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.prefix import Prefix, check_stop_at, run_prefix
-from wafersim.kernels.registry import algorithm, analytic_cycles, run_kernel
+from wafersim.kernels.registry import (
+    algorithm,
+    analytic_cycles,
+    check_fits,
+    check_placed,
+    run_kernel,
+)
 from wafersim.kernels.result import KernelResult
 from wafersim.wafer.energy import Events, energy
 from wafersim.wafer.errors import ConfigError
@@ -112,13 +122,33 @@ def _analytic(req: Request, dtype, seed, engine, holes, options) -> Estimate:
     if kernel == "gemm":
         tree = options.get("reduce") == "tree"  # tree reductions crowd the detours' links
         options = {**options, "detour": grid.tree_detour if tree else grid.detour}
+    elif kernel == "gemv":
+        options = {**options, "grid": grid}  # its holes' detours, shared ports and links
     cycles = analytic_cycles(kernel, algo, shape, grid.rows, grid.cols, spec, dtype, **options)
     options.pop("detour", None)
+    options.pop("grid", None)
     split = (
         gemm_energy(algo, shape, grid, spec, dtype, cycles, options) if kernel == "gemm" else None
     )
     return Estimate("analytic", kernel, algo, dtype, shape, cycles, cycles / spec.clock_hz, cycles,
                     energy=split)  # fmt: skip
+
+
+HOLE_AWARE = ("gemm", "gemv")  # kernels whose analytic cost reads the grid's holes
+
+
+def check_tier(kernel: str, tier: str, grid: KernelGrid | None = None) -> None:
+    """ConfigError for a tier that has no estimate of ``kernel`` (on ``grid``): the fast
+    tier runs GEMMs only, and the analytic costs of stencils and collectives know no holes
+    (GEMMs' take their detours, GEMV's its placement), so they would answer for a clean
+    patch."""
+    if tier == "fast" and kernel != "gemm":
+        raise ConfigError(f"tier='fast' estimates GEMMs only, not {kernel}")
+    if tier == "analytic" and kernel not in HOLE_AWARE and grid is not None and not grid.clean:
+        raise ConfigError(
+            f"tier='analytic' estimates {kernel} on a patch without holes, and this one has "
+            "holes, dead wires or stretched links where the kernel runs: use tier='cycle'"
+        )
 
 
 TIERS: dict[str, Callable[..., Estimate]] = {"cycle": _cycle, "fast": _fast, "analytic": _analytic}
@@ -127,10 +157,9 @@ TIERS: dict[str, Callable[..., Estimate]] = {"cycle": _cycle, "fast": _fast, "an
 def check_request(
     kernel: str, algo: str, tier: str, engine: str, options: dict, stop_at: int | None = None
 ) -> None:
-    """ConfigError, before any work, for what :func:`estimate` cannot do: an unknown tier
-    or algorithm, the fast tier on a kernel other than a GEMM, an engine for the analytic
-    tier (which runs none), an option the algorithm does not take, ``stop_at`` other than
-    the cycle tier's."""
+    """ConfigError, before any work, for what :func:`estimate` cannot be asked: an unknown
+    tier or algorithm, an engine for the analytic tier (which runs none), an option the
+    algorithm does not take, ``stop_at`` other than the cycle tier's."""
     if tier not in TIERS:
         raise ConfigError(f"tier={tier!r} is not one of: {', '.join(TIERS)}")
     if stop_at is not None:
@@ -139,8 +168,6 @@ def check_request(
             raise ConfigError(f"stop_at stops the cycle tier's engine run: tier='cycle', not "
                               f"{tier!r}")  # fmt: skip
     accepted = algorithm(kernel, algo).option_names
-    if tier == "fast" and kernel != "gemm":
-        raise ConfigError(f"tier='fast' estimates GEMMs only, not {kernel}")
     if tier == "analytic" and engine != "cpu":
         raise ConfigError(f"engine={engine!r} runs the cycle and fast tiers; analytic runs none")
     for name, value in options.items():
@@ -169,9 +196,15 @@ def estimate(
     share of dead PEs the fast tier gives its reduced grids; ``engine``: where the cycle
     and fast tiers run the engine, None: the one in use, ``fabric.engine.engine_used``;
     ``stop_at``: the cycle tier simulates that many cycles of a run too long to finish and
-    projects the rest at their pace, :mod:`kernels.prefix`)."""
+    projects the rest at their pace, :mod:`kernels.prefix`). What no tier can run, or
+    this one cannot estimate, is refused first with one line, the same from every tier
+    (:func:`kernels.registry.check_fits`, :func:`kernels.registry.check_placed`,
+    :func:`check_tier`)."""
     engine = engine or ENGINE_IN_USE.get()
     check_request(kernel, algo, tier, engine, options, stop_at)
+    check_fits(kernel, algo, shape, grid.rows, grid.cols, spec, dtype, options)
+    check_placed(grid, spec)
+    check_tier(kernel, tier, grid)
     request = (kernel, algo, shape, grid, spec)
     if stop_at is not None:
         return _cycle(request, dtype, seed, engine, hole_fraction, options, stop_at)

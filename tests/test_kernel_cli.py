@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.registry import run_kernel
+from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import REPAIR_STRATEGIES
 
 from wafersim.cli import main
 
@@ -83,3 +87,31 @@ def test_the_readme_defect_example_runs_for_any_seed(capsys):
         result = run_json(capsys, argv)
         assert result["holes"] > 0
         assert result["max_abs_error"] < 1e-4
+
+
+def test_kernel_takes_every_repair_strategy(capsys):
+    """``--repair`` takes every strategy the other commands take: the patch is repaired
+    first (no repair leaves its holes, column shifting uses the spare rows for them) and
+    the kernel still equals numpy; without a defect map it is a one-line error."""
+    argv = ["kernel", "gemv", "--algo", "chain", "--m", "32", "--n", "32", "--grid", "4x4",
+            "--pe-defect-prob", "0.05", "--spare-rows", "2", "--seed", "3"]  # fmt: skip
+    holes = {}
+    for strategy in REPAIR_STRATEGIES:
+        result = run_json(capsys, [*argv, "--repair", strategy])
+        assert result["repair"] == strategy
+        assert result["max_abs_error"] < 1e-4
+        holes[strategy] = result["holes"]
+    assert holes["none"] > 0
+    assert holes["column_shift"] == 0
+    assert main(["kernel", "gemv", "--grid", "4x4", "--repair", "row"]) == 2
+    err = capsys.readouterr().err
+    assert "--repair needs a defect map" in err
+    assert err.count("\n") == 1
+
+
+def test_pe_cycles_by_reason_is_the_summary_s_key():
+    """``KernelResult.pe_cycles_by_reason`` is the summary's ``pe_cycles_by_reason``: the
+    totals of the per-PE ``pe_cycle_reasons``."""
+    result = run_kernel("gemv", "chain", {"m": 16, "n": 16}, kernel_grid(2, 2), preset("tiny"))
+    assert result.pe_cycles_by_reason == result.summary()["pe_cycles_by_reason"]
+    assert sum(result.pe_cycles_by_reason.values()) == int(result.pe_cycle_reasons.sum())

@@ -8,7 +8,9 @@ is the closed-form estimate the compiler uses. With defects, the kernel runs on 
 ``H + --spare-rows`` rows and as many spare columns, drawn (or loaded) as ``wafersim
 defects`` draws a map, not repaired: each column skips its own dead PEs and routes detour
 around them, and columns left with fewer than H working PEs are left out (the first W
-that have enough are used, as the compiler does).
+that have enough are used, as the compiler does). ``--repair STRATEGY`` repairs the patch
+first (:mod:`wafer.repair`, the spare rows its spares): the kernel then runs on the repaired
+patch, its links stretched past skipped PEs, columns with holes left out.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ DEFAULT_SIZE = 64  # m, k and n: enough for every algorithm on the default 8x8 g
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     from wafersim.kernels.registry import KERNELS
     from wafersim.kernels.tiers import TIERS
+    from wafersim.wafer.repair import REPAIR_STRATEGIES
 
     parser.add_argument("kernel", choices=list(KERNELS), help="what to run")
     parser.add_argument(
@@ -61,9 +64,16 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
         help="fidelity (default cycle; kernels.tiers)",
     )
     add_spec_options(parser)
-    add_defect_options(parser, "on the kernel's patch, not repaired; a saved map: its corner")
+    add_defect_options(parser, "on the kernel's patch; a saved map: its corner")
     parser.add_argument("--spare-rows", type=int, default=1,
                         help="patch rows (and columns) kept for holes")  # fmt: skip
+    parser.add_argument(
+        "--repair", choices=list(REPAIR_STRATEGIES),
+        help="repair the patch first (wafer.repair): the strategy maps the kernel's rows onto "
+        "the patch, its --spare-rows the spares, and the kernel runs on the repaired patch, "
+        "links stretched past skipped PEs; columns left with holes are skipped; default: "
+        "not repaired, each kernel column skips its own dead PEs and routes detour round them",
+    )  # fmt: skip
     parser.add_argument("--reduce", help="weight_stream partial-sum reduction: chain|tree")
     parser.add_argument(
         "--density", type=float,
@@ -96,9 +106,9 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     from wafersim.fabric.trace import traced
     from wafersim.figures import activity_animation
-    from wafersim.kernels.grid import kernel_grid
-    from wafersim.kernels.registry import KERNELS, shape_of
-    from wafersim.kernels.tiers import check_request, estimate
+    from wafersim.kernels.grid import check_grid_size
+    from wafersim.kernels.registry import KERNELS, check_fits, shape_of
+    from wafersim.kernels.tiers import check_request, check_tier, estimate
     from wafersim.timelines import write_engine_timeline
 
     spec = spec_from(args)
@@ -108,14 +118,16 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     given = ("reduce", "density", "scope", "inputs", "outputs")
     options = {k: v for k in given if (v := getattr(args, k)) is not None}
     check_request(args.kernel, args.algo, args.tier, args.engine, options, args.stop_at)
+    check_grid_size(height, width)
+    check_fits(args.kernel, args.algo, shape, height, width, spec, args.dtype, options)
+    check_tier(args.kernel, args.tier)
     if args.tier != "analytic":  # the engine compiles while the job builds its plan
         from wafersim.fabric.precompile import compile_in_background
 
         compile_in_background("programs", args.engine, half=args.dtype != "fp32")
     recorder = _timeline_recorder(args)
-    dead_pe, dead_link = _patch(args, height, width, spec)
-    grid = kernel_grid(height, width, dead_pe, dead_link, _full_columns(dead_pe, height, width))
-    holes = 0.0 if dead_pe is None else float(dead_pe.mean())
+    grid, hole = _placed(args, height, width, spec)
+    holes = 0.0 if hole is None else float(hole.mean())
     start = time.perf_counter()
     name = f"{args.kernel} {args.algo} " + " ".join(f"{k}={v}" for k, v in shape.items())
     try:
@@ -133,12 +145,14 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
         write_engine_timeline(args.timeline, recorder, spec, args.timeline_block, name,
                               result.cycles, {"command": "kernel", **summary})  # fmt: skip
     if args.animation:
-        activity_animation(recorder.pe, recorder.cycles, args.animation, name)
+        activity_animation(recorder.pe, recorder.cycles, args.animation,
+                           f"{name}\n{width}x{height} PEs", edge_ports=True)  # fmt: skip
     return {
         **summary,
         "width_pes": width,
         "height_pes": height,
-        "holes": int(dead_pe.sum()) if dead_pe is not None else 0,
+        "holes": int(hole.sum()) if hole is not None else 0,
+        "repair": args.repair,  # None: not repaired
         "spec": spec.name,
         "seed": args.seed,
         "options": options,  # reduce, density, scope, inputs, outputs as given
@@ -172,6 +186,39 @@ def _grid_size(text: str, spec: WaferSpec) -> tuple[int, int]:
     return parse_grid(text)
 
 
+def _placed(args, rows: int, cols: int, spec: WaferSpec):
+    """The kernel grid on its patch (repaired first with ``--repair``) and the patch's
+    holes (bool (H, W); None without defects)."""
+    from wafersim.kernels.grid import kernel_grid
+
+    dead_pe, dead_link = _patch(args, rows, cols, spec)
+    if dead_pe is None:
+        if args.repair:
+            raise ConfigError("--repair needs a defect map: --defects MAP.h5, or "
+                              "--defect-density-per-cm2 D or --pe-defect-prob P")  # fmt: skip
+        return kernel_grid(rows, cols), None
+    hops = None
+    if args.repair:
+        dead_pe, dead_link, hops = _repaired(args.repair, dead_pe, dead_link, rows, spec)
+    lines = _full_columns(dead_pe, rows, cols, args.repair)
+    return kernel_grid(rows, cols, dead_pe, dead_link, lines, hops), dead_pe
+
+
+def _repaired(strategy: str, dead_pe: np.ndarray, dead_link: np.ndarray, rows: int,
+              spec: WaferSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The patch after ``strategy`` maps the kernel's ``rows`` onto it, the rows below them
+    its spares (:func:`wafer.repair.repair`): its holes, dead links and links' hops."""
+    from wafersim.wafer.defects import DefectMap
+    from wafersim.wafer.repair import repair
+
+    height, width = dead_pe.shape
+    patch = spec.replace({"logical_width_pes": width, "logical_height_pes": rows,
+                          "spare_rows": height - rows, "spare_cols": 0})  # fmt: skip
+    drawn = DefectMap(dead_pe, dead_link, "kernel patch", {}, None, patch)
+    logical = repair(drawn, strategy)
+    return np.asarray(logical.hole), np.asarray(logical.dead_link), logical.link_hops
+
+
 def _patch(args, rows: int, cols: int, spec) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Dead PE and wire masks of the kernel's patch, or (None, None) without defects."""
     if args.spare_rows < 0:
@@ -191,24 +238,25 @@ def _patch(args, rows: int, cols: int, spec) -> tuple[np.ndarray | None, np.ndar
     return defects.dead_pe[:height, :width], defects.dead_link[:height, :width]
 
 
-def _full_columns(dead_pe: np.ndarray | None, rows: int, cols: int) -> np.ndarray | None:
-    """The first ``cols`` patch columns with ``rows`` working PEs (None: no defects)."""
-    if dead_pe is None:
-        return None
+def _full_columns(dead_pe: np.ndarray, rows: int, cols: int, repair: str | None) -> np.ndarray:
+    """The first ``cols`` patch columns with ``rows`` working PEs (``repair``: the
+    strategy the patch was repaired with, None: not repaired)."""
     full = np.flatnonzero((~dead_pe).sum(axis=0) >= rows)
     if len(full) < cols:
+        after = f" after repair {repair}" if repair else ""
         raise ConfigError(
-            f"the patch has {len(full)} columns with {rows} working PEs, the kernel needs "
-            f"{cols}: use a smaller grid or more --spare-rows (spare rows and columns)"
+            f"the patch has {len(full)} columns with {rows} working PEs{after}, the kernel "
+            f"needs {cols}: use a smaller grid or more --spare-rows (spare rows and columns)"
         )
     return full[:cols]
 
 
 def kernel_text(r: dict[str, Any]) -> str:
     shape = " ".join(f"{k}={v}" for k, v in {**r["shape"], **r.get("options", {})}.items())
+    repair = f" after repair {r['repair']}" if r.get("repair") else ""
     head = (
         f"{r['kernel']} {r['algo']} {shape} {r['dtype']} on {r['width_pes']}x{r['height_pes']} "
-        f"PEs (WxH, {r['holes']} holes), {r['spec']}, {r['tier']} tier"
+        f"PEs (WxH, {r['holes']} holes{repair}), {r['spec']}, {r['tier']} tier"
     )
     if "prefix" in r:
         return f"{head}\n{prefix_text(r['prefix'], r['wall_s'])}"
