@@ -88,7 +88,7 @@ def _reduced_run(record: GemmAlgorithm, shape, full, sides, spec, dtype, hole_fr
     grid = grid_with_holes(p, q, hole_fraction, seed + step)
     result = record.run(small, grid, spec, dtype, seed, **options)
     analytic = record.cycles(small, p, q, spec, dtype, **options)
-    return {"grid": [p, q], "shape": small, "units": record.fast_tier.units(small, p, q),
+    return {"rows_cols": [p, q], "shape": small, "units": record.fast_tier.units(small, p, q),
             "cycles": result.cycles, "analytic": analytic}  # fmt: skip
 
 

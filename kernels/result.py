@@ -36,6 +36,7 @@ class KernelResult:
     sim_wall_s: float
     wavelet_hops: int  # wavelets times the links each crossed, ports' links included
     energy: EnergySplit  # the multiply-adds, their SRAM and leakage, and the hops
+    patch_working_pes: int  # working PEs of the wafer patch the kernel ran on (ports left out)
     output: np.ndarray = field(repr=False)
     pe_busy_cycles: np.ndarray = field(repr=False)  # int64 (rows, cols) of the wafer patch
     # int64 (rows, cols, 5): each PE's cycles by reason (fabric.engine.REASON_NAMES)
@@ -57,7 +58,8 @@ class KernelResult:
         out = {k: v for k, v in self.__dict__.items() if k not in arrays}
         out["grid"] = list(self.grid)
         out["energy"] = self.energy.to_dict()
-        out["busy_cycles"] = int(self.pe_busy_cycles.sum())  # over the grid's PEs
+        # task-cycles (two tasks at once count twice), over the patch's PEs
+        out["busy_task_cycles"] = int(self.pe_busy_cycles.sum())
         if self.pe_cycles_by_reason is not None:
             out["pe_cycles_by_reason"] = self.pe_cycles_by_reason
         return out
@@ -113,6 +115,7 @@ def kernel_result(
         sim_wall_s=sim.sim_wall_s,
         wavelet_hops=hops,
         energy=energy(events, plan.spec, pe_seconds=pes * sim.cycles / plan.spec.clock_hz),
+        patch_working_pes=int(grid.mesh.alive[1:, 1:].sum()),  # the port frame left out
         output=output,
         pe_busy_cycles=sim.pe_busy_cycles[1:, 1:],  # the port frame left out
         pe_cycle_reasons=None if sim.pe_cycle_reasons is None else sim.pe_cycle_reasons[1:, 1:],

@@ -223,11 +223,15 @@ def _training(result: RunResult) -> dict[str, Any]:
 def write_outputs(
     result: RunResult, out_dir: Path, full: bool = True,
     plots: Callable[[RunResult, Path], list[str] | str] | None = None,
+    check: Callable[[dict[str, Any]], Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Write performance/performance.json and the resolved config and, if ``full``,
     trace.h5, TensorBoard events and what ``plots(result, out_dir)`` draws (the
-    application's PNGs, listed under ``plots``); returns the performance summary."""
+    application's PNGs, listed under ``plots``); returns the performance summary.
+    ``check(perf)`` (the application's range check) may refuse the figures first."""
     perf = performance(result)
+    if check is not None:
+        check(perf)
     perf["config_path"] = str(write_config(result.config, out_dir))
     if full:
         write_trace(result, out_dir / "trace.h5")

@@ -188,7 +188,7 @@ def test_the_fast_tier_samples_a_registered_algorithm(toy):
     shape = {"m": 64, "k": 96, "n": 32}
     engine = run_kernel("gemm", "row_broadcast", shape, kernel_grid(8, 8), SPEC).cycles
     fast = fast_cycles("row_broadcast", shape, 8, 8, SPEC, reduced_side=4)
-    assert [run["grid"] for run in fast.reduced] == [[4, 4], [4, 4]]
+    assert [run["rows_cols"] for run in fast.reduced] == [[4, 4], [4, 4]]
     assert fast.cycles == pytest.approx(engine, rel=0.10)
 
 

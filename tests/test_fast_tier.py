@@ -25,7 +25,7 @@ def test_fast_tier_is_within_ten_percent_of_the_engine(algo, shape):
     """Estimated from 4x4 runs, an 8x8 kernel's cycles are within 10 % of the engine's."""
     engine = run_kernel("gemm", algo, shape, kernel_grid(8, 8), SPEC, "fp32").cycles
     fast = fast_cycles(algo, shape, 8, 8, SPEC, "fp32", reduced_side=4)
-    assert [r["grid"][0] for r in fast.reduced] <= [4, 4]
+    assert [r["rows_cols"][0] for r in fast.reduced] <= [4, 4]
     assert fast.cycles == pytest.approx(engine, rel=0.10)
 
 

@@ -92,11 +92,12 @@ def test_only_the_namespace_is_installed():
 
     setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = {p.parent.relative_to(ROOT).as_posix() for p in ROOT.glob("*/**/__init__.py")}
-    folders -= {f for f in folders if f.split("/")[0] in ("tests", "benchmarks", ".venv")}
+    shipped = (*LAYERS, "examples")  # the layers and the bundled examples (data)
+    folders = {f for f in folders if f.split("/")[0] in shipped}  # not tests, build/, .venv
     packages = {".".join((package_name(f.split("/")[0]), *f.split("/")[1:])) for f in folders}
     assert set(setup["packages"]) == packages
     assert all(p == "wafersim" or p.startswith("wafersim.") for p in setup["packages"])
-    assert all(setup["package-dir"][package_name(f)] == f for f in LAYERS)
+    assert all(setup["package-dir"][package_name(f)] == f for f in shipped)
 
 
 def test_the_graph_holds_imports_at_the_top_and_inside_functions():

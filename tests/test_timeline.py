@@ -92,7 +92,7 @@ def test_traffic_timeline_counters_sum_to_the_flits(capsys, tmp_path):
 
 
 def test_kernel_timeline_has_a_track_per_pe_summing_to_the_busy_cycles(capsys, tmp_path):
-    """With one PE a region, the grid's PEs' busy_tasks counters integrate to busy_cycles and
+    """With one PE a region, the grid's PEs' busy_tasks counters integrate to busy_task_cycles and
     their busy counters to the cycles they computed (the edge ports' frame, row and column
     0, has tracks of its own)."""
     path = tmp_path / "kernel.json"
@@ -102,7 +102,7 @@ def test_kernel_timeline_has_a_track_per_pe_summing_to_the_busy_cycles(capsys, t
     events, clock = load(path)
     tasks = counter_integrals(events, clock, "busy_tasks")
     assert len(tasks) == 25  # the 4 x 4 grid and its ports' frame
-    assert sum(on_grid(tasks).values()) == pytest.approx(summary["busy_cycles"], rel=1e-6)
+    assert sum(on_grid(tasks).values()) == pytest.approx(summary["busy_task_cycles"], rel=1e-6)
     computed = summary["pe_cycles_by_reason"]["computing"]
     busy = on_grid(counter_integrals(events, clock, "busy"))
     assert sum(busy.values()) == pytest.approx(computed, rel=1e-4, abs=0.05)

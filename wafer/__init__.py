@@ -9,7 +9,7 @@ True
 
 from wafersim.wafer.lazy import lazy_exports
 
-__version__ = "0.3.0"  # 0.3.0: the application in wafersim/; --grid is WxH everywhere
+__version__ = "0.4.0"  # 0.4.0: one namespace; plans, kernels and sweeps report anew
 
 # Names a script needs, by the module defining each (``repair`` is left out: the package's
 # attribute ``repair`` is the module ``wafer.repair`` once that is imported).

@@ -56,6 +56,11 @@ class OutputError(WaferSimError, OSError):
     CLI prints it as one line naming the file and exits 74, EX_IOERR."""
 
 
+class FigureError(WaferSimError):
+    """A figure outside its documented range: wafersim refuses to report what it cannot stand
+    behind; the CLI prints it as one line naming the field and exits 70, EX_SOFTWARE."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where it lands as SIGINT raises KeyboardInterrupt, so that a job stops
     the same way for either (its ``finally`` blocks run, its temporaries go)."""

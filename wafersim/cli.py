@@ -19,13 +19,21 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from wafersim.fields import checked
 from wafersim.jobs import command
 from wafersim.options import check_output, flag
 from wafersim.parser import parse_command_line
 from wafersim.wafer.atomic import io_reason
-from wafersim.wafer.errors import OutputError, Terminated, WaferSimError, interrupt_in
+from wafersim.wafer.errors import (
+    FigureError,
+    OutputError,
+    Terminated,
+    WaferSimError,
+    interrupt_in,
+)
 
 BAD_INPUT = 2  # a usage error or bad input (argparse exits so too)
+EX_SOFTWARE = 70  # sysexits.h: an internal error (a figure outside its documented range)
 EX_IOERR = 74  # sysexits.h: an error while doing I/O on a file
 SIGPIPE_STATUS = 128 + signal.SIGPIPE  # the shell's status of a tool killed by SIGPIPE
 
@@ -57,7 +65,7 @@ def _command_line(argv: list[str], received: list[int]) -> int:
         result = job.execute(args)
         if received:  # a signal whose exception the job caught and dropped: not done
             raise Terminated() if received[0] == signal.SIGTERM else KeyboardInterrupt
-        return _emit(result, args.json, job.text)
+        return _emit(checked(args.command, result), args.json, job.text)
     except (WaferSimError, RecursionError, OSError) as error:
         if interrupt_in(error) is not None or received:
             raise
@@ -76,7 +84,7 @@ def _failed(name: str, error: BaseException) -> int:
         _say(f"{name}: error: {_io_message(error)}")
         return EX_IOERR
     _say(f"{name}: error: {error}")
-    return BAD_INPUT
+    return EX_SOFTWARE if isinstance(error, FigureError) else BAD_INPUT
 
 
 def _io_message(error: BaseException) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from wafersim.bundled import path_of
 from wafersim.energy_text import energy_line
+from wafersim.fields import refuse_out_of_range
 from wafersim.jobs import Command
 from wafersim.options import add_timeline_options
 from wafersim.progress import progress_for
@@ -129,7 +130,8 @@ def _run(args: argparse.Namespace, config: RunConfig, out: Path) -> dict[str, An
         result = run(config, out, progress)
     finally:
         line.close()
-    perf = write_outputs(result, out, full=not args.summary_only, plots=write_plots)
+    perf = write_outputs(result, out, full=not args.summary_only, plots=write_plots,
+                         check=lambda figures: refuse_out_of_range("run", figures))  # fmt: skip
     if args.timeline:
         from wafersim.memoryx.run_timeline import run_timeline
 
