@@ -1,8 +1,8 @@
 """Compile time and plan quality of GPT-3 175B (all 96 layers, fp16) on one `wse2`, per batch.
 
 Run: python benchmarks/bench_compile.py [--batches 1 4 8 12 16] [--out out/bench_compile.json]
-Targets (issue): each compile in under 10 s; above the no-stall threshold, the streamed
-GEMMs reach at least 85 % of their roofline. Defective wafers (issue 24): at batch 8 with
+Targets: each compile in under 10 s; above the no-stall threshold, the streamed
+GEMMs reach at least 85 % of their roofline. Defective wafers: at batch 8 with
 the activations ignored, the step on each of DEFECT_MAPS (seed 0) against the clean step and
 against the ideal (clean step / share of working PEs), and the compile time (target: under
 1 s, as on the clean wafer).
@@ -35,7 +35,7 @@ MODEL = "examples/models/gpt3-175b.yaml"
 TARGET_COMPILE_S = 10.0
 TARGET_UTILIZATION = 0.85
 MAX_BATCH = 64  # the threshold search stops here
-DEFECT_MAPS = [  # (rate, value, repair): the maps of issue 24's table
+DEFECT_MAPS = [  # (rate, value, repair): the maps of docs/defects.md's table
     ("defect_density_per_cm2", 1.0, "none"),
     ("defect_density_per_cm2", 1.0, "row"),
     ("defect_density_per_cm2", 1.0, "column_shift"),

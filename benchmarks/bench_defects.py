@@ -1,7 +1,7 @@
 """Time to generate and repair one `wse2` defect map, per defect model and repair strategy.
 
 Run: python benchmarks/bench_defects.py [--repeats N] [--out out/bench_defects.json]
-Target (issue 2): well under 0.5 s per map on one core, so 1,000-map studies take minutes.
+Target: well under 0.5 s per map on one core, so 1,000-map studies take minutes.
 Maps are timed as a study or sweep runs them: with freed memory kept (wafersim.heap).
 """
 

@@ -6,14 +6,14 @@ Tiers: every GEMM algorithm at m = k = n = 512 (fp32) on 16x16 to 64x64 grids, w
 streaming on a patch with dead PEs, and whole training steps of the digits perceptron
 (`examples/fc_digits.yaml`, its 16 x 16 wafer with defects) timed by each tier.
 
-Placed (issue 24): m = k = n = 512 (fp32) on a 32 x 32 and a 64 x 64 patch (the wse2 PE, no
+Placed: m = k = n = 512 (fp32) on a 32 x 32 and a 64 x 64 patch (the wse2 PE, no
 spare rows) with 0, 1, 3 and 10 % of its PEs dead (a Poisson map, dead wires included, no
 repair), placed by the compiler over every working PE, once per strategy: the compiler's
 kernel cycles against the engine's, for each strategy and for the one the compiler picks.
 
 Run: python benchmarks/bench_fidelity.py [--quick] [--only tiers|placed] [--out FILE]
-Targets: fast tier within 10 % of the cycle tier, analytic within 25 % (issue 9); the
-compiler within 10 % of the engine on holed patches (issue 24).
+Targets: fast tier within 10 % of the cycle tier, analytic within 25 %; the compiler
+within 10 % of the engine on holed patches.
 """
 
 import argparse

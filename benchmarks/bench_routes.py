@@ -1,7 +1,7 @@
 """Time to plan every row and column multicast of a `wse2` map with holes, per defect density.
 
 Run: python benchmarks/bench_routes.py [--seed N] [--out out/bench_routes.json]
-Target (reroute issue): routing for a full wse2 map (all routes a 750 x 994 row/column-
+Target: routing for a full wse2 map (all routes a 750 x 994 row/column-
 multicast kernel needs) in under 10 s on one core. Rows use color 0 and columns color 1;
 each multicast starts at the first working PE of its row or column. Repair is ``none`` so
 every dead PE stays a hole that routes must detour around.

@@ -1,4 +1,4 @@
-"""The first result on a fresh machine (issue 28): wall times of the README's main job, a
+"""The first result on a fresh machine: wall times of the README's main job, a
 kernel and synthetic traffic, cold (no Numba cache: every kernel compiles) and then warm
 (loaded from the cache), for this checkout and, side by side in the same run, for another
 one (``--against PATH``, e.g. an older commit's worktree); then the engine's first compile

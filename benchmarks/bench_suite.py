@@ -1,12 +1,14 @@
-"""The test suite from a clean clone (issue 28): wall time of the README's test command for
-this checkout's HEAD and for another revision, side by side, on that revision's tests.
+"""The test suite from a clean clone: wall time of the README's test command for this
+checkout's HEAD and for another revision, side by side, on that revision's tests.
 
-    python benchmarks/bench_suite.py --against 646bcf1 [--rounds 2]
+    python benchmarks/bench_suite.py --against REVISION [--rounds 2]
+
+``--against`` is required: any revision ``git archive`` takes (a tag, a branch, a commit).
 
 Each run gets a fresh copy of the revision's tracked files (``git archive``), so Numba's cache
 (in the copy's ``__pycache__``, as in a clean clone) starts empty, and runs ``python -m pytest``
 there with this interpreter and its installed packages (``PYTHONPATH`` the copy). The tests
-timed are the other revision's (the issue's "today's tests"): that revision runs its whole
+timed are the other revision's (the tests it had): that revision runs its whole
 suite; this one the tests of its test functions that the other revision had too (under the
 same name, or renamed since: :data:`RENAMED`), in the files it had, parameters included, so a
 feature added since brings its own tests and they are left out. Rounds alternate which
@@ -27,7 +29,8 @@ from pathlib import Path
 from bench_startup import ROOT, copy_tree
 from wafersim.wafer.atomic import write_json
 
-# Test functions renamed since issue 28's baseline (646bcf1): old name -> this checkout's
+# Test functions renamed since the baseline the start-up work was timed against (the one
+# CHANGELOG.md's 0.3.0 measurements name): old name -> this checkout's
 RENAMED = {
     "test_a_wafer_with_a_hole_in_every_column_compiles_without_turning":
         "test_a_wafer_with_holes_in_every_row_and_column_compiles",

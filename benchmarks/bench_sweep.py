@@ -3,12 +3,12 @@ LocalClusters of 1 and 2 workers.
 
 Run: python benchmarks/bench_sweep.py [--points 1000] [--workers 1 2] [--rounds 3]
 [--out out/bench_sweep.json]
-Targets (issue 8): the whole sweep in under 5 minutes on the 2-core development machine, and
+Targets: the whole sweep in under 5 minutes on the 2-core development machine, and
 at least 1.8x the points/s from the second worker. The Dask runs repeat ``--rounds`` times,
 each round running every worker count once in turn, and the speedup is the median over
 rounds of that round's ratio: a shared virtual machine's speed drifts by 10-30 % over a
 minute, and back-to-back pairs see the same drift. Two rates per run: over the whole sweep
-(cluster start-up and shut-down included, about 0.9 s whatever the number of workers) and
+(cluster start-up and shut-down included, a fixed cost whatever the number of workers) and
 steady (from the first finished batch to the last, what more points would add).
 """
 

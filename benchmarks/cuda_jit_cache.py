@@ -1,4 +1,4 @@
-"""The CUDA engine's start-up with and without its disk cache of compiled kernels (issue 30).
+"""The CUDA engine's start-up with and without its disk cache of compiled kernels.
 
 Run on a GPU machine: python benchmarks/cuda_jit_cache.py [--size 32] [--cycles 200]
 Removes the cached CUDA kernels (``fabric/__pycache__/_cuda_kernels.*``), then runs the same

@@ -1,4 +1,4 @@
-"""A plain mesh kernel to calibrate ``bench_fabric.py`` against: the bare minimum the issue's
+"""A plain mesh kernel to calibrate ``bench_fabric.py`` against: the bare minimum the engine's
 speed targets are stated relative to ("a plain struct-of-arrays XY-routed Numba kernel").
 
 k x k routers, one input queue per port (no colors), credits, XY wormhole routing of 4-flit

@@ -1,5 +1,5 @@
-"""``plain_mesh.py`` on the GPU: the yardstick of the CUDA engine's speed targets (issue 30: "a
-plain one-launch-per-cycle numba-cuda XY mesh kernel, no colors, no programs").
+"""``plain_mesh.py`` on the GPU: the yardstick of the CUDA engine's speed targets, a plain
+one-launch-per-cycle numba-cuda XY mesh kernel with no colors and no programs.
 
 The same router as ``plain_mesh.run_plain`` (one queue per port, credits, XY wormhole routing of
 4-flit packets, round-robin outputs, Bernoulli sources after the router's step), one thread per

@@ -1,4 +1,4 @@
-"""One CUDA-engine run per size under uniform traffic, for a profiler to read (issue 30):
+"""One CUDA-engine run per size under uniform traffic, for a profiler to read:
 
     ncu --kernel-name regex:run_cycles --launch-skip 3 python benchmarks/profile_cuda.py \
         [--sizes 128 1024] [--cycles 300] [--load 0.3] [--layout rows]

@@ -7,8 +7,8 @@ arguments (``_routers``): PE programs, traffic on one color, or traffic on sever
 each holds only its own step's code and registers.
 
 The three kernels are cached on disk (``cache=True``, where the CUDA toolchain allows: not in
-the simulator) so that a process after the first loads them instead of compiling them again
-(about 35-46 s on an H100 machine). Numba keys a cached kernel on the file that defines it,
+the simulator) so that a process after the first loads them instead of compiling them again,
+which takes tens of seconds. Numba keys a cached kernel on the file that defines it,
 which would miss a change to the device functions taken from other files: :func:`_cached`
 keys it on the digest of every file its device code comes from (:data:`SOURCES`) instead.
 
@@ -146,13 +146,9 @@ def run_cycles_grid(t0, t1, fab, st, prog, tr, want, ctl):
 
 
 # The same grid kernel held to WIDE_REGISTERS registers a thread (161 unbounded for one-color
-# traffic, on sm_90): more threads fit an SM, at the cost of spilling to local memory. On an
-# H200 (2026-11-26, bench_fabric.py, 1024 x 1024, 30 % load, 10^4 cycles, copies included),
-# one-color traffic ran at 953 M router-cycles/s held to 96 registers (512 threads an SM),
-# 762 M held to 64 (1,024 threads), 584 M unbounded (256). Earlier, on an H100 (2026-11-23),
-# the shared step held to 64 stepped a 1024 x 1024 mesh in 0.96 ms a cycle against 1.6 ms
-# unbounded (148 registers); PE programs have not been measured at 96. With the one-color
-# step of 2026-11-27 (heads read first, atomic counters), 1,568 M held to 96 on the H200.
+# traffic, on sm_90): more threads fit an SM, at the cost of spilling to local memory. On a
+# large mesh 96 registers ran traffic faster than 64 or no limit (PE programs have not been
+# timed at 96).
 WIDE_REGISTERS = 96
 
 

@@ -14,7 +14,7 @@ at a time in the simulator) swaps its own module the same way.
 A block barrier that waits instead of polling. The simulator's block manager polls every
 thread, in a loop on the main thread, to see whether all have reached ``syncthreads`` (a grid
 sync too, the block being the grid there); the loop holds the interpreter most of the time the
-simulated threads need, and a case of 170 cycles on 16 threads took 6 s, 75 % of it polling
+simulated threads need, so that most of a case's time goes to polling
 (``threading.is_alive``). :class:`BarrierBlockManager` counts the threads at the barrier under a
 condition variable: the last to arrive (or to exit) releases the others, and the main thread
 sleeps until every thread has ended or one has raised, which then aborts the others as the

@@ -35,7 +35,7 @@ from numba import njit, prange
 from wafersim.fabric import _numba_scope_copy
 from wafersim.fabric._fp16 import BF16, FP16, get_half, half_bits, set_half, word_half  # noqa: F401
 
-_numba_scope_copy.install()  # the engine's IR inlining, copied faster (issue 28)
+_numba_scope_copy.install()  # the engine's IR inlining copies scopes; this copies them faster
 
 
 def kernel(block=False, **options):
@@ -43,27 +43,23 @@ def kernel(block=False, **options):
 
     These kernels never allocate, so they need no NRT. With it on, every call (and every
     inlined call) that passes the state's tuples of arrays increfs and decrefs each array
-    atomically: measured at 1.7 M idle router-cycles/s against 500 M without.
+    atomically, which made the engine several hundred times slower on an idle mesh.
     ``noalias=True`` (see :func:`_noalias_option`) is dropped where Numba cannot take it.
 
     ``inline="always"`` inlines at Numba's IR level, and its cost grows faster than the
     size of the caller: the bodies of the PE's vector ops (``_local_op``, ``_matmul_column``,
-    ``_consume_fp16``), each a loop over a vector per call, stay real calls; inlined, they
-    took the engine's compile from 80 to 142 s, for no speed (interleaved runs: programs
-    within 1-2 %, traffic unchanged). The per-wavelet steps are inlined: ``_task_step`` as
-    a real call made programs 4x slower.
+    ``_consume_fp16``), each a loop over a vector per call, stay real calls: inlined, they
+    nearly doubled the engine's compile time and ran no faster. The per-wavelet steps are
+    inlined: ``_task_step`` as a real call made programs several times slower.
 
     ``block=True``: a per-wavelet step compiled on its own, once for each signature, that
     LLVM inlines into every caller (Numba's ``forceinline``, LLVM's ``alwaysinline``), so it
     costs no call at run time; without Python or C wrappers (never called from Python; a
-    wrapper unpacking the state's tuples took about half a second of compile each). The
+    wrapper unpacking the state's tuples costs compile time and serves nothing). The
     router's step (``_fabric_step``) is one: the engine's four specializations (programs in
     fp32 and in 16 bits, traffic on one thread and on several) share its compile, where IR
-    inlining typed and lowered it again in each: two processes compiling the four between
-    them (the test suite's start, ``precompile.compile_share``) took 47.5 s instead of 81.9
-    s (2-core VM, empty cache), a program job's first compile no longer (26.2 s against 36.6
-    s, the same run), and the engine runs as many instructions (Valgrind's count, a 32 x 32
-    traffic run and three 8 x 8 GEMMs: -1.5 % to +0.5 % of the whole process's).
+    inlining would type and lower it again in each, so the four compile in much less time
+    and the engine runs as many instructions as with IR inlining.
     ``forceinline`` is passed on to callees that do not set it, so every other kernel sets
     it off.
     """
@@ -173,8 +169,8 @@ def dor_output(x, y, dx, dy, yx):
 @kernel(inline="always")
 def coordinates(r, fab):
     """Column and row of router ``r``, computed rather than looked up: a packet's destination
-    is anywhere on the mesh, and a table load there missed the cache (k=128, 30 % load: the
-    two loads took 10 % of the run). ``(r + 0.5) / width`` lies at least ``0.5 / width``
+    is anywhere on the mesh, and a table load there misses the cache (a noticeable share of
+    a traffic run). ``(r + 0.5) / width`` lies at least ``0.5 / width``
     from an integer, far more than the product's rounding error for ``r < 2**24`` (the
     wavelet's destination field)."""
     y = np.int64((r + 0.5) * fab.inv_width)
@@ -452,7 +448,7 @@ def _grant(r, o, p, c, write, fab, st, traffic):
 def _send_late(r, o, n, q, write, data, meta, fab, st):
     """A wavelet onto a link of a mesh where some are stretched: it lands as much later as
     the link adds. A real call, off the path of meshes without stretched links: inlined,
-    or with the slot computed for every grant, GEMM programs ran 3-12 % slower."""
+    or with the slot computed for every grant, it slowed GEMM programs on every mesh."""
     slot = _link_slot(write, r, o, fab)
     st.link_flags[slot, n, q] = 1
     st.in_data[slot, n, q] = data
@@ -472,7 +468,7 @@ def _link_slot(write, r, o, fab):
     """The slot for what router ``r`` sends at ``write`` over port ``o``: later by the
     cycles a link that repair stretched adds (``link_ok`` holds one more than them).
     Programs only: the traffic copy of the step takes every link as one hop (a test of
-    ``stretched`` on each grant cost it 2-3 % at 30 and 90 % load)."""
+    ``stretched`` on each grant slowed it at moderate and high load)."""
     return _wrap(write + fab.link_ok[r, o] - 1, fab.slots)
 
 
@@ -865,13 +861,12 @@ def _fabric_step(r, read, write, fab, st, want, traffic):
 
     ``traffic`` is a constant at each call, ``True`` from the traffic step and ``False``
     from the program step, rather than ``fab.traffic`` read at run time: the traffic step's
-    inlined copy then has every color wormhole-routed and no static-route code (2 % at
-    k=128, one thread, 30 % load). The callers pass it as ``bool(True)``, a plain bool where
+    inlined copy then has every color wormhole-routed and no static-route code, which makes
+    the traffic step a little faster. The callers pass it as ``bool(True)``, a plain bool where
     ``True`` would be typed as a literal: one compile of this block serves both modes, and
     LLVM folds the constant once it has inlined the block. Its color count is the state's: a
-    compile-time count of one measured no faster than the run-time one (k=128, 1 / 30 / 90 %
-    load, interleaved pairs, within this machine's noise), so traffic may spread over several
-    colors."""
+    compile-time count of one ran no faster than the run-time one, so traffic may spread
+    over several colors."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
         moves += _ingest(r, read, fab, st)
@@ -946,7 +941,7 @@ def _catch_up(r, t, st):
 def _note_reason(r, reason, t, st):
     """PE ``r`` does ``reason`` from cycle ``t`` on: the stretch of another reason before it
     is counted. Counting stretches, not cycles, keeps a store out of most router steps (a
-    count a cycle slowed a weight-streaming GEMM by 15 %)."""
+    count a cycle slowed a weight-streaming GEMM noticeably)."""
     now = st.reasons[r, R_NOW]
     if reason != now:
         st.reasons[r, now] += t - st.reasons[r, R_SINCE]
@@ -982,9 +977,8 @@ def _rows(y0, y1, t, half, fab, st, prog, tr, row_events, want_rows):
     ``(t - L) % S`` through one and writes slots ``(t + x) % S``, ``0 <= x <= X``, through
     the other, which differ as ``L >= 1`` (the spec's range, checked with the spec) and
     ``S = L + X + 1``). A router's values then stay in
-    registers across its stores (k=128, one thread: 30 % load 12.3 vs 11.3 M
-    router-cycles/s, medians of 7 interleaved runs; GEMM/GEMV programs 9 % faster; 1 % and
-    90 % load unchanged)."""
+    registers across its stores, which makes traffic at moderate load and GEMM/GEMV programs
+    faster."""
     for y in range(y0, y1):
         read = (t - fab.latency) % fab.slots
         write = t % fab.slots
@@ -1034,11 +1028,10 @@ def _next_due(wake, flags, r, end, t):
     wake-up cycle has come, or a wavelet or credit came in. Also the earliest wake-up of
     the routers it passed. A function of its own, which Numba does not inline (LLVM may,
     once it is optimized): written in the row loop, where every array of the state is live,
-    the scan spilled and reloaded its values at each router (about 20 instructions a
-    sleeping router, most of a quiet mesh's time; about 12 now). The router comes back as
+    the scan spilled and reloaded its values at each router, and a quiet mesh spends most
+    of its time in this scan. The router comes back as
     uint32 (a mesh's state could not hold 2**32 routers): every access of the row's step
-    then skips Numba's negative-index check (k=128, one thread: 30 % load 11.9 vs 10.9 M
-    router-cycles/s, 1 % 149 vs 140 M, programs 7 % faster; medians of interleaved runs)."""
+    then skips Numba's negative-index check, which makes both traffic and programs faster."""
     earliest = NEVER
     while r < end:
         due = wake[r]
@@ -1080,12 +1073,11 @@ def run_cycles(t0, max_cycles, parallel, half, fab, st, prog, tr, row_events, wa
     (``fab.traffic`` false), ``prog`` None synthetic traffic. Numba prunes an ``x is None``
     test before compiling only where ``x`` is None (of another type it cannot tell), so each
     mode's code sits behind a test of the argument that is None in the other mode: a program
-    job never compiles the traffic step (the first 2x2 SUMMA from an empty cache: 38.7 s
-    instead of 88.6 s), nor a traffic job the program step (a traffic job's engine compile
-    about 21 s instead of 37 s, its parallel kernel 25 s instead of 48 s).
+    job never compiles the traffic step, nor a traffic job the program step, which roughly
+    halves a job's first compile from an empty cache.
     Likewise ``half``: None where every op is fp32, and the 16-bit (fp16, bf16) paths of the
     PE's ops are pruned (``_consume_fp16``, ``_local_op``, ``_matmul_column``,
-    ``_consume_sparse``: an fp32 job's first engine compile about 15 % shorter), True where
+    ``_consume_sparse``: an fp32 job's first engine compile is shorter), True where
     some op is 16-bit.
     """
     last_event, last_move = t0 - 1, t0 - 1
@@ -1141,7 +1133,7 @@ def _settle(t, fab, st):
 def _cycle(t, parallel, half, fab, st, prog, tr, row_events, want_rows):
     """One cycle of the whole mesh: by rows on the threads where ``parallel`` is true, in one
     serial call where it is None, which Numba prunes by the type before compiling, so that a
-    serial job never compiles the parallel kernel (5.8 s of the main job's first 60 s)."""
+    serial job never compiles the parallel kernel (a noticeable part of its first run)."""
     if parallel is None or not parallel:
         _rows(np.int64(0), fab.height, t, half, fab, st, prog, tr, row_events, want_rows)
     else:

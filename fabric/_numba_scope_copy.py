@@ -1,12 +1,12 @@
-"""A faster deep copy of Numba's IR scopes, for the engine's compile (issue 28).
+"""A faster deep copy of Numba's IR scopes, for the engine's compile.
 
 Numba inlines an ``inline="always"`` function by copying the callee's IR one block at a time
 (``numba.core.inline_closurecall.InlineWorker.inline_ir``), each with ``copy.deepcopy`` of its
 own. A block refers to its function's scope, and the scope to every variable of the function,
 so each block's copy copies the whole scope again through Python's generic deep copy: the
 engine's row step inlines about 300 callees, some of thousands of variables over hundreds of
-blocks, and its first compile spent about half its time there (a cProfile of
-``fabric.precompile.compile_engine``: 62 of 101 s in ``copy.deepcopy``).
+blocks, and its first compile spent much of its time there (``copy.deepcopy`` led a
+profile of ``fabric.precompile.compile_engine``).
 
 :func:`install` gives ``numba.core.ir.Scope`` a ``__deepcopy__`` that makes the same copy
 directly: a new scope, a new variable for each of its variables (registered in the copy's

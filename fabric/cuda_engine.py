@@ -41,18 +41,16 @@ LAUNCHES = ("auto", "block", "grid", "wide")
 LAUNCH = "auto"  # the launch of runs (benchmarks set it to compare)
 KERNELS = {"block": CK.run_cycles_block, "grid": CK.run_cycles_grid, "wide": CK.run_cycles_wide}
 # Threads per block. 256 fit any kernel (255 registers x 256 threads <= 64 K registers per SM);
-# on an H100 the grid kernel (148 registers) stepped a 1024 x 1024 mesh 1.4x faster with 128
-# than with 256 (three blocks fit an SM instead of one), the wide one (64) alike with 256 or 512.
+# the grid kernel runs faster with 128, as three blocks then fit an SM instead of one; the
+# wide one runs alike with 256 or 512.
 THREADS = {"block": 256, "grid": 128, "wide": 256}
 SIMULATOR_THREADS = 64
 WARP = 32
 # Device layouts: "rows" as on the host (a router's values side by side: the CPU's row loop
 # reads them together); "router": the router axis fastest in memory, so that the 32 threads
 # of a warp, consecutive routers, would read one another's neighbouring words in one
-# transaction. The kernels index both alike. Measured on an H100 (2026-11-26, bench_fabric
-# --engine cuda, 10^4 cycles, 30 % load, copies included): rows 338 / 297 M router-cycles/s
-# on 128 x 128 / 1024 x 1024, router 315 / 263 M (at 1 % load 872 / 3,410 against 785 / 749
-# M). Nsight Compute says why coalescing does not pay yet: a warp runs 3 to 8 of its 32 threads
+# transaction. The kernels index both alike; "rows" is the faster of the two. Nsight Compute
+# says why coalescing does not pay yet: a warp runs 3 to 8 of its 32 threads
 # at a time (each router takes its own path through ports, colors and queues), so the loads
 # of one instruction seldom come from consecutive routers, and the router layout spreads a
 # router's own values over as many cache lines as it has ports and colors.
@@ -329,13 +327,10 @@ def _configure(launch: str, pes: int, args: tuple, most: int | None):
     return _cooperative(launch, pes, args, most)
 
 
-# On an NVIDIA H200 (2026-11-27, bench_fabric.py --engine cuda --sizes 1024 --cycles 10000,
-# one run, copies included) one-color traffic on 1024 x 1024 stepped 2,350 M router-cycles/s
-# at 30 % load and 6,223 M at 1 % on the grid kernel (161 registers, each thread stepping
-# several routers), against 1,566 and 5,310 M on the wide one held to 96 registers (512 B of
-# local memory a thread) and 2,091 and 6,591 M held to 128: the one-color step's spills cost
-# more than the threads they make room for. The other steps keep the wide kernel (the shared
-# step on an H100, 2026-11-23: 0.96 ms a cycle held to 64 registers, 1.6 ms unbounded).
+# One-color traffic runs on the grid kernel at any size (161 registers, each thread stepping
+# several routers): held to fewer registers on the wide one, the one-color step's spills to
+# local memory cost more than the threads they make room for. The other steps keep the wide
+# kernel, where the shared step held to fewer registers runs faster than unbounded.
 def _one_color_step(args: tuple) -> bool:
     """Whether a launch's arguments take the one-color traffic step (see ``mode_arrays``):
     the grid kernel at any size."""

@@ -1,13 +1,14 @@
 """Compile (or load from cache) the engine's kernels ahead of a timed run, or, for a job, in
 another process while the job starts.
 
-A job's first engine run on a fresh install waits for the engine's compile (about a minute on
-2 cores). The job does other work before it gets there (imports, its data and model, routes and
-their own compiled functions), on one core. :func:`compile_in_background` starts the engine's
-compile in a second process at the job's start, so the two overlap: that process holds the
-machine's compile lock for the job's signature (``fabric.compile_once``) while it compiles, the
-job's first run waits on that lock, then loads the engine from Numba's cache (a job of another
-signature, a parallel one say, compiles its own at the same time). Run as
+A job's first engine run on a fresh install waits for the engine's compile, which takes far
+longer than the job's own start. The job does other work before it gets there (imports, its
+data and model, routes and their own compiled functions), on one core.
+:func:`compile_in_background` starts the engine's compile in a second process at the job's
+start, so the two overlap: that process holds the machine's compile lock for the job's
+signature (``fabric.compile_once``) while it compiles, the job's first run waits on that lock,
+then loads the engine from Numba's cache (a job of another signature, a parallel one say,
+compiles its own at the same time). Run as
 ``python -m wafersim.fabric.precompile MODE [--half]``.
 """
 
@@ -83,10 +84,7 @@ def engine_arguments(mode: str, half: bool = False, parallel: bool = False) -> t
 # thread, programs in 16 bits, traffic on several threads. :func:`compile_share`'s round robin
 # gives two workers the program kernels and the traffic kernels: each worker's second then
 # loads from its first what they share (the 16-bit programs the router's step, the parallel
-# traffic all but its parallel loop), and the two split the work about evenly (2-core VM,
-# empty cache, the two at once, 2026-11-27: programs 26.2 + 21.3 s, traffic 27.6 + 15.9 s;
-# before the router's step was a block of its own, in the order then, 36.6 + 45.3 s and
-# 43.9 + 26.1 s).
+# traffic all but its parallel loop), and the two split the work about evenly.
 VARIANTS = (("programs", False, False), ("traffic", False, False),
             ("programs", True, False), ("traffic", False, True))  # fmt: skip
 

@@ -83,7 +83,7 @@ class EngineState(NamedTuple):
     # int64 (P, 8): PE cycles by what the PE did (columns _kernels.REASON_*), then the
     # reason of each skipped cycle, of the current stretch of cycles and the stretch's first
     # cycle (not yet counted): one array, as each array the state passes costs every call
-    # (four arrays took 15 % of a small GEMM's time, one 8 %)
+    # (four arrays cost a small GEMM about twice what one does)
     reasons: np.ndarray
 
 

@@ -1,8 +1,8 @@
 """The first cycles of a kernel run too long to finish at cycle level, and the pace they set.
 
 A whole ``wse2`` wafer is 745,500 routers: a GPT-3 layer's GEMM on it runs for about a
-million cycles (the fast tier: 1.14 M for its QKV projection), days on a CPU core (4.1 M
-router-cycles/s). :func:`run_prefix` builds the kernel's whole plan (every PE, route and op;
+million cycles (the fast tier: 1.14 M for its QKV projection), days on a CPU core.
+:func:`run_prefix` builds the kernel's whole plan (every PE, route and op;
 PEs doing the same work share programs), simulates its first ``stop_at``
 cycles (``fabric.engine.simulate``'s ``stop_at``), and measures how far it got: the share of
 the wavelets its edge ports send over the whole run that they have sent (a weight stream's

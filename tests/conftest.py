@@ -2,7 +2,7 @@
 between them before their first test (``fabric.precompile.compile_share``).
 
 On a fresh clone every worker soon needs the engine, and its compile lock let one process
-compile at a time while the others waited (issue 28). Each worker now compiles its share at
+compile at a time while the others waited. Each worker now compiles its share at
 the same time as the others, then loads the rest from Numba's cache. Only where the collected
 tests import the engine (a selection that does not skips it); once cached, a share is a load.
 """

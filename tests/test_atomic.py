@@ -15,7 +15,7 @@ from wafersim.wafer.errors import OutputError
 
 
 def test_a_written_file_has_the_mode_open_would_give_it(tmp_path):
-    """Not mkstemp's 0600 (issue 27: output files were private to their writer)."""
+    """Not mkstemp's 0600, which would make output files private to their writer."""
     old = os.umask(0o022)
     try:
         write_json(tmp_path / "a.json", {"x": 1})

@@ -1,4 +1,4 @@
-"""bf16 wherever fp16 is accepted (issue 29): storage as the top 16 bits of an fp32, rounded
+"""bf16 wherever fp16 is accepted: storage as the top 16 bits of an fp32, rounded
 to nearest even, arithmetic in fp32; bit-exact against a reference written out here (numpy
 has no bfloat16): the two bf16 neighbours of a value compared exactly in float64."""
 

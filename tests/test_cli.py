@@ -42,7 +42,7 @@ def test_presets_json_lists_every_preset(capsys):
 
 
 def test_defects_json_has_the_documented_fields(capsys):
-    """`defects --json` holds every field the issue names, consistent with each other."""
+    """`defects --json` holds every documented field, consistent with each other."""
     code, out, _ = run(
         capsys,
         ["defects", "--preset", "small", "--pe-defect-prob", "0.01", "--seed", "3", "--json"],
@@ -164,7 +164,7 @@ def test_readme_main_job_runs(tmp_path):
 
 
 def test_traffic_json_has_the_documented_fields(capsys):
-    """`traffic --json` reports the issue's fields for the run it made."""
+    """`traffic --json` reports the documented fields for the run it made."""
     argv = [
         "traffic",
         "--grid",
@@ -346,8 +346,8 @@ MALFORMED = [(reader, name) for reader in READERS for name in sorted(BROKEN)
 @pytest.mark.parametrize(("reader", "name"), MALFORMED)
 def test_a_malformed_file_is_one_line_naming_file_line_and_column(capsys, tmp_path, reader, name):
     """Every text file the CLI reads (run config, model, sweep file, spec, defect list):
-    a parse error is one line with the file, line and column, exit 2 (issue 27: malformed
-    YAML raised a traceback; TOML was handled)."""
+    a parse error is one line with the file, line and column, exit 2 (a traceback would hide
+    where the file is wrong)."""
     text, where = BROKEN[name]
     path = tmp_path / name
     path.write_text(text)
@@ -369,7 +369,7 @@ def test_a_malformed_file_is_one_line_naming_file_line_and_column(capsys, tmp_pa
 
 def test_outputs_of_the_wrong_kind_are_refused_before_any_work(capsys, tmp_path):
     """A file where a folder goes, a folder where a file goes, an empty or foreign results
-    file: one line, exit 2, before the job runs (issue 27: tracebacks after the work)."""
+    file: one line, exit 2, before the job runs (a traceback after the work would lose it)."""
     a_file, a_folder = tmp_path / "x.txt", tmp_path / "d"
     a_file.write_text("x")
     a_folder.mkdir()
@@ -404,8 +404,8 @@ def test_outputs_of_the_wrong_kind_are_refused_before_any_work(capsys, tmp_path)
 
 def test_a_saved_map_takes_no_spec_or_defect_options(capsys, tmp_path):
     """``defects --defects MAP`` reports the map as saved; a --preset, --spec, override or
-    defect option beside it is refused, not ignored (issue 27: the tiny map was reported
-    with --preset small silently ignored)."""
+    defect option beside it is refused, not ignored (a map reported under options it was
+    not made with would mislead)."""
     path = tmp_path / "map_tiny.h5"
     assert main(["defects", "--preset", "tiny", "--pe-defect-prob", "0.1", "--out", str(path),
                  "--json"]) == 0  # fmt: skip
@@ -430,8 +430,8 @@ def test_a_saved_map_takes_no_spec_or_defect_options(capsys, tmp_path):
     ],
 )  # fmt: skip
 def test_inputs_an_independent_review_found_are_one_line(capsys, tmp_path, argv, message):
-    """Each of these raised a traceback, hung or ate the machine's memory (issue 27's
-    review): now one line and exit 2, at once."""
+    """Each of these once raised a traceback, hung or ate the machine's memory (an
+    independent review found them): now one line and exit 2, at once."""
     if argv[0] in ("run", "sweep"):
         argv = [*argv, "--out", str(tmp_path / ("out" if argv[0] == "run" else "s.h5"))]
     with pytest.raises(SystemExit) as exit_info:

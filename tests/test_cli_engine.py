@@ -50,7 +50,7 @@ def test_traffic_on_the_cuda_engine_in_the_simulator_matches_the_cpu():
 
 
 def test_kernel_stop_at_on_the_cuda_engine_in_the_simulator_matches_the_cpu():
-    """``kernel --stop-at`` (the first cycles of a long run, issue 30's whole-wafer layer)
+    """``kernel --stop-at`` (the first cycles of a long run, such as a whole-wafer layer)
     reads the same prefix from either engine: shares, pace, projection, the fast tier."""
     pytest.importorskip("numba.cuda")
     argv = ["kernel", "gemm", "--m", "8", "--k", "8", "--n", "96", "--grid", "2x2",

@@ -1,5 +1,5 @@
 """fabric.compile_once: processes that start together compile a cached kernel once between
-them; the others load it from Numba's cache (issue 28: pytest-xdist and Dask workers)."""
+them; the others load it from Numba's cache (pytest-xdist and Dask workers start together)."""
 
 from __future__ import annotations
 

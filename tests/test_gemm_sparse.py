@@ -214,7 +214,7 @@ def test_stream_words_rejects_bad_input():
 
 @pytest.mark.parametrize(("dtype", "most"), [("fp32", 0.2), ("fp16", 0.25), ("bf16", 0.25)])
 def test_density_one_tenth_streams_a_fifth_and_runs_faster_in_every_tier(dtype, most):
-    """Issue 29's target: at density 0.1 the stream, indices included, is at most 0.2 of the
+    """The sparsity target: at density 0.1 the stream, indices included, is at most 0.2 of the
     dense one in fp32 and 0.25 in 16 bits, and every tier finds the GEMM faster than dense."""
     b = sparse_weights.prune_to_density(operands(1, 64, 96, seed=8)[1], 0.1)
     words = ws.stream_words(b, 4, dtype)

@@ -32,7 +32,7 @@ def run_json(capsys, argv):
     ],
 )
 def test_kernel_json_has_the_documented_fields(capsys, argv):
-    """Every run reports the issue's fields, with the result checked against numpy."""
+    """Every run reports the documented fields, with the result checked against numpy."""
     result = run_json(capsys, ["kernel", *argv])
     assert result.keys() >= FIELDS
     assert result["cycles"] > 0
@@ -57,8 +57,8 @@ def test_kernel_with_defects_is_deterministic(capsys):
         (["gemm", "--algo", "summa", "--grid", "4by4"], "must look like WxH"),
         (["gemv", "--algo", "chain", "--m", "0"], "m=0 must be an integer >= 1"),
         (["gemv", "--algo", "chain", "--m", "400", "--n", "400", "--grid", "1x1"], "SRAM"),
-        # sizes that cannot fit are refused before any input is drawn (issue 27: 74.5 GiB
-        # asked of numpy for the first, 298 GiB for the third)
+        # sizes that cannot fit are refused before any input is drawn (drawing them would
+        # ask numpy for tens or hundreds of GiB)
         (
             ["gemm", "--m", "100000", "--k", "100000", "--n", "100000", "--grid", "2x2"],
             "needs at least 20016000000 bytes of SRAM",
@@ -78,8 +78,7 @@ def test_kernel_bad_input_is_one_line(capsys, argv, message):
 
 def test_the_readme_defect_example_runs_for_any_seed(capsys):
     """The README's GEMV on a patch with 100 defects/cm^2 runs whatever the map: columns
-    short of working PEs are left out for spare ones (issue 27: it failed for some seeds,
-    "column 1 of the patch has 13 working PEs")."""
+    short of working PEs are left out for spare ones, so no seed's map makes it fail."""
     for seed in (1, 3):
         argv = ["kernel", "gemv", "--algo", "ktree", "--m", "64", "--n", "64", "--grid",
                 "16x16", "--defect-density-per-cm2", "100", "--spare-rows", "3",

@@ -138,8 +138,8 @@ def test_timing_only_store_cannot_be_checkpointed(tmp_path):
 
 def test_changed_bytes_fail_the_checksum_naming_the_dataset(tmp_path):
     """A weight or optimizer-state dataset whose bytes changed after saving (one value, or
-    one bit of one) is refused, naming it (issue 27: such a checkpoint resumed with exit 0
-    and silently different weights, or nan loss)."""
+    one bit of one) is refused, naming it (resumed, it would give exit 0 and silently
+    different weights, or nan loss)."""
     store = WeightStore.materialised(SHAPES, seed=5, init_std=0.1)
     AdamW().apply(store, "w", np.ones((8, 3), np.float32), 1)
     path = tmp_path / "c.h5"

@@ -92,7 +92,7 @@ def test_sparse_streaming_is_exact_and_saves(tmp_path):
         result.history.losses, reference_losses(SMALL, 2, sparsity), rtol=1e-5
     )
     perf = write_outputs(result, out)
-    assert 0 < perf["sparsity"]["streamed_fraction"] <= 0.2  # indices included (issue 29)
+    assert 0 < perf["sparsity"]["streamed_fraction"] <= 0.2  # indices included
     assert perf["sparsity"]["bytes_saved"] > 0
     assert perf["sparsity"]["cycles_saved"] > 0
     store = load_checkpoint(checkpoints(out)[-1]).store
@@ -155,7 +155,7 @@ def test_resume_gives_the_uninterrupted_weights(tmp_path):
 
 def test_a_resumed_run_trains_on_to_more_steps(tmp_path):
     """``steps=2`` then ``steps=4`` on one folder (the checkpoint interval changed too) ends
-    with the weights, losses and accuracy history of one ``steps=4`` run (issue 29): the
+    with the weights, losses and accuracy history of one ``steps=4`` run: the
     evaluation at the first part's end, off the interval, is not kept."""
     path = write_config(tmp_path, steps=4)
     whole = run(load_run_config(path), tmp_path / "whole")
@@ -265,7 +265,8 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, capl
 
 
 def test_a_kill_between_save_and_pruning_leaves_no_extra_checkpoint(tmp_path):
-    """Resuming prunes to the kept number (issue 27: one too many stayed for good)."""
+    """Resuming prunes to the kept number (a kill between the save and the pruning must
+    not leave one too many for good)."""
     import shutil
 
     config = load_run_config(write_config(tmp_path, steps=3), {"checkpoint_every": 1})
@@ -439,7 +440,7 @@ def test_a_run_has_each_kernel_tier_and_no_other():
 def test_nested_spec_overrides_change_only_their_keys():
     """``wafer.overrides: {pe: {sram_bytes: 65536}}`` (or the dotted word on the command
     line) changes that key and keeps the rest of the PE, as it does for defects and kernel
-    (issue 27: it was refused with "pe is missing keys")."""
+    (a partial ``pe`` is an override, not a whole PE missing keys)."""
     from wafersim.memoryx.run_config import wafer_spec
 
     spec = wafer_spec({"preset": "tiny", "overrides": {"pe": {"sram_bytes": 65536}}})
@@ -449,7 +450,7 @@ def test_nested_spec_overrides_change_only_their_keys():
 
 def test_validate_only_lists_every_pass_and_writes_nothing(tmp_path, capsys):
     """``run --validate-only``: every layer's passes with shape and kernel, text and JSON,
-    and no output folder (issue 29)."""
+    and no output folder."""
     from wafersim.compiler.plan import compile_cached
     from wafersim.memoryx.run import compile_options, logical_grid
 

@@ -449,7 +449,7 @@ def test_plan_streams_end_to_end(fc_digits_plan):
 
 
 def test_the_last_layer_keeps_its_weights_for_its_backward(fc_digits_plan):
-    """Issue 29: the output layer's weights (and its bias) stay on the wafer from their
+    """The output layer's weights (and its bias) stay on the wafer from their
     forward to their backward where they fit half the prefetch buffer; their backward_data
     then streams nothing in, and every other segment is as before."""
     output = frozenset({"fc3", "fc3.bias"})

@@ -1,6 +1,6 @@
 """fabric._numba_scope_copy: Numba's IR scopes copied directly make the same copy as the
-generic deep copy they replace, and the inliner's block copies share one memo (issue 28: the
-engine's first compile)."""
+generic deep copy they replace, and the inliner's block copies share one memo (which shortens
+the engine's first compile)."""
 
 from __future__ import annotations
 

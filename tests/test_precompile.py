@@ -1,4 +1,4 @@
-"""fabric.precompile: the engine's compile in a second process while a job starts (issue 28),
+"""fabric.precompile: the engine's compile in a second process while a job starts,
 with the argument types the job's own first engine run passes, so that the job loads it."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from wafersim.wafer.presets import PRESETS, preset
 
 
 def test_wse2_has_published_figures():
-    """wse2 carries the published WSE-2 numbers the issue names."""
+    """wse2 carries the published WSE-2 numbers."""
     s = preset("wse2")
     assert (s.logical_width_pes, s.logical_height_pes) == (750, 994)
     assert s.pe.sram_bytes == 48 * 1024

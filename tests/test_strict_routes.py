@@ -1,5 +1,5 @@
 """Every kernel sets routes a real router can hold: one input port per color and switch
-position (issue 26 item 2). The engine refuses other tables unless told ``strict=False``
+position. The engine refuses other tables unless told ``strict=False``
 (``fabric.switches``); this test names the kernel when one stops passing. SUMMA passes since
 its broadcasts became forward and backward chains whose roots switch their router's position;
 weight streaming's chain since its two colors alternate with the position on the line rather

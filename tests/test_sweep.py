@@ -434,8 +434,8 @@ def test_a_table_of_another_version_is_not_resumed(small, tmp_path):
 
 def test_a_results_file_takes_one_sweep_at_a_time(small, tmp_path):
     """A second sweep on an --out another one is writing is refused at once, naming it
-    (issue 27: two sweeps started together both reported success while the file kept one
-    sweep's rows under the other's header); a write into a file that another sweep has
+    (two sweeps started together would both report success while the file kept one sweep's
+    rows under the other's header); a write into a file that another sweep has
     taken over is refused rather than mixed in."""
     from wafersim.wafer.atomic import exclusive
 

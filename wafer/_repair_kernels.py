@@ -341,8 +341,8 @@ def link_tables(
     The hop tables are not pre-filled: the pass visits each wire once, from the PE at its
     west or north end, and writes both of its ends. The common wire, its far end physically
     next to the near one over a working link, is settled there; the rest go to
-    :func:`resolve_pairs` together and are written again, at both ends, after. (Visiting
-    each PE's four directions took 8.2 ms on a wse2 map, this 6.5.)
+    :func:`resolve_pairs` together and are written again, at both ends, after (visiting
+    each PE's four directions instead is slower).
 
     Parameters
     ----------

@@ -5,5 +5,6 @@ from numba import njit
 
 @njit(cache=True)
 def first_call() -> int:
-    """The first call of any Numba function in a process sets Numba up (0.3 s)."""
+    """The first call of any Numba function in a process sets Numba up, which takes a
+    noticeable moment."""
     return 0

@@ -35,16 +35,15 @@ CHUNK_TARGET_S = 1.0  # a Dask task runs about this long once point times are kn
 MAX_CHUNK = 64  # points per task at most
 CHUNKS_IN_FLIGHT_PER_WORKER = 2  # one running, one queued behind it
 MIN_CHUNK_SHARE = 8  # the last chunks shrink to an eighth of a full one at the least
-# Dask settings of the embedded cluster. Its background work ran in the process that also
-# runs the sweep and took 3.8 % of a core with the cluster idle (0.7 % with these), taken
-# from the two workers of a 2-core machine. Event-loop "blocked?" ticks (default 20 ms) and
+# Dask settings of the embedded cluster. Its background work runs in the process that also
+# runs the sweep, and with Dask's defaults takes a share of a core even with the cluster idle,
+# taken from the workers of a small machine. Event-loop "blocked?" ticks (default 20 ms) and
 # the system monitor (500 ms) only feed warnings and the dashboard (off); the memory monitor
 # (100 ms) checks each worker against its memory limit (LocalCluster's "auto"), so a point
 # that runs away may now overshoot by up to a second of allocation before it is paused or
 # killed. Work stealing has nothing to move: chunks are fed a couple per worker. Each
 # worker's statistical profiler (a stack sample every 10 ms, for the dashboard's profile
-# page) took CPU from the points: without it 2 workers ran the 1,000-point sweep of
-# benchmarks/bench_sweep.py 3-7 % faster, 1 worker 1-2 % (three interleaved A/B rounds).
+# page) took CPU from the points, so it is off.
 LOCAL_CLUSTER_CONFIG = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "5s",
@@ -392,7 +391,7 @@ def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str
 
 def _prepare_process(job: str) -> None:
     """Set-up before a process runs points (cheap after the first call): malloc thresholds
-    (:mod:`wafersim.heap`), Numba's set-up (its first call in a process, 0.3 s) and the job's
+    (:mod:`wafersim.heap`), Numba's set-up (its first call in a process) and the job's
     CLI parser (building it imports the job's modules). Those two landed in the first
     point's ``wall_s``, and the chunk sizer, fed that, sent small chunks for the next dozens
     of points."""
@@ -408,8 +407,8 @@ def _prepare_worker(job: str) -> None:
     """A Dask worker's set-up: the process's, then ``gc.freeze()``. The objects of the
     modules imported so far (over a thousand modules, Dask's and Numba's) leave the garbage
     collector's view: they live as long as the worker does, and a worker that kept them in
-    view spent 0.2 s collecting them at exit, which every sweep waited for when closing its
-    cluster (0.04 s frozen)."""
+    view spent a long collection on them at exit, which every sweep waited for when closing
+    its cluster."""
     _prepare_process(job)
     gc.freeze()
 
