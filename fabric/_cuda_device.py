@@ -29,12 +29,12 @@ import numba
 import numpy as np
 from numba import cuda
 from numba.cuda import libdevice
-from wafersim.fabric import _cudasim_fixes, _fp16
+from wafersim.fabric import _fp16, numba_compat
 from wafersim.fabric import _kernels as K
 
 SIMULATED = numba.config.ENABLE_CUDASIM
-if SIMULATED:
-    _cudasim_fixes.install()  # the simulator's module swap races; its barrier polls
+if SIMULATED:  # the simulator's module swap races; its barrier polls (fabric._cudasim_fixes)
+    numba_compat.install(numba_compat.CUDASIM_FIXES)
 
 
 def _device(**_options):

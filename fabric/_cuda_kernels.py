@@ -10,7 +10,9 @@ The three kernels are cached on disk (``cache=True``, where the CUDA toolchain a
 the simulator) so that a process after the first loads them instead of compiling them again,
 which takes tens of seconds. Numba keys a cached kernel on the file that defines it,
 which would miss a change to the device functions taken from other files: :func:`_cached`
-keys it on the digest of every file its device code comes from (:data:`SOURCES`) instead.
+keys it on the digest of every file its device code comes from (:data:`SOURCES`) instead
+(``fabric.numba_compat.CUDA_CACHE``: inside its tested window of versions; elsewhere the kernels
+compile in every process).
 
 What replaces ``run_cycles``: each cycle, every thread steps its routers (``first``,
 ``first + stride``, ...) and folds their summary (any event, any move, the last cycle of an op
@@ -36,6 +38,7 @@ Three kernels run that loop:
 from __future__ import annotations
 
 import hashlib
+import sys
 import types
 from pathlib import Path
 
@@ -43,7 +46,7 @@ import numba
 import numpy as np
 from numba import cuda
 from numba.core.extending import overload
-from wafersim.fabric import _cuda_device, _cuda_traffic, _fp16
+from wafersim.fabric import _cuda_device, _cuda_traffic, _fp16, numba_compat
 from wafersim.fabric import _kernels as K
 from wafersim.fabric._cuda_device import DEVICE, SIMULATED
 from wafersim.fabric._kernels import NEVER, STATUS_DEADLOCK, STATUS_DONE, STATUS_MAX_CYCLES
@@ -76,15 +79,30 @@ SOURCES = tuple(Path(module.__file__) for module in (K, _fp16, _cuda_device, _cu
 SOURCES_DIGEST = hashlib.sha256(b"".join(path.read_bytes() for path in SOURCES)).hexdigest()
 
 
+def _knows_cuda_cache() -> bool:
+    """Whether this ``numba.cuda``'s kernels have the disk cache, the cache file's source stamp
+    and the specializations that :func:`_cached` and :func:`specialized` use."""
+    from numba.cuda import dispatcher
+
+    caching = sys.modules[dispatcher.Cache.__module__]
+    kernel = dispatcher.CUDADispatcher
+    return (
+        all(callable(getattr(kernel, name, None)) for name in ("enable_caching", "disable_compile"))
+        and "_cache" in kernel.enable_caching.__code__.co_names
+        and {"specializations", "_specialized"} <= set(kernel.__init__.__code__.co_names)
+        and "_cache_file" in caching.Cache.__init__.__code__.co_names
+        and "_source_stamp" in caching.IndexDataCacheFile._load_index.__code__.co_names
+    )
+
+
 def _cached(kernel):
     """``kernel`` with Numba's disk cache on, its entries valid while :data:`SOURCES` are
     unchanged (Numba's own stamp is the defining file's time and size). Where the cache's
     internals differ (the simulator, another numba-cuda) the kernel is left uncached."""
-    try:
-        kernel.enable_caching()
-        kernel._cache._cache_file._source_stamp = ("wafersim", SOURCES_DIGEST)
-    except AttributeError:
-        pass
+    if SIMULATED or not numba_compat.install(numba_compat.CUDA_CACHE):
+        return kernel
+    kernel.enable_caching()
+    kernel._cache._cache_file._source_stamp = ("wafersim", SOURCES_DIGEST)
     return kernel
 
 
@@ -92,7 +110,9 @@ def specialized(kernel, args: tuple):
     """``kernel.specialize(*args)`` through the disk cache: numba-cuda's ``specialize``
     compiles a fresh copy of the dispatcher, which has no cache; this copy has one, so it
     loads what an earlier process saved (the specialized kernel launches without typing its
-    arguments again)."""
+    arguments again). Where the cache is not the one known here, ``specialize`` itself."""
+    if not numba_compat.install(numba_compat.CUDA_CACHE):
+        return kernel.specialize(*args)
     argtypes = tuple(kernel.typeof_pyval(a) for a in args)
     key = (cuda.get_current_device().compute_capability, argtypes)
     if key not in kernel.specializations:

@@ -19,6 +19,11 @@ simulated threads need, so that most of a case's time goes to polling
 condition variable: the last to arrive (or to exit) releases the others, and the main thread
 sleeps until every thread has ended or one has raised, which then aborts the others as the
 simulator's own does.
+
+``fabric.numba_compat.CUDASIM_FIXES`` installs both inside their tested window of versions (of
+Numba's own simulator, or numba-cuda's where that is installed), and :func:`install` only where
+the simulator launches through the names replaced here and its threads hold the fields read
+here; elsewhere the simulator runs as it is.
 """
 
 from __future__ import annotations
@@ -62,13 +67,32 @@ def swapped_cuda_module(fn, fake_cuda_module):
                 del _SWAPPED[key]
 
 
-def install() -> None:
+def install() -> bool:
     """Use :func:`swapped_cuda_module` in the simulator's kernels and device functions, and
-    :class:`BarrierBlockManager` for its blocks."""
+    :class:`BarrierBlockManager` for its blocks, where the simulator is the one known here;
+    returns whether they are in place."""
     from numba.cuda.simulator import kernel
 
+    if kernel.swapped_cuda_module is swapped_cuda_module:
+        return True
+    if not _knows_simulator(kernel):
+        return False
     kernel.swapped_cuda_module = swapped_cuda_module
     kernel.BlockManager = _barrier_manager(kernel.BlockThread)
+    return True
+
+
+def _knows_simulator(kernel) -> bool:
+    """Whether the simulator's module ``kernel`` launches through its globals
+    ``swapped_cuda_module`` and ``BlockManager``, and its threads hold the fields that
+    :class:`BarrierBlockManager` reads and sets."""
+    launch = set(kernel.FakeCUDAKernel.__call__.__code__.co_names)
+    thread = set(kernel.BlockThread.__init__.__code__.co_names)
+    return (
+        {"swapped_cuda_module", "BlockManager"} <= launch
+        and {"_manager", "exception", "abort", "blockIdx", "threadIdx"} <= thread
+        and callable(getattr(kernel.BlockThread, "syncthreads", None))
+    )
 
 
 def _barrier_manager(block_thread: type) -> type:

@@ -32,10 +32,11 @@ import sys
 
 import numpy as np
 from numba import njit, prange
-from wafersim.fabric import _numba_scope_copy
+from wafersim.fabric import numba_compat
 from wafersim.fabric._fp16 import BF16, FP16, get_half, half_bits, set_half, word_half  # noqa: F401
 
-_numba_scope_copy.install()  # the engine's IR inlining copies scopes; this copies them faster
+numba_compat.install(numba_compat.SCOPE_COPY)  # the engine's IR inlining copies scopes faster
+NOALIAS = numba_compat.install(numba_compat.NOALIAS)  # kernel's noalias=True, where Numba takes it
 
 
 def kernel(block=False, **options):
@@ -44,7 +45,7 @@ def kernel(block=False, **options):
     These kernels never allocate, so they need no NRT. With it on, every call (and every
     inlined call) that passes the state's tuples of arrays increfs and decrefs each array
     atomically, which made the engine several hundred times slower on an idle mesh.
-    ``noalias=True`` (see :func:`_noalias_option`) is dropped where Numba cannot take it.
+    ``noalias=True`` (see ``numba_compat.NOALIAS``) is dropped where Numba cannot take it.
 
     ``inline="always"`` inlines at Numba's IR level, and its cost grows faster than the
     size of the caller: the bodies of the PE's vector ops (``_local_op``, ``_matmul_column``,
@@ -70,26 +71,6 @@ def kernel(block=False, **options):
     options.setdefault("forceinline", False)
     options.setdefault("no_cfunc_wrapper", True)
     return njit(cache=True, _nrt=False, **options)
-
-
-def _noalias_option() -> bool:
-    """Let :func:`kernel` take ``noalias=True``: Numba's compiler flag (its parfors set it)
-    that marks a function's array arguments as not overlapping, so that LLVM keeps a value
-    read from one array in a register across stores to another instead of reading it again.
-    Numba does not offer it as a decorator option; this registers it as its own are. Returns
-    whether it could: a later Numba may move these internals, and the kernels then run
-    without the flag (same results, some per cent slower)."""
-    try:
-        from numba.core.cpu import CPUTargetOptions
-        from numba.core.options import TargetOptions
-    except ImportError:
-        return False
-    if not hasattr(CPUTargetOptions, "noalias"):
-        CPUTargetOptions.noalias = TargetOptions.Mapping("noalias")
-    return True
-
-
-NOALIAS = _noalias_option()
 
 
 RAMP = 4

@@ -19,9 +19,9 @@ It also lets the block copies of one inlining share one copy memo per source sco
 is then copied once, not once a block (a block's copy used to get a scope of its own; every
 block of the source shares one, as the copy's blocks now do: Numba's own ``FunctionIR`` and
 the inliner, which gives all of them the caller's scope right after, expect that). Nothing
-else changes. It is installed only where ``Scope``, ``VarMap`` and ``Var`` hold the attributes
-this copy knows and the inliner is the one read here (Numba 0.60-0.68); elsewhere Numba copies
-as it always did.
+else changes. ``fabric.numba_compat.SCOPE_COPY`` installs it inside its tested window of Numba
+versions, and :func:`install` only where ``Scope``, ``VarMap`` and ``Var`` hold the attributes
+this copy knows and the inliner is the one read here; elsewhere Numba copies as it always did.
 """
 
 from __future__ import annotations

@@ -15,19 +15,24 @@ that the index does not use, writes the data, then the index. Two processes savi
 (two specializations of one function, or of a function both call) could drop one's entry from
 the index or give both the same data file. Once this module is imported, every cache save of
 the process (of any cached function, the ones the engine calls included) holds a machine lock
-named after that function's index file.
+named after that function's index file (``fabric.numba_compat.LOCKED_CACHE_SAVES``, inside
+its tested window of Numba versions).
+
+The lock is POSIX-only (``fcntl.flock``). Where the platform has no ``fcntl``, each process
+compiles on its own, without the lock, and Numba saves its cache as it always does.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
+import importlib
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numba
+from wafersim.fabric import numba_compat
 
 
 def compile_once(dispatcher, args: tuple) -> None:
@@ -47,17 +52,17 @@ def signature_key(dispatcher, signature: tuple) -> str:
     return f"{source}:{signature}"
 
 
-def _lock_cache_saves() -> None:
+def _lock_cache_saves() -> bool:
     """Make every cache save of this process hold the machine's lock for that function's
-    index file (where Numba's cache is the one this was written against)."""
-    try:
-        from numba.core.caching import IndexDataCacheFile
+    index file; returns whether it could (where Numba's cache is the one this was written
+    against: a save of ``(self, key, data)`` by a cache file that knows its index's path)."""
+    from numba.core.caching import IndexDataCacheFile
 
-        save = IndexDataCacheFile.save
-    except (ImportError, AttributeError):
-        return
+    save = IndexDataCacheFile.save
     if getattr(save, "locked", False):
-        return
+        return True
+    if "_index_path" not in IndexDataCacheFile.__init__.__code__.co_names:
+        return False
 
     def locked_save(self, key, data):
         with _machine_lock(getattr(self, "_index_path", "")):
@@ -65,13 +70,18 @@ def _lock_cache_saves() -> None:
 
     locked_save.locked = True
     IndexDataCacheFile.save = locked_save
+    return True
 
 
 @contextlib.contextmanager
 def _machine_lock(key: str) -> Iterator[None]:
     """An exclusive lock shared by every process of the machine that takes it for ``key`` (a
     function's source and signature, or its cache index's path); a folder that cannot hold the
-    lock file: no lock."""
+    lock file, or a platform without ``fcntl``: no lock."""
+    if not numba_compat.available(numba_compat.COMPILE_LOCK):
+        yield
+        return
+    fcntl = importlib.import_module("fcntl")
     name = hashlib.sha256(key.encode()).hexdigest()[:16]
     path = Path(tempfile.gettempdir()) / f"wafersim-compile-{name}.lock"
     try:
@@ -84,4 +94,4 @@ def _machine_lock(key: str) -> Iterator[None]:
         yield
 
 
-_lock_cache_saves()
+numba_compat.install(numba_compat.LOCKED_CACHE_SAVES)  # every cache save of the process

@@ -10,6 +10,9 @@ signature (``fabric.compile_once``) while it compiles, the job's first run waits
 then loads the engine from Numba's cache (a job of another signature, a parallel one say,
 compiles its own at the same time). Run as
 ``python -m wafersim.fabric.precompile MODE [--half]``.
+
+The second process is POSIX-only (``os.posix_spawn``); where the platform lacks it the job
+compiles the engine itself at its first run.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 import numba
 import numpy as np
 from wafersim.fabric import _kernels as K
+from wafersim.fabric import numba_compat
 from wafersim.fabric.compile_once import compile_once
 from wafersim.fabric.engine import _kernel_args, fabric_arrays, simulate
 from wafersim.fabric.mesh import Mesh
@@ -40,7 +44,9 @@ def compile_in_background(mode: str, engine: str = "cpu", half: bool = False) ->
     waited for: should the job end first (an error in its input, say), it still finishes the
     compile and caches it for the next. ``-P``: it imports wafersim's installed packages, not
     modules of the current folder."""
-    if engine != "cpu" or _in_cache(K.run_cycles, engine_arguments(mode, half)):
+    if engine != "cpu" or not numba_compat.available(numba_compat.BACKGROUND_COMPILE):
+        return None
+    if _in_cache(K.run_cycles, engine_arguments(mode, half)):
         return None
     actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
     argv = [
@@ -56,14 +62,28 @@ def compile_in_background(mode: str, engine: str = "cpu", half: bool = False) ->
 
 def _in_cache(dispatcher, args: tuple) -> bool:
     """Whether Numba's cache index of ``dispatcher`` holds the specialization for ``args``
-    (for this source and this machine's code generator, as Numba looks it up)."""
+    (for this source and this machine's code generator, as Numba looks it up); False where
+    Numba's cache is not the one read here (``numba_compat.CACHE_INDEX``) or it is not cached."""
+    if not numba_compat.install(numba_compat.CACHE_INDEX):
+        return False
     try:
         cache = dispatcher._cache
         signature = tuple(dispatcher.typeof_pyval(arg) for arg in args)
         key = cache._index_key(signature, dispatcher.targetctx.codegen())
         return key in cache._cache_file._load_index()
-    except (AttributeError, TypeError):  # another Numba's cache internals: take it as not there
+    except (AttributeError, TypeError):  # a function without a cache (NullCache)
         return False
+
+
+def _knows_cache_index() -> bool:
+    """Whether Numba's cache has the index key and index file that :func:`_in_cache` reads."""
+    from numba.core.caching import Cache, IndexDataCacheFile
+
+    return (
+        "_cache_file" in Cache.__init__.__code__.co_names
+        and callable(getattr(Cache, "_index_key", None))
+        and callable(getattr(IndexDataCacheFile, "_load_index", None))
+    )
 
 
 def compile_engine(mode: str, half: bool = False, parallel: bool = False) -> None:

@@ -4,6 +4,7 @@ every one of them takes (:mod:`wafersim.options`)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import NoReturn
 
 from wafersim.jobs import JOBS, command
@@ -20,12 +21,25 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"wafersim: error: {message} (see --help)\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: wafersim's version, Numba's and the patches of Numba that apply to it
+    (``fabric.numba_compat``), read from the packages' metadata: nothing of Numba is imported."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from wafersim.fabric.numba_compat import describe
+
+        sys.stdout.write(f"wafersim {__version__} ({describe()})\n")
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole CLI, or with ``only`` the options of that subcommand alone (the others are
     listed with their help line but take no options, and ``only=""`` gives none its options):
     ``wafersim --help``, each command and a sweep worker import only the job they need."""
     parser = _Parser(prog="wafersim", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"wafersim {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, default=argparse.SUPPRESS,
+                        help="show the versions of wafersim and Numba and the Numba patches "
+                        "that apply, then exit")  # fmt: skip
     subs = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, job in JOBS.items():
         sub = subs.add_parser(name, help=job.help, description=job.help)
