@@ -32,10 +32,8 @@ from wafersim.kernels.gemm_summa import SUMMA
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import KERNELS, run_kernel
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
 
 ZOO = "examples/models"
-SPEC = preset("tiny")
 
 # The toy algorithm lives in one file of its own, as a user's would (docs/guide.md).
 ROW_BROADCAST_FILE = Path(__file__).resolve().parents[1] / "examples/algorithms/row_broadcast.py"
@@ -139,7 +137,7 @@ def test_colors_and_routes_name_the_same_families(name):
 
 
 @pytest.mark.parametrize("name", list(RECORDS))
-def test_fast_tier_sampling_is_consistent(name):
+def test_fast_tier_sampling_is_consistent(name, tiny):
     """The two reduced runs of a 512^3 GEMM on 64 x 64 PEs run through fewer units than the
     full one, the second more than the first; the third dimension only shrinks."""
     record, shape, full = RECORDS[name], {"m": 512, "k": 512, "n": 512}, 64
@@ -147,7 +145,7 @@ def test_fast_tier_sampling_is_consistent(name):
     units = []
     for step in (1, 2):
         p = side // 2 if sampling.halves_grid and step == 1 else side
-        length = sampling.reduced_length(shape, full, full, p, p, step, SPEC)
+        length = sampling.reduced_length(shape, full, full, p, p, step, tiny)
         assert 1 <= length <= shape[record.third_dim]
         small = {**{dim: 512 // full * p for dim in record.grid_dims}, record.third_dim: length}
         units.append(sampling.units(small, p, p))
@@ -168,35 +166,35 @@ def test_register_refuses_a_taken_name_and_unregister_an_unknown_one(toy):
         unregister("strassen")
 
 
-def test_a_registered_algorithm_runs_on_the_engine(toy):
+def test_a_registered_algorithm_runs_on_the_engine(toy, tiny):
     """The toy GEMM, registered, runs through the kernels' registry and equals numpy."""
     assert KERNELS["gemm"]["row_broadcast"] is toy
     rng = np.random.default_rng(7)
     a = rng.standard_normal((37, 29)).astype(np.float32)
     b = rng.standard_normal((29, 23)).astype(np.float32)
     for rows, cols in [(1, 1), (3, 4), (4, 3)]:
-        result = gemm_algorithm("row_broadcast").apply(a, b, kernel_grid(rows, cols), SPEC, "fp32")
+        result = gemm_algorithm("row_broadcast").apply(a, b, kernel_grid(rows, cols), tiny, "fp32")
         np.testing.assert_allclose(result.output, a @ b, rtol=1e-5, atol=1e-5)
-        assert result.sram_peak_bytes <= 4 * toy.sram_words(37, 29, 23, rows, cols, SPEC, "fp32")
+        assert result.sram_peak_bytes <= 4 * toy.sram_words(37, 29, 23, rows, cols, tiny, "fp32")
         assert 0.5 < result.analytic_cycles / result.cycles < 1.5
-    seeded = run_kernel("gemm", "row_broadcast", {"m": 8, "k": 8, "n": 8}, kernel_grid(2, 2), SPEC)
+    seeded = run_kernel("gemm", "row_broadcast", {"m": 8, "k": 8, "n": 8}, kernel_grid(2, 2), tiny)
     assert seeded.max_abs_error < 1e-5
 
 
-def test_the_fast_tier_samples_a_registered_algorithm(toy):
+def test_the_fast_tier_samples_a_registered_algorithm(toy, tiny):
     """From 4 x 4 runs, the fast tier estimates the toy's cycles on 8 x 8 within 10 %."""
     shape = {"m": 64, "k": 96, "n": 32}
-    engine = run_kernel("gemm", "row_broadcast", shape, kernel_grid(8, 8), SPEC).cycles
-    fast = fast_cycles("row_broadcast", shape, 8, 8, SPEC, reduced_side=4)
+    engine = run_kernel("gemm", "row_broadcast", shape, kernel_grid(8, 8), tiny).cycles
+    fast = fast_cycles("row_broadcast", shape, 8, 8, tiny, reduced_side=4)
     assert [run["rows_cols"] for run in fast.reduced] == [[4, 4], [4, 4]]
     assert fast.cycles == pytest.approx(engine, rel=0.10)
 
 
-def test_the_compiler_places_a_registered_algorithm_by_its_cost(toy):
+def test_the_compiler_places_a_registered_algorithm_by_its_cost(toy, tiny):
     """The placement search takes the toy's strategy, prices it by its analytic cycles and
     SRAM words, and the placement runs where placed and equals numpy."""
     assert "row_broadcast" in strategies(None)
-    spec = SPEC.replace({"logical_width_pes": 8, "logical_height_pes": 8})
+    spec = tiny.replace({"logical_width_pes": 8, "logical_height_pes": 8})
     placed, working = place_single_gemm({"m": 64, "k": 48, "n": 40}, spec, "fp32",
                                         names=["row_broadcast"])  # fmt: skip
     rows, cols = placed.rows_cols
@@ -208,10 +206,10 @@ def test_the_compiler_places_a_registered_algorithm_by_its_cost(toy):
     assert result.max_abs_error < 1e-4
 
 
-def test_the_search_weighs_a_registered_algorithm_against_the_others(toy, registered):
+def test_the_search_weighs_a_registered_algorithm_against_the_others(toy, registered, tiny):
     """Over every strategy the search finds the cheapest placement of any one alone; the
     toy loses to the others at 64 x 8 x 64, and a copy of it whose cost is a tenth wins."""
-    spec = SPEC.replace({"logical_width_pes": 8, "logical_height_pes": 8})
+    spec = tiny.replace({"logical_width_pes": 8, "logical_height_pes": 8})
     target, work = Target(working_grid(spec), spec, "fp32"), Gemm(64, 8, 64, 1, 0)
 
     def search() -> tuple[str, dict[str, int]]:
@@ -233,11 +231,11 @@ def test_the_search_weighs_a_registered_algorithm_against_the_others(toy, regist
     assert search()[0] == "row_broadcast_cheap"
 
 
-def test_a_model_compiles_with_only_the_registered_algorithm(toy):
+def test_a_model_compiles_with_only_the_registered_algorithm(toy, wse2):
     """A whole model compiles with the toy as its only strategy: every GEMM pass uses it,
     with its colors, route families and tile order in the plan."""
     options = CompileOptions(batch=4, dtype="fp32", strategies=("row_broadcast",))
-    plan = compile_plan(load_model(f"{ZOO}/fc-digits.yaml"), preset("wse2"), options)
+    plan = compile_plan(load_model(f"{ZOO}/fc-digits.yaml"), wse2, options)
     gemms = [p for _, _, p in plan.placements() if isinstance(p, GemmPlacement)]
     assert gemms
     for placed in gemms:

@@ -40,6 +40,7 @@ def test_an_unknown_name_is_an_attribute_error():
         _ = wafersim.nothing
 
 
+@pytest.mark.slow
 def test_importing_a_root_loads_nothing_heavy():
     probe = (
         "import sys, wafersim.wafer, wafersim.fabric, wafersim.kernels, wafersim.compiler\n"

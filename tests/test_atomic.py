@@ -24,6 +24,7 @@ def test_a_written_file_has_the_mode_open_would_give_it(tmp_path):
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
 
 
+@pytest.mark.slow
 def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
     """A ``.name.<pid>.*.tmp`` whose writer no longer runs goes; a running one's stays."""
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],

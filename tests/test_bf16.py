@@ -15,9 +15,7 @@ from wafersim.fabric.program import ProgramBuilder, pack_half, unpack_half
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import run_kernel
-from wafersim.wafer.presets import preset
 
-SPEC = preset("tiny")
 WORDS = 128
 
 
@@ -90,13 +88,13 @@ def _round(v) -> np.ndarray:
                     np.float32)  # fmt: skip
 
 
-def test_bf16_local_ops_and_recv_add_round_each_result():
+def test_bf16_local_ops_and_recv_add_round_each_result(tiny):
     """vadd, vscale, vfma and recv_add in bf16: fp32 arithmetic, each result rounded."""
     m = 9
     mesh = Mesh.full(2, 1)
     routes = ColorRoutes(mesh, 1)
     routes.add_path(0, [0, 1])
-    prog = ProgramBuilder(2, SPEC.pe, 1)
+    prog = ProgramBuilder(2, tiny.pe, 1)
     prog.vadd(0, 0, 40, 0, 10, m, dtype="bf16")
     prog.vscale(0, 0, 60, 0, 0.3, m, dtype="bf16")
     prog.vfma(0, 0, 80, 0, 10, m, dtype="bf16")
@@ -107,7 +105,7 @@ def test_bf16_local_ops_and_recv_add_round_each_result():
     mem = np.zeros((2, WORDS), np.float32)
     mem[0, 0:5], mem[0, 10:15], mem[0, 80:85] = (pack_half(v, "bf16") for v in (a, b, c))
     mem[1, 20:25] = pack_half(d, "bf16")
-    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=2000)
+    result = simulate(mesh, tiny, routes, prog.build(), mem, max_cycles=2000)
     ra, rb, rc, rd = (_round(v) for v in (a, b, c, d))
     out = {addr: unpack_half(result.mem[pe, addr : addr + 5], m, "bf16")
            for pe, addr in ((0, 40), (0, 60), (0, 80), (1, 20))}  # fmt: skip
@@ -118,14 +116,14 @@ def test_bf16_local_ops_and_recv_add_round_each_result():
 
 
 @pytest.mark.parametrize("algo", ["summa", "weight_stream"])
-def test_bf16_gemm_equals_numpy_on_its_stored_inputs(algo):
+def test_bf16_gemm_equals_numpy_on_its_stored_inputs(algo, tiny):
     """A GEMM in bf16: inputs stored as bf16, fp32 accumulation; the output within bf16's
     rounding of the float64 product of the stored inputs, and as many cycles as fp16 (the
     same 16-bit FMAC rate and words)."""
     grid = kernel_grid(4, 4)
     shape = {"m": 32, "k": 32, "n": 32}
-    bf16 = run_kernel("gemm", algo, shape, grid, SPEC, dtype="bf16", seed=1)
-    fp16 = run_kernel("gemm", algo, shape, grid, SPEC, dtype="fp16", seed=1)
+    bf16 = run_kernel("gemm", algo, shape, grid, tiny, dtype="bf16", seed=1)
+    fp16 = run_kernel("gemm", algo, shape, grid, tiny, dtype="fp16", seed=1)
     assert bf16.cycles == fp16.cycles
     scale = np.abs(bf16.output).max()
     assert bf16.max_abs_error <= scale * 2.0**-7

@@ -58,6 +58,7 @@ def _wafersim(*argv, cwd):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_commands_take_bundled_names_from_another_folder(tmp_path):
     """compile, run --validate-only and examples work by name outside the checkout."""
     done = _wafersim("compile", "fc-digits", "--preset", "tiny", "--json", cwd=tmp_path)
@@ -69,6 +70,7 @@ def test_commands_take_bundled_names_from_another_folder(tmp_path):
     assert "scaling" in listed["sweep"]
 
 
+@pytest.mark.slow
 def test_an_unknown_name_is_one_line_listing_the_bundled_ones(tmp_path):
     """A name that is neither a file nor bundled: exit 2, one line naming what exists."""
     done = _wafersim("sweep", "no_such_sweep", cwd=tmp_path)

@@ -143,6 +143,7 @@ def test_a_file_that_is_not_a_defect_map_is_an_error(capsys, tmp_path):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_readme_main_job_runs(tmp_path):
     """The README's first command (the main job) runs as written (text out), shortened to
     two steps; performance.json holds the result."""
@@ -227,6 +228,7 @@ STUDY_ARGV = [
 ]
 
 
+@pytest.mark.slow
 def test_defects_study_keeps_freed_memory_for_the_next_map(capsys, monkeypatch):
     """A study builds every map's tables in one process: it sets the malloc thresholds
     (wafersim.heap) first, as sweep workers do."""
@@ -239,6 +241,7 @@ def test_defects_study_keeps_freed_memory_for_the_next_map(capsys, monkeypatch):
     assert calls == [1]
 
 
+@pytest.mark.slow
 def test_defects_study_json_has_aggregates_and_config_and_saves(capsys, tmp_path):
     """`defects --study --json` prints the config and one aggregate per density and repair,
     writes the table to --out and the plot to --plot, and reports progress on stderr."""
@@ -259,6 +262,7 @@ def test_defects_study_json_has_aggregates_and_config_and_saves(capsys, tmp_path
     assert err.strip().splitlines()[-1].startswith("study: 8/8 points")
 
 
+@pytest.mark.slow
 def test_defects_study_text_is_a_table(capsys):
     """Without --json the study prints one table line per density and repair."""
     code, stdout, _ = run(capsys, STUDY_ARGV)

@@ -39,6 +39,7 @@ def _cli_json(argv: list[str], env: dict) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_traffic_on_the_cuda_engine_in_the_simulator_matches_the_cpu():
     """``traffic --engine cuda`` gives the CPU engine's summary, field for field."""
     pytest.importorskip("numba.cuda")
@@ -49,6 +50,7 @@ def test_traffic_on_the_cuda_engine_in_the_simulator_matches_the_cpu():
     }
 
 
+@pytest.mark.slow
 def test_kernel_stop_at_on_the_cuda_engine_in_the_simulator_matches_the_cpu():
     """``kernel --stop-at`` (the first cycles of a long run, such as a whole-wafer layer)
     reads the same prefix from either engine: shares, pace, projection, the fast tier."""
@@ -92,6 +94,7 @@ def test_defects_study_runs_its_traffic_on_the_named_engine(capsys, cuda_calls):
     assert cuda_calls
 
 
+@pytest.mark.slow
 def test_run_trains_on_the_named_engine(capsys, cuda_calls, tmp_path):
     config = {"model": str(ROOT / "examples" / "models" / "fc-digits.yaml"),
               "wafer": {"preset": "tiny"}, "data": {"name": "digits"}, "batch": 16,
@@ -113,6 +116,7 @@ def test_kernel_and_traffic_run_on_the_named_engine(capsys, cuda_calls):
     assert len(cuda_calls) == 2
 
 
+@pytest.mark.slow
 def test_sweep_points_run_on_the_engine_their_file_names(cuda_calls, tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
@@ -170,18 +174,17 @@ def test_engine_where_nothing_runs_on_it_is_refused(capsys, cuda_calls, argv, me
     assert not cuda_calls
 
 
-def test_engine_used_sets_the_engine_of_runs_that_name_none(cuda_calls):
+def test_engine_used_sets_the_engine_of_runs_that_name_none(cuda_calls, tiny):
     """The API: ``engine_used("cuda")`` around a kernel run (``wafersim.engine_used``)."""
     import numpy as np
     from wafersim.kernels.grid import kernel_grid
     from wafersim.kernels.tiers import estimate
-    from wafersim.wafer.presets import preset
 
     import wafersim
 
     with wafersim.engine_used("cuda"):
         result = wafersim.run_kernel("gemv", "chain", {"m": 8, "n": 8}, kernel_grid(2, 2),
-                                     preset("tiny"), seed=0)  # fmt: skip
-        estimate("gemv", "chain", {"m": 8, "n": 8}, kernel_grid(2, 2), preset("tiny"))
+                                     tiny, seed=0)  # fmt: skip
+        estimate("gemv", "chain", {"m": 8, "n": 8}, kernel_grid(2, 2), tiny)
     assert cuda_calls == ["cuda", "cuda"]
     assert np.isfinite(result.max_abs_error)

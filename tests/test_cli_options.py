@@ -108,6 +108,7 @@ def test_defects_defaults_to_the_default_preset_and_repair(capsys):
     assert result["repair"] == DEFAULT_REPAIR
 
 
+@pytest.mark.slow
 def test_kernel_tiers_are_one_command(capsys):
     """--tier analytic is the closed form the compiler uses; --tier fast fits engine runs;
     the default is the cycle engine."""
@@ -138,6 +139,7 @@ def test_whole_wafer_estimate_is_one_command(capsys):
     assert result["cycles"] > 0
 
 
+@pytest.mark.slow
 def test_kernel_runs_on_the_cuda_engine_in_the_simulator():
     """--engine cuda runs the kernel on the CUDA engine (here Numba's simulator): the same
     cycles and output as the CPU engine."""
@@ -155,6 +157,7 @@ def test_kernel_runs_on_the_cuda_engine_in_the_simulator():
     assert cpu["max_abs_error"] == cuda["max_abs_error"]
 
 
+@pytest.mark.slow
 def test_help_imports_no_engine_and_each_command_only_its_own():
     """``wafersim --help`` loads none of the simulator's packages (nor numba); ``presets``
     loads no engine, compiler or run."""

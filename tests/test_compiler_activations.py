@@ -11,7 +11,6 @@ from wafersim.compiler.model_file import load_model
 from wafersim.compiler.plan import CompileOptions, compile_plan
 from wafersim.memoryx.streaming import prefetch_buffer_bytes, segments, step_order
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
 BLOCKS = """
@@ -77,9 +76,9 @@ def test_a_tensor_read_by_several_layers_is_kept_once(tmp_path):
     assert kept.peak("keep") == 2 * 2 * (8 + 16 + 4)
 
 
-def test_digits_keep_everything_in_one_micro_batch():
+def test_digits_keep_everything_in_one_micro_batch(tiny):
     """The digits MLP keeps all its activations, spread evenly over the working PEs."""
-    plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), preset("tiny"),
+    plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), tiny,
                         CompileOptions(batch=64, dtype="fp32"))  # fmt: skip
     memory = plan.activations
     assert (memory.policy, memory.micro_batches) == ("keep", 1)
@@ -88,10 +87,11 @@ def test_digits_keep_everything_in_one_micro_batch():
 
 
 @pytest.mark.parametrize("batch", [1, 8])
-def test_gpt3_reserve_and_layers_fit_sram_together(batch):
+@pytest.mark.slow
+def test_gpt3_reserve_and_layers_fit_sram_together(batch, wse2):
     """GPT-3 175B keeps 155 GB per sequence: the compiler recomputes blocks, splits a batch of
     8 into micro-batches, and no pass's working set plus the reserve exceeds a PE's SRAM."""
-    spec = preset("wse2")
+    spec = wse2
     plan = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), spec, CompileOptions(batch=batch))
     memory = plan.activations
     assert memory.keep_all_bytes > plan.working["pes"] * spec.pe.sram_bytes
@@ -108,12 +108,12 @@ def test_gpt3_reserve_and_layers_fit_sram_together(batch):
             compile_plan(load_model(ZOO / "gpt3-175b.yaml"), spec, forced)
 
 
-def test_recompute_runs_block_forwards_again(blocks):
+def test_recompute_runs_block_forwards_again(blocks, tiny):
     """Totals and the stream: a block's forward passes run again right before its backward,
     and every pass runs once per micro-batch."""
     options = CompileOptions(batch=4, seq=1, dtype="fp32", activations="recompute",
                              micro_batches=2)  # fmt: skip
-    plan = compile_plan(blocks, preset("tiny"), options)
+    plan = compile_plan(blocks, tiny, options)
     names = [layer.name for layer in plan.layers]
     order = [(names[i], p) for i, p in step_order(plan)]
     step = len(order) // 2
@@ -129,9 +129,9 @@ def test_recompute_runs_block_forwards_again(blocks):
     assert recomputed == [(n, p) for n, p in order if p == "recompute"]
 
 
-def test_ignore_reserves_nothing_and_keep_reserves_the_buffer(blocks):
+def test_ignore_reserves_nothing_and_keep_reserves_the_buffer(blocks, tiny):
     """``ignore`` reserves nothing; what ``keep`` reserves comes out of the prefetch buffer."""
-    spec = preset("tiny")
+    spec = tiny
     ignore = compile_plan(blocks, spec, CompileOptions(batch=4, seq=1, activations="ignore"))
     keep = compile_plan(blocks, spec, CompileOptions(batch=4, seq=1, activations="keep"))
     assert ignore.activations.bytes_per_pe == 0
@@ -151,22 +151,22 @@ def test_ignore_reserves_nothing_and_keep_reserves_the_buffer(blocks):
         ({"batch": 4, "micro_batches": 3}, "micro_batches=3 must divide batch=4"),
     ],
 )
-def test_bad_activation_options_name_the_field(blocks, options, message):
+def test_bad_activation_options_name_the_field(blocks, options, message, tiny):
     """A bad policy or micro-batch count is a one-line error naming the field."""
     with pytest.raises(ConfigError, match=message):
-        compile_plan(blocks, preset("tiny"), CompileOptions(seq=1, **options))
+        compile_plan(blocks, tiny, CompileOptions(seq=1, **options))
 
 
-def test_recompute_needs_blocks():
+def test_recompute_needs_blocks(tiny):
     """Recompute needs repeated blocks; the digits MLP has none."""
     model = load_model(ZOO / "fc-digits.yaml")
     with pytest.raises(ConfigError, match="recompute' needs repeated blocks"):
-        compile_plan(model, preset("tiny"), CompileOptions(activations="recompute"))
+        compile_plan(model, tiny, CompileOptions(activations="recompute"))
 
 
-def test_a_layer_too_big_alone_is_named_not_the_activations():
+def test_a_layer_too_big_alone_is_named_not_the_activations(tiny):
     """When a layer's own working set does not fit even with nothing kept aside, the error
     names that layer, not the activations."""
     model = load_model(ZOO / "gpt2-small.yaml")
     with pytest.raises(ConfigError, match=r"layer 'h.0.qkv' does not fit: needs \d+ bytes"):
-        compile_plan(model, preset("tiny"), CompileOptions(seq=4, activations="keep"))
+        compile_plan(model, tiny, CompileOptions(seq=4, activations="keep"))

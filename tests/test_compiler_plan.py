@@ -62,10 +62,12 @@ def placement(algo: str, grid, gemm: GemmWork, orientation=Orientation.WEST, opt
                          replicas, 1, 0, {}, 0, 0, 0, 0, 0, {}, "compute")  # fmt: skip
 
 
-@pytest.mark.parametrize(("model", "batch"), [("fc-digits", 64), ("gpt2-small", 2)])
-def test_every_pass_fits_sram_and_the_working_grid(model, batch):
+@pytest.mark.parametrize(
+    ("model", "batch"), [("fc-digits", 64), pytest.param("gpt2-small", 2, marks=pytest.mark.slow)]
+)
+def test_every_pass_fits_sram_and_the_working_grid(model, batch, wse2):
     """Each placement fits a PE's SRAM, stays on the working grid and names a bottleneck."""
-    spec = preset("wse2")
+    spec = wse2
     plan = compile_plan(load_model(ZOO / f"{model}.yaml"), spec, CompileOptions(batch=batch))
     width, height = plan.working["logical_grid"]
     assert plan.working["pes"] == width * height
@@ -89,9 +91,10 @@ def test_linear_layers_get_all_three_passes():
     assert by_name["fc2"]["backward_weight"].gemm == GemmWork(m=256, k=8, n=128, count=1)
 
 
-def test_batch_one_gpt3_is_edge_bound():
+@pytest.mark.slow
+def test_batch_one_gpt3_is_edge_bound(wse2):
     """At batch 1 streaming GPT-3 175B's weights through MemoryX bounds every matmul."""
-    plan = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), preset("wse2"), CompileOptions())
+    plan = compile_plan(load_model(ZOO / "gpt3-175b.yaml"), wse2, CompileOptions())
     linear = [p for name, p in passes(plan) if name.endswith(".fc")]
     assert linear
     assert all(p.bottleneck == "edge bandwidth" for p in linear)
@@ -115,21 +118,19 @@ def test_holes_take_only_themselves_out_of_the_working_grid():
         assert not holes[pes[:, 0], pes[:, 1]].any()
 
 
-def test_a_layer_too_big_names_it_and_suggests_micro_batches():
+def test_a_layer_too_big_names_it_and_suggests_micro_batches(tiny, wse2):
     """A layer no candidate fits is a ConfigError with the layer, the bytes and a remedy."""
     model = load_model(ZOO / "gpt2-small.yaml")
     message = r"layer 'wte' does not fit: needs \d+ bytes.*available 49152.*micro-batches"
     with pytest.raises(ConfigError, match=message):
-        compile_plan(
-            model, preset("tiny"), CompileOptions(batch=8, activations="ignore", micro_batches=1)
-        )
+        compile_plan(model, tiny, CompileOptions(batch=8, activations="ignore", micro_batches=1))
     kept = r"activations kept for backward do not fit: 1 sequence\(s\) need \d+ bytes per PE"
     gpt3 = load_model(ZOO / "gpt3-175b.yaml")
     with pytest.raises(ConfigError, match=kept + ".*even with one.*activations=recompute"):
-        compile_plan(gpt3, preset("wse2"), CompileOptions(activations="keep"))
+        compile_plan(gpt3, wse2, CompileOptions(activations="keep"))
 
 
-def test_bad_options_are_clear_errors():
+def test_bad_options_are_clear_errors(wse2):
     """Batch, seq, dtype and strategy names are checked at the door."""
     model = load_model(ZOO / "gpt2-small.yaml")
     for options, message in [
@@ -139,7 +140,7 @@ def test_bad_options_are_clear_errors():
         (CompileOptions(strategies=("magic",)), "each must be one of: weight_stream_chain"),
     ]:
         with pytest.raises(ConfigError, match=message):
-            compile_plan(model, preset("wse2"), options)
+            compile_plan(model, wse2, options)
 
 
 def test_cache_hits_when_nothing_changed_and_misses_when_anything_did(tmp_path):
@@ -185,6 +186,7 @@ def test_compile_cli_json_has_layers_totals_and_time(capsys, tmp_path):
     assert "cache hit" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_compile_cli_validate_only_and_errors(capsys):
     """--validate-only reports the graph; a bad option is one line and exit 2."""
     result = run_json(capsys, ["compile", str(ZOO / "llama-7b.yaml"), "--validate-only"])
@@ -225,9 +227,9 @@ def test_compile_cli_searches_only_the_strategies_named(capsys):
     assert "weight_stream_chain" in err
 
 
-def test_sram_estimates_bound_what_the_kernels_allocate():
+def test_sram_estimates_bound_what_the_kernels_allocate(tiny):
     """Each strategy's SRAM estimate is at least the engine's peak for the same tiling."""
-    spec = preset("tiny")
+    spec = tiny
     for name, strategy in STRATEGIES.items():
         rows, cols = (3, 3) if strategy.square else (3, 4)
         shape = {"m": 13, "k": 10, "n": 11}
@@ -239,9 +241,9 @@ def test_sram_estimates_bound_what_the_kernels_allocate():
         assert estimate <= 2 * result.sram_peak_bytes + 64, name
 
 
-def test_first_layer_plan_runs_on_the_cycle_engine():
+def test_first_layer_plan_runs_on_the_cycle_engine(tiny):
     """The plan for the FC digits net's first layer runs on the engine and matches numpy."""
-    spec = preset("tiny")
+    spec = tiny
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec, CompileOptions(batch=16))
     placed = plan.layers[0].passes["forward"]
     gemm = placed.gemm
@@ -285,7 +287,10 @@ def engine_pes(assignment: PeAssignment, holes: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize(
     ("model", "extra"),
-    [("fc-digits.yaml", ["--batch", "64"]), ("gpt2-small.yaml", ["--seq", "32"])],
+    [
+        ("fc-digits.yaml", ["--batch", "64"]),
+        pytest.param("gpt2-small.yaml", ["--seq", "32"], marks=pytest.mark.slow),
+    ],
 )
 def test_holes_of_a_saved_map_get_no_work(capsys, tmp_path, model, extra):
     """Every pass's PEs, placed as the engine places them, miss the holes of --defects and
@@ -377,9 +382,9 @@ def test_cache_key_changes_with_the_defect_map(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
-def test_colors_are_those_the_kernels_route(name):
+def test_colors_are_those_the_kernels_route(name, tiny):
     """A strategy's colors are what its kernel routes on the engine (defect-free grids)."""
-    strategy, spec = STRATEGIES[name], preset("tiny")
+    strategy, spec = STRATEGIES[name], tiny
     options = tuple(sorted(strategy.options.items()))
     grids = (
         [(3, 3), (1, 1), (2, 2)] if strategy.square else [(1, 3), (3, 1), (2, 2), (5, 3), (8, 2)]
@@ -393,10 +398,11 @@ def test_colors_are_those_the_kernels_route(name):
             assert len(kernel_colors(strategy.algo, rows, cols, n, options)) == result.colors_used
 
 
-def test_no_placement_needs_more_colors_than_the_routers_have():
+@pytest.mark.slow
+def test_no_placement_needs_more_colors_than_the_routers_have(tiny):
     """Placements keep within the kernels' colors (router.colors less the detour ones); a
     grid whose kernel would need more is not a candidate, as the kernel cannot build it."""
-    spec = preset("tiny").replace({"router.colors": 8})  # 4 kernel colors
+    spec = tiny.replace({"router.colors": 8})  # 4 kernel colors
     tree = (("reduce", "tree"),)
     assert fits_palette("weight_stream", 2, 2, 8, tree, spec)
     assert not fits_palette("weight_stream", 4, 2, 8, tree, spec)
@@ -422,9 +428,9 @@ def covered(tiles: list[dict], rows: int, cols: int) -> np.ndarray:
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
 @pytest.mark.parametrize("pass_name", ["forward", "backward_weight"])
-def test_tile_order_covers_the_operand_exactly_once(name, pass_name):
+def test_tile_order_covers_the_operand_exactly_once(name, pass_name, wse2):
     """Streamed in, the tiles cover B (k x n) once; streamed out, C (m x n); bytes add up."""
-    strategy, spec = STRATEGIES[name], preset("wse2")
+    strategy, spec = STRATEGIES[name], wse2
     grids = [(7, 7), (1, 1)] if strategy.square else [(7, 5), (1, 6), (16, 1)]
     for rows, cols in grids:
         gemm = GemmWork(m=29, k=23, n=300, count=1)
@@ -451,9 +457,10 @@ def test_weight_streaming_tiles_are_the_kernels_column_chunks():
     assert order["moved_by"].startswith("every kernel row's north port")
 
 
-def test_plan_passes_carry_assignment_colors_and_tile_order():
+@pytest.mark.slow
+def test_plan_passes_carry_assignment_colors_and_tile_order(wse2):
     """GEMM passes with edge bytes list their tiles; attention's (no weights) list none."""
-    plan = compile_plan(load_model(ZOO / "gpt2-small.yaml"), preset("wse2"), CompileOptions())
+    plan = compile_plan(load_model(ZOO / "gpt2-small.yaml"), wse2, CompileOptions())
     for name, p in passes(plan):
         assert p.pe_assignment is not None
         if not isinstance(p, GemmPlacement):
@@ -466,10 +473,10 @@ def test_plan_passes_carry_assignment_colors_and_tile_order():
         assert len(tiles["order"]) == min(tiles["tiles"], LISTED_TILES)
 
 
-def test_a_wafer_with_holes_in_every_row_and_column_compiles():
+def test_a_wafer_with_holes_in_every_row_and_column_compiles(tiny):
     """Holes in every row and every column (the old rule kept hole-free rows only) still
     leave every line all but one of its PEs."""
-    spec = preset("tiny").replace({"logical_width_pes": 16, "logical_height_pes": 16})
+    spec = tiny.replace({"logical_width_pes": 16, "logical_height_pes": 16})
     holes = np.zeros((16, 16), bool)
     holes[np.arange(16), 5 * np.arange(16) % 16] = True  # no two touch, even diagonally
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec,
@@ -482,10 +489,10 @@ def test_a_wafer_with_holes_in_every_row_and_column_compiles():
         assert not holes[pes[:, 0], pes[:, 1]].any()
 
 
-def test_pes_cut_off_by_dead_links_get_no_work():
+def test_pes_cut_off_by_dead_links_get_no_work(tiny):
     """Working PEs walled off by dead links (and the smaller part of a wafer that holes cut
     in two) count as holes: they take no work."""
-    spec = preset("tiny").replace({"logical_width_pes": 16, "logical_height_pes": 16})
+    spec = tiny.replace({"logical_width_pes": 16, "logical_height_pes": 16})
     holes, dead = np.zeros((16, 16), bool), np.zeros((16, 16, 4), bool)
     dead[5:7, 5, W] = dead[5:7, 6, E] = dead[5, 5:7, N] = dead[6, 5:7, S] = True  # a box
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec,
@@ -511,13 +518,14 @@ def compiled_or_error(spec, logical) -> tuple[Plan | None, str]:
         return None, str(error)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 2**16), rate=st.sampled_from([0.02, 0.1, 0.3]))
-def test_random_maps_give_no_work_to_dead_or_cut_off_pes(seed, rate):
+def test_random_maps_give_no_work_to_dead_or_cut_off_pes(seed, rate, tiny):
     """On random maps of dead PEs and wires, repaired by each strategy, every pass's PEs
     (as its pe_assignment lists them, which is where the engine's placement puts them)
     work and reach the rest; each line holds the depth it is given."""
-    spec = preset("tiny").replace({"logical_width_pes": 12, "logical_height_pes": 12,
+    spec = tiny.replace({"logical_width_pes": 12, "logical_height_pes": 12,
                                    "spare_rows": 2})  # fmt: skip
     rng = np.random.default_rng(seed)
     shape = (spec.physical_height_pes, spec.physical_width_pes)
@@ -549,7 +557,7 @@ def _family(algo: str, owner) -> str:
 
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
-def test_route_families_are_what_the_kernels_wire(name, monkeypatch):
+def test_route_families_are_what_the_kernels_wire(name, monkeypatch, tiny):
     """Each family's colors and route count are those of the routes the kernel really asks
     the wiring for, grouped by the stream that owns them."""
     from wafersim.compiler.routes import route_families
@@ -572,7 +580,7 @@ def test_route_families_are_what_the_kernels_wire(name, monkeypatch):
     for rows, cols in [(3, 3), (2, 2)] if strategy.square else [(3, 4), (4, 3), (1, 5)]:
         calls.clear()
         algorithm("gemm", strategy.algo).run(
-            {"m": 9, "k": 12, "n": 11}, kernel_grid(rows, cols), preset("tiny"), "fp16", 0,
+            {"m": 9, "k": 12, "n": 11}, kernel_grid(rows, cols), tiny, "fp16", 0,
             **strategy.options,
         )  # fmt: skip
         placed = placement(strategy.algo, (rows, cols), GemmWork(9, 12, 11, 1),
@@ -590,9 +598,9 @@ def test_route_families_are_what_the_kernels_wire(name, monkeypatch):
                 assert families[family]["hops_max"] == max(reach for _, reach in routes)
 
 
-def test_plan_names_the_detour_colors():
+def test_plan_names_the_detour_colors(tiny):
     """Routes that meet a hole detour on the router's top colors, which kernels leave free."""
-    spec = preset("tiny").replace({"router.colors": 10})
+    spec = tiny.replace({"router.colors": 10})
     plan = compile_plan(load_model(ZOO / "fc-digits.yaml"), spec, CompileOptions(batch=8))
     assert plan.detour_colors == list(range(10 - DETOUR_COLORS, 10))
     assert all(max(p.routes[0]["colors"]) < 10 - DETOUR_COLORS
@@ -601,11 +609,11 @@ def test_plan_names_the_detour_colors():
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 @pytest.mark.parametrize("fraction", [0.0, 0.03, 0.1])
-def test_placed_gemms_run_as_estimated(strategy, fraction):
+def test_placed_gemms_run_as_estimated(strategy, fraction, tiny):
     """A GEMM the compiler places on a 16 x 16 patch with dead PEs (holes and dead wires,
     no spares), run where its pe_assignment says, equals numpy, takes no dead PE and takes
     the compiler's cycles within 10 %."""
-    spec = preset("tiny").replace({"logical_width_pes": 16, "logical_height_pes": 16})
+    spec = tiny.replace({"logical_width_pes": 16, "logical_height_pes": 16})
     defects = None
     if fraction:
         defects = repair(generate(spec, "poisson", 3, pe_defect_prob=fraction), "none")

@@ -39,6 +39,7 @@ def test_every_logical_grid_is_width_then_height(capsys, command):
     assert plan["working"]["logical_grid"] == [750, 994]
 
 
+@pytest.mark.slow
 def test_every_pass_states_its_footprint_width_first(capsys):
     """A plan's passes say their footprint on the wafer as width_pes x height_pes, within the
     logical grid, and their kernel's rows and columns as rows_cols."""

@@ -91,9 +91,9 @@ def test_link_fraction_extremes():
     assert no_pes.dead_links > 0
 
 
-def test_certain_defects_kill_every_pe():
+def test_certain_defects_kill_every_pe(tiny):
     """pe_defect_prob=1 kills every PE in both random models."""
-    spec = preset("tiny")
+    spec = tiny
     for model in ("poisson", "clustered"):
         assert generate(spec, model, 0, pe_defect_prob=1.0).working_pes == 0
 
@@ -175,9 +175,9 @@ def test_dead_links_are_symmetric(model):
     assert m.dead_link[-1, :, S].any()
 
 
-def test_params_are_resolved_and_stored():
+def test_params_are_resolved_and_stored(tiny):
     """The map records its model, the resolved parameters (defaults filled in) and seed."""
-    m = generate(preset("tiny"), "clustered", 9, defect_density_per_cm2=3)
+    m = generate(tiny, "clustered", 9, defect_density_per_cm2=3)
     assert m.model == "clustered"
     assert m.seed == 9
     assert m.params == {
@@ -189,9 +189,9 @@ def test_params_are_resolved_and_stored():
     json.dumps(m.params)
 
 
-def test_map_arrays_are_read_only():
+def test_map_arrays_are_read_only(tiny):
     """A defect map cannot be changed in place."""
-    m = generate(preset("tiny"), pe_defect_prob=0.1)
+    m = generate(tiny, pe_defect_prob=0.1)
     with pytest.raises(ValueError, match="read-only"):
         m.dead_pe[0, 0] = True
 
@@ -217,10 +217,10 @@ def write_defect_file(tmp_path, suffix, data):
 
 
 @pytest.mark.parametrize("suffix", [".json", ".toml", ".yaml"])
-def test_explicit_file_gives_exact_map(tmp_path, suffix):
+def test_explicit_file_gives_exact_map(tmp_path, suffix, tiny):
     """An explicit file yields exactly its dead PEs and (mirrored) dead wires."""
     path = write_defect_file(tmp_path, suffix, EXPLICIT)
-    m = generate(preset("tiny"), "explicit", 123, path=str(path))
+    m = generate(tiny, "explicit", 123, path=str(path))
     assert sorted(zip(*np.nonzero(m.dead_pe), strict=True)) == [(2, 1), (8, 7)]
     expected = np.zeros_like(m.dead_link)
     expected[3, 3, E] = expected[3, 4, W] = True
@@ -246,29 +246,29 @@ def test_explicit_file_gives_exact_map(tmp_path, suffix):
         ({"dead_cores": []}, r"unknown key\(s\) dead_cores"),
     ],
 )
-def test_bad_explicit_entries_are_rejected(tmp_path, data, message):
+def test_bad_explicit_entries_are_rejected(tmp_path, data, message, tiny):
     """A bad entry in an explicit file raises DefectMapError naming the entry."""
     path = write_defect_file(tmp_path, ".json", data)
     with pytest.raises(DefectMapError, match=message):
-        generate(preset("tiny"), "explicit", path=path)
+        generate(tiny, "explicit", path=path)
 
 
-def test_unreadable_explicit_files_are_rejected(tmp_path):
+def test_unreadable_explicit_files_are_rejected(tmp_path, tiny):
     """Missing, unparsable or wrongly named explicit files raise DefectMapError."""
     with pytest.raises(DefectMapError, match="no such file"):
-        generate(preset("tiny"), "explicit", path=tmp_path / "nope.json")
+        generate(tiny, "explicit", path=tmp_path / "nope.json")
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{not json")
     with pytest.raises(DefectMapError, match="cannot parse"):
-        generate(preset("tiny"), "explicit", path=bad_json)
+        generate(tiny, "explicit", path=bad_json)
     bad_toml = tmp_path / "bad.toml"
     bad_toml.write_text("dead_pes = [[")
     with pytest.raises(DefectMapError, match="cannot parse"):
-        generate(preset("tiny"), "explicit", path=bad_toml)
+        generate(tiny, "explicit", path=bad_toml)
     text = tmp_path / "defects.txt"
     text.write_text("1 2\n")
     with pytest.raises(DefectMapError, match="unknown file type"):
-        generate(preset("tiny"), "explicit", path=text)
+        generate(tiny, "explicit", path=text)
 
 
 # --- HDF5 files --------------------------------------------------------------------------
@@ -292,17 +292,17 @@ def test_hdf5_round_trip(tmp_path, model, params):
     assert back.seed == 17
 
 
-def test_hdf5_round_trip_keeps_no_seed(tmp_path):
+def test_hdf5_round_trip_keeps_no_seed(tmp_path, tiny):
     """An explicit map's missing seed survives a save and load."""
     path = write_defect_file(tmp_path, ".json", EXPLICIT)
-    m = generate(preset("tiny"), "explicit", path=path)
+    m = generate(tiny, "explicit", path=path)
     m.save(tmp_path / "map.h5")
     assert DefectMap.load(tmp_path / "map.h5") == m
 
 
-def test_save_is_atomic(tmp_path, monkeypatch):
+def test_save_is_atomic(tmp_path, monkeypatch, tiny):
     """save leaves only the target file; a failed save leaves the old file untouched."""
-    m = generate(preset("tiny"), pe_defect_prob=0.1)
+    m = generate(tiny, pe_defect_prob=0.1)
     m.save(tmp_path / "map.h5")
     assert [p.name for p in tmp_path.iterdir()] == ["map.h5"]
     before = (tmp_path / "map.h5").read_bytes()
@@ -312,7 +312,7 @@ def test_save_is_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(h5py.Group, "create_dataset", fail)
     with pytest.raises(RuntimeError, match="disk full"):
-        generate(preset("tiny"), seed=5, pe_defect_prob=0.5).save(tmp_path / "map.h5")
+        generate(tiny, seed=5, pe_defect_prob=0.5).save(tmp_path / "map.h5")
     assert [p.name for p in tmp_path.iterdir()] == ["map.h5"]
     assert (tmp_path / "map.h5").read_bytes() == before
 
@@ -384,9 +384,9 @@ def test_loading_broken_maps_fails_clearly(tmp_path, edit, message):
     assert str(path) in str(info.value)
 
 
-def test_wire_count_counts_each_wire_once():
+def test_wire_count_counts_each_wire_once(tiny):
     """dead_links counts a dead wire once, and a dead edge wire once."""
-    spec = preset("tiny")
+    spec = tiny
     links = np.zeros((9, 8, 4), bool)
     links[3, 3, E] = links[3, 4, W] = True
     links[0, 0, N] = links[8, 7, S] = links[2, 0, W] = True
@@ -394,9 +394,9 @@ def test_wire_count_counts_each_wire_once():
     assert m.dead_links == 4
 
 
-def test_map_rejects_bad_arrays():
+def test_map_rejects_bad_arrays(tiny):
     """Building a map from wrong shapes, dtypes or one-way wires raises DefectMapError."""
-    spec = preset("tiny")
+    spec = tiny
     links = np.zeros((9, 8, 4), bool)
     with pytest.raises(DefectMapError, match="dead_pe has shape"):
         DefectMap(np.zeros((8, 8), bool), links, "explicit", {}, None, spec)
@@ -435,17 +435,17 @@ def test_map_rejects_bad_arrays():
         ("explicit", {"path": "x.json", "seed_file": 1}, "unknown parameter.*seed_file"),
     ],
 )
-def test_bad_parameters_name_the_field(model, params, message):
+def test_bad_parameters_name_the_field(model, params, message, tiny):
     """Bad model names or parameters raise ConfigError naming the field and allowed values."""
     with pytest.raises(ConfigError, match=message):
-        generate(preset("tiny"), model, 0, **params)
+        generate(tiny, model, 0, **params)
 
 
 @pytest.mark.parametrize("seed", [-1, 1.5, None, True])
-def test_bad_seed_is_rejected(seed):
+def test_bad_seed_is_rejected(seed, tiny):
     """A seed must be a non-negative integer."""
     with pytest.raises(ConfigError, match="seed must be a non-negative integer"):
-        generate(preset("tiny"), "poisson", seed, pe_defect_prob=0.1)
+        generate(tiny, "poisson", seed, pe_defect_prob=0.1)
 
 
 def test_registry_lists_the_models():

@@ -38,6 +38,7 @@ def pages() -> list[str]:
 
 
 @pytest.mark.parametrize("doc", DOCS)
+@pytest.mark.slow
 def test_every_python_block_runs(doc, monkeypatch):
     """The blocks of one document run in order in one namespace, from the repository root."""
     monkeypatch.chdir(ROOT)
@@ -94,6 +95,7 @@ def commit_prefixes(commits: set[str]) -> set[str]:
 
 
 @pytest.mark.parametrize("page", pages())
+@pytest.mark.slow
 def test_pages_name_no_commit_of_this_repository(page):
     """History, with commit hashes, belongs in CHANGELOG.md; the pages keep the current
     state. External citations (other projects' pinned commits) are not hashes of ours."""
@@ -124,6 +126,7 @@ def source_files() -> list[Path]:
     return sorted(path for folder in SOURCE_FOLDERS for path in (ROOT / folder).rglob("*.py"))
 
 
+@pytest.mark.slow
 def test_no_issue_numbers_or_commit_hashes_in_the_source():
     """Docstrings and comments give the reason in a sentence: an issue number or a commit
     hash means nothing to a reader without the tracker or the history (measured figures and

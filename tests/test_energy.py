@@ -18,13 +18,11 @@ from wafersim.memoryx.run_timeline import run_timeline
 from wafersim.wafer.defects import defect_free_probability, generate
 from wafersim.wafer.energy import LABELS, Events, energy, hop_mm
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
 from wafersim.wafer.spec import spec_from_dict
 
 from tests.test_memoryx_run import write_config
 from wafersim.cli import main
 
-SPEC = preset("tiny")
 CASES = [(name, {}) for name in GEMM_ALGORITHMS] + [
     ("weight_stream", {"reduce": "tree"}),
     ("weight_stream", {"reduce": "chain", "density": 0.25}),
@@ -33,7 +31,7 @@ CASES = [(name, {}) for name in GEMM_ALGORITHMS] + [
 
 @pytest.mark.parametrize(("algo", "options"), CASES)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-def test_each_algorithm_counts_the_hops_the_engine_makes(algo, options, dtype):
+def test_each_algorithm_counts_the_hops_the_engine_makes(algo, options, dtype, tiny):
     """A record's wavelet-hops (what a run's fabric energy uses on every tier) equal the
     engine's link counters, within 1 % (compressed blocks, and ragged 16-bit tiles rounded
     up to whole wavelets, are counted from the totals)."""
@@ -44,46 +42,46 @@ def test_each_algorithm_counts_the_hops_the_engine_makes(algo, options, dtype):
     rng = np.random.default_rng(1)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = prune_to_density(rng.standard_normal((k, n)).astype(np.float32), density)
-    result = record.apply(a, b, kernel_grid(rows, cols), SPEC, dtype, **options)
+    result = record.apply(a, b, kernel_grid(rows, cols), tiny, dtype, **options)
     shape = {"m": m, "k": k, "n": n}
     counted = record.hops(shape, rows, cols, dtype, density=density, **options)
     assert counted == pytest.approx(result.wavelet_hops, rel=0.01)
 
 
-def test_a_split_prices_each_event_by_the_spec():
+def test_a_split_prices_each_event_by_the_spec(tiny):
     """One of each event costs the spec's constant (a hop: 32 bits over one PE pitch of wire,
     and a router); leakage is the SRAM's nW per KiB over the PE-seconds given."""
-    e = SPEC.energy
+    e = tiny.energy
     one = {"fp32_fmacs": e.fp32_fmac_pj, "half_fmacs": e.half_fmac_pj,
            "sram_read_words": e.sram_read_pj_per_word,
            "sram_write_words": e.sram_write_pj_per_word,
-           "wavelet_hops": 32 * e.wire_pj_per_bit_mm * hop_mm(SPEC) + e.router_pj_per_wavelet,
+           "wavelet_hops": 32 * e.wire_pj_per_bit_mm * hop_mm(tiny) + e.router_pj_per_wavelet,
            "edge_bytes": 8 * e.edge_io_pj_per_bit,
            "memoryx_bytes": 8 * e.memoryx_pj_per_bit}  # fmt: skip
     for name, picojoules in one.items():
-        split = energy(Events(**{name: 1.0}), SPEC)
+        split = energy(Events(**{name: 1.0}), tiny)
         assert split.total_j == pytest.approx(picojoules * 1e-12)
-    leak = energy(Events(), SPEC, pe_seconds=2.0)
+    leak = energy(Events(), tiny, pe_seconds=2.0)
     assert leak.sram_j == pytest.approx(2.0 * e.sram_leakage_nw_per_kib * 1e-9 * 48)
-    assert math.sqrt(SPEC.pe.area_mm2) == hop_mm(SPEC)
+    assert math.sqrt(tiny.pe.area_mm2) == hop_mm(tiny)
 
 
-def test_the_energy_section_is_optional_checked_and_overridable():
-    data = SPEC.to_dict()
+def test_the_energy_section_is_optional_checked_and_overridable(tiny):
+    data = tiny.to_dict()
     del data["energy"], data["cost"]
-    assert spec_from_dict(data) == SPEC  # an older spec file: the cited defaults
+    assert spec_from_dict(data) == tiny  # an older spec file: the cited defaults
     with pytest.raises(ConfigError, match=r"EnergySpec.router_pj_per_wavelet=-1 .*range"):
-        SPEC.replace({"energy.router_pj_per_wavelet": -1})
+        tiny.replace({"energy.router_pj_per_wavelet": -1})
     with pytest.raises(ConfigError, match="unknown key.*energy"):
-        spec_from_dict({**SPEC.to_dict(), "energy": {"pj": 1}})
-    doubled = SPEC.replace({"energy.wire_pj_per_bit_mm": 2 * SPEC.energy.wire_pj_per_bit_mm,
+        spec_from_dict({**tiny.to_dict(), "energy": {"pj": 1}})
+    doubled = tiny.replace({"energy.wire_pj_per_bit_mm": 2 * tiny.energy.wire_pj_per_bit_mm,
                             "energy.router_pj_per_wavelet": 0.0})  # fmt: skip
     hops = Events(wavelet_hops=100.0)
-    wire_only = SPEC.replace({"energy.router_pj_per_wavelet": 0.0})
+    wire_only = tiny.replace({"energy.router_pj_per_wavelet": 0.0})
     assert energy(hops, doubled).fabric_j == pytest.approx(2 * energy(hops, wire_only).fabric_j)
 
 
-def test_kernel_json_splits_its_energy(capsys):
+def test_kernel_json_splits_its_energy(capsys, tiny):
     """``kernel --json``: the parts sum to the total; compute is the FMACs at the spec's
     constant; the fabric prices the measured hops."""
     assert main(["kernel", "gemm", "--grid", "4x4", "--dtype", "fp16", "--preset", "tiny",
@@ -91,9 +89,9 @@ def test_kernel_json_splits_its_energy(capsys):
     r = json.loads(capsys.readouterr().out)
     split = r["energy"]
     assert sum(split[name] for name in LABELS) == pytest.approx(split["total_j"])
-    assert split["compute_j"] == pytest.approx(r["flops"] / 2 * SPEC.energy.half_fmac_pj * 1e-12)
+    assert split["compute_j"] == pytest.approx(r["flops"] / 2 * tiny.energy.half_fmac_pj * 1e-12)
     assert split["fabric_j"] == pytest.approx(
-        energy(Events(wavelet_hops=r["wavelet_hops"]), SPEC).fabric_j
+        energy(Events(wavelet_hops=r["wavelet_hops"]), tiny).fabric_j
     )
 
 
@@ -131,11 +129,11 @@ def test_a_run_reports_energy_per_step_per_layer_and_as_a_timeline_counter(tmp_p
     [("poisson", {"defect_density_per_cm2": 30.0}), ("clustered", {"defect_density_per_cm2": 30.0}),
      ("poisson", {"pe_defect_prob": 0.01})],
 )  # fmt: skip
-def test_the_defect_free_yield_is_what_the_maps_show(model, params):
+def test_the_defect_free_yield_is_what_the_maps_show(model, params, tiny):
     """The chance of a wafer without a defect, against 1,500 drawn maps (4 standard errors)."""
     clean = [not (m.dead_pe.any() or m.dead_link.any())
-             for m in (generate(SPEC, model, seed, **params) for seed in range(1500))]  # fmt: skip
-    p = defect_free_probability(SPEC, model, params)
+             for m in (generate(tiny, model, seed, **params) for seed in range(1500))]  # fmt: skip
+    p = defect_free_probability(tiny, model, params)
     assert 0.1 < p < 0.9
     assert np.mean(clean) == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / 1500))
 

@@ -222,6 +222,7 @@ def test_throughput_respects_the_bisection_bound():
     ]
 
 
+@pytest.mark.slow
 def test_traffic_is_deterministic_serial_or_parallel():
     """The same seed gives bit-identical statistics with one thread or two."""
     cfg = dict(width=8, height=8, rate=0.3, cycles=1500, warmup=300, seed=9)

@@ -658,6 +658,7 @@ def receiver_calls(data, pe: int, color: int, wavelets: int, dtype: str) -> list
     seed=st.integers(0, 2**16),
     data=st.data(),
 )
+@pytest.mark.slow
 def test_random_multicast_programs_in_lockstep(trees, dtype, depth, latency, pe_knobs, seed, data):
     """Random multicast trees, op mixes, lengths, PE specs and stretched links on a 3x3
     grid agree."""

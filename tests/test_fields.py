@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.traffic import TrafficConfig, run_traffic
-from wafersim.wafer.presets import preset
 
 from wafersim.cli import main
 from wafersim.fields import out_of_range, page, undocumented
@@ -67,7 +66,7 @@ def test_traffic_figures_stay_in_range(capsys, argv):
 
 
 @pytest.mark.parametrize("rate", [0.05, 0.6])
-def test_traffic_figures_on_a_mesh_with_holes_stay_in_range(rate):
+def test_traffic_figures_on_a_mesh_with_holes_stay_in_range(rate, tiny):
     """Uniform traffic round dead PEs (up*/down*), light and saturated, keeps its figures in
     range, reasons summing to the working PEs times the cycles."""
     alive = np.ones((8, 8), bool)
@@ -75,7 +74,7 @@ def test_traffic_figures_on_a_mesh_with_holes_stay_in_range(rate):
     mesh = Mesh(8, 8, alive, np.zeros((8, 8, 4), bool))
     config = TrafficConfig(8, 8, rate=rate, cycles=400, warmup=100,
                            routing="updown")  # fmt: skip
-    document = run_traffic(config, preset("tiny"), mesh=mesh)
+    document = run_traffic(config, tiny, mesh=mesh)
     del document["grid"]  # as the command reports it: by name
     document.update(width_pes=8, height_pes=8)
     assert document["working_pes"] == 62
@@ -93,6 +92,7 @@ def test_defect_map_and_compile_figures_stay_in_range(capsys):
 @pytest.mark.parametrize("argv", [["fc_digits", "steps=2"],
                                   ["gpt3_175b_layers", "steps=2", "swarmx.wafers=2"]],
                          ids=["cycle", "analytic"])  # fmt: skip
+@pytest.mark.slow
 def test_run_figures_stay_in_range(capsys, tmp_path, argv):
     """performance.json of a run on each tier lies in its ranges."""
     reported(capsys, ["run", *argv, "--out", str(tmp_path / "r")])

@@ -39,6 +39,7 @@ def _mapped_bytes(mode: str, size: int) -> tuple[str, int]:
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+@pytest.mark.slow
 def test_a_table_sized_array_is_mapped_by_default_and_heap_allocated_when_kept():
     size = MMAP_THRESHOLD_BYTES // 2  # a wse2 point's largest tables are ~24 MB
     _, default = _mapped_bytes("default", size)

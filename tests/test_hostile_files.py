@@ -13,7 +13,6 @@ from wafersim.wafer.atomic import write_json
 from wafersim.wafer.config_io import MAX_YAML_NODES, load_mapping, load_spec
 from wafersim.wafer.defects import generate
 from wafersim.wafer.errors import ConfigError, excerpt
-from wafersim.wafer.presets import preset
 
 MODEL = Path(__file__).resolve().parents[1] / "examples" / "models" / "fc-digits.yaml"
 SHORT = 200  # the most characters a one-line error about a bad value should take
@@ -49,6 +48,7 @@ def test_a_duplicate_key_is_refused_naming_both_lines(tmp_path):
     assert load_mapping(merged)["more"] == {"x": 3, "y": 2}
 
 
+@pytest.mark.slow
 def test_an_alias_bomb_is_refused_in_one_line_at_once(tmp_path):
     """A billion-laughs file under a numeric key is refused in one line naming the bound,
     by a process that ends (it hung, quoting the whole value in its range error)."""
@@ -76,7 +76,11 @@ def test_an_alias_that_holds_itself_is_refused(tmp_path):
     ("text", "read"),
     [
         (f"model: {MODEL}\nsteps: {_alias_bomb(4)}\n", _read_run),
-        (f"model: {MODEL}\nsteps: [{', '.join(['1'] * 50_000)}]\n", _read_run),
+        pytest.param(
+            f"model: {MODEL}\nsteps: [{', '.join(['1'] * 50_000)}]\n",
+            _read_run,
+            marks=pytest.mark.slow,
+        ),  # a 50,000-item list: seconds
         (f"preset: tiny\npe:\n  sram_bytes: {_alias_bomb(4)}\n", load_spec),
         (f"preset: tiny\nrouter: {_alias_bomb(4)}\n", load_spec),
         (f"model: {MODEL}\nwafer:\n  defects: {_alias_bomb(4)}\n", _read_run),
@@ -103,11 +107,11 @@ def test_excerpt_is_short_and_one_line_for_any_value():
 
 
 @pytest.mark.parametrize("seed", [2**63, 2**64 + 1])
-def test_a_defect_seed_past_int64_is_refused_before_drawing(seed):
+def test_a_defect_seed_past_int64_is_refused_before_drawing(seed, tiny):
     """A seed a map's int64 attribute cannot hold is refused naming the range, before any
     work (it failed at the HDF5 save, after drawing the map)."""
     with pytest.raises(ConfigError, match=r"seed=\d+ is out of range \[0, 2\*\*63 - 1\]"):
-        generate(preset("tiny"), "poisson", seed=seed, pe_defect_prob=0.01)
+        generate(tiny, "poisson", seed=seed, pe_defect_prob=0.01)
 
 
 def test_a_temporary_named_with_a_non_ascii_digit_does_not_break_a_write(tmp_path):

@@ -43,6 +43,7 @@ def _dead(path: Path, x: int) -> Path:
     return _write(path, yaml.safe_dump({"dead_pes": [[x, 1]], "dead_links": []}))
 
 
+@pytest.mark.slow
 def test_a_resume_after_the_spec_file_changed_is_refused_naming_it(tmp_path, capsys):
     """A sweep whose spec file changed since its table was started is refused, naming it."""
     spec = _spec(tmp_path / "inputs" / "wafer.yaml", 12)
@@ -117,6 +118,7 @@ def test_a_run_configs_digests_cover_every_file_it_names(tmp_path, named):
     assert after[1] != before[1]
 
 
+@pytest.mark.slow
 def test_a_second_run_on_a_held_folder_is_refused_at_once(tmp_path, capsys):
     """While one ``run`` writes a folder, a second on it (another seed) is refused with one
     line naming the folder (exit 2); the folder keeps the first run's results alone."""

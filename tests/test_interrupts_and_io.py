@@ -33,11 +33,18 @@ def _leftovers(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*") if p.name.endswith((".tmp", ".image"))]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _signalled_run(out: Path, signum: int, after: str | None, delay: float):
     """``wafersim run`` sent ``signum`` ``delay`` seconds after its stderr shows ``after``
     (None: after its start); its exit status and stderr."""
+    # SIGINT at its default, as a shell leaves it (pytest-xdist's workers ignore it, and an
+    # ignored SIGINT stays ignored in wafersim, as in any tool started with it ignored)
     proc = subprocess.Popen([*CLI, *RUN, "--out", str(out)], cwd=out.parent, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=_default_sigint)  # fmt: skip
     seen = []
     if after is not None:
         for line in proc.stderr:
@@ -51,6 +58,7 @@ def _signalled_run(out: Path, signum: int, after: str | None, delay: float):
     return proc.wait(timeout=120), "".join(seen) + rest
 
 
+@pytest.mark.slow
 def test_sigint_ends_a_run_with_130_and_one_line_and_the_rerun_resumes(tmp_path):
     """Ctrl-C after a checkpoint: 130, one line, no temporary; the same command resumes."""
     out = tmp_path / "out"
@@ -67,6 +75,7 @@ def test_sigint_ends_a_run_with_130_and_one_line_and_the_rerun_resumes(tmp_path)
     assert not _leftovers(out)
 
 
+@pytest.mark.slow
 def test_sigterm_ends_a_run_with_143_and_one_line(tmp_path):
     """SIGTERM at a random point after the start: status 143, one line, no traceback."""
     status, stderr = _signalled_run(tmp_path / "out", signal.SIGTERM, None,
@@ -132,6 +141,7 @@ sys.exit(cli.main(["presets"]))
 """
 
 
+@pytest.mark.slow
 def test_sigterm_in_the_middle_of_a_write_leaves_no_temporary(tmp_path):
     """A job killed while it writes a file: status 143, no temporary, no file."""
     done = subprocess.run([sys.executable, "-c", KILLED_WRITING, str(tmp_path / "a.json")],
@@ -175,6 +185,7 @@ def full_fs(tmp_path):
         subprocess.run(["umount", str(where)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_file_system_under_a_plan_is_one_line_74_and_no_file(full_fs, capsys):
     """A real full disk under ``compile --out``: one line naming the plan, 74, no file."""
     status = main(["compile", "gpt3-175b", "--out", str(full_fs / "plans")])
@@ -199,6 +210,7 @@ except OutputError as error:
 """
 
 
+@pytest.mark.slow
 def test_a_full_file_system_under_an_hdf5_file_is_an_error_not_a_crash(full_fs):
     """HDF5 output into a real full disk: one OutputError, no segfault at exit, no file."""
     done = subprocess.run([sys.executable, "-c", HDF5_INTO, str(full_fs / "x.h5")],
@@ -208,6 +220,7 @@ def test_a_full_file_system_under_an_hdf5_file_is_an_error_not_a_crash(full_fs):
     assert list(full_fs.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_json_into_a_closed_pipe_ends_quietly_with_141():
     """``presets --json | head -c 0``: status 141, as SIGPIPE gives a C tool, and no output."""
     proc = subprocess.Popen([*CLI, "presets", "--json"], stdout=subprocess.PIPE,
@@ -218,6 +231,7 @@ def test_json_into_a_closed_pipe_ends_quietly_with_141():
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.slow
 def test_json_into_a_full_device_is_one_line_and_74():
     """``presets --json > /dev/full``: one line saying stdout could not be written, 74."""
     with open("/dev/full", "w") as full:

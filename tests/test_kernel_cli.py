@@ -7,7 +7,6 @@ import json
 import pytest
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import run_kernel
-from wafersim.wafer.presets import preset
 from wafersim.wafer.repair import REPAIR_STRATEGIES
 
 from wafersim.cli import main
@@ -108,9 +107,9 @@ def test_kernel_takes_every_repair_strategy(capsys):
     assert err.count("\n") == 1
 
 
-def test_pe_cycles_by_reason_is_the_summary_s_key():
+def test_pe_cycles_by_reason_is_the_summary_s_key(tiny):
     """``KernelResult.pe_cycles_by_reason`` is the summary's ``pe_cycles_by_reason``: the
     totals of the per-PE ``pe_cycle_reasons``."""
-    result = run_kernel("gemv", "chain", {"m": 16, "n": 16}, kernel_grid(2, 2), preset("tiny"))
+    result = run_kernel("gemv", "chain", {"m": 16, "n": 16}, kernel_grid(2, 2), tiny)
     assert result.pe_cycles_by_reason == result.summary()["pe_cycles_by_reason"]
     assert sum(result.pe_cycles_by_reason.values()) == int(result.pe_cycle_reasons.sum())

@@ -12,9 +12,7 @@ from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import analytic_cycles, run_kernel
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import E, W
-from wafersim.wafer.presets import preset
 
-SPEC = preset("tiny")
 GEMMS = [("weight_stream", {"reduce": "chain"}), ("weight_stream", {"reduce": "tree"}),
          ("summa", {}), ("cannon_interleaved", {}), ("cannon_naive", {}),
          ("systolic", {})]  # fmt: skip
@@ -76,16 +74,16 @@ def test_kernel_columns_must_be_increasing_patch_columns():
 
 @pytest.mark.parametrize(("algo", "options"), GEMMS)
 @pytest.mark.parametrize("fraction", [0.03, 0.1])
-def test_holed_patches_match_numpy(algo, options, fraction):
+def test_holed_patches_match_numpy(algo, options, fraction, tiny):
     """On an 8 x 8 kernel whose patch has 3 % or 10 % dead PEs every GEMM equals numpy, and
     its analytic cycles (with the grid's own detours, and for trees the links they crowd)
     are within 10 % of the engine's."""
     shape = {"m": 64, "k": 64, "n": 64}
     grid = grid_with_holes(8, 8, fraction, seed=5)
-    result = run_kernel("gemm", algo, shape, grid, SPEC, "fp32", seed=2, **options)
+    result = run_kernel("gemm", algo, shape, grid, tiny, "fp32", seed=2, **options)
     assert result.max_abs_error < 1e-3
     detour = grid.tree_detour if options.get("reduce") == "tree" else grid.detour
-    expected = analytic_cycles("gemm", algo, shape, 8, 8, SPEC, "fp32", detour=detour,
+    expected = analytic_cycles("gemm", algo, shape, 8, 8, tiny, "fp32", detour=detour,
                                **options)  # fmt: skip
     assert result.analytic_cycles == expected
     assert abs(expected / result.cycles - 1) <= 0.10
@@ -93,19 +91,19 @@ def test_holed_patches_match_numpy(algo, options, fraction):
 
 @pytest.mark.parametrize("reduce", ["chain", "tree"])
 @pytest.mark.parametrize(("rows", "cols"), [(16, 1), (16, 4), (8, 8)])
-def test_weight_streaming_estimate_follows_the_reductions(reduce, rows, cols):
+def test_weight_streaming_estimate_follows_the_reductions(reduce, rows, cols, tiny):
     """Short chunks on a deep grid: a chain's reduction outlasts the two partial buffers
     and stalls the rows near the owner; the estimate follows within 2 %."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((8 * cols, 8 * rows)).astype(np.float32)
     b = rng.standard_normal((8 * rows, 256)).astype(np.float32)
-    result = weight_stream(a, b, kernel_grid(rows, cols), SPEC, "fp32", reduce)
+    result = weight_stream(a, b, kernel_grid(rows, cols), tiny, "fp32", reduce)
     assert abs(result.analytic_cycles / result.cycles - 1) <= 0.02
-    assert result.analytic_cycles == weight_stream_cycles(*a.shape, 256, rows, cols, SPEC,
+    assert result.analytic_cycles == weight_stream_cycles(*a.shape, 256, rows, cols, tiny,
                                                           "fp32", reduce)  # fmt: skip
 
 
-def test_a_search_from_the_near_tree_nodes_routes_as_the_whole_search(monkeypatch):
+def test_a_search_from_the_near_tree_nodes_routes_as_the_whole_search(monkeypatch, tiny):
     """Wiring._search first searches from the tree nodes near the destination; where it
     keeps that path, the search from every tree node finds the same one: the same routes
     and programs on a 24 x 48 patch with 3 % dead PEs, rows whose multicasts step round
@@ -118,8 +116,8 @@ def test_a_search_from_the_near_tree_nodes_routes_as_the_whole_search(monkeypatc
     lines = np.flatnonzero((~dead).sum(axis=0) >= 24)[:48]
     grid = kernel_grid(24, 48, dead_pe=dead, lines=lines)
     shape = {"m": 96, "k": 96, "n": 384}
-    near = recorded(run_kernel, "gemm", "weight_stream", shape, grid, SPEC, "fp32", 0)
+    near = recorded(run_kernel, "gemm", "weight_stream", shape, grid, tiny, "fp32", 0)
     monkeypatch.setattr(wiring, "NEAR_HOPS", 10**6)  # every search from the whole tree
-    whole = recorded(run_kernel, "gemm", "weight_stream", shape, grid, SPEC, "fp32", 0)
+    whole = recorded(run_kernel, "gemm", "weight_stream", shape, grid, tiny, "fp32", 0)
     np.testing.assert_array_equal(near.routes.table, whole.routes.table)
     np.testing.assert_array_equal(near.program.ops, whole.program.ops)

@@ -12,9 +12,8 @@ from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.plan import KernelPlan
 from wafersim.kernels.wiring import Wiring
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
 
-SPEC = preset("tiny")  # op startup s = 2, hop latency L = 1, 1 fp32 FMAC/cycle
+# the ``tiny`` fixture (tests/conftest.py): op startup s = 2, hop latency L = 1, 1 fp32 FMAC/cycle
 TOLERANCE = {"fp32": 1e-4, "fp16": 3e-2}  # relative to the largest |C| entry
 
 
@@ -43,26 +42,26 @@ shapes = st.tuples(st.integers(1, 4), st.integers(1, 4), st.integers(0, 9), st.i
 @settings(max_examples=12, deadline=None)
 @given(shapes, st.sampled_from(["chain", "tree", "ktree"]), st.sampled_from(["fp32", "fp16"]),
        st.booleans(), st.integers(0, 100))  # fmt: skip
-def test_gemv_matches_numpy(dims, algo, dtype, with_holes, seed):
+def test_gemv_matches_numpy(tiny, dims, algo, dtype, with_holes, seed):
     """GEMV equals numpy for ragged tiles, non-square grids, both dtypes and with holes."""
     rows, cols, extra_m, extra_n = dims
     m, n = rows + extra_m, cols + extra_n
     dead = holes(rows, cols, seed) if with_holes else None
     a, x = random((m, n), seed), random(n, seed + 1)
-    result = gemv(a, x, kernel_grid(rows, cols, dead), SPEC, algo, dtype)
+    result = gemv(a, x, kernel_grid(rows, cols, dead), tiny, algo, dtype)
     assert_close(result, a.astype(np.float64) @ x, dtype)
 
 
 @settings(max_examples=12, deadline=None)
 @given(shapes, st.integers(0, 40), st.sampled_from(["chain", "tree"]),
        st.sampled_from(["fp32", "fp16"]), st.booleans(), st.integers(0, 100))  # fmt: skip
-def test_weight_stream_matches_numpy(dims, extra_n, reduce, dtype, with_holes, seed):
+def test_weight_stream_matches_numpy(tiny, dims, extra_n, reduce, dtype, with_holes, seed):
     """Weight-streaming GEMM equals numpy for ragged tiles and chunks, dtypes and holes."""
     rows, cols, extra_m, extra_k = dims
     m, k, n = cols + extra_m, rows + extra_k, 1 + extra_n
     dead = holes(rows, cols, seed) if with_holes else None
     a, b = random((m, k), seed), random((k, n), seed + 1)
-    result = weight_stream(a, b, kernel_grid(rows, cols, dead), SPEC, dtype, reduce)
+    result = weight_stream(a, b, kernel_grid(rows, cols, dead), tiny, dtype, reduce)
     assert_close(result, a.astype(np.float64) @ b, dtype)
 
 
@@ -84,40 +83,40 @@ CYCLES = [
 
 
 @pytest.mark.parametrize(("kernel", "m", "k", "n", "grid", "algo", "cycles", "why"), CYCLES)
-def test_cycles_on_tiny_grids(kernel, m, k, n, grid, algo, cycles, why):
+def test_cycles_on_tiny_grids(kernel, m, k, n, grid, algo, cycles, why, tiny):
     """Cycle counts on tiny grids match the hand derivation (and the analytic model)."""
     g = kernel_grid(*grid)
     if kernel == "gemv":
-        result = gemv(np.ones((m, n), np.float32), np.ones(n, np.float32), g, SPEC, algo, "fp32")
+        result = gemv(np.ones((m, n), np.float32), np.ones(n, np.float32), g, tiny, algo, "fp32")
     else:
         result = weight_stream(np.ones((m, k), np.float32), np.ones((k, n), np.float32), g,
-                               SPEC, "fp32", algo)  # fmt: skip
+                               tiny, "fp32", algo)  # fmt: skip
     assert result.cycles == cycles, why
     assert result.analytic_cycles == cycles
 
 
 @pytest.mark.parametrize(("size", "side", "dtype"), [(64, 4, "fp32"), (96, 8, "fp32"),
                                                       (64, 4, "fp16")])  # fmt: skip
-def test_weight_stream_analytic_within_3_percent(size, side, dtype):
+def test_weight_stream_analytic_within_3_percent(size, side, dtype, tiny):
     """The analytic weight-streaming cost is within 3 % of the engine."""
     a, b = random((size, size), 0), random((size, size), 1)
-    result = weight_stream(a, b, kernel_grid(side, side), SPEC, dtype)
+    result = weight_stream(a, b, kernel_grid(side, side), tiny, dtype)
     assert abs(result.analytic_cycles - result.cycles) <= 0.03 * result.cycles
-    assert result.analytic_cycles == weight_stream_cycles(size, size, size, side, side, SPEC,
+    assert result.analytic_cycles == weight_stream_cycles(size, size, size, side, side, tiny,
                                                           dtype)  # fmt: skip
 
 
-def test_tile_too_big_for_sram_names_pe_and_bytes():
+def test_tile_too_big_for_sram_names_pe_and_bytes(tiny):
     """A tile that does not fit names the PE, the bytes needed and the bytes available."""
     a, x = random((200, 200), 0), random(200, 1)
     with pytest.raises(ConfigError, match=r"PE \(0,0\) needs \d+ bytes .* available 49152"):
-        gemv(a, x, kernel_grid(1, 1), SPEC, "chain", "fp32")
+        gemv(a, x, kernel_grid(1, 1), tiny, "chain", "fp32")
 
 
-def test_unknown_reduce_is_an_error():
+def test_unknown_reduce_is_an_error(tiny):
     """An unknown reduction names the valid ones."""
     with pytest.raises(ConfigError, match="chain, tree"):
-        weight_stream(random((2, 2), 0), random((2, 2), 1), kernel_grid(1, 1), SPEC, "fp32",
+        weight_stream(random((2, 2), 0), random((2, 2), 1), kernel_grid(1, 1), tiny, "fp32",
                       "ring")  # fmt: skip
 
 
@@ -133,14 +132,14 @@ def test_holes_get_no_work():
         kernel_grid(2, 2, dead)
 
 
-def test_wiring_detours_on_a_spare_color_and_never_mixes_owners():
+def test_wiring_detours_on_a_spare_color_and_never_mixes_owners(tiny):
     """A blocked stream takes a detour color; another owner never reuses a channel."""
     grid = kernel_grid(2, 3)
-    wiring = Wiring(grid.mesh, SPEC.router.colors)
+    wiring = Wiring(grid.mesh, tiny.router.colors)
     row = [int(p) for p in grid.pe[0]]
     assert wiring.connect(0, row[0], [row[2]], "first") == 0
     assert wiring.connect(0, row[0], [row[2]], "second") in wiring.detours
-    plan = KernelPlan(grid, SPEC)
+    plan = KernelPlan(grid, tiny)
     plan.wiring.owner[(row[1], 5, 0)] = "someone"
     assert plan.wiring.connect(0, row[0], [row[1]], "other") != 0
 
@@ -148,7 +147,7 @@ def test_wiring_detours_on_a_spare_color_and_never_mixes_owners():
 @pytest.mark.parametrize("inputs", ["streamed", "resident"])
 @pytest.mark.parametrize("outputs", ["in_place", "gathered"])
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-def test_gemv_is_timed_as_asked(inputs, outputs, dtype):
+def test_gemv_is_timed_as_asked(inputs, outputs, dtype, tiny):
     """x streamed in or resident, y left in place or gathered to the west ports: the same y
     as numpy, and the analytic cycles within 10 % of the engine's; resident x takes the
     stream's latency off, gathering adds the hop out."""
@@ -156,18 +155,18 @@ def test_gemv_is_timed_as_asked(inputs, outputs, dtype):
     a = rng.standard_normal((96, 80)).astype(np.float32)
     x = rng.standard_normal(80).astype(np.float32)
     grid = kernel_grid(4, 5)
-    result = gemv(a, x, grid, SPEC, "tree", dtype, inputs=inputs, outputs=outputs)
+    result = gemv(a, x, grid, tiny, "tree", dtype, inputs=inputs, outputs=outputs)
     tolerance = 1e-4 if dtype == "fp32" else 5e-2
     np.testing.assert_allclose(result.output, a.astype(np.float64) @ x, rtol=tolerance,
                                atol=tolerance)  # fmt: skip
     assert abs(result.analytic_cycles / result.cycles - 1) <= 0.10
-    base = gemv(a, x, grid, SPEC, "tree", dtype)
+    base = gemv(a, x, grid, tiny, "tree", dtype)
     assert (result.cycles < base.cycles) == (inputs == "resident" and outputs == "in_place")
 
 
-def test_gemv_timing_options_are_checked():
+def test_gemv_timing_options_are_checked(tiny):
     a, x = np.zeros((4, 4), np.float32), np.zeros(4, np.float32)
     with pytest.raises(ConfigError, match="inputs='sideways' is not one of"):
-        gemv(a, x, kernel_grid(2, 2), SPEC, "chain", "fp32", inputs="sideways")
+        gemv(a, x, kernel_grid(2, 2), tiny, "chain", "fp32", inputs="sideways")
     with pytest.raises(ConfigError, match="outputs="):
-        gemv(a, x, kernel_grid(2, 2), SPEC, "chain", "fp32", outputs="mailed")
+        gemv(a, x, kernel_grid(2, 2), tiny, "chain", "fp32", outputs="mailed")

@@ -106,6 +106,7 @@ def test_dataset_arrays_are_read_only():
         data.x_train[0, 0] = 1
 
 
+@pytest.mark.slow
 def test_digits_are_scikit_learns_and_load_without_it():
     """The shipped digits equal scikit-learn's ``load_digits`` value for value, and loading
     them imports no scikit-learn (the main job's install does not bring it)."""

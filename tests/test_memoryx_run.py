@@ -27,7 +27,6 @@ from wafersim.memoryx.sparsity import apply_masks, prune_masks
 from wafersim.memoryx.store import WeightStore
 from wafersim.memoryx.training import Trainer, checkpoints
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
 
 from wafersim.cli import main
 from wafersim.run_plots import write_plots
@@ -72,6 +71,7 @@ def reference_losses(config: dict, steps: int, sparsity=None) -> list[float]:
     return [trainer.step(store, step) for step in range(steps)]
 
 
+@pytest.mark.slow
 def test_engine_training_matches_numpy_reference(tmp_path):
     """The loss curve of a run on the cycle engine equals numpy's to float tolerance."""
     config = load_run_config(write_config(tmp_path))
@@ -100,6 +100,7 @@ def test_sparse_streaming_is_exact_and_saves(tmp_path):
     assert kept == pytest.approx(0.05, abs=1e-3)  # pruned weights stayed zero
 
 
+@pytest.mark.slow
 def test_outputs_written(tmp_path):
     """performance.json holds the documented fields; trace.h5 and the PNGs exist."""
     out = tmp_path / "out"
@@ -141,6 +142,7 @@ def test_outputs_written(tmp_path):
     assert (out / "wafer_computing.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_resume_gives_the_uninterrupted_weights(tmp_path):
     """A run stopped after a checkpoint and run again ends bit-identical to one run."""
     whole = load_run_config(write_config(tmp_path, steps=4))
@@ -153,6 +155,7 @@ def test_resume_gives_the_uninterrupted_weights(tmp_path):
     assert len(result.history.losses) == 4
 
 
+@pytest.mark.slow
 def test_a_resumed_run_trains_on_to_more_steps(tmp_path):
     """``steps=2`` then ``steps=4`` on one folder (the checkpoint interval changed too) ends
     with the weights, losses and accuracy history of one ``steps=4`` run: the
@@ -210,6 +213,7 @@ def assert_same_weights(a_dir: Path, b_dir: Path) -> None:
         assert np.array_equal(a.get(name), b.get(name)), name
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_bit_identical(tmp_path):
     """A run killed mid-way (a real subprocess) resumes and ends with the same weights."""
     path = write_config(tmp_path, steps=6)
@@ -242,6 +246,7 @@ def test_corrupt_checkpoint_is_a_clear_error_and_kept(tmp_path):
     assert newest.read_bytes() == b"not a checkpoint"
 
 
+@pytest.mark.slow
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path, caplog):
     """The newest checkpoint failing its checksum is skipped for the one before, saying so;
     the run then ends as an uninterrupted one."""
@@ -344,6 +349,7 @@ def test_two_wafers_equal_one_wafer_with_twice_the_batch(tmp_path):
         np.testing.assert_allclose(stores[0].get(name), stores[1].get(name), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_timing_only_run_reports_stalls(tmp_path):
     """A large model runs timing-only: stalls fall as tokens per batch grow."""
     fractions = []
@@ -379,6 +385,7 @@ def test_micro_batches_and_recompute_run_in_the_stream(tmp_path):
     assert again.summary()["memoryx_bytes_in"] == keep.summary()["memoryx_bytes_in"] + extra
 
 
+@pytest.mark.slow
 def test_fast_tier_run_times_like_the_cycle_tier(tmp_path):
     """A fast-tier run (no training) times a step within 10 % of the cycle tier's."""
     totals = {}
@@ -388,6 +395,7 @@ def test_fast_tier_run_times_like_the_cycle_tier(tmp_path):
     assert totals["fast"] == pytest.approx(totals["cycle"], rel=0.10)
 
 
+@pytest.mark.slow
 def test_sparse_savings_are_the_same_resumed_and_nothing_without_zeros(tmp_path):
     """Dense and sparse cycles are measured on the same step's operands (zero activations
     make cycles depend on them): a resumed run reports an uninterrupted run's savings, and
@@ -402,6 +410,7 @@ def test_sparse_savings_are_the_same_resumed_and_nothing_without_zeros(tmp_path)
     assert performance(kept)["sparsity"]["cycles_saved"] == 0
 
 
+@pytest.mark.slow
 def test_pruned_weights_make_a_step_faster_in_every_tier(tmp_path):
     """At weight density 0.1 every tier's step is faster than dense, the fast tier within
     10 % of the cycle tier, and the weight stream at most a fifth of dense (fp32)."""
@@ -437,7 +446,7 @@ def test_a_run_has_each_kernel_tier_and_no_other():
     assert [name for name, tier in RUN_TIERS.items() if tier.functional] == ["cycle"]
 
 
-def test_nested_spec_overrides_change_only_their_keys():
+def test_nested_spec_overrides_change_only_their_keys(tiny):
     """``wafer.overrides: {pe: {sram_bytes: 65536}}`` (or the dotted word on the command
     line) changes that key and keeps the rest of the PE, as it does for defects and kernel
     (a partial ``pe`` is an override, not a whole PE missing keys)."""
@@ -445,7 +454,7 @@ def test_nested_spec_overrides_change_only_their_keys():
 
     spec = wafer_spec({"preset": "tiny", "overrides": {"pe": {"sram_bytes": 65536}}})
     assert spec.pe.sram_bytes == 65536
-    assert spec.pe.op_startup_cycles == preset("tiny").pe.op_startup_cycles
+    assert spec.pe.op_startup_cycles == tiny.pe.op_startup_cycles
 
 
 def test_validate_only_lists_every_pass_and_writes_nothing(tmp_path, capsys):

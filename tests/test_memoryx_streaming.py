@@ -440,10 +440,10 @@ def test_measured_cycles_override_the_plan(fc_digits_plan):
     assert changed == {("fc2", "forward"): 12345, ("fc1", "backward_weight"): 7}
 
 
-def test_plan_streams_end_to_end(fc_digits_plan):
+def test_plan_streams_end_to_end(fc_digits_plan, tiny):
     """A compiled plan streams: the kernel equals the reference on its segments, two steps."""
     segs = segments(fc_digits_plan)
-    edge = Edge(preset("tiny").edge_bytes_per_cycle, 20, 64 * 1024, 16 * 1024)
+    edge = Edge(tiny.edge_bytes_per_cycle, 20, 64 * 1024, 16 * 1024)
     got = simulate_stream(segs, edge, 2).times
     np.testing.assert_allclose(got, as_kernel_order(reference_stream(segs, edge, 2)), rtol=1e-9)
 

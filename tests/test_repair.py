@@ -431,6 +431,7 @@ def reference_links_pairs(grid: LogicalGrid) -> np.ndarray:
     return pairs
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(dm=defect_maps(), data=st.data())
 def test_bfs_budget_does_not_change_answers(dm: DefectMap, data: st.DataObject) -> None:

@@ -26,10 +26,8 @@ from wafersim.fabric.reroute import (
 )
 from wafersim.wafer.errors import ConfigError, ConnectivityError
 from wafersim.wafer.geometry import NUM_DIRS, OPPOSITE, RAMP, E, N, S, W, mirror_links
-from wafersim.wafer.presets import preset
 
 DIR = {"N": N, "E": E, "S": S, "W": W}
-SPEC = preset("tiny")
 WORDS = 256
 
 
@@ -300,7 +298,7 @@ XX...T.
 """
 
 
-def test_planned_routes_carry_wavelets_end_to_end():
+def test_planned_routes_carry_wavelets_end_to_end(tiny):
     """A send at each source arrives, value for value, at every target on the cycle engine."""
     mesh = make_mesh(BENT)
     requests = [
@@ -312,14 +310,14 @@ def test_planned_routes_carry_wavelets_end_to_end():
     plan = plan_routes(mesh, requests)
     assert plan.longest_detour > 0
     routes = plan.routes_for(len(requests))
-    prog = ProgramBuilder(mesh.pes, SPEC.pe, len(requests), tasks=len(requests))
+    prog = ProgramBuilder(mesh.pes, tiny.pe, len(requests), tasks=len(requests))
     words = 12
     for r in requests:
         prog.send(r.source, r.color, r.color, 0, words)
         for target in r.targets:
             prog.recv(target, r.color, r.color, 100 + 20 * r.color, words)
     mem = np.random.default_rng(0).standard_normal((mesh.pes, WORDS)).astype(np.float32)
-    result = simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=10_000)
+    result = simulate(mesh, tiny, routes, prog.build(), mem, max_cycles=10_000)
     for r in requests:
         dst = 100 + 20 * r.color
         for target in r.targets:
@@ -386,6 +384,7 @@ def random_maps(draw):
     return mesh, requests
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(case=random_maps())
 def test_random_maps_get_shortest_working_trees(case):

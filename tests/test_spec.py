@@ -48,10 +48,10 @@ def test_unknown_preset_lists_valid_names():
         ("turbo", 1, "unknown spec key 'turbo'"),
     ],
 )
-def test_bad_overrides_name_the_field(key, value, message):
+def test_bad_overrides_name_the_field(key, value, message, tiny):
     """A bad override raises ConfigError naming the field and the allowed range."""
     with pytest.raises(ConfigError, match=message):
-        preset("tiny").replace({key: value})
+        tiny.replace({key: value})
 
 
 def test_overrides_parse_types():
@@ -62,14 +62,14 @@ def test_overrides_parse_types():
         parse_overrides(["novalue"])
 
 
-def test_override_numbers_are_ascii_digits_only():
+def test_override_numbers_are_ascii_digits_only(tiny):
     """An override's number is ASCII digits only: other scripts' digits and ``1_000`` stay
     text, so a value that looks like no number is refused instead of setting one."""
     words = ["a=\u0661\u0662", "b=\uff16\uff15\uff15\uff13\uff16", "c=1_000", "d=1_0.5"]
     parsed = parse_overrides([*words, "e=-7", "f=+3", "g=2.5e3"])
     assert parsed == {**dict(w.split("=") for w in words), "e": -7, "f": 3, "g": 2500.0}
     with pytest.raises(ConfigError, match="PESpec.sram_bytes must be a number"):
-        preset("tiny").replace(parse_overrides(["pe.sram_bytes=\uff16\uff15\uff15\uff13\uff16"]))
+        tiny.replace(parse_overrides(["pe.sram_bytes=\uff16\uff15\uff15\uff13\uff16"]))
 
 
 def test_spec_from_toml_and_yaml(tmp_path):
@@ -101,10 +101,10 @@ def test_resolve_spec_rejects_two_sources():
         resolve_spec("tiny", "x.toml", {})
 
 
-def test_a_spec_built_directly_checks_its_sections():
+def test_a_spec_built_directly_checks_its_sections(tiny):
     """A section out of range is refused however the spec is built, not only from a dict
     (a hop latency of 0 would make the engine read and write the same link slot)."""
-    spec = preset("tiny")
+    spec = tiny
     link = dataclasses.replace(spec.link, hop_latency_cycles=0)
     with pytest.raises(
         ConfigError, match=r"LinkSpec.hop_latency_cycles=0 is out of range \[1, 64\]"

@@ -7,7 +7,6 @@ from wafersim.kernels.gemm_weight_stream import weight_stream
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.plan import recorded
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
 
 
 def test_an_image_reads_each_pe_words_as_a_row_would():
@@ -35,12 +34,12 @@ def test_a_rectangular_memory_becomes_an_image_and_a_wrong_shape_names_it():
         sram_image(short, 3)
 
 
-def test_a_kernel_image_holds_what_each_pe_uses_not_the_fullest_port_everywhere():
+def test_a_kernel_image_holds_what_each_pe_uses_not_the_fullest_port_everywhere(wse2):
     """A weight-streaming GEMM's west ports hold its row's whole weight stream (the
     MemoryX stand-in); the wafer PEs a few tiles. The run's SRAM is their sum."""
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((32, 64)), rng.standard_normal((64, 1024))
-    record = recorded(weight_stream, a, b, kernel_grid(4, 4), preset("wse2"), "fp32")
+    record = recorded(weight_stream, a, b, kernel_grid(4, 4), wse2, "fp32")
     used, memory = record.plan.used, record.memory
     assert isinstance(memory, SramImage)
     np.testing.assert_array_equal(memory.sizes, np.maximum(used, 1))

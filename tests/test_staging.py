@@ -10,9 +10,7 @@ from wafersim.fabric.program import words
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
 from wafersim.kernels.grid import kernel_grid
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
 
-SPEC = preset("tiny")
 M, K, N = 40, 60, 36
 
 
@@ -29,7 +27,7 @@ def modes(name: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("name", list(GEMM_ALGORITHMS))
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-def test_every_mode_gives_numpys_c_and_its_analytic_cycles(name, dtype):
+def test_every_mode_gives_numpys_c_and_its_analytic_cycles(name, dtype, tiny):
     """Each (inputs, outputs) of each algorithm: C as numpy computes it, the analytic cycles
     within 10 % of the engine's; staging adds cycles and hops (each streamed word crosses a
     link at least once)."""
@@ -38,7 +36,7 @@ def test_every_mode_gives_numpys_c_and_its_analytic_cycles(name, dtype):
     a, b = operands()
     results = {}
     for inputs, outputs in modes(name):
-        r = record.apply(a, b, kernel_grid(rows, cols), SPEC, dtype, inputs=inputs,
+        r = record.apply(a, b, kernel_grid(rows, cols), tiny, dtype, inputs=inputs,
                          outputs=outputs)  # fmt: skip
         assert r.max_abs_error < (1e-4 if dtype == "fp32" else 5e-2), (inputs, outputs)
         assert r.analytic_cycles == pytest.approx(r.cycles, rel=0.10), (inputs, outputs)
@@ -55,23 +53,23 @@ def test_every_mode_gives_numpys_c_and_its_analytic_cycles(name, dtype):
 
 
 @pytest.mark.parametrize("name", ["summa", "weight_stream"])
-def test_staging_detours_round_holes(name):
+def test_staging_detours_round_holes(name, tiny):
     """A hole in the patch: the relays route round it, C is still numpy's."""
     dead = np.zeros((5, 5), bool)
     dead[1, 2] = True
     grid = kernel_grid(4, 4, dead)
     a, b = operands(1)
-    r = GEMM_ALGORITHMS[name].apply(a, b, grid, SPEC, "fp32", inputs="streamed",
+    r = GEMM_ALGORITHMS[name].apply(a, b, grid, tiny, "fp32", inputs="streamed",
                                     outputs="gathered")  # fmt: skip
     assert r.max_abs_error < 1e-4
     assert r.analytic_cycles == pytest.approx(r.cycles, rel=0.10)
 
 
-def test_the_weight_stream_tree_gathers_from_row_zero():
+def test_the_weight_stream_tree_gathers_from_row_zero(tiny):
     """A tree leaves all of C on row 0: its port takes it all."""
     a, b = operands(2)
     record = GEMM_ALGORITHMS["weight_stream"]
-    r = record.apply(a, b, kernel_grid(5, 3), SPEC, "fp32", reduce="tree", outputs="gathered")
+    r = record.apply(a, b, kernel_grid(5, 3), tiny, "fp32", reduce="tree", outputs="gathered")
     assert r.max_abs_error < 1e-4
     assert r.analytic_cycles == pytest.approx(r.cycles, rel=0.10)
 
@@ -84,10 +82,10 @@ def test_the_weight_stream_tree_gathers_from_row_zero():
         ("cannon_naive", {"outputs": "up"}, "outputs='up' is not one of: in_place, gathered"),
     ],
 )
-def test_bad_modes_are_refused_before_any_work(name, options, message):
+def test_bad_modes_are_refused_before_any_work(name, options, message, tiny):
     record = GEMM_ALGORITHMS[name]
     shape = {"m": M, "k": K, "n": N}
     with pytest.raises(ConfigError, match=message):
-        record.cycles(shape, 4, 4, SPEC, "fp32", **options)
+        record.cycles(shape, 4, 4, tiny, "fp32", **options)
     with pytest.raises(ConfigError, match=message):
-        record.run(shape, kernel_grid(4, 4), SPEC, "fp32", 0, **options)
+        record.run(shape, kernel_grid(4, 4), tiny, "fp32", 0, **options)

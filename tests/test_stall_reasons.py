@@ -10,18 +10,16 @@ from wafersim.fabric.engine import REASON_NAMES
 from wafersim.fabric.traffic import TrafficConfig, run_traffic
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import KERNELS, run_kernel, shape_of
-from wafersim.wafer.presets import preset
 
-SPEC = preset("tiny")
 CASES = [(kernel, algo) for kernel, algos in KERNELS.items() for algo in algos]
 
 
 @pytest.mark.parametrize(("kernel", "algo"), CASES)
-def test_every_pe_cycle_is_counted_once(kernel, algo):
+def test_every_pe_cycle_is_counted_once(kernel, algo, tiny):
     """Each PE's reasons sum to the cycles of the run (cycles 0 to ``cycles - 1``, the
     last event's), and the busy PEs computed."""
     grid = kernel_grid(4, 4)
-    result = run_kernel(kernel, algo, shape_of(kernel, 16, 16, 16), grid, SPEC, seed=1)
+    result = run_kernel(kernel, algo, shape_of(kernel, 16, 16, 16), grid, tiny, seed=1)
     reasons = result.pe_cycle_reasons
     assert reasons.shape == (4, 4, len(REASON_NAMES))
     np.testing.assert_array_equal(reasons.sum(axis=-1), result.cycles)
@@ -31,10 +29,10 @@ def test_every_pe_cycle_is_counted_once(kernel, algo):
     assert sum(summary.values()) == 16 * result.cycles
 
 
-def test_traffic_cycles_by_reason_cover_every_working_pe():
+def test_traffic_cycles_by_reason_cover_every_working_pe(tiny):
     """Sources inject (computing) or find their queue full (waiting for output) or idle:
     all working PEs' cycles; near saturation most of a source's cycles wait for output."""
-    summary = run_traffic(TrafficConfig(8, 8, rate=0.9, cycles=400, warmup=100, seed=2), SPEC)
+    summary = run_traffic(TrafficConfig(8, 8, rate=0.9, cycles=400, warmup=100, seed=2), tiny)
     reasons = summary["pe_cycles_by_reason"]
     assert sum(reasons.values()) == 64 * 400
     assert reasons["computing"] == summary["flits_injected"]
@@ -42,11 +40,11 @@ def test_traffic_cycles_by_reason_cover_every_working_pe():
     assert reasons["waiting_input"] == reasons["waiting_sram"] == 0
 
 
-def test_a_gemv_waits_less_for_input_with_x_resident():
+def test_a_gemv_waits_less_for_input_with_x_resident(tiny):
     """x already in the PEs: less waiting for input wavelets than x streamed from the edge."""
     waits = {}
     for inputs in ("streamed", "resident"):
-        result = run_kernel("gemv", "chain", {"m": 64, "n": 64}, kernel_grid(8, 8), SPEC,
+        result = run_kernel("gemv", "chain", {"m": 64, "n": 64}, kernel_grid(8, 8), tiny,
                             inputs=inputs)  # fmt: skip
         waits[inputs] = result.summary()["pe_cycles_by_reason"]["waiting_input"]
     assert waits["resident"] < waits["streamed"]

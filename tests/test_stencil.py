@@ -10,9 +10,6 @@ from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import run_kernel
 from wafersim.kernels.stencil import COEFFICIENTS, RADIUS, reference, stencil
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
-
-SPEC = preset("wse2")
 
 
 @pytest.fixture
@@ -34,10 +31,10 @@ def routes(monkeypatch):
     [("star7", 4, 5, 16), ("star7", 1, 6, 8), ("star7", 3, 3, 1), ("star25", 9, 7, 24),
      ("star25", 3, 10, 5)],
 )  # fmt: skip
-def test_equals_numpy_with_one_input_per_color_and_router(algo, p, q, n, routes):
+def test_equals_numpy_with_one_input_per_color_and_router(algo, p, q, n, routes, wse2):
     """Any grid shape, columns shorter than the radius included."""
     u = np.random.default_rng(p * q + n).standard_normal((p, q, n)).astype(np.float32)
-    result = stencil(u, kernel_grid(p, q), SPEC, algo)
+    result = stencil(u, kernel_grid(p, q), wse2, algo)
     np.testing.assert_allclose(result.output, reference(u, algo), rtol=1e-5, atol=1e-5)
     inputs = (routes[-1] != 0).sum(axis=1)  # (routers, colors): input ports routing it
     assert inputs.max() == 1
@@ -53,38 +50,39 @@ def test_the_reference_is_the_laplacian():
         assert coef[0] + 6 * sum(coef[1:]) == pytest.approx(0.0)
 
 
-def test_holes_are_skipped_and_the_result_holds():
+def test_holes_are_skipped_and_the_result_holds(wse2):
     """On a patch with dead PEs the kernel's neighbours are kernel neighbours (routes
     detour); the result is numpy's on the kernel grid. The 25-point star takes all 20
     kernel colors, so a detour finds none free: a clear error, before any run."""
     dead = np.zeros((7, 6), bool)
     dead[[1, 4], [2, 3]] = True
     u = np.random.default_rng(3).standard_normal((6, 6, 12)).astype(np.float32)
-    result = stencil(u, kernel_grid(6, 6, dead), SPEC, "star7")
+    result = stencil(u, kernel_grid(6, 6, dead), wse2, "star7")
     np.testing.assert_allclose(result.output, reference(u, "star7"), rtol=1e-5, atol=1e-5)
     with pytest.raises(ConfigError, match="no free route"):
-        stencil(u, kernel_grid(6, 6, dead), SPEC, "star25")
+        stencil(u, kernel_grid(6, 6, dead), wse2, "star25")
 
 
 @pytest.mark.parametrize(("algo", "side", "n"), [("star7", 8, 64), ("star25", 12, 64)])
-def test_analytic_cycles_within_ten_percent(algo, side, n):
-    result = run_kernel("stencil", algo, {"n": n}, kernel_grid(side, side), SPEC)
+def test_analytic_cycles_within_ten_percent(algo, side, n, wse2):
+    result = run_kernel("stencil", algo, {"n": n}, kernel_grid(side, side), wse2)
     assert abs(result.analytic_cycles / result.cycles - 1) <= 0.10
     assert result.max_abs_error < 1e-4
 
 
-def test_bad_input_is_a_config_error():
+def test_bad_input_is_a_config_error(wse2):
     with pytest.raises(ConfigError, match="one of the stencils"):
-        stencil(np.zeros((2, 2, 2), np.float32), kernel_grid(2, 2), SPEC, "star9")
+        stencil(np.zeros((2, 2, 2), np.float32), kernel_grid(2, 2), wse2, "star9")
     with pytest.raises(ConfigError, match="fp32 only"):
-        run_kernel("stencil", "star7", {"n": 4}, kernel_grid(2, 2), SPEC, "fp16")
+        run_kernel("stencil", "star7", {"n": 4}, kernel_grid(2, 2), wse2, "fp16")
     with pytest.raises(ConfigError, match="kernel grid"):
-        stencil(np.zeros((2, 3, 2), np.float32), kernel_grid(2, 2), SPEC, "star7")
+        stencil(np.zeros((2, 3, 2), np.float32), kernel_grid(2, 2), wse2, "star7")
 
 
-def test_cycles_do_not_grow_with_the_grid():
+@pytest.mark.slow
+def test_cycles_do_not_grow_with_the_grid(wse2):
     """Every column is received on its own task, so no wait chains across the grid: a
     larger grid takes the same cycles (its interior PEs do the same work)."""
-    small, large = (run_kernel("stencil", "star25", {"n": 16}, kernel_grid(side, side), SPEC)
+    small, large = (run_kernel("stencil", "star25", {"n": 16}, kernel_grid(side, side), wse2)
                     for side in (10, 24))  # fmt: skip
     assert large.cycles == pytest.approx(small.cycles, rel=0.01)

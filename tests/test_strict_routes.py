@@ -12,7 +12,6 @@ import pytest
 import wafersim.kernels.plan as kernel_plan
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import KERNELS, run_kernel
-from wafersim.wafer.presets import preset
 
 SHAPES = {"gemm": {"m": 32, "k": 32, "n": 32}, "gemv": {"m": 32, "n": 32}}
 
@@ -25,7 +24,7 @@ def cases():
 
 
 @pytest.mark.parametrize(("kernel", "algo", "reduce"), sorted(cases(), key=str))
-def test_every_kernel_routes_strictly(kernel, algo, reduce, monkeypatch):
+def test_every_kernel_routes_strictly(kernel, algo, reduce, monkeypatch, wse2):
     routes = []
     simulate = kernel_plan.simulate
 
@@ -37,5 +36,5 @@ def test_every_kernel_routes_strictly(kernel, algo, reduce, monkeypatch):
     monkeypatch.setattr(kernel_plan, "simulate", spy)
     options = {"reduce": reduce} if reduce else {}
     shape = SHAPES.get(kernel, {"n": 32})
-    run_kernel(kernel, algo, shape, kernel_grid(4, 4), preset("wse2"), "fp32", 0, **options)
+    run_kernel(kernel, algo, shape, kernel_grid(4, 4), wse2, "fp32", 0, **options)
     assert len(routes[-1].strict_conflicts()) == 0, (kernel, algo, reduce)

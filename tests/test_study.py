@@ -92,6 +92,7 @@ def test_one_row_per_density_strategy_and_seed(study):
     }
 
 
+@pytest.mark.slow
 def test_a_seed_gives_the_same_table_and_another_seed_another():
     """Two runs from one seed give identical tables; a different seed gives other maps."""
     config = StudyConfig(
@@ -316,10 +317,10 @@ def test_a_window_keeps_only_its_inner_faults():
     assert window.alive.sum() == 15
 
 
-def test_a_window_larger_than_the_grid_is_refused():
+def test_a_window_larger_than_the_grid_is_refused(tiny):
     """window_pes beyond the logical grid is an error naming the field and the limit."""
     with pytest.raises(ConfigError, match=r"window_pes=16 .* \[4, 8\]"):
-        run_study(preset("tiny"), StudyConfig(densities_per_cm2=(0.0,), window_pes=16))
+        run_study(tiny, StudyConfig(densities_per_cm2=(0.0,), window_pes=16))
 
 
 # --- statistics --------------------------------------------------------------------------
@@ -488,13 +489,13 @@ def test_plot_writes_a_png(study, tmp_path):
     assert path.stat().st_size > 10_000
 
 
-def test_progress_is_reported_after_every_point():
+def test_progress_is_reported_after_every_point(tiny):
     """The callback sees done = 1..total with the total number of points."""
     seen = []
     config = StudyConfig(
         densities_per_cm2=(0.0,), strategies=("none", "row"), seeds=2, window_pes=4
     )  # density 0: every window is the defect-free one
-    run_study(preset("tiny"), config, progress=seen.append)
+    run_study(tiny, config, progress=seen.append)
     assert [p.done for p in seen] == [1, 2, 3, 4]
     assert {p.total for p in seen} == {4}
     assert all(b.elapsed_s >= a.elapsed_s for a, b in zip(seen, seen[1:], strict=False))

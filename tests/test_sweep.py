@@ -60,6 +60,7 @@ def test_grid_expands_to_the_cartesian_product_in_order(small):
     )
 
 
+@pytest.mark.slow
 def test_serial_run_matches_the_job_run_alone(small, tmp_path):
     """Each row's metrics equal what ``wafersim defects --json`` gives for that point."""
     summary = run_sweep(load_sweep(small), tmp_path / "r.h5", serial=True)
@@ -80,6 +81,7 @@ def _parse(argv):
     return parse_command_line(argv)
 
 
+@pytest.mark.slow
 def test_local_cluster_gives_the_same_table_as_serial(small, tmp_path):
     """Two Dask workers produce the same metrics per point index as a serial run."""
     pytest.importorskip("distributed")
@@ -92,6 +94,7 @@ def test_local_cluster_gives_the_same_table_as_serial(small, tmp_path):
         assert list(serial[name]) == list(dask[name]), name
 
 
+@pytest.mark.slow
 def test_embedded_cluster_workers_run_without_the_profiler():
     """The embedded cluster's workers run without Dask's statistical profiler."""
     pytest.importorskip("distributed")
@@ -107,6 +110,7 @@ def test_embedded_cluster_workers_run_without_the_profiler():
     assert "profile-cycle" not in names
 
 
+@pytest.mark.slow
 def test_two_embedded_clusters_at_once_take_no_fixed_port():
     """Each embedded scheduler's HTTP server listens on a free local port, not on Dask's
     8787, so two sweeps on one machine do not compete for it."""
@@ -132,6 +136,7 @@ sweep.run_sweep(load_sweep(sys.argv[1]), sys.argv[2], serial=True)
 """
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_and_ends_with_every_point_once(small, tmp_path):
     """SIGKILL mid-sweep keeps the finished rows; re-running runs only the rest."""
     out = tmp_path / "r.h5"
@@ -170,6 +175,7 @@ metrics: [working_pes]
 """
 
 
+@pytest.mark.slow
 def test_failing_point_is_recorded_retried_once_and_the_others_finish(tmp_path):
     """A point that raises is a failed row with its error; one re-run retries it, no more."""
     sweep = load_sweep(_write(tmp_path, FAILING))
@@ -191,6 +197,7 @@ def test_failing_point_is_recorded_retried_once_and_the_others_finish(tmp_path):
     assert len(read_records(out)) == 3
 
 
+@pytest.mark.slow
 def test_missing_metric_fails_the_point_naming_the_result_keys(tmp_path):
     """A metric the job does not return is a failed point whose error lists the keys."""
     text = SMALL.replace("dead_pes]", "no_such_key]")
@@ -201,6 +208,7 @@ def test_missing_metric_fails_the_point_naming_the_result_keys(tmp_path):
     assert "working_pes" in read_records(out)[0].error
 
 
+@pytest.mark.slow
 def test_changed_sweep_file_is_an_error_naming_the_change(small, tmp_path):
     """Resuming with an edited sweep file is refused, naming the table that changed."""
     out = tmp_path / "r.h5"
@@ -301,6 +309,7 @@ def test_example_sweep_file_is_valid():
     assert "unrepaired_pes" in sweep.metrics
 
 
+@pytest.mark.slow
 def test_cli_prints_progress_to_stderr_and_a_summary(small, tmp_path, capsys):
     """``wafersim sweep --serial`` reports progress on stderr and the summary on stdout."""
     out = tmp_path / "r.h5"
@@ -376,6 +385,7 @@ def test_a_lost_chunk_goes_out_again_point_by_point(small):
     assert "worker lost: RuntimeError: KilledWorker" in record.error
 
 
+@pytest.mark.slow
 def test_serial_sweeps_and_dask_chunks_prepare_the_process_before_the_first_point(
     small, monkeypatch, tmp_path
 ):
@@ -419,6 +429,7 @@ def test_appended_rows_are_written_as_a_slice_and_scattered_ones_as_a_list():
     assert _selection([1, 3, 4]) == [1, 3, 4]
 
 
+@pytest.mark.slow
 def test_a_table_of_another_version_is_not_resumed(small, tmp_path):
     """A results table another wafersim version wrote may hold points whose options meant
     something else (0.3.0 turned kernel --grid into width x height): it is refused."""
@@ -432,6 +443,7 @@ def test_a_table_of_another_version_is_not_resumed(small, tmp_path):
         run_sweep(load_sweep(small), out, serial=True)
 
 
+@pytest.mark.slow
 def test_a_results_file_takes_one_sweep_at_a_time(small, tmp_path):
     """A second sweep on an --out another one is writing is refused at once, naming it
     (two sweeps started together would both report success while the file kept one sweep's

@@ -45,6 +45,7 @@ def _sweep_cli(argv: list[str]) -> int:
         return exit_info.code
 
 
+@pytest.mark.slow
 def test_failed_points_exit_1_and_say_why_on_stderr(tmp_path, capsys):
     """A sweep with failed points prints its summary, each kind of error once with its
     count on stderr, and exits 1; the table is written and a rerun retries the points."""
@@ -95,6 +96,7 @@ def _small_spec(folder: Path) -> None:
     (folder / "dead.yaml").write_text(yaml.safe_dump({"dead_pes": [[1, 2]], "dead_links": []}))
 
 
+@pytest.mark.slow
 def test_input_files_resolve_against_the_sweep_files_folder(tmp_path, monkeypatch):
     """``spec`` and ``defect_list`` written relative to the sweep file run from any folder."""
     _small_spec(tmp_path / "inputs")
@@ -163,6 +165,7 @@ def test_options_that_write_files_are_refused(tmp_path, option):
         load_sweep(sweep)
 
 
+@pytest.mark.slow
 def test_every_shipped_sweep_validates_from_any_folder(tmp_path, monkeypatch):
     """Each sweep in examples/sweeps loads from another folder, and each run point's config
     (run config, model and overrides) loads too."""
@@ -219,6 +222,7 @@ def failed_table(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_plot_names_the_points_it_leaves_out(failed_table, tmp_path, capsys):
     """``wafersim plot`` names failed points and points without a value on stderr, in its
     summary and in the figure's footnote."""
@@ -261,6 +265,7 @@ def test_each_band_takes_its_lines_colour():
 
 @pytest.mark.parametrize("error", [SystemError("error return without exception set"),
                                    KeyboardInterrupt()])  # fmt: skip
+@pytest.mark.slow
 def test_an_interrupt_stops_the_sweep_rather_than_failing_a_point(tmp_path, monkeypatch, error):
     """Ctrl-C inside a point (a SystemError when it lands in Numba's code) stops the sweep,
     resumable: no point is recorded as failed."""

@@ -15,6 +15,8 @@ from wafersim.sweep_config import load_sweep
 from wafersim.sweep_plot import curves
 from wafersim.sweep_results import read_table
 
+pytestmark = pytest.mark.slow  # runs study sweeps and plots them
+
 REPO = Path(__file__).resolve().parent.parent
 STUDIES = {"no_stall": 84, "scaling": 7, "defect_throughput": 252, "kernel_placement": 12}
 

@@ -12,12 +12,10 @@ from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import analytic_cycles
 from wafersim.kernels.tiers import TIERS, estimate
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.presets import preset
 
 from wafersim.cli import main
 
-WSE2 = preset("wse2")
-TINY = preset("tiny")  # 8 x 8 logical PEs, one spare row, no spare column
+# the ``tiny`` fixture (tests/conftest.py): 8 x 8 logical PEs, one spare row, no spare column
 
 # (kernel, algo, shape, options, grid width, height): more SRAM a PE than its 48 KB
 TOO_BIG = [
@@ -66,13 +64,13 @@ def options_argv(options: dict) -> list[str]:
 
 @pytest.mark.parametrize(("kernel", "algo", "shape", "options", "width", "height"), TOO_BIG)
 def test_every_tier_refuses_a_share_beyond_sram_alike(kernel, algo, shape, options, width,
-                                                      height):  # fmt: skip
+                                                      height, wse2):  # fmt: skip
     """A busiest PE beyond its SRAM, by the algorithm's own footprint: one message, every
     tier."""
     grid = kernel_grid(height, width)
 
     def call(tier):
-        return estimate(kernel, algo, shape, grid, WSE2, tier, **options)
+        return estimate(kernel, algo, shape, grid, wse2, tier, **options)
 
     messages = refusals(call)
     assert len(set(messages.values())) == 1, messages
@@ -93,11 +91,11 @@ def test_every_tier_refuses_a_share_beyond_sram_on_the_command_line(
 
 
 @pytest.mark.parametrize(("kernel", "algo", "shape"), ONE_PER_FAMILY)
-def test_every_tier_refuses_a_grid_wider_than_the_wafer(kernel, algo, shape):
+def test_every_tier_refuses_a_grid_wider_than_the_wafer(kernel, algo, shape, tiny):
     """A grid wider or taller than the wafer's logical grid: one message, every tier."""
     for rows, cols in ((8, 9), (9, 8)):
         grid = kernel_grid(rows, cols)
-        messages = refusals(lambda tier, g=grid: estimate(kernel, algo, shape, g, TINY, tier))
+        messages = refusals(lambda tier, g=grid: estimate(kernel, algo, shape, g, tiny, tier))
         assert len(set(messages.values())) == 1, messages
         assert "does not fit the tiny wafer" in messages["cycle"]
 
@@ -123,21 +121,21 @@ def test_every_tier_refuses_a_grid_beyond_the_wafer_on_the_command_line(
             assert err.count("\n") == 1
 
 
-def test_every_tier_refuses_holes_pushing_the_patch_off_the_wafer():
+def test_every_tier_refuses_holes_pushing_the_patch_off_the_wafer(tiny):
     """Columns skipped round holes may not take the patch past the wafer's last column."""
     dead = np.zeros((9, 9), bool)
     dead[[0, 1], 3] = True  # patch column 3 is short of working PEs: 9 is used instead
     grid = kernel_grid(8, 8, dead, lines=np.array([0, 1, 2, 4, 5, 6, 7, 8]))
     shape = {"m": 64, "k": 64, "n": 64}
-    messages = refusals(lambda tier: estimate("gemm", "summa", shape, grid, TINY, tier))
+    messages = refusals(lambda tier: estimate("gemm", "summa", shape, grid, tiny, tier))
     assert len(set(messages.values())) == 1, messages
     assert "sits on a 9x8 patch" in messages["cycle"]
 
 
-def test_the_analytic_tier_refuses_a_collective_short_of_colors():
+def test_the_analytic_tier_refuses_a_collective_short_of_colors(tiny):
     """A collective that needs more colors than the router leaves kernels is refused by
     the analytic tier with the cycle tier's message."""
-    spec = TINY.replace({"router.colors": 8})  # four colors left for kernels
+    spec = tiny.replace({"router.colors": 8})  # four colors left for kernels
     grid, shape = kernel_grid(8, 8), {"n": 8}
     messages = {
         tier: pytest.raises(ConfigError, estimate, "allreduce", "ktree", shape, grid, spec, tier)
@@ -153,18 +151,18 @@ def test_the_analytic_tier_refuses_a_collective_short_of_colors():
      ("allreduce", "chain", {"n": 16}), ("broadcast", "ktree", {"n": 16}),
      ("scatter", "tree", {"n": 64})],
 )  # fmt: skip
-def test_the_analytic_tier_refuses_stencils_and_collectives_on_holes(kernel, algo, shape):
+def test_the_analytic_tier_refuses_stencils_and_collectives_on_holes(kernel, algo, shape, wse2):
     """Their analytic costs know no holes: on a patch with one the tier refuses, naming
     the cycle tier, rather than answer for a clean patch; on a clean one it answers."""
     dead = np.zeros((9, 8), bool)
     dead[2, 3] = True
     with pytest.raises(ConfigError, match=r"patch without holes.*use tier='cycle'"):
-        estimate(kernel, algo, shape, kernel_grid(8, 8, dead), WSE2, "analytic")
-    assert estimate(kernel, algo, shape, kernel_grid(8, 8), WSE2, "analytic").cycles > 0
+        estimate(kernel, algo, shape, kernel_grid(8, 8, dead), wse2, "analytic")
+    assert estimate(kernel, algo, shape, kernel_grid(8, 8), wse2, "analytic").cycles > 0
 
 
 @pytest.mark.parametrize("algo", ["ktree", "chain", "tree"])
-def test_the_analytic_tier_counts_a_gemv_s_holes(algo, capsys):
+def test_the_analytic_tier_counts_a_gemv_s_holes(algo, capsys, wse2):
     """GEMV on 16 x 16 PEs with 28 holes (one north port feeds two columns, rows step round
     holes): the analytic tier is within 10 % of the engine, not the clean estimate, which
     a clean patch keeps."""
@@ -174,8 +172,8 @@ def test_the_analytic_tier_counts_a_gemv_s_holes(algo, capsys):
         result = json.loads(capsys.readouterr().out)
         assert result["holes"] == 28
         cycles[tier] = result["cycles"]
-    clean = analytic_cycles("gemv", algo, {"m": 512, "n": 512}, 16, 16, WSE2)
+    clean = analytic_cycles("gemv", algo, {"m": 512, "n": 512}, 16, 16, wse2)
     assert cycles["analytic"] == pytest.approx(cycles["cycle"], rel=GEMV_TOLERANCE)
     assert cycles["analytic"] > 1.3 * clean
-    on_clean = estimate("gemv", algo, {"m": 512, "n": 512}, kernel_grid(16, 16), WSE2, "analytic")
+    on_clean = estimate("gemv", algo, {"m": 512, "n": 512}, kernel_grid(16, 16), wse2, "analytic")
     assert on_clean.cycles == clean

@@ -20,7 +20,6 @@ from wafersim.memoryx.run import run
 from wafersim.memoryx.run_config import load_run_config
 from wafersim.memoryx.run_timeline import run_timeline
 from wafersim.wafer.errors import DeadlockError
-from wafersim.wafer.presets import preset
 
 from tests.test_memoryx_run import write_config
 from wafersim.cli import main
@@ -161,10 +160,10 @@ def test_run_timeline_counters_and_waits_match_the_summary(tmp_path):
     assert len(updates) == 2 * sum(1 for s in result.streams[0].segments if s.out_bytes)
 
 
-def test_a_deadlock_is_an_instant_naming_its_routers(tmp_path):
+def test_a_deadlock_is_an_instant_naming_its_routers(tmp_path, tiny):
     """A receive of 5 words where 3 are sent: the trace keeps the deadlock, the timeline
     marks it where the engine stopped."""
-    mesh, spec = Mesh.full(2, 1), preset("tiny")
+    mesh, spec = Mesh.full(2, 1), tiny
     routes = ColorRoutes(mesh, 1)
     routes.add_path(0, [0, 1])
     builder = ProgramBuilder(mesh.pes, spec.pe, 1)
@@ -209,6 +208,7 @@ def test_animation_frames_average_a_wafer_down():
     np.testing.assert_array_equal(_downsample(values, 4), values)
 
 
+@pytest.mark.slow
 def test_run_timeline_draws_swarmx_and_checkpoints(tmp_path):
     """Two wafers: each pass's weights broadcast and gradients reduced by SwarmX, spanning
     every wafer's own transfer (overlapping passes on lanes where they nest); a checkpoint

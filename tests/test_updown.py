@@ -11,9 +11,6 @@ from wafersim.fabric.traffic import TrafficConfig, run_traffic
 from wafersim.fabric.updown import updown_tables
 from wafersim.wafer.errors import ConfigError, ConnectivityError
 from wafersim.wafer.geometry import OPPOSITE, RAMP, E, W
-from wafersim.wafer.presets import preset
-
-SPEC = preset("tiny")
 
 
 def holed_mesh(width, height, holes, dead_wires=()):
@@ -73,7 +70,7 @@ def test_every_pair_is_routed_and_the_routes_cannot_deadlock(mesh):
 
 @given(connected_meshes(), st.integers(0, 2**31))
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_every_packet_is_delivered_on_meshes_with_holes(mesh, seed):
+def test_every_packet_is_delivered_on_meshes_with_holes(tiny, mesh, seed):
     """With a drain phase, every flit injected on a holed mesh is delivered. The drain is
     long: holes can saturate the mesh at this rate, and a saturated source goes on injecting
     the packets it created before the drain (600 cycles left 49 flits on the wires of a 6 x 6
@@ -88,7 +85,7 @@ def test_every_packet_is_delivered_on_meshes_with_holes(mesh, seed):
         drain_cycles=2100,
         seed=seed,
     )
-    r = run_traffic(cfg, SPEC, mesh=mesh)
+    r = run_traffic(cfg, tiny, mesh=mesh)
     assert r["flits_injected"] > 0
     assert r["flits_in_flight"] == 0
     assert r["flits_injected"] == r["flits_ejected"]
@@ -112,17 +109,17 @@ def test_hops_around_a_hole_table():
     assert walk(table, in_down, mesh.neighbors(), 3, 5) == 4  # (0,1) -> (2,1)
 
 
-def test_islands_are_an_error_naming_them():
+def test_islands_are_an_error_naming_them(tiny):
     """A mesh split in two is refused before any cycle runs, naming the islands."""
     mesh = holed_mesh(4, 3, [(1, 0), (1, 1), (1, 2)])
     cfg = TrafficConfig(width=4, height=3, routing="updown", cycles=100, warmup=10)
     with pytest.raises(ConnectivityError, match="2 islands"):
-        run_traffic(cfg, SPEC, mesh=mesh)
+        run_traffic(cfg, tiny, mesh=mesh)
 
 
-def test_dimension_order_refuses_holes():
+def test_dimension_order_refuses_holes(tiny):
     """XY routing on a mesh with holes is a clear error, not a deadlock."""
     mesh = holed_mesh(4, 4, [(2, 2)])
     cfg = TrafficConfig(width=4, height=4, routing="xy", cycles=100, warmup=10)
     with pytest.raises(ConfigError, match="cannot route around holes"):
-        run_traffic(cfg, SPEC, mesh=mesh)
+        run_traffic(cfg, tiny, mesh=mesh)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the hardware benchmarks behind docs/validation.md
+
 ROOT = Path(__file__).resolve().parents[1]
 STALE = "docs/validation.md is stale: python benchmarks/bench_hardware.py --doc docs/validation.md"
 

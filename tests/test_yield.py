@@ -131,7 +131,7 @@ def test_bad_yield_arguments_name_the_field(args, message):
         predicted_yield(*args)
 
 
-def test_bad_link_fraction_is_rejected():
+def test_bad_link_fraction_is_rejected(tiny):
     """expected_working_fraction checks link_defect_fraction is in [0, 1]."""
     with pytest.raises(ConfigError, match="link_defect_fraction=1.5"):
-        expected_working_fraction(preset("tiny"), "poisson", 1.0, link_defect_fraction=1.5)
+        expected_working_fraction(tiny, "poisson", 1.0, link_defect_fraction=1.5)
