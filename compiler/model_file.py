@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wafersim.compiler.graph import Layer, LayerGraph, build_op
+from wafersim.compiler.graph import OPS, Layer, LayerGraph, build_op
 from wafersim.wafer.config_io import load_mapping
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 TOP_REQUIRED = ("name", "graph")
 TOP_OPTIONAL = ("dims", "input_features", "context", "published_params", "source", "notes")
@@ -48,7 +48,8 @@ def load_model(path: str | Path) -> ModelFile:
     missing = [key for key in TOP_REQUIRED if key not in data]
     if unknown or missing:
         raise ConfigError(
-            f"{path}: unknown key(s) {sorted(unknown)}, missing {missing}; allowed: "
+            f"{path}: unknown key(s) {excerpt(sorted(map(str, unknown)))}, missing {missing}; "
+            f"allowed: "
             f"{', '.join(TOP_REQUIRED + TOP_OPTIONAL)}"
         )
     dims = {key: _dim(key, value) for key, value in (data.get("dims") or {}).items()}
@@ -88,7 +89,9 @@ def graph_model(graph: LayerGraph, source: str | None = None) -> ModelFile:
 
 def _dim(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
-        raise ConfigError(f"dims.{key}={value!r} must be an integer in [1, {MAX_SIZE}]")
+        raise ConfigError(
+            f"dims.{_short(str(key))}={excerpt(value)} must be an integer in [1, {MAX_SIZE}]"
+        )
     return value
 
 
@@ -97,11 +100,11 @@ def evaluate(value: Any, dims: dict[str, int], field: str) -> int | bool:
     if isinstance(value, bool | int):
         return value
     if not isinstance(value, str):
-        raise ConfigError(f"{field}={value!r} must be an integer or an expression over dims")
+        raise ConfigError(f"{field}={excerpt(value)} must be an integer or an expression over dims")
     try:
         return _eval(ast.parse(value, mode="eval").body, dims, field)
     except SyntaxError:
-        raise ConfigError(f"{field}={value!r} is not an expression over dims") from None
+        raise ConfigError(f"{field}={excerpt(value)} is not an expression over dims") from None
 
 
 def _eval(node: ast.AST, dims: dict[str, int], field: str) -> int:
@@ -109,7 +112,8 @@ def _eval(node: ast.AST, dims: dict[str, int], field: str) -> int:
         return node.value
     if isinstance(node, ast.Name):
         if node.id not in dims:
-            raise ConfigError(f"{field}: unknown dim {node.id!r}; dims: {', '.join(dims)}")
+            known = _short(", ".join(map(str, dims)))
+            raise ConfigError(f"{field}: unknown dim {excerpt(node.id)}; dims: {known}")
         return dims[node.id]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
         top, bottom = _eval(node.left, dims, field), _eval(node.right, dims, field)
@@ -122,6 +126,31 @@ def _eval(node: ast.AST, dims: dict[str, int], field: str) -> int:
     raise ConfigError(f"{field}: only integers, dims and + - * / are allowed")
 
 
+def _op_and_name(entry: dict[str, Any], prefix: str, where: str) -> tuple[str, str]:
+    """The op and name of an op entry, taken out of ``entry``: both text, the op registered
+    and the name not one reserved for an input."""
+    if "op" not in entry or "name" not in entry:
+        raise ConfigError(f"graph entry {excerpt(entry)} needs an op and a name")
+    op, local = entry.pop("op"), entry.pop("name")
+    for key, value in (("op", op), ("name", local)):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"graph entry {key}={excerpt(value)} must be a name (text)")
+    if local in RESERVED_NAMES:
+        raise ConfigError(f"layer {local!r} at {where}: the name is reserved for an input "
+                          f"(from: {local}); rename the op")  # fmt: skip
+    if op not in OPS:
+        raise ConfigError(
+            f"layer {excerpt(local)}: op={excerpt(op)} is not one of: {', '.join(OPS)}"
+        )
+    return op, local
+
+
+def _short(text: str) -> str:
+    """``text`` cut to :data:`NAME_CHARS` characters, for a name inside a field's path."""
+    return text if len(text) <= NAME_CHARS else text[: NAME_CHARS - 3] + "..."
+
+
+NAME_CHARS = 40  # characters of a name an error shows at most
 FLAG_FIELDS = ("bias", "tied")  # the layer fields that are true or false
 # a size above 2^24 is refused: published models stay far below (vocabularies ~2^17,
 # contexts ~2^20) and the compiler's placement tables grow with it (2^40 asked for 256 GiB)
@@ -149,7 +178,7 @@ class _Builder:
             raise ConfigError(f"graph{' of ' + prefix if prefix else ''} must be a list of ops")
         for index, entry in enumerate(entries):
             if not isinstance(entry, dict):
-                raise ConfigError(f"graph entry {entry!r} must be a table")
+                raise ConfigError(f"graph entry {excerpt(entry)} must be a table")
             if "repeat" in entry:
                 self.repeat(entry, scope, prefix, f"{where}[{index}]")
             else:
@@ -160,38 +189,22 @@ class _Builder:
         extra = set(entry) - {"repeat", "name", "block"}
         if extra or "name" not in entry or "block" not in entry:
             raise ConfigError(
-                f"repeat entry needs exactly repeat, name, block; got {sorted(entry)}"
+                f"repeat entry needs exactly repeat, name, block; got "
+                f"{excerpt(sorted(map(str, entry)))}"
             )
-        count = evaluate(entry["repeat"], self.dims, f"{entry['name']}.repeat")
+        field = f"{_short(str(entry['name']))}.repeat"
+        count = evaluate(entry["repeat"], self.dims, field)
         if isinstance(count, bool) or not 1 <= count <= MAX_REPEAT:
-            raise ConfigError(
-                f"{entry['name']}.repeat={count!r} must be an integer in [1, {MAX_REPEAT}]"
-            )
+            raise ConfigError(f"{field}={excerpt(count)} must be an integer in [1, {MAX_REPEAT}]")
         for i in range(count):
             local = {**scope, "block_input": self.last}
             self.ops(entry["block"], local, f"{prefix}{entry['name']}.{i}.", f"{where}.block")
 
     def op(self, entry: dict[str, Any], scope: dict[str, str], prefix: str, where: str) -> None:
-        if "op" not in entry or "name" not in entry:
-            raise ConfigError(f"graph entry {entry} needs an op and a name")
-        op, local = entry.pop("op"), entry.pop("name")
-        for key, value in (("op", op), ("name", local)):
-            if not isinstance(value, str) or not value:
-                raise ConfigError(f"graph entry {key}={value!r} must be a name (text)")
-        if local in RESERVED_NAMES:
-            raise ConfigError(f"layer {local!r} at {where}: the name is reserved for an input "
-                              f"(from: {local}); rename the op")  # fmt: skip
-        name = prefix + str(local)
+        op, local = _op_and_name(entry, prefix, where)
+        name = prefix + local
         sources = self.sources(entry.pop("from", None), scope, name)
-        fields = {key: evaluate(value, self.dims, f"{name}.{key}") for key, value in entry.items()}
-        for key, value in fields.items():  # a flag is a boolean; every other field a count
-            if key in FLAG_FIELDS:
-                if not isinstance(value, bool):
-                    raise ConfigError(f"layer {name!r}: {key}={value!r} must be true or false")
-            elif isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
-                raise ConfigError(
-                    f"layer {name!r}: {key}={value!r} must be an integer in [1, {MAX_SIZE}]"
-                )
+        fields = self.fields(name, entry)
         widths = [self.widths[s] for s in sources]
         new = build_op(op, name, fields, widths)
         new[0] = dataclasses.replace(new[0], inputs=tuple(sources), in_features=sum(widths))
@@ -204,13 +217,34 @@ class _Builder:
         self.widths[new[-1].name] = new[-1].features
         self.last = new[-1].name
 
+    def fields(self, name: str, entry: dict[str, Any]) -> dict[str, int | bool]:
+        """The op's other fields evaluated: a flag is a boolean, every other field a count."""
+        fields = {
+            key: evaluate(value, self.dims, f"{_short(name)}.{_short(str(key))}")
+            for key, value in entry.items()
+        }
+        for key, value in fields.items():
+            if key in FLAG_FIELDS:
+                if not isinstance(value, bool):
+                    raise ConfigError(
+                        f"layer {excerpt(name)}: {_short(str(key))}={excerpt(value)} must be true "
+                        "or false"
+                    )
+            elif isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
+                raise ConfigError(
+                    f"layer {excerpt(name)}: {_short(str(key))}={excerpt(value)} must be an "
+                    f"integer in [1, {MAX_SIZE}]"
+                )
+        return fields
+
     def add(self, new: list[Layer], where: str) -> None:
         """Append ``new``, made by the entry at ``where``; a name used before is refused, since
         ``from`` and the weights look layers up by name."""
         for layer in new:
             if layer.name in self.made_at:
                 raise ConfigError(
-                    f"layer {layer.name!r} is defined twice: at {self.made_at[layer.name]} and "
+                    f"layer {excerpt(layer.name)} is defined twice: at "
+                    f"{self.made_at[layer.name]} and "
                     f"at {where}; layer names must be unique"
                 )
             self.made_at[layer.name] = where
@@ -223,5 +257,7 @@ class _Builder:
         resolved = [scope.get(n, n) for n in names]
         for source, asked in zip(resolved, names, strict=True):
             if source not in self.widths:
-                raise ConfigError(f"layer {name!r}: from={asked!r} names no earlier op")
+                raise ConfigError(
+                    f"layer {excerpt(name)}: from={excerpt(asked)} names no earlier op"
+                )
         return resolved

@@ -42,7 +42,7 @@ from wafersim.fabric.state import (
 )
 from wafersim.fabric.trace import TraceRecorder
 from wafersim.fabric.updown import updown_tables
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
 PATTERNS = {"uniform": 0, "transpose": 1, "bitcomp": 2, "hotspot": 3, "neighbor": 4}
@@ -50,6 +50,8 @@ ROUTINGS = {"xy": 0, "yx": 1, "updown": 2}  # updown: fabric/updown.py, for mesh
 HOTSPOT_FRACTION = 0.25  # default share of hotspot packets sent to the centre PE
 SATURATION_RATIO = 0.95  # accepted below this share of offered -> saturated
 NEVER = K.NEVER  # arrival cycle of a source that offers nothing
+TO_ANOTHER_PE = ("uniform", "hotspot")  # patterns whose packets never go to their source
+MIN_PES_TO_ANOTHER = 2  # working PEs those patterns need: a source and another
 MAX_TRAFFIC_CYCLES = 2**24  # injection cycles travel as float32 payload: exact below 2^24
 
 
@@ -86,18 +88,31 @@ class TrafficConfig:
         _check_range("colors", self.colors, 1, K.MAX_COLORS)
         _check_range("hotspot_fraction", self.hotspot_fraction, 0.0, 1.0)
         if self.pattern != "hotspot" and self.hotspot_fraction != HOTSPOT_FRACTION:
-            raise ConfigError(f"hotspot_fraction={self.hotspot_fraction!r} applies to "
+            raise ConfigError(f"hotspot_fraction={excerpt(self.hotspot_fraction)} applies to "
                               f"pattern='hotspot' only, not {self.pattern!r}")  # fmt: skip
+        grid = f"grid {self.width}x{self.height} (width and height in [1, 4096], not both 1)"
+        _check_senders(self.pattern, self.width * self.height, grid)
 
 
 def _check_range(name: str, value, low, high) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ConfigError(f"{name}={value!r} is out of range [{low}, {high}]")
+        raise ConfigError(f"{name}={excerpt(value)} is out of range [{low}, {high}]")
 
 
 def _check_choice(name: str, value: str, choices: dict) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r} is not one of: {', '.join(choices)}")
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(f"{name}={excerpt(value)} is not one of: {', '.join(choices)}")
+
+
+def _check_senders(pattern: str, pes: int, where: str) -> None:
+    """Uniform and hotspot packets go to another working PE, drawn modulo the others' count:
+    with one PE there is none, and the draw would divide by zero in the engine."""
+    if pattern in TO_ANOTHER_PE and pes < MIN_PES_TO_ANOTHER:
+        raise ConfigError(
+            f"{where}: {pes} working PE(s), but pattern {pattern!r} sends each packet to another "
+            f"PE, so it needs at least {MIN_PES_TO_ANOTHER} (transpose, bitcomp and neighbor "
+            "run on one)"
+        )
 
 
 def traffic_arrays(cfg: TrafficConfig, mesh: Mesh) -> TrafficArrays:
@@ -184,6 +199,8 @@ def _check_mesh(cfg: TrafficConfig, mesh: Mesh) -> None:
     """Dimension order cannot pass holes; non-uniform patterns may aim at one."""
     if (mesh.width, mesh.height) != (cfg.width, cfg.height):
         raise ConfigError(f"mesh is {mesh.width}x{mesh.height}, config {cfg.width}x{cfg.height}")
+    where = f"the {mesh.width}x{mesh.height} mesh"
+    _check_senders(cfg.pattern, int(np.count_nonzero(mesh.alive)), where)
     defective = not mesh.alive.all() or mesh.dead_link.any()
     if not defective:
         return

@@ -21,7 +21,7 @@ from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.result import KernelResult
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
 
@@ -75,7 +75,7 @@ def _stencil(algo: str) -> Algorithm:
 
 def _fp32_only(kernel: str, dtype: str) -> None:
     if dtype != "fp32":
-        raise ConfigError(f"dtype={dtype!r}: {kernel} runs in fp32 only")
+        raise ConfigError(f"dtype={excerpt(dtype)}: {kernel} runs in fp32 only")
 
 
 KERNELS: dict[str, dict[str, Algorithm | GemmAlgorithm]] = {
@@ -88,27 +88,56 @@ KERNELS: dict[str, dict[str, Algorithm | GemmAlgorithm]] = {
     "stencil": {algo: _stencil(algo) for algo in stencil.RADIUS},
 }
 SHAPE_KEYS = {"gemm": ("m", "k", "n"), "gemv": ("m", "n")}  # collectives, stencils: ("n",)
+DEFAULT_DIMENSION = 64  # m, k and n not given: enough for every algorithm on an 8x8 grid
 
 
 def algorithm(kernel: str, algo: str) -> Algorithm | GemmAlgorithm:
     """The registered algorithm; an unknown name is an error listing the valid ones."""
     if kernel not in KERNELS:
-        raise ConfigError(f"kernel={kernel!r} is not one of: {', '.join(KERNELS)}")
+        raise ConfigError(f"kernel={excerpt(kernel)} is not one of: {', '.join(KERNELS)}")
     if algo not in KERNELS[kernel]:
         raise ConfigError(
-            f"algo={algo!r} is not one of the {kernel} algorithms: {', '.join(KERNELS[kernel])}"
+            f"algo={excerpt(algo)} is not one of the {kernel} algorithms: "
+            f"{', '.join(KERNELS[kernel])}"
         )
     return KERNELS[kernel][algo]
 
 
-def shape_of(kernel: str, m: int, k: int, n: int) -> dict[str, int]:
-    """The dimensions ``kernel`` uses, checked to be positive."""
+def shape_keys(kernel: str) -> tuple[str, ...]:
+    """The dimensions ``kernel`` takes: m, k, n for a GEMM, m, n for a GEMV, n for the rest."""
+    return SHAPE_KEYS.get(kernel, ("n",))
+
+
+def shape_of(kernel: str, m: int | None, k: int | None, n: int | None) -> dict[str, int]:
+    """The dimensions ``kernel`` uses (None: :data:`DEFAULT_DIMENSION`), checked to be
+    positive."""
     given = {"m": m, "k": k, "n": n}
-    shape = {key: given[key] for key in SHAPE_KEYS.get(kernel, ("n",))}
+    shape = {key: _or_default(given[key]) for key in shape_keys(kernel)}
     for key, value in shape.items():
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{key}={value!r} must be an integer >= 1")
+        _check_dimension(key, value)
     return shape
+
+
+def check_dimensions(kernel: str, given: dict[str, int | None]) -> None:
+    """ConfigError for a dimension given that ``kernel`` does not take (it would change
+    nothing, silently) or one below 1; None marks a dimension not given."""
+    keys = shape_keys(kernel)
+    for key, value in given.items():
+        if value is None:
+            continue
+        if key not in keys:
+            taken = " and ".join(f"--{name}" for name in keys)
+            raise ConfigError(f"--{key}={excerpt(value)}: {kernel} takes {taken} only")
+        _check_dimension(key, value)
+
+
+def _check_dimension(key: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key}={excerpt(value)} must be an integer >= 1")
+
+
+def _or_default(value: int | None) -> int:
+    return DEFAULT_DIMENSION if value is None else value
 
 
 def run_kernel(

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 FEATURE_DTYPE = np.float32
 LABEL_DTYPE = np.int64
@@ -127,10 +127,10 @@ def dataset_size(config: dict[str, Any], seed: int) -> DatasetSize:
 def _resolve(config: dict[str, Any], seed: int) -> tuple[DatasetKind, dict[str, Any], int]:
     """The data set's kind, its keys with defaults filled in, and the checked seed."""
     if not isinstance(config, dict):
-        raise ConfigError(f"data must be a table of keys, got {config!r}")
+        raise ConfigError(f"data must be a table of keys, got {excerpt(config)}")
     name = config.get("name")
     if not isinstance(name, str) or name not in DATASETS:
-        raise ConfigError(f"data.name is {name!r}; allowed: {sorted(DATASETS)}")
+        raise ConfigError(f"data.name is {excerpt(name)}; allowed: {sorted(DATASETS)}")
     seed = _check_int("seed", seed, 0, math.inf)
     kind = DATASETS[name]
     return kind, _with_defaults(name, config, kind.defaults), seed
@@ -185,7 +185,7 @@ def input_pipeline(config: dict[str, Any] | None) -> InputPipeline:
     if config is None:
         return InputPipeline()
     if not isinstance(config, dict):
-        raise ConfigError(f"input must be a table of keys, got {config!r}")
+        raise ConfigError(f"input must be a table of keys, got {excerpt(config)}")
     allowed = sorted(InputPipeline.__dataclass_fields__)
     _check_unknown("input", config, allowed)
     return InputPipeline(**config)
@@ -255,9 +255,11 @@ def _stratified_split(y: np.ndarray, fraction: float, seed: int) -> tuple[np.nda
 
 
 def _check_fraction(field: str, value: object) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not 0.0 < value <= TEST_FRACTION_MAX:
-        raise ConfigError(f"{field} is {value!r}; allowed: a number in (0, {TEST_FRACTION_MAX}]")
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not 0.0 < value <= TEST_FRACTION_MAX:  # also NaN, which compares false
+        raise ConfigError(
+            f"{field} is {excerpt(value)}; allowed: a number in (0, {TEST_FRACTION_MAX}]"
+        )
     return float(value)
 
 
@@ -335,10 +337,14 @@ def _scale_images(images: np.ndarray, features: int) -> np.ndarray:
 
 def _check_folder(field: str, value: object) -> Path:
     if not isinstance(value, str | os.PathLike) or not str(value):
-        raise ConfigError(f"{field} is {value!r}; allowed: a folder path")
+        raise ConfigError(f"{field} is {excerpt(value)}; allowed: a folder path")
     folder = Path(value)
-    if not folder.is_dir():
-        raise ConfigError(f"{field} is {str(value)!r}; allowed: an existing folder")
+    try:
+        found = folder.is_dir()
+    except OSError:  # a name too long: no such folder
+        found = False
+    if not found:
+        raise ConfigError(f"{field} is {excerpt(str(value))}; allowed: an existing folder")
     return folder
 
 
@@ -460,22 +466,30 @@ def _with_defaults(name: str, config: dict[str, Any], defaults: dict[str, Any]) 
 def _check_unknown(section: str, config: dict[str, Any], allowed: list[str]) -> None:
     unknown = sorted(set(config) - set(allowed), key=str)
     if unknown:
-        raise ConfigError(f"unknown key(s) in {section}: {unknown}; allowed: {allowed}")
+        raise ConfigError(f"unknown key(s) in {section}: {excerpt(unknown)}; allowed: {allowed}")
 
 
 def _check_int(field: str, value: object, low: float, high: float) -> int:
     ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
     if not ok or not low <= value <= high:
         allowed = f">= {low}" if high == math.inf else f"in [{low}, {high}]"
-        raise ConfigError(f"{field} is {value!r}; allowed: an integer {allowed}")
+        raise ConfigError(f"{field} is {excerpt(value)}; allowed: an integer {allowed}")
     return int(value)
 
 
 def _check_positive(field: str, value: object) -> float:
     ok = isinstance(value, int | float | np.number) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{field} is {value!r}; allowed: a finite number > 0")
+    if not ok or not _finite(value) or value <= 0:
+        raise ConfigError(f"{field} is {excerpt(value)}; allowed: a finite number > 0")
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float: an integer too large for one is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from wafersim.memoryx.store import NP_DTYPE, WeightStore
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 STATE_BYTES_PER_ELEMENT = 4  # optimizer state is float32 whatever the weights' dtype
 
@@ -105,13 +105,13 @@ OPTIMIZERS: dict[str, type] = {SGD.name: SGD, AdamW.name: AdamW}
 
 def make_optimizer(name: str, **params: Any) -> Optimizer:
     """The optimizer registered as ``name`` built from ``params`` (validated)."""
-    if name not in OPTIMIZERS:
-        raise ConfigError(f"optimizer is {name!r}; allowed: {sorted(OPTIMIZERS)}")
+    if not isinstance(name, str) or name not in OPTIMIZERS:
+        raise ConfigError(f"optimizer is {excerpt(name)}; allowed: {sorted(OPTIMIZERS)}")
     cls = OPTIMIZERS[name]
     allowed = sorted(f for f in cls.__dataclass_fields__ if f != "name")
-    unknown = sorted(set(params) - set(allowed))
+    unknown = sorted(set(params) - set(allowed), key=str)
     if unknown:
-        raise ConfigError(f"unknown {name} parameter(s) {unknown}; allowed: {allowed}")
+        raise ConfigError(f"unknown {name} parameter(s) {excerpt(unknown)}; allowed: {allowed}")
     return cls(**params)
 
 
@@ -148,11 +148,19 @@ def _check_range(
     low_open: bool = False,
     high_open: bool = False,
 ) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and _finite(value)
     if ok:
         ok = (value > low if low_open else value >= low) and (
             value < high if high_open else value <= high
         )
     if not ok:
         interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ConfigError(f"{field} is {value!r}; allowed: a finite number in {interval}")
+        raise ConfigError(f"{field} is {excerpt(value)}; allowed: a finite number in {interval}")
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float: an integer too large for one is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

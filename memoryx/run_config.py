@@ -32,6 +32,10 @@ A run on a folder that holds checkpoints resumes from the newest; of its config,
 :data:`CONTINUABLE` may differ from the run that wrote them (``steps=40`` trains a 20-step run
 on).
 
+Every path a config names (``model``, ``data.path``, ``wafer.defects.path``) is read relative
+to the config file's folder when it is relative, whatever the working directory; the checked
+config holds them absolute (:data:`PATH_KEYS`, :func:`config_path`).
+
 A config's digests (:attr:`RunConfig.digest`, :attr:`RunConfig.run_digest`) cover the bytes of
 every file it names (:func:`named_files`): the model, an explicit defect list
 (``wafer.defects.path``) and a data set's files (``data.path``). Data files are hashed whole:
@@ -49,15 +53,18 @@ from pathlib import Path
 from typing import Any
 
 from wafersim.compiler import activations
+from wafersim.compiler.model_file import MAX_SIZE
 from wafersim.compiler.strategies import strategies
+from wafersim.fabric.program import DTYPES
 from wafersim.kernels.tiers import TIERS
 from wafersim.memoryx.data import MNIST_FILES, input_pipeline
+from wafersim.memoryx.optimizer import make_optimizer
 from wafersim.memoryx.sparsity import check_sparsity
 from wafersim.memoryx.swarmx import MAX_WAFERS
 from wafersim.wafer.atomic import atomic_path, write_json
 from wafersim.wafer.config_io import flatten, load_mapping
-from wafersim.wafer.errors import ConfigError, excerpt
-from wafersim.wafer.presets import DEFAULT_PRESET, preset
+from wafersim.wafer.errors import EXCERPT_CHARS, ConfigError, excerpt
+from wafersim.wafer.presets import DEFAULT_PRESET, PRESETS, preset
 from wafersim.wafer.spec import WaferSpec
 
 DEFAULTS: dict[str, Any] = {
@@ -100,6 +107,13 @@ INT_RANGES = {
     "eval_every": (0, 10**9),
     "keep_checkpoints": (1, 10**6),
 }
+# Integers that may be null (a default): the model's context bounds seq when the run
+# compiles; this range holds whatever the model
+NULLABLE_RANGES = {"seq": (1, MAX_SIZE)}
+# The keys that name a file or folder, by their tables: read relative to the config's folder
+DATA_PATH, DEFECTS_PATH = ("data", "path"), ("wafer", "defects", "path")
+PATH_KEYS = (DATA_PATH, DEFECTS_PATH)
+INT64 = (-(2**63), 2**63 - 1)  # a spec override's integers: spec values are kept as int64
 HASH_MEMO_MIN_BYTES = 2**20  # larger files' digests are remembered by size and times
 # Keys a resumed run may change: how long it trains and how often it evaluates and saves, not
 # what it trains (the model, data, batch, optimizer, wafer: the rest of the config)
@@ -146,26 +160,56 @@ def _sha256(table: dict[str, Any], model_path: Path, files: tuple[Path, ...]) ->
 
 
 def named_files(data: dict[str, Any], base_dir: Path) -> tuple[Path, ...]:
-    """Every existing file the config table ``data`` names, as the run reads them: the model
-    (relative to ``base_dir``), an explicit defect list and the data set's files (relative to
-    the working directory). Unchecked values are skipped, not refused: the run refuses them."""
-    model = _text_path(data.get("model"))
-    names = [
-        None if model is None else base_dir / model,
-        _text_path(_table(_table(data.get("wafer")).get("defects")).get("path")),
-    ]
-    folder = _text_path(_table(data.get("data")).get("path"))
+    """Every existing file the config table ``data`` names, as the run reads them (relative
+    paths from ``base_dir``, :func:`config_path`): the model, an explicit defect list and the
+    data set's files. Unchecked values are skipped, not refused: the run refuses them."""
+    folder = config_path(_lookup(data, DATA_PATH), base_dir)
+    defects = config_path(_lookup(data, DEFECTS_PATH), base_dir)
+    names = [config_path(data.get("model"), base_dir), defects]
     if folder is not None:  # each IDX file plain and gzipped: the loader takes either
         names += [folder / f"{stem}{gz}" for stem in MNIST_FILES.values() for gz in ("", ".gz")]
-    return tuple(path.resolve() for path in names if path is not None and path.is_file())
+    return tuple(path.resolve() for path in names if path is not None and _is_file(path))
 
 
-def _table(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+def config_path(value: Any, base_dir: Path) -> Path | None:
+    """A path the config names: absolute as given, relative from ``base_dir`` (the config
+    file's folder), so that a run reads the same files from any working directory; None for
+    a value that is not text."""
+    if not isinstance(value, str) or not value:
+        return None
+    path = Path(value)
+    return path if path.is_absolute() else base_dir / path
 
 
-def _text_path(value: Any) -> Path | None:
-    return Path(value) if isinstance(value, str) and value else None
+def _resolve_paths(raw: dict[str, Any], base_dir: Path) -> None:
+    """Make the :data:`PATH_KEYS` in ``raw`` absolute, the one place the run reads them from."""
+    for *tables, key in PATH_KEYS:
+        table = _lookup(raw, tables)
+        value = table.get(key) if isinstance(table, dict) else None
+        path = config_path(value, base_dir)
+        if path is not None and not Path(value).is_absolute():
+            table[key] = str(_absolute(path, ".".join((*tables, key))))
+
+
+def _absolute(path: Path, field: str) -> Path:
+    try:
+        return path.resolve()
+    except OSError as error:  # a name too long, a loop of links
+        raise ConfigError(f"{field}={excerpt(str(path))}: {error.strerror or error}") from None
+
+
+def _lookup(data: Any, keys: tuple[str, ...]) -> Any:
+    """``data[k0][k1]...``, or None where a table is missing or not a table."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long: no such file
+        return False
 
 
 def config_files(path: str | Path, overrides: dict[str, Any]) -> tuple[Path, ...]:
@@ -216,33 +260,71 @@ def load_run_config(path: str | Path, overrides: dict[str, Any] | None = None) -
 
 def run_config(data: dict[str, Any], base_dir: Path) -> RunConfig:
     """Check ``data`` (paths relative to ``base_dir``) and fill in the defaults."""
-    unknown = sorted(set(data) - set(DEFAULTS) - {"model"})
-    if unknown:
-        allowed = ", ".join(["model", *DEFAULTS])
-        raise ConfigError(
-            f"unknown key(s) in the run config: {', '.join(unknown)}; allowed: {allowed}"
-        )
-    if "model" not in data:
-        raise ConfigError("the run config needs a 'model' key: the path of a model file")
+    _check_top_keys(data)
     raw = copy.deepcopy(DEFAULTS) | copy.deepcopy(data)
-    model_path = (base_dir / str(raw["model"])).resolve()
-    if not model_path.is_file():
-        raise ConfigError(f"model={raw['model']!r}: no such file {model_path}")
+    model_path = _model_path(raw["model"], base_dir)
     raw["model"] = str(model_path)
+    _resolve_paths(raw, base_dir)
     _check_ints(raw)
-    if not isinstance(raw["tier"], str) or raw["tier"] not in TIERS:
-        raise ConfigError(f"tier={raw['tier']!r} is not one of: {', '.join(TIERS)}")
+    _check_choice("tier", raw["tier"], TIERS)
+    _check_choice("dtype", raw["dtype"], DTYPES)
     for section, keys in (("memoryx", MEMORYX_KEYS), ("swarmx", SWARMX_KEYS)):
         _check_section(section, raw[section], keys)
         for key, value in raw[section].items():
             _check_int(
                 f"{section}.{key}", value, *SECTION_RANGES[key], none_ok=section == "memoryx"
             )
+    _check_optimizer(raw["optimizer"])
     _check_strategies(raw["strategies"])
     check_sparsity(raw["sparsity"])
     activations.check_options(raw["activations"], raw["micro_batches"])
     input_pipeline(raw["input"])  # a typo here fails now, not after the run
     return RunConfig(raw, model_path, wafer_spec(raw["wafer"]), named_files(raw, base_dir))
+
+
+def _check_top_keys(data: dict[str, Any]) -> None:
+    unknown = sorted(str(key) for key in set(data) - set(DEFAULTS) - {"model"})
+    if unknown:
+        allowed = ", ".join(["model", *DEFAULTS])
+        raise ConfigError(
+            f"unknown key(s) in the run config: {_listed(unknown)}; allowed: {allowed}"
+        )
+    if "model" not in data:
+        raise ConfigError("the run config needs a 'model' key: the path of a model file")
+
+
+def _model_path(model: Any, base_dir: Path) -> Path:
+    """The model file, from ``base_dir`` when relative; ConfigError when there is none."""
+    path = _absolute(config_path(model, base_dir) or base_dir / str(model), "model")
+    if not _is_file(path):
+        raise ConfigError(f"model={excerpt(model)}: no such file {excerpt(str(path))}")
+    return path
+
+
+def _check_choice(key: str, value: Any, allowed) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise ConfigError(f"{key}={excerpt(value)} is not one of: {', '.join(allowed)}")
+
+
+def _listed(names: list[str]) -> str:
+    """``names`` joined as written, or their bounded excerpt when that is long: a file may
+    hold thousands of unknown keys, or one of a megabyte."""
+    text = ", ".join(names)
+    return text if len(text) <= EXCERPT_CHARS else excerpt(text)
+
+
+def _check_optimizer(section: Any) -> None:
+    """The optimizer is built once here, so that a bad table is refused at load: its keys
+    become keyword arguments, which must be text."""
+    if not isinstance(section, dict) or "name" not in section or not all(map(_is_text, section)):
+        raise ConfigError(
+            f"optimizer must be a table with a 'name' and text keys, got {excerpt(section)}"
+        )
+    make_optimizer(**section)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
 
 
 def _check_strategies(names: Any) -> None:
@@ -256,34 +338,49 @@ def _check_strategies(names: Any) -> None:
 def wafer_spec(wafer: Any) -> WaferSpec:
     """The spec named by the ``wafer`` section (a preset plus overrides)."""
     _check_section("wafer", wafer, WAFER_KEYS)
-    spec = preset(str(wafer.get("preset", DEFAULT_PRESET)))
-    defects = wafer.get("defects")
+    name = wafer.get("preset", DEFAULT_PRESET)
+    _check_choice("wafer.preset", name, PRESETS)
+    _check_defects(wafer.get("defects"))
+    overrides = wafer.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"wafer.overrides must be a table of spec keys, got {excerpt(overrides)}")
+    flat = flatten(overrides)  # {pe: {x: 1}}: pe.x only
+    for key, value in flat.items():
+        if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+            raise ConfigError(
+                f"wafer.overrides.{_listed([key])}={excerpt(value)} is out of range "
+                "[-2^63, 2^63 - 1]"
+            )
+    return preset(name).replace(flat) if flat else preset(name)
+
+
+def _check_defects(defects: Any) -> None:
     if defects is not None and not isinstance(defects, dict):
         raise ConfigError(
             f"wafer.defects must be a table (model, seed, repair and the model's parameters) "
             f"or null, got {excerpt(defects)}"
         )
     if defects:
+        if not all(map(_is_text, defects)):
+            raise ConfigError(f"wafer.defects keys must be text, got {excerpt(list(defects))}")
         _check_int("wafer.defects.seed", defects.get("seed", 0), 0, 2**63 - 1)
-    overrides = wafer.get("overrides") or {}
-    if not isinstance(overrides, dict):
-        raise ConfigError(f"wafer.overrides must be a table of spec keys, got {excerpt(overrides)}")
-    return spec.replace(flatten(overrides)) if overrides else spec  # {pe: {x: 1}}: pe.x only
 
 
 def _check_section(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if not isinstance(value, dict):
         raise ConfigError(f"{name} must be a table of keys, got {excerpt(value)}")
-    unknown = sorted(set(value) - set(allowed))
+    unknown = sorted(str(key) for key in set(value) - set(allowed))
     if unknown:
         raise ConfigError(
-            f"unknown key(s) in {name}: {', '.join(unknown)}; allowed: {', '.join(allowed)}"
+            f"unknown key(s) in {name}: {_listed(unknown)}; allowed: {', '.join(allowed)}"
         )
 
 
 def _check_ints(raw: dict[str, Any]) -> None:
     for key, (low, high) in INT_RANGES.items():
         _check_int(key, raw[key], low, high)
+    for key, (low, high) in NULLABLE_RANGES.items():
+        _check_int(key, raw[key], low, high, none_ok=True)
 
 
 def _check_int(key: str, value: Any, low: int, high: int, none_ok: bool = False) -> None:
@@ -300,7 +397,7 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
     for part in parents:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"override {dotted!r}: {part!r} is not a table")
+            raise ConfigError(f"override {excerpt(dotted)}: {excerpt(part)} is not a table")
         node = child
     node[last] = value
 

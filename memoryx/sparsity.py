@@ -12,12 +12,13 @@ streams only the nonzero values, with their indices, and skips the zeros' multip
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from wafersim.kernels.sparse_weights import keep_largest
 from wafersim.memoryx.store import WeightStore
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 SPARSITY_KEYS = ("density", "threshold")
 
@@ -42,20 +43,28 @@ def check_sparsity(section: Any) -> tuple[str, float] | None:
         return None
     if not isinstance(section, dict):
         raise ConfigError(
-            f"sparsity={section!r} must be a table: {{density: D}} or {{threshold: T}}"
+            f"sparsity={excerpt(section)} must be a table: {{density: D}} or {{threshold: T}}"
         )
-    unknown = sorted(set(section) - set(SPARSITY_KEYS))
+    unknown = sorted(set(section) - set(SPARSITY_KEYS), key=str)
     if unknown or len(section) != 1:
         raise ConfigError(
-            f"sparsity must hold exactly one of {', '.join(SPARSITY_KEYS)}, got {section!r}"
+            f"sparsity must hold exactly one of {', '.join(SPARSITY_KEYS)}, got {excerpt(section)}"
         )
     key, value = next(iter(section.items()))
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     if key == "density" and not (ok and 0 < value <= 1):
-        raise ConfigError(f"sparsity.density={value!r} must be a number in (0, 1]")
-    if key == "threshold" and not (ok and value >= 0):
-        raise ConfigError(f"sparsity.threshold={value!r} must be a number >= 0")
+        raise ConfigError(f"sparsity.density={excerpt(value)} must be a number in (0, 1]")
+    if key == "threshold" and not (ok and 0 <= _as_float(value) < math.inf):
+        raise ConfigError(f"sparsity.threshold={excerpt(value)} must be a finite number >= 0")
     return key, float(value)
+
+
+def _as_float(value: float) -> float:
+    """``value`` as a float; an integer too large for one is infinite."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def _mask(magnitude: np.ndarray, key: str, value: float) -> np.ndarray:

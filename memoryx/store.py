@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes per element
 MATERIALISED_DTYPES = ("fp32",)  # numpy holds these; bf16 has no numpy type
@@ -78,7 +78,8 @@ class WeightStore:
     ) -> WeightStore:
         """A materialised store holding copies of ``weights`` and ``state`` (for loading)."""
         shapes = _check_shapes({name: np.shape(a) for name, a in weights.items()})
-        own = {name: _as_fp32(f"weights[{name!r}]", a, shapes[name]) for name, a in weights.items()}
+        own = {name: _as_fp32(f"weights[{excerpt(name)}]", a, shapes[name])
+               for name, a in weights.items()}  # fmt: skip
         store = cls(shapes, "fp32", seed, float(init_std), own, {})
         for slot, arrays in state.items():
             for name, values in arrays.items():
@@ -112,7 +113,9 @@ class WeightStore:
     def put(self, name: str, values: np.ndarray) -> None:
         """Overwrite tensor ``name`` with ``values`` (same shape, cast to float32)."""
         weights = self._values()
-        weights[self._name(name)] = _as_fp32(f"values for {name!r}", values, self.shapes[name])
+        weights[self._name(name)] = _as_fp32(
+            f"values for {excerpt(name)}", values, self.shapes[name]
+        )
 
     def slot(self, name: str, slot: str) -> np.ndarray:
         """A read-only view of optimizer state ``slot`` of tensor ``name`` (zeros if unset)."""
@@ -127,9 +130,9 @@ class WeightStore:
         self._values()
         shape = self.shapes[self._name(name)]
         if not isinstance(slot, str) or not slot or "/" in slot:
-            raise ConfigError(f"slot name {slot!r} must be a non-empty string without '/'")
+            raise ConfigError(f"slot name {excerpt(slot)} must be a non-empty string without '/'")
         self._state.setdefault(slot, {})[name] = _as_fp32(
-            f"slot {slot!r} of {name!r}", values, shape
+            f"slot {excerpt(slot)} of {excerpt(name)}", values, shape
         )
 
     def state(self) -> dict[str, dict[str, np.ndarray]]:
@@ -149,7 +152,9 @@ class WeightStore:
 
     def _name(self, name: str) -> str:
         if name not in self.shapes:
-            raise ConfigError(f"unknown tensor {name!r}; the store holds {sorted(self.shapes)}")
+            raise ConfigError(
+                f"unknown tensor {excerpt(name)}; the store holds {excerpt(sorted(self.shapes))}"
+            )
         return name
 
     def _shape(self, name: str) -> tuple[int, ...]:
@@ -158,35 +163,47 @@ class WeightStore:
 
 def _check_shapes(shapes: object) -> dict[str, tuple[int, ...]]:
     if not isinstance(shapes, dict) or not shapes:
-        raise ConfigError(f"shapes must be a non-empty dict of name -> shape, got {shapes!r}")
+        raise ConfigError(
+            f"shapes must be a non-empty dict of name -> shape, got {excerpt(shapes)}"
+        )
     out: dict[str, tuple[int, ...]] = {}
     for name, shape in shapes.items():
         if not isinstance(name, str) or not name or "/" in name:
-            raise ConfigError(f"tensor name {name!r} must be a non-empty string without '/'")
+            raise ConfigError(f"tensor name {excerpt(name)} must be a non-empty string without '/'")
         dims = tuple(shape) if isinstance(shape, tuple | list) else None
         ok = dims is not None and all(_is_int(d) and d >= 1 for d in dims)
         if not ok:
-            raise ConfigError(f"shapes[{name!r}] is {shape!r}; allowed: a tuple of ints >= 1")
+            raise ConfigError(
+                f"shapes[{excerpt(name)}] is {excerpt(shape)}; allowed: a tuple of ints >= 1"
+            )
         out[name] = tuple(int(d) for d in dims)
     return out
 
 
 def _check_dtype(dtype: object, allowed: tuple[str, ...]) -> None:
     if dtype not in allowed:
-        raise ConfigError(f"dtype is {dtype!r}; allowed: {list(allowed)}")
+        raise ConfigError(f"dtype is {excerpt(dtype)}; allowed: {list(allowed)}")
 
 
 def _check_seed(seed: object) -> int:
     if not _is_int(seed) or seed < 0:
-        raise ConfigError(f"seed is {seed!r}; allowed: an integer >= 0")
+        raise ConfigError(f"seed is {excerpt(seed)}; allowed: an integer >= 0")
     return int(seed)
 
 
 def check_init_std(init_std: object) -> float:
     ok = isinstance(init_std, int | float) and not isinstance(init_std, bool)
-    if not ok or not math.isfinite(init_std) or init_std < 0:
-        raise ConfigError(f"init_std is {init_std!r}; allowed: a finite number >= 0")
+    if not ok or not 0 <= _as_float(init_std) < math.inf:  # NaN compares false
+        raise ConfigError(f"init_std is {excerpt(init_std)}; allowed: a finite number >= 0")
     return float(init_std)
+
+
+def _as_float(value: float) -> float:
+    """``value`` as a float; an integer too large for one is infinite."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def _is_int(value: object) -> bool:

@@ -31,7 +31,7 @@ from wafersim.compiler.plan import PASSES, RECOMPUTE
 from wafersim.compiler.plan_records import GemmPlacement, Plan
 from wafersim.compiler.tile_order import IN_PASSES  # weights stream in; backward_weight streams out
 from wafersim.memoryx import _stream_kernel as K
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 DEFAULT_TILE_BYTES = 4 * 2**20  # assumption: MemoryX streams in 4 MiB tiles
 
@@ -66,8 +66,10 @@ class Edge:
             ("tile_bytes", self.tile_bytes, 1),
         ):
             number = isinstance(value, int | float) and not isinstance(value, bool)
-            if not (number and math.isfinite(value) and value >= low):
-                raise ConfigError(f"memoryx.{name}={value!r} must be a finite number >= {low}")
+            if not (number and _finite(value) and value >= low):
+                raise ConfigError(
+                    f"memoryx.{name}={excerpt(value)} must be a finite number >= {low}"
+                )
         if self.tile_bytes > self.buffer_bytes:
             raise ConfigError(
                 f"memoryx.tile_bytes={self.tile_bytes} must be <= the prefetch buffer "
@@ -231,7 +233,7 @@ class StreamResult:
 def simulate_stream(segs: list[Segment], edge: Edge, steps: int) -> StreamResult:
     """Run the tile-level stream of ``steps`` steps; see the module docstring."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ConfigError(f"steps={steps!r} must be an integer >= 1")
+        raise ConfigError(f"steps={excerpt(steps)} must be an integer >= 1")
     if not segs:
         raise ConfigError("the plan has no layers to stream")
     in_b = np.array([s.in_bytes for s in segs], np.float64)
@@ -261,3 +263,11 @@ def no_stall_threshold(segs: list[Segment], edge: Edge) -> float:
         if s.gemm and s.in_bytes and s.compute_cycles
     ]
     return max(ratios, default=0.0)
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float: an integer too large for one is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

@@ -26,7 +26,7 @@ import math
 from typing import Any
 
 import numpy as np
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import IOSpec, WaferSpec
 
 MAX_WAFERS = 4096  # model bound; [HC33] quotes clusters of up to 192 CS-2s
@@ -111,12 +111,12 @@ def _sum_group(children: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 def _check_gradients(per_wafer: object) -> list[dict[str, np.ndarray]]:
     """Float32 copies of every wafer's gradients, after checking names and shapes."""
     if not isinstance(per_wafer, list) or not per_wafer:
-        raise ConfigError(f"per_wafer is {per_wafer!r}; allowed: a non-empty list of dicts")
+        raise ConfigError(f"per_wafer is {excerpt(per_wafer)}; allowed: a non-empty list of dicts")
     _check_int("wafers", len(per_wafer), 1, MAX_WAFERS)
     out = []
     for index, grads in enumerate(per_wafer):
         if not isinstance(grads, dict) or not grads:
-            raise ConfigError(f"per_wafer[{index}] is {grads!r}; allowed: a non-empty dict")
+            raise ConfigError(f"per_wafer[{index}] is {excerpt(grads)}; allowed: a non-empty dict")
         out.append({name: _as_fp32(index, name, grad) for name, grad in grads.items()})
     first = out[0]
     for index, grads in enumerate(out[1:], start=1):
@@ -128,7 +128,7 @@ def _check_gradients(per_wafer: object) -> list[dict[str, np.ndarray]]:
         for name, grad in grads.items():
             if grad.shape != first[name].shape:
                 raise ConfigError(
-                    f"per_wafer[{index}][{name!r}] has shape {grad.shape}; "
+                    f"per_wafer[{index}][{excerpt(name)}] has shape {grad.shape}; "
                     f"allowed: {first[name].shape} (the shape in per_wafer[0])"
                 )
     return out
@@ -138,7 +138,8 @@ def _as_fp32(index: int, name: object, grad: object) -> np.ndarray:
     array = np.asarray(grad)
     if not np.issubdtype(array.dtype, np.floating):
         raise ConfigError(
-            f"per_wafer[{index}][{name!r}] has dtype {array.dtype}; allowed: a floating dtype"
+            f"per_wafer[{index}][{excerpt(name)}] has dtype {array.dtype}; allowed: a floating "
+            "dtype"
         )
     return np.array(array, dtype=NP_DTYPE, copy=True)
 
@@ -190,7 +191,7 @@ def scaling(
 def _check_step_cycles(values: object) -> list[int]:
     if not isinstance(values, list | tuple) or not values:
         raise ConfigError(
-            f"step_cycles_per_wafer is {values!r}; allowed: a non-empty list of ints >= 1"
+            f"step_cycles_per_wafer is {excerpt(values)}; allowed: a non-empty list of ints >= 1"
         )
     _check_int("wafers", len(values), 1, MAX_WAFERS)
     for index, value in enumerate(values):
@@ -201,4 +202,6 @@ def _check_step_cycles(values: object) -> list[int]:
 def _check_int(field: str, value: object, low: float, high: float) -> None:
     ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
     if not ok or not low <= value <= high:
-        raise ConfigError(f"{field} is {value!r}; allowed: an integer in [{low:g}, {high:g}]")
+        raise ConfigError(
+            f"{field} is {excerpt(value)}; allowed: an integer in [{low:g}, {high:g}]"
+        )

@@ -116,9 +116,6 @@ def test_pages_name_no_issue_numbers(page):
 SOURCE_FOLDERS = ("wafer", "fabric", "kernels", "compiler", "memoryx", "wafersim", "benchmarks",
                   "tests", "examples")  # fmt: skip
 SOURCE_HEX_WORD = re.compile(r"\b[0-9a-f]{7,40}\b", re.IGNORECASE)
-# Files that still refer to an issue by number; their owner cleans them now, and this set
-# empties once they are clean. Every other file is checked.
-PENDING = {"wafersim/options.py", "tests/test_fuzz_inputs.py"}
 
 
 def source_files() -> list[Path]:
@@ -131,11 +128,7 @@ def test_no_issue_numbers_or_commit_hashes_in_the_source():
     """Docstrings and comments give the reason in a sentence: an issue number or a commit
     hash means nothing to a reader without the tracker or the history (measured figures and
     history belong in docs/benchmarks.md and CHANGELOG.md)."""
-    texts = {}
-    for path in source_files():
-        name = path.relative_to(ROOT).as_posix()
-        if name not in PENDING:
-            texts[name] = path.read_text(encoding="utf-8")
+    texts = {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in source_files()}
     assert texts, "no source files found"
     issues = [f"{name}: {', '.join(sorted({m.group(0) for m in ISSUE.finditer(text)}))}"
               for name, text in texts.items() if ISSUE.search(text)]  # fmt: skip

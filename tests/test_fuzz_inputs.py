@@ -1,4 +1,4 @@
-"""Fuzzing every file the CLI reads (issue 27): a mutated spec, run config, model, sweep
+"""Fuzzing every file the CLI reads: a mutated spec, run config, model, sweep
 file, defect list, defect map, checkpoint or sweep results file is either accepted by
 validation, and then used as its kind is (a spec draws and repairs a map, a model compiles,
 a map repairs, a results table reads), or refused with a
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import h5py
@@ -326,3 +327,224 @@ def _objects(f: h5py.File) -> list:
     found = [f]
     f.visititems(lambda _name, obj: found.append(obj))
     return found
+
+
+# ---- hostile command-line words: grids and seeds --------------------------------------------
+
+GRID_WORDS = ["8x8", "64X32", "²x²", "٣x3", "8x８", "1" * 5000 + "x1", "8x8x8", "x8", "8x", "",
+              " 8x8", "8x8\n", "1_0x4", "+8x8", "0x0", "999999999x1", "1000000000x1"]  # fmt: skip
+SEED_WORDS = ["0", "007", str(2**63 - 1), str(2**63), "-1", "٣", "1_0", "+5", " 5", "1e3", "",
+              "9" * 5000, "0x10"]  # fmt: skip
+HOSTILE_TEXT = st.text(alphabet=st.sampled_from("0123456789xX²٣８-_ +e\n"), max_size=30)
+
+
+def _grid_or_refused(text: str) -> None:
+    """The one property of ``--grid``: two ints written in ASCII digits, or a ConfigError."""
+    from wafersim.options import parse_grid
+
+    try:
+        grid = parse_grid(text)
+    except WaferSimError as error:
+        grid, message = None, str(error)
+    if grid is None:
+        assert "\n" not in message
+    else:
+        assert re.fullmatch(r"[0-9]+[xX][0-9]+", text), text
+        assert grid == tuple(int(side) for side in re.split("[xX]", text))
+
+
+def _seed_or_refused(text: str) -> None:
+    """The one property of ``--seed``: an int in [0, 2^63 - 1] from ASCII digits, or argparse's
+    usage error."""
+    import argparse
+
+    from wafersim.options import seed_value
+
+    try:
+        seed = seed_value(text)
+    except argparse.ArgumentTypeError as error:
+        seed, message = None, str(error)
+    if seed is None:
+        assert "<= 2^63 - 1" in message
+    else:
+        assert re.fullmatch(r"[0-9]+", text), text
+        assert seed == int(text) <= 2**63 - 1
+
+
+@pytest.mark.parametrize("word", GRID_WORDS)
+def test_a_grid_word_is_ascii_wxh_or_refused(word):
+    """``--grid`` is W x H in ASCII digits ('²' passes str.isdigit), else one line."""
+    _grid_or_refused(word)
+
+
+@pytest.mark.parametrize("word", SEED_WORDS)
+def test_a_seed_word_is_an_int64_in_ascii_digits_or_refused(word):
+    """``--seed`` is ASCII digits for an integer in [0, 2^63 - 1], else a usage error."""
+    _seed_or_refused(word)
+
+
+@FUZZ
+@given(text=HOSTILE_TEXT)
+def test_any_grid_or_seed_word_is_taken_as_written_or_refused(text):
+    """No grid or seed word gets past the door as another number than it reads, or crashes."""
+    _grid_or_refused(text)
+    _seed_or_refused(text)
+
+
+# ---- sweeps too large to expand ---------------------------------------------------------------
+
+SPEC_AXES = ("pe.sram_bytes", "clock_hz", "spare_rows", "spare_cols", "router.colors",
+             "io.edge_ports", "link.hop_latency_cycles", "pe.area_mm2")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("sampling", "lengths", "points"),
+    [
+        ("grid", (10,) * 8, 10**8),
+        ("grid", (317, 317), 100_489),
+        ("grid", (100_001,), 100_001),
+        ("list", (100_001, 100_001), 100_001),
+        ("random", (3,), 10**12),
+    ],
+)
+def test_a_sweep_past_its_point_limit_is_refused_before_expanding(
+    tmp_path, monkeypatch, sampling, lengths, points
+):
+    """A sweep's points are counted from its axes' lengths (or ``samples``) and refused past
+    MAX_POINTS with one line naming both, before a point is made."""
+    from wafersim import sweep_config
+
+    def expand(*_args):
+        raise AssertionError("expanded before it was counted")
+
+    monkeypatch.setattr(sweep_config, "_axis_values", expand)
+    axes = {key: list(range(n)) for key, n in zip(SPEC_AXES, lengths, strict=False)}
+    tree = {"job": "defects", "base": {"preset": "tiny"}, "sampling": sampling, "axes": axes,
+            "metrics": ["working_pes"]}  # fmt: skip
+    if sampling == "random":
+        tree["samples"] = points
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    with pytest.raises(WaferSimError) as error:
+        sweep_config.load_sweep(path)
+    assert f"{points:,} points" in str(error.value)
+    assert f"at most {sweep_config.MAX_POINTS:,}" in str(error.value)
+
+
+# ---- huge values ------------------------------------------------------------------------------
+
+HUGE_VALUES = {"a megabyte of text": "x" * 2**20, "a 4,227-digit integer": 7**5000}
+MESSAGE_CHARS = 300  # the longest line a huge value may give, its file's path included
+
+
+def _validate_run_config(path: Path) -> None:
+    """Accepted: loaded and checked as ``run --validate-only`` checks before it compiles."""
+    from wafersim.memoryx.run import validate_config
+    from wafersim.memoryx.run_config import load_run_config
+
+    validate_config(load_run_config(path))
+
+
+HUGE_INPUTS = {
+    "run config": (_run_config, _validate_run_config),
+    "model": (_model, _read_model),
+    "sweep": (_sweep, _read_sweep),
+    "defect list": (_defect_list, _read_defect_list),
+}
+
+
+def _huge_cases() -> list[tuple[str, tuple, str]]:
+    """Every leaf of each input, with each huge value (the inputs made in a folder that goes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return [
+            (name, where, label)
+            for name, (make, _read) in HUGE_INPUTS.items()
+            for where in _leaves(_parse(make(Path(tmp))))
+            for label in HUGE_VALUES
+        ]
+
+
+HUGE_CASES = _huge_cases()
+
+
+@pytest.mark.parametrize(("name", "where", "label"), HUGE_CASES)
+def test_a_huge_value_anywhere_is_accepted_or_a_short_line(tmp_path, name, where, label):
+    """Each leaf of a run config, model, sweep or defect list replaced by a huge value is
+    accepted or refused in one line under 300 characters: a bad value is quoted by excerpt."""
+    make, read = HUGE_INPUTS[name]
+    original = make(tmp_path)
+    path, text = _dump(original, _replaced(_parse(original), where, HUGE_VALUES[label]))
+    path.write_text(text)
+    message = ""
+    try:
+        read(path)
+    except WaferSimError as error:
+        message = str(error)
+    assert "\n" not in message
+    assert len(message) < MESSAGE_CHARS, message[: 2 * MESSAGE_CHARS]
+
+
+# ---- relative paths from another working directory -----------------------------------------
+
+
+def _with_relative_defects(folder: Path) -> Path:
+    path = _run_config(folder)
+    tree = yaml.safe_load(path.read_text())
+    _defect_list(folder)
+    tree["wafer"]["defects"] = {"model": "explicit", "path": "dead.yaml", "repair": "none"}
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def _with_relative_data(folder: Path) -> Path:
+    path = _run_config(folder)
+    tree = yaml.safe_load(path.read_text())
+    mnist = folder / "mnist"
+    mnist.mkdir()
+    for stem, array in (("train-images-idx3-ubyte", np.zeros((4, 8, 8), np.uint8)),
+                        ("train-labels-idx1-ubyte", np.zeros(4, np.uint8)),
+                        ("t10k-images-idx3-ubyte", np.zeros((2, 8, 8), np.uint8)),
+                        ("t10k-labels-idx1-ubyte", np.zeros(2, np.uint8))):  # fmt: skip
+        dims = b"".join(d.to_bytes(4, "big") for d in array.shape)
+        (mnist / stem).write_bytes((0x0800 + array.ndim).to_bytes(4, "big") + dims + array.data)
+    tree["data"] = {"name": "mnist", "path": "mnist"}
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def _read_named_defects(path: Path) -> None:
+    from wafersim.memoryx.run import logical_grid
+    from wafersim.memoryx.run_config import load_run_config
+
+    config = load_run_config(path)
+    assert logical_grid(config, 0) is not None
+    assert path.parent.resolve() / "dead.yaml" in config.files
+
+
+def _read_named_data(path: Path) -> None:
+    from wafersim.memoryx.data import dataset_size
+    from wafersim.memoryx.run_config import load_run_config
+
+    config = load_run_config(path)
+    assert dataset_size(config["data"], config["seed"]).train_samples == 4
+    assert path.parent.resolve() / "mnist" / "train-images-idx3-ubyte" in config.files
+
+
+RELATIVE_INPUTS = {
+    "wafer.defects.path": (_with_relative_defects, _read_named_defects),
+    "data.path": (_with_relative_data, _read_named_data),
+}
+
+
+@pytest.mark.parametrize("key", sorted(RELATIVE_INPUTS))
+@pytest.mark.parametrize("cwd", ["sibling", "parent", "root"])
+def test_a_run_config_s_relative_paths_read_the_same_from_any_cwd(tmp_path, monkeypatch, key, cwd):
+    """A relative path in a run config is read from the config's folder, whatever the
+    working directory, and its digests name the same files the run reads."""
+    make, read = RELATIVE_INPUTS[key]
+    folder = tmp_path / "project"
+    folder.mkdir()
+    path = make(folder)
+    (tmp_path / "sibling").mkdir()
+    monkeypatch.chdir({"sibling": tmp_path / "sibling", "parent": tmp_path, "root": "/"}[cwd])
+    read(path if cwd != "parent" else Path("project") / path.name)

@@ -102,9 +102,8 @@ def test_validate_only_and_the_run_refuse_the_same(tmp_path, capsys, monkeypatch
     path = write_config(tmp_path, steps=2)
     assert message in refusal(capsys, ["run", str(path), *overrides, "--validate-only"])
     no_simulation(monkeypatch)
-    config = load_run_config(path, parse_overrides(overrides))
-    with pytest.raises(ConfigError, match=message):
-        run(config, tmp_path / "out")
+    with pytest.raises(ConfigError, match=message):  # at load, or before the simulation
+        run(load_run_config(path, parse_overrides(overrides)), tmp_path / "out")
 
 
 def test_a_too_long_stream_is_refused_after_the_first_wafer_s_plan(tmp_path, monkeypatch):

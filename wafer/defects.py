@@ -35,7 +35,7 @@ import h5py
 import numpy as np
 from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.config_io import load_mapping
-from wafersim.wafer.errors import ConfigError, DefectMapError, excerpt
+from wafersim.wafer.errors import EXCERPT_CHARS, ConfigError, DefectMapError, excerpt
 from wafersim.wafer.geometry import (
     NUM_DIRS,
     E,
@@ -181,11 +181,11 @@ def _frozen_mask(name: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
 def _read_map(f: h5py.File) -> DefectMap:
     fmt = f.attrs.get("format")
     if fmt != FORMAT:
-        raise DefectMapError(f"format attribute is {fmt!r}, expected {FORMAT!r}")
+        raise DefectMapError(f"format attribute is {excerpt(fmt)}, expected {FORMAT!r}")
     version = f.attrs.get("format_version")
     version = version.item() if isinstance(version, np.generic) else version
     if version != FORMAT_VERSION:
-        raise DefectMapError(f"format_version is {version!r}; this wafersim reads 1")
+        raise DefectMapError(f"format_version is {excerpt(version)}; this wafersim reads 1")
     seed = int(f.attrs["seed"])
     return DefectMap(
         dead_pe=_read_bool(f, "dead_pe"),
@@ -233,7 +233,8 @@ def _check_names(model: str, params: dict[str, Any], allowed: set[str]) -> None:
     unknown = set(params) - allowed
     if unknown:
         raise ConfigError(
-            f"unknown parameter(s) for defect model {model!r}: {', '.join(sorted(unknown))}; "
+            f"unknown parameter(s) for defect model {excerpt(model)}: "
+            f"{_listed(unknown)}; "
             f"allowed: {', '.join(sorted(allowed))}"
         )
 
@@ -245,7 +246,7 @@ def _check_param(model: str, name: str, value: Any) -> float | int:
     noun = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ConfigError(f"{label} must be {noun}, got {excerpt(value)}")
-    if not math.isfinite(value):
+    if not _finite(value):
         raise ConfigError(f"{label} must be finite, got {excerpt(value)}")
     if integer and not float(value).is_integer():
         raise ConfigError(f"{label} must be an integer, got {excerpt(value)}")
@@ -253,6 +254,21 @@ def _check_param(model: str, name: str, value: Any) -> float | int:
         bounds = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high == math.inf else ']'}"
         raise ConfigError(f"{label}={excerpt(value)} is out of range {bounds}")
     return int(value) if integer else float(value)
+
+
+def _listed(names: set) -> str:
+    """``names`` sorted and joined as written, or their bounded excerpt when that is long: a
+    file may hold thousands of unknown keys, or one of a megabyte."""
+    text = ", ".join(sorted(map(str, names)))
+    return text if len(text) <= EXCERPT_CHARS else excerpt(text)
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float: an integer too large for one is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _resolve_random(model: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -402,7 +418,7 @@ def tile_defect_counts(
     """``(height, width)`` int64: the defects :func:`generate` places on each tile."""
     if model not in _HIT_MODELS:
         raise ConfigError(
-            f"unknown random defect model {model!r}; valid models: {', '.join(_HIT_MODELS)}"
+            f"unknown random defect model {excerpt(model)}; valid models: {', '.join(_HIT_MODELS)}"
         )
     hit, counts, _rng, _resolved = _draw_hits(spec, model, seed, params)
     tiles = np.zeros(spec.physical_pes, dtype=np.int64)
@@ -426,7 +442,7 @@ def _explicit_map(spec: WaferSpec, seed: int | None, params: dict[str, Any]) -> 
         )
     if not isinstance(params["path"], (str, Path)):
         raise ConfigError(
-            f"defect model 'explicit' parameter path must be text, got {params['path']!r}"
+            f"defect model 'explicit' parameter path must be text, got {excerpt(params['path'])}"
         )
     path = Path(params["path"])
     data = _read_defect_list(path)
@@ -443,11 +459,15 @@ def _explicit_map(spec: WaferSpec, seed: int | None, params: dict[str, Any]) -> 
 
 
 def _read_defect_list(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise DefectMapError(f"{path}: no such file")
+    try:
+        found = path.is_file()
+    except OSError:  # a name too long: no such file
+        found = False
+    if not found:
+        raise DefectMapError(f"{excerpt(str(path))}: no such file")
     if path.suffix.lower() not in _EXPLICIT_SUFFIXES:
         raise DefectMapError(
-            f"{path}: unknown file type {path.suffix!r}; use {', '.join(_EXPLICIT_SUFFIXES)}"
+            f"{path}: unknown file type {excerpt(path.suffix)}; use {', '.join(_EXPLICIT_SUFFIXES)}"
         )
     try:
         if path.suffix.lower() == ".json":
@@ -468,7 +488,7 @@ def _read_defect_list(path: Path) -> dict[str, Any]:
     unknown = set(data) - _EXPLICIT_KEYS
     if unknown:
         raise DefectMapError(
-            f"{path}: unknown key(s) {', '.join(sorted(unknown))}; allowed: dead_links, dead_pes"
+            f"{path}: unknown key(s) {_listed(unknown)}; allowed: dead_links, dead_pes"
         )
     return data
 
@@ -476,7 +496,7 @@ def _read_defect_list(path: Path) -> dict[str, Any]:
 def _entries(path: Path, data: dict[str, Any], key: str) -> list[Any]:
     entries = data.get(key, [])
     if not isinstance(entries, list):
-        raise DefectMapError(f"{path}: {key} must be a list, got {entries!r}")
+        raise DefectMapError(f"{path}: {key} must be a list, got {excerpt(entries)}")
     return entries
 
 
@@ -486,14 +506,15 @@ def _grid_xy(
     """``(x, y)`` of an entry ``[x, y]`` or ``[x, y, "E"]``, checked against the grid."""
     form = "[x, y]" if length == 2 else '[x, y, "N|E|S|W"]'
     if not isinstance(entry, (list, tuple)) or len(entry) != length:
-        raise DefectMapError(f"{path}: {label} = {entry!r} must look like {form}")
+        raise DefectMapError(f"{path}: {label} = {excerpt(entry)} must look like {form}")
     height, width = shape
     for name, value, limit in (("x", entry[0], width), ("y", entry[1], height)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise DefectMapError(f"{path}: {label} = {entry!r}: {name} must be an integer")
+            raise DefectMapError(f"{path}: {label} = {excerpt(entry)}: {name} must be an integer")
         if not 0 <= value < limit:
             raise DefectMapError(
-                f"{path}: {label} = {entry!r}: {name}={value} is outside the physical grid "
+                f"{path}: {label} = {excerpt(entry)}: {name}={excerpt(value)} is outside the "
+                "physical grid "
                 f"(0 <= {name} < {limit})"
             )
     return entry[0], entry[1]
@@ -503,7 +524,7 @@ def _direction(path: Path, label: str, entry: Any) -> int:
     name = entry[2]
     if isinstance(name, str) and name.upper() in ("N", "E", "S", "W"):
         return direction_index(name)
-    raise DefectMapError(f"{path}: {label} = {entry!r}: direction must be one of N, E, S, W")
+    raise DefectMapError(f"{path}: {label} = {excerpt(entry)}: direction must be one of N, E, S, W")
 
 
 # --- registry ----------------------------------------------------------------------------
@@ -522,6 +543,6 @@ def generate(spec: WaferSpec, model: str = "poisson", seed: int = 0, **params: A
         make = DEFECT_MODELS[model]
     except (KeyError, TypeError):
         raise ConfigError(
-            f"unknown defect model {model!r}; valid models: {', '.join(DEFECT_MODELS)}"
+            f"unknown defect model {excerpt(model)}; valid models: {', '.join(DEFECT_MODELS)}"
         ) from None
     return make(spec, seed, params)

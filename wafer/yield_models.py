@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wafersim.wafer.defects import LINK_DEFECT_FRACTION, MM2_PER_CM2
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
 
@@ -62,21 +62,31 @@ _NEEDS_ALPHA = frozenset({"negative_binomial"})
 
 def _non_negative(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if not 0.0 <= value < math.inf:
-        raise ConfigError(f"{name}={value!r} is out of range [0, inf)")
+        raise ConfigError(f"{name} must be a number, got {excerpt(value)}")
+    if not 0.0 <= _as_float(value) < math.inf:
+        raise ConfigError(f"{name}={excerpt(value)} is out of range [0, inf)")
     return float(value)
+
+
+def _as_float(value: numbers.Real) -> float:
+    """``value`` as a float; an integer too large for one is infinite."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def _check_alpha(model: str, alpha: Any) -> float | None:
     if model not in _NEEDS_ALPHA:
         if alpha is not None:
-            raise ConfigError(f"alpha={alpha!r} applies only to negative_binomial, not {model!r}")
+            raise ConfigError(
+                f"alpha={excerpt(alpha)} applies only to negative_binomial, not {excerpt(model)}"
+            )
         return None
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise ConfigError(f"{model} needs alpha, a number in (0, inf); got {alpha!r}")
-    if not 0.0 < alpha < math.inf:
-        raise ConfigError(f"alpha={alpha!r} is out of range (0, inf)")
+        raise ConfigError(f"{model} needs alpha, a number in (0, inf); got {excerpt(alpha)}")
+    if not 0.0 < _as_float(alpha) < math.inf:
+        raise ConfigError(f"alpha={excerpt(alpha)} is out of range (0, inf)")
     return float(alpha)
 
 
@@ -85,7 +95,9 @@ def predicted_yield(
 ) -> float:
     """Probability that ``area_cm2`` at ``density_per_cm2`` defects/cm^2 has no defect."""
     if model not in YIELD_MODELS:
-        raise ConfigError(f"unknown yield model {model!r}; valid models: {', '.join(YIELD_MODELS)}")
+        raise ConfigError(
+            f"unknown yield model {excerpt(model)}; valid models: {', '.join(YIELD_MODELS)}"
+        )
     area = _non_negative("area_cm2", area_cm2)
     density = _non_negative("density_per_cm2", density_per_cm2)
     return YIELD_MODELS[model](area * density, _check_alpha(model, alpha))
@@ -105,7 +117,9 @@ def expected_working_fraction(
     """
     fraction = _non_negative("link_defect_fraction", link_defect_fraction)
     if fraction > 1.0:
-        raise ConfigError(f"link_defect_fraction={link_defect_fraction!r} is out of range [0, 1]")
+        raise ConfigError(
+            f"link_defect_fraction={excerpt(link_defect_fraction)} is out of range [0, 1]"
+        )
     density = _non_negative("density_per_cm2", density_per_cm2)
     area_cm2 = spec.pe.area_mm2 / MM2_PER_CM2
     return predicted_yield(model, area_cm2, density * (1.0 - fraction), alpha)

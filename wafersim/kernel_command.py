@@ -36,11 +36,9 @@ from wafersim.wafer import __version__
 from wafersim.wafer.errors import ConfigError, DeadlockError
 from wafersim.wafer.spec import WaferSpec
 
-DEFAULT_SIZE = 64  # m, k and n: enough for every algorithm on the default 8x8 grid
-
 
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
-    from wafersim.kernels.registry import KERNELS
+    from wafersim.kernels.registry import DEFAULT_DIMENSION, KERNELS
     from wafersim.kernels.tiers import TIERS
     from wafersim.wafer.repair import REPAIR_STRATEGIES
 
@@ -52,8 +50,8 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             f"--{dim}",
             type=int,
-            default=DEFAULT_SIZE,
-            help=f"matrix dimension {dim} (default {DEFAULT_SIZE})",
+            help=f"matrix dimension {dim} (default {DEFAULT_DIMENSION}); refused by a kernel "
+            "that does not take it (gemm: m, k, n; gemv: m, n; the rest: n)",
         )
     add_grid_option(parser, "8x8", "; 'wafer': the spec's whole logical grid")
     parser.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
@@ -107,13 +105,14 @@ def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
     from wafersim.fabric.trace import traced
     from wafersim.figures import activity_animation
     from wafersim.kernels.grid import check_grid_size
-    from wafersim.kernels.registry import KERNELS, check_fits, shape_of
+    from wafersim.kernels.registry import KERNELS, check_dimensions, check_fits, shape_of
     from wafersim.kernels.tiers import check_request, check_tier, estimate
     from wafersim.timelines import write_engine_timeline
 
     spec = spec_from(args)
     args.algo = args.algo or next(iter(KERNELS[args.kernel]))
     width, height = _grid_size(args.grid, spec)
+    check_dimensions(args.kernel, {"m": args.m, "k": args.k, "n": args.n})
     shape = shape_of(args.kernel, args.m, args.k, args.n)
     given = ("reduce", "density", "scope", "inputs", "outputs")
     options = {k: v for k in given if (v := getattr(args, k)) is not None}

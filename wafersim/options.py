@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from wafersim.wafer import __version__
 from wafersim.wafer.config_io import parse_overrides, resolve_spec
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.presets import DEFAULT_PRESET
 from wafersim.wafer.spec import WaferSpec
 
@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from wafersim.wafer.repair import LogicalGrid
 
 OVERRIDE = re.compile(r"[A-Za-z_][\w.]*=")  # a key=value word
+MAX_SEED = 2**63 - 1  # seeds are kept as signed 64-bit integers (HDF5 attributes, numpy)
+SEED_CHARS = 40  # characters of a bad seed an error quotes at most
+SEED_TEXT = re.compile(r"0*[0-9]{1,19}")  # 2^63 - 1 has 19 digits; '٣' and '1_0' are not seeds
+GRID_SIDE_DIGITS = 9  # far past any wafer's side, short enough that int() is instant
+GRID_TEXT = re.compile(rf"([0-9]{{1,{GRID_SIDE_DIGITS}}})[xX]([0-9]{{1,{GRID_SIDE_DIGITS}}})")
 # A map's model and its parameters, by option dest (random models draw from --seed).
 MODEL_OPTIONS = (
     "pe_defect_prob",
@@ -81,14 +86,19 @@ def add_timeline_options(parser: argparse.ArgumentParser, regions: bool) -> None
 
 
 def seed_value(text: str) -> int:
-    """``--seed``: an integer >= 0 (numpy's generators take no negative seed)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"--seed={text} must be an integer >= 0")
-    return value
+    """``--seed``: ASCII digits for an integer in [0, 2^63 - 1], refused before any work: numpy's
+    generators take no negative seed, and the seed is kept as a signed 64-bit integer."""
+    if not SEED_TEXT.fullmatch(text) or int(text) > MAX_SEED:
+        raise argparse.ArgumentTypeError(
+            f"--seed={_as_typed(text)} must be an integer >= 0 and <= 2^63 - 1 (ASCII digits)"
+        )
+    return int(text)
+
+
+def _as_typed(text: str) -> str:
+    """``text`` as the user typed it when short and printable, else its bounded excerpt (a
+    seed has 19 digits at most, so a short one shows enough)."""
+    return text if len(text) <= SEED_CHARS and text.isprintable() else excerpt(text, SEED_CHARS)
 
 
 def split_overrides(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list, list]:
@@ -131,11 +141,15 @@ def add_grid_option(parser: argparse.ArgumentParser, default: str, more: str = "
 
 
 def parse_grid(text: str) -> tuple[int, int]:
-    """``"64x32"`` -> ``(64, 32)``: width, height."""
-    width, sep, height = text.lower().partition("x")
-    if not sep or not width.isdigit() or not height.isdigit():
-        raise ConfigError(f"grid={text!r} must look like WxH (width x height in PEs), e.g. 64x32")
-    return int(width), int(height)
+    """``"64x32"`` -> ``(64, 32)``: width, height, in ASCII digits only (``str.isdigit``
+    passes ``'²'``, which ``int`` refuses)."""
+    found = GRID_TEXT.fullmatch(text)
+    if found is None:
+        raise ConfigError(
+            f"grid={excerpt(text)} must look like WxH (width x height in PEs, each at most "
+            f"{GRID_SIDE_DIGITS} ASCII digits), e.g. 64x32"
+        )
+    return int(found[1]), int(found[2])
 
 
 def add_defect_options(parser: argparse.ArgumentParser, title: str) -> None:
@@ -258,7 +272,7 @@ def defects_summary(defects: DefectMap, grid: LogicalGrid, wall_s: float) -> dic
 def check_output(path: str | None, option: str, kind: str) -> None:
     """ConfigError before any work when output ``path`` (a ``"file"`` or a ``"folder"``)
     cannot be written: a folder given for a file or the reverse, or a place this process
-    may not write (issue 27: these failed with a traceback after the simulation ran)."""
+    may not write (found after the simulation ran, they would lose its work)."""
     if path is None:
         return
     target = Path(path)

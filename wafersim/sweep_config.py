@@ -17,7 +17,9 @@ becomes that option; any other key is a spec override (``pe.sram_bytes: 65536``)
 ``run`` a run-config override (``batch: 8``, ``wafer.defects.seed: 3``). ``base`` may
 also hold ``args``, raw positional arguments (the kernel name for ``kernel``). With ``random``
 sampling, ``samples`` points are drawn with ``sample_seed``; an axis is then a list to choose
-from or ``{uniform: [lo, hi]}``, ``{loguniform: [lo, hi]}`` or ``{integers: [lo, hi]}``.
+from or ``{uniform: [lo, hi]}``, ``{loguniform: [lo, hi]}`` or ``{integers: [lo, hi]}``. A
+sweep holds at most :data:`MAX_POINTS` points, all panels together, counted from the axes'
+lengths before any point is made.
 
 A value that names an input file (``args`` of ``run`` and ``compile``, ``spec``, ``defects``,
 ``defect_list``, and for ``run`` the run-config keys ``model``, ``data.path`` and
@@ -43,7 +45,9 @@ import hashlib
 import io
 import itertools
 import json
+import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +58,7 @@ from wafersim.jobs import command
 from wafersim.options import add_engine_option
 from wafersim.parser import build_parser, parse_command_line
 from wafersim.wafer.config_io import flatten, load_mapping, parse_overrides
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 JOBS = ("defects", "traffic", "kernel", "compile", "run")
 CONFIG_JOBS = ("run",)  # their key=value overrides set run-config keys, not spec keys
@@ -67,6 +71,14 @@ RAW_ARGS_KEY = "args"
 PATH_OPTIONS = ("spec", "defects", "defect_list")
 PATH_ARGS_JOBS = {"run": "config", "compile": "model"}  # job -> its file argument's dest
 PATH_CONFIG_KEYS = ("model", "data.path", "wafer.defects.path")
+# Points a sweep expands to at most, all panels together: each is parsed and kept in memory
+# before the first runs, and a results table holds a row per point
+MAX_POINTS = 100_000
+INT64 = (-(2**63), 2**63 - 1)  # bounds of an ``integers`` axis: numpy draws int64
+KEY_CHARS = 100  # characters of a key in base or axes at most: longer ones name nothing
+ARGV_CHARS = 50  # characters of a point's argv an error about it quotes at most
+MESSAGE_CHARS = 160  # characters of a point's parser message an error quotes at most
+PARSER_PREFIX = re.compile(r"^[\w ]+: error: ")  # how argparse starts a usage error
 
 
 @dataclass(frozen=True)
@@ -121,9 +133,9 @@ def load_sweep(path: str | Path) -> SweepConfig:
 
 
 def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
-    unknown = sorted(set(data) - set(TOP_KEYS))
+    unknown = sorted(set(map(str, data)) - set(TOP_KEYS))
     if unknown:
-        raise ConfigError(f"unknown key {unknown[0]!r}; allowed: {', '.join(TOP_KEYS)}")
+        raise ConfigError(f"unknown key {excerpt(unknown[0])}; allowed: {', '.join(TOP_KEYS)}")
     job = _choice("job", data.get("job"), JOBS)
     sampling = _choice("sampling", data.get("sampling", "grid"), SAMPLINGS)
     base = _mapping("base", data.get("base", {}))
@@ -133,9 +145,11 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
     sample_seed = _int("sample_seed", data.get("sample_seed", 0), minimum=0)
     metrics = _metrics(data.get("metrics"))
     options = job_options(job)
-    values = []
     for panel in panels:
         _check_keys(job, base, panel, options)
+    check_point_count(sampling, panels, samples)
+    values = []
+    for panel in panels:
         values += _axis_values(sampling, panel, samples, sample_seed)
     folder = path.parent.resolve()
     points = tuple(_point(i, job, base, v, options, folder) for i, v in enumerate(values))
@@ -171,19 +185,19 @@ def _panels(axes: Any) -> list[dict[str, Any]]:
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise ConfigError(f"{field}={value!r} is not allowed; allowed: {', '.join(allowed)}")
+        raise ConfigError(f"{field}={excerpt(value)} is not allowed; allowed: {', '.join(allowed)}")
     return value
 
 
 def _mapping(field: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ConfigError(f"{field}={value!r} must be a table of key: value")
+        raise ConfigError(f"{field}={excerpt(value)} must be a table of key: value")
     return dict(value)
 
 
 def _int(field: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{field}={value!r} must be an integer >= {minimum}")
+        raise ConfigError(f"{field}={excerpt(value)} must be an integer >= {minimum}")
     return value
 
 
@@ -191,18 +205,18 @@ def _samples(sampling: str, value: Any) -> int | None:
     if sampling == "random":
         return _int("samples", value, minimum=1)
     if value is not None:
-        raise ConfigError(f"samples={value!r} is only allowed with sampling: random")
+        raise ConfigError(f"samples={excerpt(value)} is only allowed with sampling: random")
     return None
 
 
 def _metrics(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
-        raise ConfigError(f"metrics={value!r} must be a non-empty list of result keys")
+        raise ConfigError(f"metrics={excerpt(value)} must be a non-empty list of result keys")
     for name in value:
         if not isinstance(name, str) or not name or "/" in name:
-            raise ConfigError(f"metrics entry {name!r} must be a result key (text, no '/')")
+            raise ConfigError(f"metrics entry {excerpt(name)} must be a result key (text, no '/')")
     if len(set(value)) != len(value):
-        raise ConfigError(f"metrics={value!r} names a key twice")
+        raise ConfigError(f"metrics={excerpt(value)} names a key twice")
     return tuple(value)
 
 
@@ -234,6 +248,7 @@ def _run_config_keys() -> set[str]:
 
 
 def _check_keys(job: str, base: dict, axes: dict, options: dict[str, argparse.Action]) -> None:
+    _check_key_lengths(base, axes)
     spec_keys = _spec_keys()
     config_keys = _run_config_keys() if job in CONFIG_JOBS else set()
     for field, table in (("base", base), ("axes", axes)):
@@ -258,7 +273,37 @@ def _check_keys(job: str, base: dict, axes: dict, options: dict[str, argparse.Ac
                 )
     both = sorted(set(map(_option_name, base)) & set(map(_option_name, axes)))
     if both:
-        raise ConfigError(f"{both[0]!r} is in both base and axes; keep it in one")
+        raise ConfigError(f"{excerpt(both[0])} is in both base and axes; keep it in one")
+
+
+def check_point_count(sampling: str, panels: list[dict], samples: int | None) -> None:
+    """ConfigError, before any point is made, when the panels expand to more than
+    :data:`MAX_POINTS` points: eight axes of ten values are a hundred million points."""
+    total = sum(_panel_points(sampling, panel, samples) for panel in panels)
+    if total > MAX_POINTS:
+        raise ConfigError(
+            f"the sweep expands to {total:,} points ({sampling} sampling); allowed: at most "
+            f"{MAX_POINTS:,} (wafersim.sweep_config.MAX_POINTS): fewer values or axes"
+        )
+
+
+def _panel_points(sampling: str, axes: dict, samples: int | None) -> int:
+    """Points one panel expands to, counted without expanding it (``list``: its longest axis,
+    the zip checks their lengths)."""
+    if sampling == "random":
+        return samples
+    lengths = [len(values) if isinstance(values, list) else 1 for values in axes.values()]
+    return math.prod(lengths) if sampling == "grid" else max(lengths)
+
+
+def _check_key_lengths(base: dict, axes: dict) -> None:
+    """No option, spec key or run-config key is longer than :data:`KEY_CHARS`, so a longer key
+    is refused here, and every later message that names a key stays short."""
+    for field, table in (("base", base), ("axes", axes)):
+        for key in table:
+            if len(str(key)) > KEY_CHARS:
+                raise ConfigError(f"{field} key {excerpt(str(key))} is longer than any option "
+                                  f"or config key ({KEY_CHARS} characters at most)")  # fmt: skip
 
 
 def _axis_values(sampling: str, axes: dict, samples: int | None, seed: int) -> list[dict]:
@@ -266,7 +311,7 @@ def _axis_values(sampling: str, axes: dict, samples: int | None, seed: int) -> l
         return _random_values(axes, samples, seed)
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
-            raise ConfigError(f"axes.{key}={values!r} must be a non-empty list of values")
+            raise ConfigError(f"axes.{key}={excerpt(values)} must be a non-empty list of values")
     keys = list(axes)
     if sampling == "grid":
         return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*axes.values())]
@@ -287,18 +332,40 @@ def _draw(key: str, spec: Any, samples: int, rng: np.random.Generator) -> list[A
         return [spec[i] for i in rng.integers(0, len(spec), size=samples)]
     if not (isinstance(spec, dict) and len(spec) == 1 and next(iter(spec)) in DISTRIBUTIONS):
         raise ConfigError(
-            f"axes.{key}={spec!r} must be a list or one of {{{', '.join(DISTRIBUTIONS)}: [lo, hi]}}"
+            f"axes.{key}={excerpt(spec)} must be a list or one of "
+            f"{{{', '.join(DISTRIBUTIONS)}: [lo, hi]}}"
         )
     kind, bounds = next(iter(spec.items()))
-    ok = isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) for b in bounds)
-    if not ok or bounds[0] > bounds[1] or (kind == "loguniform" and bounds[0] <= 0):
-        raise ConfigError(f"axes.{key}.{kind}={bounds!r} must be [lo, hi] with lo <= hi")
-    lo, hi = bounds
+    lo, hi = _bounds(f"axes.{key}.{kind}", kind, bounds)
     if kind == "integers":
         return [int(v) for v in rng.integers(lo, hi + 1, size=samples)]
     if kind == "loguniform":
         return [float(v) for v in np.exp(rng.uniform(np.log(lo), np.log(hi), size=samples))]
     return [float(v) for v in rng.uniform(lo, hi, size=samples)]
+
+
+def _bounds(field: str, kind: str, bounds: Any) -> tuple[float, float]:
+    """``[lo, hi]`` of a distribution, lo <= hi, in the range numpy draws from: int64 for
+    ``integers``, a finite width for ``uniform``, above 0 for ``loguniform``."""
+    ok = isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) for b in bounds)
+    if not ok or not bounds[0] <= bounds[1]:
+        raise ConfigError(f"{field}={excerpt(bounds)} must be [lo, hi] with lo <= hi")
+    lo, hi = bounds
+    if kind == "integers" and not INT64[0] <= lo <= hi < INT64[1]:
+        raise ConfigError(f"{field}={excerpt(bounds)} must lie in [-2^63, 2^63 - 2]")
+    if kind != "integers" and not _finite_width(lo, hi):
+        raise ConfigError(f"{field}={excerpt(bounds)} must be finite numbers, hi - lo finite")
+    if kind == "loguniform" and lo <= 0:
+        raise ConfigError(f"{field}={excerpt(bounds)} must be above 0 (loguniform)")
+    return lo, hi
+
+
+def _finite_width(lo: float, hi: float) -> bool:
+    """Whether ``hi - lo`` is a finite float (an integer too large for a float is not)."""
+    try:
+        return math.isfinite(float(hi) - float(lo))
+    except OverflowError:
+        return False
 
 
 def _is_number(value: Any) -> bool:
@@ -357,11 +424,15 @@ def _input_path(field: str, value: Any, folder: Path) -> Any:
     such file or folder exists (a value that is not text is left to the job to refuse)."""
     if not isinstance(value, str) or not value:
         return value
-    path = (folder / value).resolve()
-    if not path.exists():
+    try:
+        path = (folder / value).resolve()
+        found = path.exists()
+    except OSError as error:  # a name too long, a loop of links
+        raise ConfigError(f"{field}={excerpt(value)}: {error.strerror or error}") from None
+    if not found:
         raise ConfigError(
-            f"{field}={value!r}: no such file {path} (a relative path is read from the sweep "
-            "file's folder)"
+            f"{field}={excerpt(value)}: no such file {_clipped(str(path))} (a relative path is "
+            "read from the sweep file's folder)"
         )
     return str(path)
 
@@ -427,11 +498,13 @@ def _option_argv(action: argparse.Action, value: Any) -> list[str]:
     flag = action.option_strings[-1]
     if action.nargs == 0:
         if not isinstance(value, bool):
-            raise ConfigError(f"{flag} is a switch; its value must be true or false, got {value!r}")
+            raise ConfigError(
+                f"{flag} is a switch; its value must be true or false, got {excerpt(value)}"
+            )
         return [flag] if value else []
     if isinstance(value, list):
         if action.nargs not in ("+", "*"):
-            raise ConfigError(f"{flag} takes one value, got the list {value!r}")
+            raise ConfigError(f"{flag} takes one value, got the list {excerpt(value)}")
         return [flag, *map(str, value)]
     return [flag, str(value)]
 
@@ -451,4 +524,12 @@ def parse_point_args(argv: tuple[str, ...]) -> argparse.Namespace:
             return parse_command_line(list(argv), cli_parser(argv[0]))
     except SystemExit:
         message = captured.getvalue().strip().splitlines() or ["cannot parse"]
-        raise ConfigError(f"point {' '.join(argv)!r}: {message[-1]}") from None
+        reason = PARSER_PREFIX.sub("", message[-1])  # "wafersim: error: ", said once already
+        shown = excerpt(" ".join(argv), ARGV_CHARS)
+        raise ConfigError(f"point {shown}: {_clipped(reason)}") from None
+
+
+def _clipped(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, unquoted: a message argparse wrote (it quotes a bad
+    value whole) or a path made of one."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
