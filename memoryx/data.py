@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from wafersim.wafer.config_io import exists
 from wafersim.wafer.errors import ConfigError, excerpt
 
 FEATURE_DTYPE = np.float32
@@ -339,11 +340,7 @@ def _check_folder(field: str, value: object) -> Path:
     if not isinstance(value, str | os.PathLike) or not str(value):
         raise ConfigError(f"{field} is {excerpt(value)}; allowed: a folder path")
     folder = Path(value)
-    try:
-        found = folder.is_dir()
-    except OSError:  # a name too long: no such folder
-        found = False
-    if not found:
+    if not exists(folder, folder=True):
         raise ConfigError(f"{field} is {excerpt(str(value))}; allowed: an existing folder")
     return folder
 

@@ -17,6 +17,15 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
+def exists(path: Path, folder: bool = False) -> bool:
+    """Whether ``path`` is a file (or with ``folder`` a folder); a name the file system
+    refuses (too long) is none, not an OSError."""
+    try:
+        return path.is_dir() if folder else path.is_file()
+    except OSError:
+        return False
+
+
 def load_mapping(path: str | Path) -> dict[str, Any]:
     """Read a ``.toml``, ``.yaml`` or ``.yml`` file holding one table."""
     path = Path(path)

@@ -34,7 +34,7 @@ from typing import Any
 import h5py
 import numpy as np
 from wafersim.wafer.atomic import atomic_hdf5
-from wafersim.wafer.config_io import load_mapping
+from wafersim.wafer.config_io import exists, load_mapping
 from wafersim.wafer.errors import EXCERPT_CHARS, ConfigError, DefectMapError, excerpt
 from wafersim.wafer.geometry import (
     NUM_DIRS,
@@ -459,11 +459,7 @@ def _explicit_map(spec: WaferSpec, seed: int | None, params: dict[str, Any]) -> 
 
 
 def _read_defect_list(path: Path) -> dict[str, Any]:
-    try:
-        found = path.is_file()
-    except OSError:  # a name too long: no such file
-        found = False
-    if not found:
+    if not exists(path):
         raise DefectMapError(f"{excerpt(str(path))}: no such file")
     if path.suffix.lower() not in _EXPLICIT_SUFFIXES:
         raise DefectMapError(
