@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mkdocs.plugins import event_priority
+
 ROOT = Path(__file__).resolve().parent.parent
 TREE = ROOT / "build" / "api_tree"
 MAPPED = ("wafer", "fabric", "kernels", "compiler", "memoryx", "examples")
 
 
+@event_priority(100)  # before mkdocstrings fixes its search paths (a missing one is dropped)
 def on_config(config, **kwargs):
     """Link wafersim/'s entries and the mapped folders into build/api_tree/wafersim."""
     package = TREE / "wafersim"
