@@ -110,3 +110,12 @@ def test_a_spec_built_directly_checks_its_sections(tiny):
         ConfigError, match=r"LinkSpec.hop_latency_cycles=0 is out of range \[1, 64\]"
     ):
         dataclasses.replace(spec, link=link)
+
+
+def test_an_integer_too_large_for_a_float_is_out_of_range_not_an_overflow():
+    """A 400-digit override is refused by its range check, not an OverflowError."""
+    from wafersim.wafer.errors import ConfigError
+    from wafersim.wafer.presets import preset
+
+    with pytest.raises(ConfigError, match="logical_width_pes=.* is out of range"):
+        preset("tiny").replace({"logical_width_pes": int("9" * 400)})

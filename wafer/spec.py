@@ -190,7 +190,7 @@ def validate(obj: Any) -> None:
         label = f"{type(obj).__name__}.{f.name}"
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{label} must be a number, got {excerpt(value)}")
-        if kind is int and not float(value).is_integer():
+        if kind is int and not isinstance(value, int) and not float(value).is_integer():
             raise ConfigError(f"{label} must be an integer, got {excerpt(value)}")
         low, high = f.metadata["low"], f.metadata["high"]
         if not low <= value <= high:
