@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 
 from wafersim.compiler.graph import Layer, LayerGraph
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 POLICIES = ("keep", "recompute")  # what ``auto`` chooses from
 CHOICES = ("auto", *POLICIES, "ignore")
@@ -41,11 +41,11 @@ NOTHING_KEPT = ("bias", "add", "embedding", "position_embedding")
 def check_options(policy: object, micro_batches: object) -> None:
     """Reject an unknown policy or a bad micro-batch count, naming the field."""
     if policy not in CHOICES:
-        raise ConfigError(f"activations={policy!r} must be one of: {', '.join(CHOICES)}")
+        raise ConfigError(f"activations={excerpt(policy)} must be one of: {', '.join(CHOICES)}")
     bad = isinstance(micro_batches, bool) or not isinstance(micro_batches, int | None)
     if bad or (micro_batches is not None and not 1 <= micro_batches <= 10**9):
-        raise ConfigError(f"micro_batches={micro_batches!r} must be null (auto) or an integer "
-                          "in [1, 10**9] dividing batch")  # fmt: skip
+        raise ConfigError(f"micro_batches={excerpt(micro_batches)} must be null (auto) or an "
+                          "integer in [1, 10**9] dividing batch")  # fmt: skip
 
 
 def has_backward(layer: Layer) -> bool:

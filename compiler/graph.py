@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 
 
 @dataclass(frozen=True)
@@ -172,5 +172,7 @@ OPS: dict[str, OpBuilder] = {
 def build_op(op: str, name: str, fields: dict[str, Any], widths: list[int]) -> list[Layer]:
     """The layers of one op; an unknown op is an error listing the valid ones."""
     if op not in OPS:
-        raise ConfigError(f"layer {name!r}: op={op!r} is not one of: {', '.join(OPS)}")
+        raise ConfigError(
+            f"layer {excerpt(name)}: op={excerpt(op)} is not one of: {', '.join(OPS)}"
+        )
     return OPS[op](name, fields, widths)

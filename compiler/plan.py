@@ -48,7 +48,7 @@ from wafersim.fabric.program import value_bytes
 from wafersim.kernels.sparse_weights import check_density
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import write_json
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
 COMPILER_VERSION = "12"  # bump whenever a plan for the same inputs would change
@@ -77,7 +77,7 @@ class CompileOptions:
         seq = context if self.seq is None else self.seq
         for key, value, high in (("batch", self.batch, 10**9), ("seq", seq, context)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-                raise ConfigError(f"{key}={value!r} must be an integer in [1, {high}]")
+                raise ConfigError(f"{key}={excerpt(value)} must be an integer in [1, {high}]")
         strategies(None if self.strategies is None else list(self.strategies))
         activations.check_options(self.activations, self.micro_batches)
         check_density(self.weight_density, "weight_density (--weight-density)")

@@ -25,7 +25,7 @@ from wafersim.fabric import _kernels as K
 from wafersim.fabric.state import ProgramArrays
 from wafersim.fabric.switches import pack_position
 from wafersim.wafer.energy import Events
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import PESpec
 
 WORD_BYTES = 4
@@ -98,7 +98,7 @@ def spmacs_wavelets(nonzeros, dtype: str):
 def value_bytes(dtype: str) -> int:
     """Bytes per value of ``dtype``; an unknown dtype is an error naming the valid ones."""
     if dtype not in DTYPES:
-        raise ConfigError(f"dtype={dtype!r} is not one of: {', '.join(DTYPES)}")
+        raise ConfigError(f"dtype={excerpt(dtype)} is not one of: {', '.join(DTYPES)}")
     return DTYPES[dtype][1]
 
 

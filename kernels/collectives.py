@@ -55,7 +55,7 @@ from wafersim.kernels.lines import (
 from wafersim.kernels.plan import KernelPlan, decode, encode, split
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
 from wafersim.kernels.wiring import kernel_palette
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
 ALGOS = REDUCE_ALGOS
@@ -145,7 +145,7 @@ def collective_words(op: str, n_words: int) -> int:
     """SRAM words of the fullest PE: its vector (broadcast, reduce, allreduce) or, at the
     root of a scatter or gather, the whole vector."""
     if op not in OPS:
-        raise ConfigError(f"op={op!r} is not one of: {', '.join(OPS)}")
+        raise ConfigError(f"op={excerpt(op)} is not one of: {', '.join(OPS)}")
     return n_words
 
 
@@ -171,11 +171,11 @@ def _check_colors(op: str, algo: str, scope: str, lines, spec: WaferSpec) -> boo
 def _check(op, algo, scope, n_words, dtype, rows, cols) -> None:
     for name, value, valid in (("op", op, OPS), ("algo", algo, ALGOS), ("scope", scope, SCOPES)):
         if value not in valid:
-            raise ConfigError(f"{name}={value!r} is not one of: {', '.join(valid)}")
+            raise ConfigError(f"{name}={excerpt(value)} is not one of: {', '.join(valid)}")
     if not isinstance(n_words, int) or n_words < 1:
-        raise ConfigError(f"n_words={n_words!r} must be an integer >= 1")
+        raise ConfigError(f"n_words={excerpt(n_words)} must be an integer >= 1")
     if value_bytes(dtype) != WORD_BYTES and op in REDUCING:
-        raise ConfigError(f"dtype={dtype!r}: {op} adds fp32 words, so dtype must be 'fp32'")
+        raise ConfigError(f"dtype={excerpt(dtype)}: {op} adds fp32 words, so dtype must be 'fp32'")
     shape = _scope_shape(scope, rows, cols)
     if shape[0] * shape[1] < 2:
         raise ConfigError(

@@ -24,7 +24,7 @@ hardware facts; change them with ``key=value`` overrides.
 
 from __future__ import annotations
 
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import IOSpec, LinkSpec, PESpec, RouterSpec, WaferSpec
 
 WSE2_DIE_AREA_MM2 = 46_225.0  # [HC33]
@@ -110,4 +110,6 @@ def preset(name: str) -> WaferSpec:
     try:
         return PRESETS[name]()
     except KeyError:
-        raise ConfigError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}") from None
+        raise ConfigError(
+            f"unknown preset {excerpt(name)}; valid presets: {', '.join(PRESETS)}"
+        ) from None
