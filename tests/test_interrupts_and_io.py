@@ -273,3 +273,28 @@ def test_a_folder_where_a_lock_file_goes_is_one_line_74(capsys, tmp_path):
     assert capsys.readouterr().err == (
         f"wafersim sweep: error: cannot write {tmp_path / 'r.h5.lock'}: Is a directory\n"
     )
+
+
+def test_a_signal_dropped_by_python_is_sent_again_not_printed(monkeypatch):
+    """A signal whose exception lands where Python drops exceptions (a weakref callback, a
+    __del__) is sent again a moment later instead of printing 'Exception ignored in'."""
+    import threading
+    import types
+
+    from wafersim.wafer.errors import Terminated
+
+    from wafersim import cli
+
+    sent = []
+    monkeypatch.setattr(cli.os, "kill", lambda pid, signum: sent.append(signum))
+    printed = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: printed.append(info))
+    with cli._signals_raise():
+        info = types.SimpleNamespace(exc_value=Terminated(), exc_type=Terminated)
+        sys.unraisablehook(info)
+        for thread in threading.enumerate():
+            if isinstance(thread, threading.Timer):
+                thread.join(timeout=5)
+        sys.unraisablehook(types.SimpleNamespace(exc_value=ValueError("x"), exc_type=ValueError))
+    assert sent == [signal.SIGTERM]
+    assert [type(i.exc_value) for i in printed] == [ValueError]  # others still reported

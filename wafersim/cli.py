@@ -151,11 +151,31 @@ def _signals_raise() -> Iterator[list[int]]:
                                 (signal.SIGTERM, signal.SIG_DFL)):  # fmt: skip
             if signal.getsignal(signum) is default:
                 previous[signum] = signal.signal(signum, stop)
+    hook = sys.unraisablehook
+    if previous:
+        sys.unraisablehook = _redeliver(hook)
     try:
         yield received
     finally:
+        sys.unraisablehook = hook
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _redeliver(hook: Any) -> Any:
+    """An unraisable-exception hook that, where a signal's exception landed in code whose
+    exceptions Python drops (a weakref callback, a ``__del__``), sends the signal again a
+    moment later, to land in the job's own code, rather than print a traceback."""
+
+    def unraisable(info: Any) -> None:
+        interrupt = interrupt_in(info.exc_value) if info.exc_value is not None else None
+        if interrupt is None:
+            hook(info)
+            return
+        signum = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
+        threading.Timer(0.01, os.kill, (os.getpid(), signum)).start()
+
+    return unraisable
 
 
 def _interrupted(error: BaseException, received: list[int]) -> int | None:
