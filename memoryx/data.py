@@ -270,8 +270,7 @@ def _check_fraction(field: str, value: object) -> float:
 def _load_mnist(params: dict[str, Any], seed: int) -> Dataset:
     """The four MNIST IDX files in folder ``path``, flattened and scaled to [0, 1]."""
     del seed  # MNIST has a fixed split
-    folder = _check_folder("data.path", params["path"])
-    paths = {key: _find_idx(folder, stem) for key, stem in MNIST_FILES.items()}
+    paths = _mnist_paths(params)
     arrays = {key: read_idx(path) for key, path in paths.items()}
     _check_mnist(paths, arrays)
     x_train, x_test = arrays["train_images"], arrays["test_images"]
@@ -288,12 +287,17 @@ def _load_mnist(params: dict[str, Any], seed: int) -> Dataset:
 def _mnist_size(params: dict[str, Any], seed: int) -> DatasetSize:
     """MNIST's sizes from the four IDX files' headers, checked as the load checks them."""
     del seed  # MNIST has a fixed split
-    folder = _check_folder("data.path", params["path"])
-    paths = {key: _find_idx(folder, stem) for key, stem in MNIST_FILES.items()}
+    paths = _mnist_paths(params)
     shapes = {key: idx_shape(path) for key, path in paths.items()}
     _check_mnist_shapes(paths, shapes)
     count, rows, cols = shapes["train_images"]
     return DatasetSize("mnist", count, rows * cols, MNIST_CLASSES, False)
+
+
+def _mnist_paths(params: dict[str, Any]) -> dict[str, Path]:
+    """The four IDX files of folder ``data.path`` (plain or gzipped), by their role."""
+    folder = _check_folder("data.path", params["path"])
+    return {key: _find_idx(folder, stem) for key, stem in MNIST_FILES.items()}
 
 
 def _check_mnist(paths: dict[str, Path], arrays: dict[str, np.ndarray]) -> None:
