@@ -1,0 +1,560 @@
+"""Per-PE costs derived from the cycle counts the Cerebras SDK's simulator gave for public programs.
+
+A public repository publishes the cycles the SDK's cycle-accurate simulator (``--arch=wse2``)
+reported for its CSL programs: Cannon's matrix product, and LU and QR factorisations, each an
+n x n fp32 matrix on a mesh x mesh rectangle of PEs (``benchmarks/data/vendor_sim_cycles.csv``
+names the source). This script ports the programs' structure as cost models (one function per
+program part: ``memcpy_h2d``, ``compute_C``, ``shift``, ...), fits the few costs nobody publishes
+by least squares on relative error over NAMED series, and holds the other series out to test
+the fit. Every other constant is quoted with its source; none is chosen to make a row match.
+
+    python benchmarks/derive_pe_costs.py                        # the table and the constants
+    python benchmarks/derive_pe_costs.py --json out/pe_costs.json
+    python benchmarks/derive_pe_costs.py --doc docs/pe_costs.md  # rewrite the page's tables
+    python benchmarks/derive_pe_costs.py --fit cannon_increasing  # another split (it is refused
+        # when its series cannot tell the fitted costs apart)
+
+The fit series are ``cannon_const`` by default: within ``cannon_increasing`` (a fixed 64 x 64
+mesh) the copy's words and the loop's iterations both grow as the tile's square, so that series
+cannot separate them; the mesh-size series can (see ``docs/pe_costs.md``).
+
+Sources (full references in ``docs/pe_costs.md``):
+  [Rocki20]  K. Rocki et al., SC20: fp32 1 FMAC a cycle, a wavelet a link a cycle, a cycle a hop.
+  [SDK-TS]   Cerebras SDK docs, "Host Runtime and Tensor Streaming": I/O channels on the east and
+             west edges, memcpy support PEs three columns west of the kernel and two east.
+  [SDK-CSL]  Cerebras SDK docs, CSL appendix "SIMD Mode": two 32-bit reads, one write a cycle.
+  [SDK-EX]   github.com/Cerebras/sdk-examples, benchmarks/benchmark-libs/allreduce/pe.csl: an
+             fp32 division about 50 cycles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import itertools
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from wafersim.wafer import __version__
+from wafersim.wafer.atomic import write_json, write_text
+
+DATA = Path(__file__).resolve().parent / "data" / "vendor_sim_cycles.csv"
+START = "<!-- tables: written by benchmarks/derive_pe_costs.py -->"
+END = "<!-- end tables -->"
+
+# The memcpy support PEs: three columns west of the kernel rectangle and two east (the SDK's
+# "Host Runtime and Tensor Streaming" page); a word crosses them on its way to the rectangle.
+MEMCPY_WEST_COLUMNS = 3
+DEFAULT_FIT = ("cannon_const",)
+FITTED = ("channel_cycles_per_word", "row_cycles_per_word", "loop_iteration_cycles")
+CONDITION_LIMIT = 1e6  # a fit whose Jacobian is worse conditioned cannot separate its costs
+LOG_BOUND = 20.0  # fitted costs stay within exp(-20) to exp(20) cycles while the fit searches
+
+
+@dataclass(frozen=True)
+class Costs:
+    """The costs the ported programs are charged with (cycles of the PE clock)."""
+
+    channel_cycles_per_word: float  # fitted
+    row_cycles_per_word: float  # fitted
+    loop_iteration_cycles: float  # fitted
+    fmac_cycles_per_element: float = 1.0  # [Rocki20]; the SDK's two reads + one write a cycle
+    fabric_cycles_per_wavelet: float = 1.0  # [Rocki20] one wavelet a link a cycle
+    hop_latency_cycles: float = 1.0  # [Rocki20]
+    division_cycles: float = 50.0  # [SDK-EX] "the division is very expensive, about 50 cycles"
+
+
+# name: (unit, meaning, source) of each cost; printed, and written to the JSON and the page.
+MEANING = {
+    "channel_cycles_per_word": (
+        "cycles/word",
+        "the one I/O channel (--channels=1) passes the copy's words one at a time",
+        "fitted",
+    ),
+    "row_cycles_per_word": (
+        "cycles/word",
+        "a row of the rectangle takes its share of a copy one word at a time, its PEs in turn "
+        "(ROW_MAJOR order keeps a PE's words together)",
+        "fitted",
+    ),
+    "loop_iteration_cycles": (
+        "cycles",
+        "one iteration of a scalar loop that loads a scalar, issues one @fmacs and moves a "
+        "DSD's offset, apart from the fmacs' elements",
+        "fitted",
+    ),
+    "fmac_cycles_per_element": (
+        "cycles/element",
+        "an fp32 @fmacs element (two 32-bit reads and one write a cycle)",
+        "[Rocki20] FP32 1 FMAC a cycle; SDK CSL appendix, SIMD mode",
+    ),
+    "fabric_cycles_per_wavelet": (
+        "cycles/wavelet",
+        "an @fmovs between memory and the fabric moves one 32-bit wavelet a cycle",
+        "[Rocki20] one wavelet a link a direction a cycle",
+    ),
+    "hop_latency_cycles": ("cycles", "a wavelet's latency a router hop", "[Rocki20]"),
+    "division_cycles": (
+        "cycles",
+        "an fp32 division (LU's scaling loops)",
+        "[SDK-EX] benchmark-libs/allreduce/pe.csl: about 50 cycles",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Published:
+    """One row of the simulator's cycle counts, as the source publishes it."""
+
+    series: str  # e.g. cannon_const: the program, then how the series grows
+    n_matrix: int
+    n_mesh: int
+    cycles: int
+
+    @property
+    def program(self) -> str:
+        return self.series.split("_", 1)[0]
+
+
+@dataclass(frozen=True)
+class Row:
+    """A published row beside the ported model's cycles. ``role``: fitted, held out, shared
+    (a held-out row that is also a fitted row: the same run, so not an independent test), or
+    not ported (``modelled_cycles`` is None)."""
+
+    published: Published
+    modelled_cycles: float | None
+    role: str
+
+    @property
+    def error(self) -> float | None:
+        if self.modelled_cycles is None:
+            return None
+        return self.modelled_cycles / self.published.cycles - 1
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """The fitted costs, what they were fitted on, and every row's modelled cycles."""
+
+    costs: Costs
+    fit_series: tuple[str, ...]
+    fitted: tuple[str, ...]
+    rows: tuple[Row, ...]
+
+    def series_errors(self) -> dict[str, tuple[str, float, float, int]]:
+        """Per series: role, median and largest |error| over its independent rows, and their
+        number (shared rows are left out of a held-out series' figures)."""
+        found = {}
+        for series in dict.fromkeys(row.published.series for row in self.rows):
+            own = [r for r in self.rows if r.published.series == series and r.error is not None]
+            independent = [r for r in own if r.role != "shared"]
+            if not independent:
+                continue
+            errors = [abs(r.error) for r in independent]
+            found[series] = (independent[0].role, statistics.median(errors), max(errors),
+                             len(errors))  # fmt: skip
+        return found
+
+
+def load(path: Path = DATA) -> list[Published]:
+    """The published rows (lines starting with ``#`` are the header's citation)."""
+    with path.open(newline="") as f:
+        lines = [line for line in f if not line.startswith("#")]
+    return [Published(r["experiment"], int(r["n_matrix"]), int(r["n_mesh"]), int(r["cycles"]))
+            for r in csv.DictReader(lines)]  # fmt: skip
+
+
+# --- The SDK's memcpy (copy mode, MEMCPY_32BIT, ROW_MAJOR, one channel) and launch ---------
+
+
+def _memcpy(costs: Costs, words_per_pe: int, width: int, height: int) -> float:
+    """The words pass the one I/O channel one at a time, then the memcpy columns beside the
+    rectangle, and travel along the rows; the rows take theirs at the same time, each its PEs
+    in turn [SDK-TS]. The copy takes the longer of the two streams, plus the farthest PE's
+    hops."""
+    channel = width * height * words_per_pe * costs.channel_cycles_per_word
+    row = width * words_per_pe * costs.row_cycles_per_word
+    hops = MEMCPY_WEST_COLUMNS + width + height
+    return max(channel, row) + hops * costs.hop_latency_cycles
+
+
+def memcpy_h2d(costs: Costs, words_per_pe: int, width: int, height: int) -> float:
+    """``runner.memcpy_h2d(..., streaming=False)`` of ``words_per_pe`` words to every PE."""
+    return _memcpy(costs, words_per_pe, width, height)
+
+
+def memcpy_d2h(costs: Costs, words_per_pe: int, width: int, height: int) -> float:
+    """``runner.memcpy_d2h(..., streaming=False)``: the same streams, the other way."""
+    return _memcpy(costs, words_per_pe, width, height)
+
+
+def launch(costs: Costs, width: int, height: int) -> float:
+    """``runner.launch``: the RPC reaches the farthest PE of the rectangle."""
+    return (MEMCPY_WEST_COLUMNS + width + height) * costs.hop_latency_cycles
+
+
+def fmacs_loop(costs: Costs, iterations: int, length: int) -> float:
+    """A scalar loop of ``iterations`` iterations, each issuing one ``@fmacs`` of ``length``
+    elements (Cannon's compute_C, LU's update_sub_matrix)."""
+    element = length * costs.fmac_cycles_per_element
+    return iterations * (costs.loop_iteration_cycles + element)
+
+
+def stream(costs: Costs, words: int, hops: int) -> float:
+    """An ``@fmovs`` of ``words`` wavelets between a PE's memory and the fabric, ``hops``
+    routers away from its farthest receiver (sender and receivers wait for each other)."""
+    return words * costs.fabric_cycles_per_wavelet + hops * costs.hop_latency_cycles
+
+
+# --- Cannon's algorithm (Cannons_algorithm/pe_program.csl) ----------------------------------
+
+
+def compute_C(costs: Costs, tile: int) -> float:  # noqa: N802 (the program's name)
+    """A double loop of tile x tile iterations: load A[row][col], ``@fmacs`` of a row of B
+    (tile elements) into a row of C, move B's DSD a row on."""
+    return fmacs_loop(costs, tile * tile, tile)
+
+
+def shift(costs: Costs, tile: int, mesh: int) -> float:
+    """Send the tile west (or north) and receive the neighbour's: even PEs send while odd ones
+    receive, then the other way round; the first PE's tile wraps across the mesh."""
+    return stream(costs, tile * tile, mesh - 1) + stream(costs, tile * tile, 1)
+
+
+def cannon_compute(costs: Costs, tile: int, mesh: int) -> float:
+    """``compute``: mesh - 1 rounds of compute_C and the shifts of A and B, a last compute_C."""
+    rounds = mesh - 1
+    return mesh * compute_C(costs, tile) + rounds * 2 * shift(costs, tile, mesh)
+
+
+def cannon(costs: Costs, n: int, mesh: int) -> float:
+    """run.py: copy A and B in, launch ``compute``, copy C out."""
+    tile = n // mesh
+    words = tile * tile
+    copies = 2 * memcpy_h2d(costs, words, mesh, mesh) + memcpy_d2h(costs, words, mesh, mesh)
+    return copies + launch(costs, mesh, mesh) + cannon_compute(costs, tile, mesh)
+
+
+# --- LU without pivoting (lu_factorization/many_elements_per_pe/pe_program.csl) -------------
+
+
+def lu_diagonal_alone(costs: Costs, tile: int) -> float:
+    """The last diagonal PE's ``compute`` (bottom row, right column: it sends nothing): for
+    each column, divide the m = tile - col - 1 entries below the pivot and update the m x m
+    block under and right of it."""
+    total = 0.0
+    for col in range(tile):
+        m = tile - col - 1
+        total += m * costs.division_cycles + fmacs_loop(costs, m, m)
+    return total
+
+
+def lu_column(costs: Costs, tile: int, hops: int, m: int, free: list[float]) -> list[float]:
+    """One column of a block step: the diagonal PE (D), the PEs under it (L, ``division_step``),
+    right of it (U, ``send_row_to_south``) and the rest (I, ``elimination_step``), each waiting
+    for the streams it receives. ``free`` holds when D, L, U and I are free; returns the next."""
+    d, low, up, inner = free
+    one = costs.fabric_cycles_per_wavelet  # the pivot (south) and the signal (east)
+    ready_low = max(low, d + hops * costs.hop_latency_cycles) + tile * costs.division_cycles
+    row_done = max(d + one, ready_low) + stream(costs, m, hops)  # D's row south, to L
+    signal = row_done + m * costs.division_cycles  # D divides its column, signals east
+    ready_up = max(up, signal + hops * costs.hop_latency_cycles)
+    col_done = max(signal + one, ready_up) + stream(costs, m, hops)  # D's column east, to U
+    left_done = max(row_done, inner) + stream(costs, tile, hops)  # L's multipliers east, to I
+    top_done = max(col_done, left_done) + stream(costs, tile, hops)  # U's row south, to I
+    return [
+        col_done + fmacs_loop(costs, m, m),
+        left_done + fmacs_loop(costs, tile, m),
+        top_done + fmacs_loop(costs, m, tile),
+        top_done + fmacs_loop(costs, tile, tile),
+    ]
+
+
+def lu_compute(costs: Costs, tile: int, mesh: int) -> float:
+    """Block step k: diagonal PE (k, k) factors its tile column by column while the PEs under
+    and right of it scale their tiles and the trailing PEs update theirs, all in step (each
+    stream waits for all its receivers); step k + 1 starts when the trailing PEs are done. The
+    last diagonal PE ends alone."""
+    clock = 0.0
+    for k in range(mesh - 1):
+        hops = mesh - 1 - k  # the farthest receiver of a stream along a row or a column
+        free = [clock] * 4
+        for col in range(tile):
+            free = lu_column(costs, tile, hops, tile - col - 1, free)
+        clock = max(free)
+    return clock + lu_diagonal_alone(costs, tile)
+
+
+def lu(costs: Costs, n: int, mesh: int) -> float:
+    """run.py: copy A in, launch ``start``, copy the factors out."""
+    words = (n // mesh) ** 2
+    copies = memcpy_h2d(costs, words, mesh, mesh) + memcpy_d2h(costs, words, mesh, mesh)
+    return copies + launch(costs, mesh, mesh) + lu_compute(costs, n // mesh, mesh)
+
+
+# Ported programs by the series' first word; QR's Givens pipeline is not ported (a series of a
+# program not here is listed, unmodelled).
+PROGRAMS: dict[str, Callable[[Costs, int, int], float]] = {"cannon": cannon, "lu": lu}
+
+
+# --- The fit -------------------------------------------------------------------------------
+
+
+def _with(base: Costs, names: Sequence[str], values: np.ndarray) -> Costs:
+    return dataclasses.replace(base, **{k: float(v) for k, v in zip(names, values, strict=True)})
+
+
+def _residuals(rows: Sequence[Published], base: Costs, names: Sequence[str]):
+    """Relative errors of ``rows`` as a function of the log of the fitted costs."""
+
+    def residual(log_values: np.ndarray) -> np.ndarray:
+        costs = _with(base, names, np.exp(np.clip(log_values, -LOG_BOUND, LOG_BOUND)))
+        return np.array([PROGRAMS[r.program](costs, r.n_matrix, r.n_mesh) / r.cycles - 1
+                         for r in rows])  # fmt: skip
+
+    return residual
+
+
+def _jacobian(residual: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    step = 1e-6
+    columns = [(residual(x + step * e) - residual(x - step * e)) / (2 * step)
+               for e in np.eye(len(x))]  # fmt: skip
+    return np.stack(columns, axis=1)
+
+
+def _levenberg_marquardt(residual, x0: np.ndarray, iterations: int = 200) -> np.ndarray:
+    """Least squares from ``x0`` (numpy only): damped Gauss-Newton steps, the damping raised
+    when a step does not lower the sum of squares and lowered when it does."""
+    x, damping = x0.copy(), 1e-3
+    cost = float(np.sum(residual(x) ** 2))
+    for _ in range(iterations):
+        r, jac = residual(x), _jacobian(residual, x)
+        normal = jac.T @ jac
+        step = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-12), -jac.T @ r)
+        trial = float(np.sum(residual(x + step) ** 2))
+        if trial < cost:
+            done = cost - trial < 1e-12 * cost or np.max(np.abs(step)) < 1e-9
+            x, cost, damping = x + step, trial, damping / 3
+            if done:
+                break
+        else:
+            damping *= 4
+    return x
+
+
+def _starts(count: int) -> list[np.ndarray]:
+    """Starting points on a grid from 0.5 to 128 cycles for each cost (the objective has kinks
+    where a copy's bound changes from the rows to the channel)."""
+    grid = np.log([0.5, 8.0, 128.0])
+    return [np.array(point) for point in itertools.product(grid, repeat=count)]
+
+
+def _check_identifiable(residual, x: np.ndarray, names: Sequence[str], series) -> None:
+    """Refuse a fit whose series cannot tell its costs apart (a near-singular Jacobian)."""
+    singular = np.linalg.svd(_jacobian(residual, x), compute_uv=False)
+    if singular[-1] * CONDITION_LIMIT < singular[0]:
+        ratio = singular[0] / singular[-1] if singular[-1] > 1e-12 * singular[0] else np.inf
+        raise ValueError(
+            f"the series {', '.join(series)} cannot separate {', '.join(names)} "
+            f"(condition number {ratio:.3g}): some of them grow in the same proportion there, "
+            "or do not bind; fit on other series"
+        )
+
+
+def fit(rows: Sequence[Published], names: Sequence[str], base: Costs, series) -> Costs:
+    """The costs ``names`` that minimise the squared relative error over ``rows``."""
+    residual = _residuals(rows, base, names)
+    found = [_levenberg_marquardt(residual, x0) for x0 in _starts(len(names))]
+    best = min(found, key=lambda x: (float(np.sum(residual(x) ** 2)), tuple(x)))
+    _check_identifiable(residual, best, names, series)
+    return _with(base, names, np.exp(best))
+
+
+def _role(row: Published, fit_series: Sequence[str], fitted_runs: set) -> str:
+    if row.program not in PROGRAMS:
+        return "not ported"
+    if row.series in fit_series:
+        return "fitted"
+    if (row.program, row.n_matrix, row.n_mesh) in fitted_runs:
+        return "shared"
+    return "held out"
+
+
+def derive(fit_series: Sequence[str] = DEFAULT_FIT, free: Sequence[str] = FITTED,
+           path: Path = DATA) -> Derivation:  # fmt: skip
+    """Fit the costs ``free`` on the series ``fit_series``; model every published row."""
+    published = load(path)
+    known = {row.series for row in published}
+    unknown = sorted(set(fit_series) - known)
+    if unknown or not fit_series:
+        raise ValueError(f"fit series {unknown or '(none)'}: choose from {sorted(known)}")
+    bad = sorted(set(free) - set(MEANING))
+    if bad or not free:
+        raise ValueError(f"free costs {bad or '(none)'}: choose from {sorted(MEANING)}")
+    unquoted = [name for name in FITTED if name not in free]
+    if unquoted:
+        raise ValueError(f"free costs must include {', '.join(unquoted)}: no source gives them")
+    rows = [row for row in published if row.series in fit_series]
+    if any(row.program not in PROGRAMS for row in rows):
+        raise ValueError(f"fit series must be of a ported program: {sorted(PROGRAMS)}")
+    base = Costs(channel_cycles_per_word=1.0, row_cycles_per_word=1.0, loop_iteration_cycles=1.0)
+    costs = fit(rows, tuple(free), base, fit_series)
+    fitted_runs = {(r.program, r.n_matrix, r.n_mesh) for r in rows}
+    modelled = tuple(
+        Row(row, PROGRAMS[row.program](costs, row.n_matrix, row.n_mesh)
+            if row.program in PROGRAMS else None, _role(row, fit_series, fitted_runs))
+        for row in published
+    )  # fmt: skip
+    return Derivation(costs, tuple(fit_series), tuple(free), modelled)
+
+
+# --- Output --------------------------------------------------------------------------------
+
+
+def constants_table(derivation: Derivation) -> list[str]:
+    lines = ["| constant | value | unit | meaning | source |", "|---|---|---|---|---|"]
+    for name, (unit, meaning, source) in MEANING.items():
+        value = getattr(derivation.costs, name)
+        how = "fitted" if name in derivation.fitted else source
+        lines.append(f"| `{name}` | {value:.4g} | {unit} | {meaning} | {how} |")
+    return lines
+
+
+def rows_table(derivation: Derivation) -> list[str]:
+    lines = ["| series | n | mesh | published cycles | modelled cycles | error | role |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in derivation.rows:
+        p = row.published
+        if row.modelled_cycles is None:
+            lines.append(f"| {p.series} | {p.n_matrix} | {p.n_mesh} | {p.cycles} | - | - | "
+                         f"{row.role} |")  # fmt: skip
+            continue
+        lines.append(f"| {p.series} | {p.n_matrix} | {p.n_mesh} | {p.cycles} | "
+                     f"{row.modelled_cycles:.0f} | {row.error:+.1%} | {row.role} |")  # fmt: skip
+    return lines
+
+
+def summary_table(derivation: Derivation) -> list[str]:
+    lines = ["| series | role | rows | median \\|error\\| | largest \\|error\\| |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for series, (role, median, largest, count) in derivation.series_errors().items():
+        lines.append(f"| {series} | {role} | {count} | {median:.1%} | {largest:.1%} |")
+    return lines
+
+
+def sensitivity() -> Derivation:
+    """The fmacs element cost fitted too, on both Cannon series (each alone cannot separate
+    it from the loop iteration: the tile is fixed in one, the mesh in the other)."""
+    return derive(("cannon_const", "cannon_increasing"), (*FITTED, "fmac_cycles_per_element"))
+
+
+def what_ifs(derivation: Derivation, other: Derivation) -> dict[str, Costs]:
+    """Costs under which to rerun the held-out LU rows, to see which missing mechanism moves
+    them: diagnostics, not fits (no constant here is chosen to match a row)."""
+
+    def slower_division(costs: Costs) -> Costs:  # a division loop pays the loop's iteration too
+        return dataclasses.replace(costs, division_cycles=costs.division_cycles
+                                   + costs.loop_iteration_cycles)  # fmt: skip
+
+    return {
+        "as fitted": derivation.costs,
+        "division loops also pay `loop_iteration_cycles` an iteration": slower_division(
+            derivation.costs
+        ),
+        "the sensitivity's costs (`fmac_cycles_per_element` fitted)": other.costs,
+        "both": slower_division(other.costs),
+    }
+
+
+def what_if_table(derivation: Derivation, other: Derivation) -> list[str]:
+    """LU's median and largest |error| under each of :func:`what_ifs`' costs."""
+    lu_rows = [row.published for row in derivation.rows if row.published.program == "lu"]
+    series = list(dict.fromkeys(row.series for row in lu_rows))
+    lines = ["| costs | " + " | ".join(f"{s} median, largest \\|error\\|" for s in series)
+             + " |", "|---|" + "---|" * len(series)]  # fmt: skip
+    for label, costs in what_ifs(derivation, other).items():
+        cells = []
+        for name in series:
+            errors = [abs(lu(costs, r.n_matrix, r.n_mesh) / r.cycles - 1)
+                      for r in lu_rows if r.series == name]  # fmt: skip
+            cells.append(f"{statistics.median(errors):.1%}, {max(errors):.1%}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(derivation: Derivation, other: Derivation) -> str:
+    """The page's generated part: constants, rows, per-series errors, the sensitivity, and
+    LU under the what-ifs."""
+    fit_on = ", ".join(f"`{s}`" for s in derivation.fit_series)
+    other_on = ", ".join(f"`{s}`" for s in other.fit_series)
+    parts = [
+        f"Fitted on {fit_on}.", "", *constants_table(derivation), "",
+        *rows_table(derivation), "", *summary_table(derivation), "",
+        f"Sensitivity: `fmac_cycles_per_element` fitted as well, on {other_on}.", "",
+        *constants_table(other), "", *summary_table(other), "",
+        "LU (held out) under other costs: diagnostics, not fits.", "",
+        *what_if_table(derivation, other),
+    ]  # fmt: skip
+    return "\n".join(parts)
+
+
+def write_doc(path: Path, text: str) -> None:
+    """Put ``text`` between the page's markers (atomically)."""
+    page = path.read_text()
+    if START not in page or END not in page:
+        raise ValueError(f"{path} has no {START} ... {END} markers")
+    head, rest = page.split(START, 1)
+    _, tail = rest.split(END, 1)
+    write_text(path, f"{head}{START}\n{text}\n{END}{tail}")
+
+
+def summary(derivation: Derivation) -> dict:
+    """The JSON record: the costs with their units, meanings and sources, and every row."""
+    constants = {name: {"value": getattr(derivation.costs, name), "unit": unit,
+                        "meaning": meaning,
+                        "source": "fitted" if name in derivation.fitted else source}
+                 for name, (unit, meaning, source) in MEANING.items()}  # fmt: skip
+    rows = [{**dataclasses.asdict(row.published), "modelled_cycles": row.modelled_cycles,
+             "error": row.error, "role": row.role} for row in derivation.rows]  # fmt: skip
+    citation = [line.lstrip("# ").rstrip() for line in DATA.read_text().splitlines()
+                if line.startswith("#")]  # fmt: skip
+    return {"data": str(DATA.relative_to(DATA.parents[2])), "citation": " ".join(citation),
+            "wafersim_version": __version__, "fit_series": derivation.fit_series,
+            "fitted": derivation.fitted, "constants": constants, "rows": rows}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", nargs="+", default=list(DEFAULT_FIT), metavar="SERIES")
+    parser.add_argument("--free", nargs="+", default=list(FITTED), metavar="COST",
+                        help=f"costs to fit (default: {' '.join(FITTED)})")  # fmt: skip
+    parser.add_argument("--json", help="write the constants and rows here (JSON)")
+    parser.add_argument("--doc", help="a page whose tables between the markers to rewrite")
+    args = parser.parse_args()
+    if args.doc and (tuple(args.fit) != DEFAULT_FIT or tuple(args.free) != FITTED):
+        parser.error("--doc: the page shows the default fit (drop --fit and --free)")
+    try:
+        derivation = derive(args.fit, args.free)
+    except ValueError as error:
+        parser.error(str(error))
+    print("\n".join(rows_table(derivation)), "", "\n".join(summary_table(derivation)), "",
+          "\n".join(constants_table(derivation)), sep="\n")  # fmt: skip
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        write_json(Path(args.json), summary(derivation))
+        print(f"saved {args.json}")
+    if args.doc:
+        try:
+            write_doc(Path(args.doc), markdown(derivation, sensitivity()))
+        except (OSError, ValueError) as error:
+            parser.error(str(error))
+        print(f"rewrote the tables of {args.doc}")
+
+
+if __name__ == "__main__":
+    main()
