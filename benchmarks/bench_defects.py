@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench_defects.py [--repeats N] [--out out/bench_defects.json]
 Target: well under 0.5 s per map on one core, so 1,000-map studies take minutes.
-Maps are timed as a study or sweep runs them: with freed memory kept (wafersim.heap).
+Maps are timed as a study or sweep runs them: with freed memory kept (wafersim.sweeps.heap).
 """
 
 import argparse
@@ -14,7 +14,7 @@ from wafersim.wafer.defects import generate
 from wafersim.wafer.presets import preset
 from wafersim.wafer.repair import REPAIR_STRATEGIES, repair, warm_up
 
-from wafersim.heap import keep_freed_memory
+from wafersim.sweeps.heap import keep_freed_memory
 
 CASES = [
     ("poisson", {"defect_density_per_cm2": 0.1}),

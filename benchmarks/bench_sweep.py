@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 from wafersim.wafer.atomic import write_json
 
-from wafersim.sweep import run_sweep
-from wafersim.sweep_config import load_sweep
+from wafersim.sweeps.config import load_sweep
+from wafersim.sweeps.run import run_sweep
 
 
 def sweep_file(folder: Path, points: int) -> Path:

@@ -22,7 +22,7 @@ from collections import defaultdict
 import numpy as np
 from wafersim.wafer.errors import ConfigError
 
-from wafersim.sweep_results import read_records
+from wafersim.sweeps.results import read_records
 
 LEVELS = ("wafer.defects.defect_density_per_cm2", "wafer.defects.pe_defect_prob")
 

@@ -14,6 +14,7 @@ import time
 import numpy as np
 from numba import cuda
 from plain_mesh import DEPTH, PACKET_FLITS
+from wafersim.wafer.arith import ceil_div
 
 THREADS = 256
 DX, DY = (0, 1, 0, -1), (-1, 0, 1, 0)  # ports N, E, S, W; 4 is the PE
@@ -136,7 +137,7 @@ def _run(k: int, cycles: int, packet_prob: float, seed: int) -> int:
     wire = cuda.to_device(np.full((2, 4, n), -1, np.int64))
     credit_wire = cuda.to_device(np.zeros((2, 4, n), np.int64))
     delivered = cuda.to_device(np.zeros(n, np.int64))
-    blocks = -(-n // THREADS)
+    blocks = ceil_div(n, THREADS)
     for t in range(cycles):
         _cycle[blocks, THREADS](t, k, log_q, s, wire, credit_wire, src, delivered)
     return int(delivered.copy_to_host().sum())

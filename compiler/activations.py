@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 
 from wafersim.compiler.graph import Layer, LayerGraph
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError, excerpt
 
 POLICIES = ("keep", "recompute")  # what ``auto`` chooses from
@@ -161,7 +162,7 @@ def divisors(n: int) -> list[int]:
 
 def reserved_per_pe(kept: Kept, policy: str, sequences: int, pes: int) -> int:
     """Bytes every working PE sets aside for ``sequences`` sequences' kept activations."""
-    return math.ceil(sequences * kept.peak(policy) / pes)
+    return ceil_div(sequences * kept.peak(policy), pes)
 
 
 def too_big(kept: Kept, sequences: int, pes: int, sram_bytes: int, policy: str,

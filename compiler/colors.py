@@ -14,7 +14,7 @@ import functools
 
 from wafersim.kernels.algorithm import Families
 from wafersim.kernels.gemm_algorithms import gemm_algorithm
-from wafersim.kernels.wiring import kernel_palette
+from wafersim.kernels.wiring import palette_size
 from wafersim.wafer.spec import WaferSpec
 
 Colors = tuple[int, ...]
@@ -33,11 +33,6 @@ def family_colors(algo: str, rows: int, cols: int, n: int, options: tuple = ()) 
     """The colors of each family of routes the kernel sets up; an unknown ``algo`` lists
     the registered ones."""
     return gemm_algorithm(algo).colors(rows, cols, n, dict(options))
-
-
-def palette_size(spec: WaferSpec) -> int:
-    """Colors a kernel may route on (the rest are kept for detours): the wiring's palette."""
-    return len(kernel_palette(spec.router.colors))
 
 
 def fits_palette(algo: str, rows: int, cols: int, n: int, options: tuple, spec: WaferSpec):

@@ -40,6 +40,7 @@ from wafersim.kernels.detour import NO_DETOUR, Detour
 from wafersim.kernels.lines import reduce_cycles
 from wafersim.kernels.registry import analytic_cycles
 from wafersim.kernels.sparse_weights import stream_fraction
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -206,7 +207,7 @@ def _straight_key(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, 
     detour: detours only add cycles, so a candidate that loses here loses anyway."""
     replicas = shape.replicas(work, target)
     options = tuple(sorted(shape.strategy.options.items()))
-    kernel = -(-work.count // replicas) * _kernel_cycles(
+    kernel = ceil_div(work.count, replicas) * _kernel_cycles(
         shape.strategy.algo, options, work.m, work.k, work.n, shape.rows, shape.cols,
         target.spec, target.dtype, NO_DETOUR, work.density,
     )  # fmt: skip
@@ -217,7 +218,7 @@ def _straight_key(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, 
 def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> GemmPlacement:
     spec, strategy, rows, cols = target.spec, shape.strategy, shape.rows, shape.cols
     replicas = shape.replicas(work, target)
-    waves = -(-work.count // replicas)
+    waves = ceil_div(work.count, replicas)
     options = tuple(sorted(strategy.options.items()))
     lines = target.lines(shape.turned)
     blocks = lines.blocks(replicas, rows, cols)
@@ -250,9 +251,9 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> GemmPlacement:
 def _bounds(spec: WaferSpec, macs: int, read: int, write: int, dtype: str) -> dict[str, int]:
     """Cycles of the FMACs alone, and of their SRAM traffic alone, on one PE."""
     rate = spec.pe.fp16_fmac_per_cycle if dtype in HALF_DTYPES else spec.pe.fp32_fmac_per_cycle
-    sram = max(-(-read // spec.pe.sram_read_bytes_per_cycle),
-               -(-write // spec.pe.sram_write_bytes_per_cycle))  # fmt: skip
-    return {"compute": -(-macs // rate), "SRAM": sram}
+    sram = max(ceil_div(read, spec.pe.sram_read_bytes_per_cycle),
+               ceil_div(write, spec.pe.sram_write_bytes_per_cycle))  # fmt: skip
+    return {"compute": ceil_div(macs, rate), "SRAM": sram}
 
 
 def _verdict(kernel: int, costs: dict[str, int]) -> dict[str, Any]:
@@ -272,14 +273,14 @@ def place_vector(layer: str, work: Vector, target: Target) -> VectorPlacement:
     lines = target.lines(False)
     depth, count = lines.widest()
     rows, cols = min(depth, work.features), min(count, work.tokens)
-    values = -(-work.tokens // cols) * -(-work.features // rows)
+    values = ceil_div(work.tokens, cols) * ceil_div(work.features, rows)
     need = 2 * values * size  # input and output resident
     if need > target.budget:
         raise _too_big(layer, need, target)
     ops = values * work.ops_per_value
     costs = _bounds(spec, ops, ops * size, ops * size, target.dtype)
     costs["compute"] += spec.pe.op_startup_cycles * work.ops_per_value
-    tokens_per_col = -(-work.tokens // cols)
+    tokens_per_col = ceil_div(work.tokens, cols)
     fabric = 0
     if work.per_token_reduce and rows > 1:
         fabric = 2 * reduce_cycles("tree", rows, 0, words(tokens_per_col, "fp32"), spec)

@@ -27,7 +27,6 @@ from typing import Any
 
 from wafersim.compiler import activations
 from wafersim.compiler.assignment import pe_assignment
-from wafersim.compiler.colors import palette_size
 from wafersim.compiler.graph import Layer, LayerGraph
 from wafersim.compiler.model_file import ModelFile, load_model
 from wafersim.compiler.passes import Gemm, Work, layer_passes
@@ -46,6 +45,7 @@ from wafersim.compiler.tile_order import IN_PASSES, tile_order
 from wafersim.compiler.working import WorkingGrid
 from wafersim.fabric.program import value_bytes
 from wafersim.kernels.sparse_weights import check_density
+from wafersim.kernels.wiring import palette_size
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import write_json
 from wafersim.wafer.errors import ConfigError, excerpt

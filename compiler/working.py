@@ -28,6 +28,7 @@ import numpy as np
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.reroute import islands
 from wafersim.kernels.detour import NO_DETOUR, Detour, LineTables
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import E, N, S, W, mirror_links
 
@@ -174,7 +175,7 @@ class Lines:
             across = (self.count - np.searchsorted(self._sorted, down * rows, "left")) // cols
             best = int(np.minimum(down * across, count).argmax())
             across_best = max(1, min(int(across[best]), count))
-            self._blocks[key] = min(int(down[best]), -(-count // across_best)), across_best
+            self._blocks[key] = min(int(down[best]), ceil_div(count, across_best)), across_best
         return self._blocks[key]
 
     def chosen(self, depth: int, count: int) -> np.ndarray:

@@ -35,6 +35,7 @@ from wafersim.fabric import _cuda_kernels as CK
 from wafersim.fabric import _kernels as K
 from wafersim.fabric.deadlock import raise_deadlock
 from wafersim.fabric.state import EngineState, FabricArrays, ProgramArrays, TrafficArrays
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 
 LAUNCHES = ("auto", "block", "grid", "wide")
@@ -345,7 +346,7 @@ def _threads(launch: str, pes: int, most: int | None) -> int:
         return min(pes, most or SIMULATOR_THREADS)
     if most:
         return min(pes, most)
-    return min(-(-pes // WARP) * WARP, THREADS[launch])
+    return min(ceil_div(pes, WARP) * WARP, THREADS[launch])
 
 
 def _compiled(launch: str, args: tuple):
@@ -367,4 +368,4 @@ def _cooperative(launch: str, pes: int, args: tuple, most: int | None):
     resident = compiled.max_cooperative_grid_blocks(threads)
     if resident < 1:
         raise ConfigError(f"the cooperative kernel does not fit {threads} threads on this GPU")
-    return kernel, min(-(-pes // threads), resident), threads
+    return kernel, min(ceil_div(pes, threads), resident), threads

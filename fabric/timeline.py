@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from wafersim.fabric.engine import REASON_NAMES
 from wafersim.fabric.trace import TraceRecorder
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.atomic import atomic_path
 from wafersim.wafer.errors import ConfigError
 
@@ -166,7 +167,7 @@ def region_means(values: np.ndarray, block: int, reduce=np.nanmean) -> np.ndarra
     block`` regions, the last ones smaller where the sides do not divide:
     (ceil(H / block), ceil(W / block), ...)."""
     height, width = values.shape[:2]
-    rows, cols = -(-height // block), -(-width // block)
+    rows, cols = ceil_div(height, block), ceil_div(width, block)
     padded = np.full((rows * block, cols * block, *values.shape[2:]), np.nan)
     padded[:height, :width] = values
     blocks = padded.reshape(rows, block, cols, block, *values.shape[2:])

@@ -54,7 +54,7 @@ from wafersim.kernels.lines import (
 )
 from wafersim.kernels.plan import KernelPlan, decode, encode, split
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
-from wafersim.kernels.wiring import kernel_palette
+from wafersim.kernels.wiring import palette_size
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
@@ -153,7 +153,7 @@ def _check_colors(op: str, algo: str, scope: str, lines, spec: WaferSpec) -> boo
     """ConfigError, before any route is built, when ``op`` needs more colors than the
     router leaves kernels, so every tier refuses it alike; returns whether a reduction's
     upper level reuses the lower one's colors (:func:`reuses_colors`)."""
-    available = kernel_colors(spec)
+    available = palette_size(spec)
     reuse = reuses_colors(op, algo, lines, available)
     needed = colors_needed(op, algo, lines, reuse)
     if needed > available:
@@ -421,7 +421,7 @@ def _broadcast_cycles(algo, lines, n_words, spec) -> int:
 def _reduce_cycles(algo, lines, n_words, spec, op: str = "reduce") -> int:
     """The levels one after the other, and the switches where ``op`` reuses colors."""
     total = sum(reduce_cycles(algo, n, root, n_words, spec) for n, root in lines)
-    if reuses_colors(op, algo, lines, kernel_colors(spec)):
+    if reuses_colors(op, algo, lines, palette_size(spec)):
         total += _switches(spec)
     return total
 
@@ -453,11 +453,6 @@ def reuses_colors(op: str, algo: str, lines, available: int) -> bool:
     a level, so its upper level reuses the lower one's (``Wiring.new_position``): only then,
     since each reused color costs the upper level's PEs a router switch."""
     return op in REDUCING and len(lines) > 1 and colors_needed(op, algo, lines) > available
-
-
-def kernel_colors(spec: WaferSpec) -> int:
-    """The colors a kernel may ask for (``Wiring.palette``)."""
-    return len(kernel_palette(spec.router.colors))
 
 
 def _gather_cycles(algo, lines, n_words, spec) -> int:

@@ -24,6 +24,7 @@ import numpy as np
 from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
 from wafersim.kernels.grid import kernel_grid
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -106,8 +107,8 @@ def _reduced_shape(record: GemmAlgorithm, shape, rows, cols, p, q, step, spec) -
     cuts it for run ``step``."""
     across, down = record.grid_dims
     small = dict(shape)
-    small[across] = math.ceil(shape[across] / rows) * p
-    small[down] = math.ceil(shape[down] / cols) * q
+    small[across] = ceil_div(shape[across], rows) * p
+    small[down] = ceil_div(shape[down], cols) * q
     small[record.third_dim] = record.fast_tier.reduced_length(shape, rows, cols, p, q, step, spec)
     return small
 

@@ -55,7 +55,6 @@ from wafersim.kernels.detour import NO_DETOUR
 from wafersim.kernels.gemm_common import (
     C_STAYS_PUT,
     K_STEPS,
-    ceil_div,
     check_operands,
     gather_c,
     gemm_result,
@@ -67,6 +66,7 @@ from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.plan import KernelPlan, encode, split
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -283,7 +283,7 @@ def cannon_cycles(
     staging adds (:func:`kernels.staging.staging_cycles`)."""
     if p != q:
         raise ConfigError(f"cannon needs a square grid (rows == cols), got {p} x {q}")
-    mi, nj = -(-m // p), -(-n // p)
+    mi, nj = ceil_div(m, p), ceil_div(n, p)
     total = p2p_cycles(spec, 0, 0)
     for kl in (int(w) for w in np.diff(split(k, p, "k"))):
         mul = 2 * wait_cycles(spec) + matmul_cycles(spec, mi, kl, nj, dtype)

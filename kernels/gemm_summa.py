@@ -59,7 +59,6 @@ from wafersim.kernels.gemm_common import (
     C_STAYS_PUT,
     K_STEPS,
     by_parity,
-    ceil_div,
     check_operands,
     gather_c,
     gemm_result,
@@ -72,6 +71,7 @@ from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.plan import KernelPlan, split
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.geometry import NUM_PORTS
 from wafersim.wafer.spec import WaferSpec
 
@@ -389,7 +389,7 @@ def summa_cycles(
     root once step ``t`` has reached it and the root has switched, with the extra hops of
     the slowest row (``A``) or column (``B``) of ``detour``."""
     steps = summa_steps(m, k, n, p, q)
-    mi, nj = -(-m // p), -(-n // q)
+    mi, nj = ceil_div(m, p), ceil_div(n, q)
     start, wait, comms, muls = spec.pe.op_startup_cycles, wait_cycles(spec), [], []
     lengths = (q, p)
     for t, kk in enumerate(int(w) for w in np.diff(steps.k)):

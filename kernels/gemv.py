@@ -34,6 +34,7 @@ from wafersim.kernels.lines import line_streams, reduce_colors, reduce_cycles, r
 from wafersim.kernels.plan import KernelPlan, decode, encode, split
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import OUTPUTS, check_choice
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.geometry import E, S
 from wafersim.wafer.spec import WaferSpec
 
@@ -143,7 +144,7 @@ def gemv_cycles(m: int, n: int, p: int, q: int, spec: WaferSpec, algo: str, dtyp
     check_choice("outputs", outputs, OUTPUTS)
     if grid is not None and not grid.clean:
         return holed_gemv_cycles(m, n, grid, spec, algo, dtype, inputs, outputs)
-    mi, nj = -(-m // p), -(-n // q)
+    mi, nj = ceil_div(m, p), ceil_div(n, q)
     if inputs == "resident":
         multiply = matmul_cycles(spec, mi, nj, 1, dtype)
     else:
@@ -159,7 +160,7 @@ def gemv_words(m: int, n: int, p: int, q: int, dtype: str, inputs: str = "stream
     its piece of ``x`` (a streamed ``x`` and a gathered ``y`` sit in the edge ports)."""
     check_choice("inputs", inputs, INPUTS)
     check_choice("outputs", outputs, OUTPUTS)
-    mi, nj = -(-m // p), -(-n // q)
+    mi, nj = ceil_div(m, p), ceil_div(n, q)
     return words(mi * nj, dtype) + mi + (words(nj, dtype) if inputs == "resident" else 0)
 
 
@@ -172,7 +173,7 @@ def holed_gemv_cycles(m: int, n: int, grid: KernelGrid, spec: WaferSpec, algo: s
     columns (the one above a column's dead first PE is useless) sends their ``x`` one after
     the other; a west port that takes several rows' ``y`` takes them one after the other."""
     at = _Placement.of(grid)
-    mi, nj = -(-m // grid.rows), -(-n // grid.cols)
+    mi, nj = ceil_div(m, grid.rows), ceil_div(n, grid.cols)
     ready = _ready(at, grid, spec, mi, nj, dtype, inputs == "resident")
     ends = _reduce_rows(at, spec, algo, ready, mi)
     if outputs == "gathered":

@@ -32,6 +32,7 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 from wafersim.kernels.plan import KernelPlan
 from wafersim.kernels.result import p2p_cycles
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 
 REDUCE_ALGOS = ("chain", "tree", "ktree")
@@ -265,7 +266,7 @@ def _side_cycles(algo: str, size: int, n_words: int, spec) -> int:
     if algo == "tree":
         return _tree_side_cycles(size, hop, spec.pe.op_startup_cycles + n_words)
     group = math.isqrt(size - 1) + 1
-    return (min(group, size) - 1) * hop(1) + (-(-size // group) - 1) * hop(group)
+    return (min(group, size) - 1) * hop(1) + (ceil_div(size, group) - 1) * hop(group)
 
 
 def _tree_side_cycles(size: int, hop, drain: int) -> int:

@@ -30,6 +30,7 @@ from wafersim.fabric.program import (
     words,
 )
 from wafersim.kernels.plan import encode
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 
 DENSE, SPARSE, EMPTY = "dense", "sparse", "empty"
@@ -132,7 +133,7 @@ def encode_sparse(values: np.ndarray, index: np.ndarray, dtype: str):
         bits = pack_half(values, dtype).view(np.uint16)[: len(values)].astype(np.uint32)
         return (bits | (index << 16)).view(np.float32), np.zeros(len(values), bool)
     n = len(values)
-    pairs = -(-n // 2)
+    pairs = ceil_div(n, 2)
     idx, vals = np.zeros(2 * pairs, np.uint32), np.zeros(2 * pairs, np.float32)
     idx[:n], vals[:n] = index, values
     data = np.empty((pairs, 3), np.uint32)

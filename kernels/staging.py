@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from wafersim.kernels.plan import KernelPlan
 from wafersim.kernels.result import p2p_cycles
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -217,7 +218,7 @@ def relay_cycles(spec: WaferSpec, line: int, line_words: int, own_words: int, fi
     if line_words == 0:
         return 0
     startup = spec.pe.op_startup_cycles
-    chunks = -(-max(0, line_words - own_words) // CHUNK_WORDS)
+    chunks = ceil_div(max(0, line_words - own_words), CHUNK_WORDS)
     relay = line_words + chunks * (2 * startup + WAIT_OP_CYCLES)
     latency = (line - 1) * min(CHUNK_WORDS, line_words) if fill else 0
     return p2p_cycles(spec, line, 0) + relay + latency

@@ -26,6 +26,7 @@ from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import NUM_DIRS, NUM_PORTS, RAMP
+from wafersim.wafer.spec import WaferSpec
 
 DELIVER = 5  # channel index of a PE's receive queue
 ROUTER = 6  # a router's color as a whole: whoever routes it there owns every input of it
@@ -38,6 +39,12 @@ def kernel_palette(colors: int) -> range:
     """The colors a kernel may ask for out of a router's ``colors``: all but the detour
     colors on top."""
     return range(max(1, colors - DETOUR_COLORS))
+
+
+def palette_size(spec: WaferSpec) -> int:
+    """How many colors a kernel may route on under ``spec`` (the rest are kept for
+    detours): the size of :func:`kernel_palette`."""
+    return len(kernel_palette(spec.router.colors))
 
 
 class ChainPiece(NamedTuple):

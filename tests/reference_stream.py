@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from wafersim.wafer.arith import ceil_div
+
 COLUMNS = (
     "in_start",
     "in_end",
@@ -74,7 +76,7 @@ class Wafer:
 
 def tile_count(in_bytes: int, out_bytes: int, tile_bytes: int) -> int:
     """Tiles of a segment: enough for its larger direction, at least one."""
-    return max(1, -(-max(in_bytes, out_bytes) // tile_bytes))
+    return max(1, ceil_div(max(in_bytes, out_bytes), tile_bytes))
 
 
 def held_bytes(buffered: list[BufferedTile], t: float) -> Fraction:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from wafersim.cli import main
-from wafersim.progress import ProgressBar, ProgressLine, progress_for, study_line
-from wafersim.study import StudyProgress
-from wafersim.study_result import StudyResult
+from wafersim.commands.progress import ProgressBar, ProgressLine, progress_for, study_line
+from wafersim.studies.result import StudyResult
+from wafersim.studies.run import StudyProgress
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -231,11 +231,11 @@ STUDY_ARGV = [
 @pytest.mark.slow
 def test_defects_study_keeps_freed_memory_for_the_next_map(capsys, monkeypatch):
     """A study builds every map's tables in one process: it sets the malloc thresholds
-    (wafersim.heap) first, as sweep workers do."""
-    import wafersim.heap
+    (wafersim.sweeps.heap) first, as sweep workers do."""
+    import wafersim.sweeps.heap
 
     calls = []
-    monkeypatch.setattr(wafersim.heap, "keep_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(wafersim.sweeps.heap, "keep_freed_memory", lambda: calls.append(1))
     code, _, _ = run(capsys, [*STUDY_ARGV, "--json"])
     assert code == 0
     assert calls == [1]
@@ -307,7 +307,7 @@ def test_progress_prints_a_line_per_tenth_elsewhere():
 
 def test_a_one_job_parser_parses_as_the_whole_cli_and_knows_no_other_job():
     """A sweep worker builds only its job's subcommand; a point parses the same with it."""
-    from wafersim.parser import build_parser, parse_command_line
+    from wafersim.commands.parser import build_parser, parse_command_line
 
     argv = ["defects", "--preset", "tiny", "--repair", "row", "--seed", "3", "--", "clock_hz=1e9"]
     alone, whole = (parse_command_line(argv, parser) for parser in (build_parser("defects"),

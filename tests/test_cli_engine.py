@@ -21,9 +21,9 @@ import yaml
 from wafersim.fabric import engine as fabric_engine
 
 from wafersim.cli import main
-from wafersim.sweep import run_sweep
-from wafersim.sweep_config import load_sweep
-from wafersim.sweep_results import read_table
+from wafersim.sweeps.config import load_sweep
+from wafersim.sweeps.results import read_table
+from wafersim.sweeps.run import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMULATED = os.environ | {"NUMBA_ENABLE_CUDASIM": "1"}

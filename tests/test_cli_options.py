@@ -16,8 +16,8 @@ from wafersim.wafer.presets import DEFAULT_PRESET, preset
 from wafersim.wafer.repair import DEFAULT_REPAIR
 
 from wafersim.cli import main
-from wafersim.jobs import JOBS
-from wafersim.parser import build_parser
+from wafersim.commands.jobs import JOBS
+from wafersim.commands.parser import build_parser
 
 DEFECT_FLAGS = {
     "--defects",

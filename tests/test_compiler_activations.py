@@ -10,6 +10,7 @@ from wafersim.compiler.activations import kept_per_sequence
 from wafersim.compiler.model_file import load_model
 from wafersim.compiler.plan import CompileOptions, compile_plan
 from wafersim.memoryx.streaming import prefetch_buffer_bytes, segments, step_order
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 
 ZOO = Path(__file__).resolve().parents[1] / "examples" / "models"
@@ -83,7 +84,7 @@ def test_digits_keep_everything_in_one_micro_batch(tiny):
     memory = plan.activations
     assert (memory.policy, memory.micro_batches) == ("keep", 1)
     assert memory.bytes == 64 * (64 + 256 + 256 + 128 + 128 + 10) * 4
-    assert memory.bytes_per_pe == -(-memory.bytes // plan.working["pes"])
+    assert memory.bytes_per_pe == ceil_div(memory.bytes, plan.working["pes"])
 
 
 @pytest.mark.parametrize("batch", [1, 8])

@@ -310,7 +310,7 @@ def test_a_traced_run_takes_the_cycles_of_an_untraced_one():
 
 def test_heatmap_png_is_written(tmp_path):
     """The heatmap helper writes a PNG file."""
-    from wafersim.figures import wafer_heatmap
+    from wafersim.plots.figures import wafer_heatmap
 
     path = tmp_path / "heat.png"
     wafer_heatmap(np.arange(12.0).reshape(3, 4), path, "test", "units")

@@ -18,6 +18,7 @@ from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.traffic import TrafficConfig, run_traffic
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.presets import preset
 
@@ -246,7 +247,7 @@ def test_auto_launch_takes_the_wide_kernel_when_routers_outnumber_grid_threads(
 
     def cooperative(launch, pes, args, most):
         threads = cuda_engine.THREADS[launch]
-        return launch, min(-(-pes // threads), 396), threads  # 3 blocks on each of 132 SMs
+        return launch, min(ceil_div(pes, threads), 396), threads  # 3 blocks on each of 132 SMs
 
     monkeypatch.setattr(cuda_engine, "_cooperative", cooperative)
     nothing, arrays = cuda_engine.CK.NOTHING, np.zeros(1)

@@ -113,8 +113,8 @@ def test_an_out_of_range_figure_is_named():
 
 def test_the_cli_refuses_a_figure_out_of_range(capsys, monkeypatch):
     """A result with a figure outside its range is one line and exit 70, not printed."""
-    from wafersim import presets_command  # noqa: F401 (the command the table maps)
-    from wafersim.jobs import Command
+    from wafersim.commands import presets  # noqa: F401 (the command the table maps)
+    from wafersim.commands.jobs import Command
 
     bad = {"cycles": 5, "width_pes": 2, "height_pes": 2, "flits_injected": 3,
            "flits_ejected": 4, "working_pes": 4}  # fmt: skip

@@ -122,7 +122,7 @@ def _read_model(path: Path) -> None:
 
 
 def _read_sweep(path: Path) -> None:
-    from wafersim.sweep_config import load_sweep
+    from wafersim.sweeps.config import load_sweep
 
     load_sweep(path)
 
@@ -165,8 +165,8 @@ def _checkpoint(tmp: Path) -> Path:
 
 
 def _results(tmp: Path) -> Path:
-    from wafersim.sweep import run_sweep
-    from wafersim.sweep_config import load_sweep
+    from wafersim.sweeps.config import load_sweep
+    from wafersim.sweeps.run import run_sweep
 
     path = tmp / "r.h5"
     run_sweep(load_sweep(_sweep(tmp)), path, serial=True)
@@ -189,7 +189,7 @@ def _read_checkpoint(path: Path) -> None:
 
 def _read_results(path: Path) -> None:
     """Accepted: read as the table ``wafersim plot`` reads."""
-    from wafersim.sweep_results import read_table
+    from wafersim.sweeps.results import read_table
 
     read_table(path)
 
@@ -340,7 +340,7 @@ HOSTILE_TEXT = st.text(alphabet=st.sampled_from("0123456789xX²٣８-_ +e\n"), m
 
 def _grid_or_refused(text: str) -> None:
     """The one property of ``--grid``: two ints written in ASCII digits, or a ConfigError."""
-    from wafersim.options import parse_grid
+    from wafersim.commands.options import parse_grid
 
     try:
         grid = parse_grid(text)
@@ -358,7 +358,7 @@ def _seed_or_refused(text: str) -> None:
     usage error."""
     import argparse
 
-    from wafersim.options import seed_value
+    from wafersim.commands.options import seed_value
 
     try:
         seed = seed_value(text)
@@ -412,7 +412,7 @@ def test_a_sweep_past_its_point_limit_is_refused_before_expanding(
 ):
     """A sweep's points are counted from its axes' lengths (or ``samples``) and refused past
     MAX_POINTS with one line naming both, before a point is made."""
-    from wafersim import sweep_config
+    from wafersim.sweeps import config as sweep_config
 
     def expand(*_args):
         raise AssertionError("expanded before it was counted")

@@ -1,4 +1,5 @@
-"""wafersim.heap: after ``keep_freed_memory`` a table-sized array comes from the kept heap."""
+"""wafersim.sweeps.heap: after ``keep_freed_memory`` a table-sized array comes from the kept
+heap."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import textwrap
 
 import pytest
 
-from wafersim.heap import MMAP_THRESHOLD_BYTES
+from wafersim.sweeps.heap import MMAP_THRESHOLD_BYTES
 
 _MAPPED_BYTES = """
 import ctypes, sys
 import numpy as np
-from wafersim.heap import keep_freed_memory
+from wafersim.sweeps.heap import keep_freed_memory
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (

@@ -78,7 +78,7 @@ def test_a_seed_outside_int64_or_not_ascii_digits_is_refused(capsys, seed):
 
 def test_the_seed_range_is_int64_exactly():
     """2^63 - 1 is a seed, 2^63 is refused by the parser itself, before any command runs."""
-    from wafersim.options import seed_value
+    from wafersim.commands.options import seed_value
 
     assert seed_value(str(2**63 - 1)) == 2**63 - 1
     with pytest.raises(argparse.ArgumentTypeError):
@@ -126,8 +126,8 @@ EIGHT_AXES = {
 )
 def test_a_sweep_is_counted_before_it_is_expanded(tmp_path, monkeypatch, body, count):
     """A sweep of more than MAX_POINTS points is refused by its count, nothing expanded."""
-    from wafersim import sweep_config
-    from wafersim.sweep_config import load_sweep
+    from wafersim.sweeps import config as sweep_config
+    from wafersim.sweeps.config import load_sweep
 
     def expand(*_args):
         raise AssertionError("expanded before it was counted")
@@ -149,7 +149,7 @@ def test_a_sweep_is_counted_before_it_is_expanded(tmp_path, monkeypatch, body, c
 )
 def test_a_random_axis_beyond_what_numpy_draws_is_refused(tmp_path, bounds):
     """A random axis's bounds are ones numpy draws from (int64, a finite width, above 0)."""
-    from wafersim.sweep_config import load_sweep
+    from wafersim.sweeps.config import load_sweep
 
     body = {"sampling": "random", "samples": 2, "axes": {"pe_defect_prob": bounds}}
     with pytest.raises(ConfigError, match=r"axes\.pe_defect_prob\."):
@@ -236,7 +236,7 @@ def test_a_megabyte_value_in_a_model_file_is_a_short_line(tmp_path, entry):
 )
 def test_a_megabyte_value_in_a_sweep_file_is_a_short_line(tmp_path, body):
     """A huge bad value in a sweep file is quoted by a bounded excerpt."""
-    from wafersim.sweep_config import load_sweep
+    from wafersim.sweeps.config import load_sweep
 
     with pytest.raises(ConfigError) as error:
         load_sweep(_sweep(tmp_path, body))

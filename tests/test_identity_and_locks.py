@@ -17,11 +17,11 @@ from wafersim.wafer.atomic import exclusive
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.presets import preset
 
-from wafersim import defects_command
 from wafersim.cli import main
-from wafersim.sweep import run_sweep
-from wafersim.sweep_config import load_sweep
-from wafersim.sweep_results import open_results, read_records
+from wafersim.commands import defects as defects_command
+from wafersim.sweeps.config import load_sweep
+from wafersim.sweeps.results import open_results, read_records
+from wafersim.sweeps.run import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT3 = ROOT / "examples" / "gpt3_175b_layers.yaml"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from wafersim.cli import main
-from wafersim.jobs import Command
+from wafersim.commands.jobs import Command
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "wafersim.cli"]
@@ -126,7 +126,7 @@ def test_a_signal_whose_exception_was_lost_still_ends_the_command(monkeypatch, c
 KILLED_WRITING = """
 import os, signal, sys, time
 import wafersim.cli as cli
-from wafersim.jobs import Command
+from wafersim.commands.jobs import Command
 from wafersim.wafer.atomic import atomic_path
 
 def job(args):

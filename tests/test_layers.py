@@ -103,6 +103,6 @@ def test_only_the_namespace_is_installed():
 def test_the_graph_holds_imports_at_the_top_and_inside_functions():
     """The graph is built from the import statements: edges known to exist are in it."""
     graph = import_graph()
-    assert graph.has_edge("wafersim.cli", "wafersim.parser")
+    assert graph.has_edge("wafersim.cli", "wafersim.commands.parser")
     assert graph.has_edge("wafersim.fabric.precompile", "wafersim.fabric.traffic")
-    assert graph.has_edge("wafersim.defects_command", "wafersim.study_plot")  # in a function
+    assert graph.has_edge("wafersim.commands.defects", "wafersim.plots.study")  # in a function

@@ -29,7 +29,7 @@ from wafersim.memoryx.training import Trainer, checkpoints
 from wafersim.wafer.errors import ConfigError
 
 from wafersim.cli import main
-from wafersim.run_plots import write_plots
+from wafersim.plots.run import write_plots
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "examples" / "models" / "fc-digits.yaml"
@@ -181,7 +181,7 @@ def test_a_resume_to_fewer_steps_than_saved_is_refused(tmp_path):
 def test_each_run_config_has_its_own_default_folder(tmp_path):
     """Points of a sweep over steps do not share a folder (and a checkpoint of more steps);
     training on names its folder with --out."""
-    from wafersim.run_command import default_out
+    from wafersim.commands.run import default_out
 
     path = write_config(tmp_path, steps=2)
     folders = {default_out(str(path), load_run_config(path, c).run_digest)
@@ -468,7 +468,7 @@ def test_validate_only_lists_every_pass_and_writes_nothing(tmp_path, capsys):
     assert main(["run", str(path), "--validate-only", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(tmp_path.rglob("*")) == before
-    from wafersim.run_command import default_out
+    from wafersim.commands.run import default_out
 
     assert not default_out(str(path), load_run_config(path).run_digest).exists()
     config = load_run_config(path)

@@ -156,7 +156,7 @@ def test_the_hdf5_trace_holds_shares_and_task_cycles_apart(tmp_path):
 
 def test_the_animation_refuses_values_its_colour_bar_cannot_show(tmp_path):
     """A frame above 1, which a colour bar of [0, 1] would draw as 1, is refused."""
-    from wafersim.figures import activity_animation
+    from wafersim.plots.figures import activity_animation
 
     frames = [np.full((4, 4), 0.5), np.full((4, 4), 1.5)]
     with pytest.raises(ConfigError, match=r"shares in \[0.5, 1.5\]"):

@@ -15,11 +15,10 @@ from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import NUM_DIRS, E, S, W, mirror_links
 from wafersim.wafer.presets import preset
 
+from wafersim.plots.study import plot_study
 from wafersim.stats import T_CRITICAL_95, mean_ci, t_critical_95
-from wafersim.study import run_study
-from wafersim.study_config import StudyConfig
-from wafersim.study_plot import plot_study
-from wafersim.study_result import (
+from wafersim.studies.config import StudyConfig
+from wafersim.studies.result import (
     FORMAT,
     METRIC_COLUMNS,
     ROW_COLUMNS,
@@ -27,8 +26,9 @@ from wafersim.study_result import (
     StudyResult,
     column_ranges,
 )
-from wafersim.study_routes import route_stretch
-from wafersim.study_traffic import (
+from wafersim.studies.routes import route_stretch
+from wafersim.studies.run import run_study
+from wafersim.studies.traffic import (
     CLEAN_ROUTING,
     FAULT_ROUTING,
     MAP_FIGURES,

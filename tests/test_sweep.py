@@ -16,10 +16,10 @@ from wafersim.wafer.errors import ConfigError
 
 from wafersim import wafer
 from wafersim.cli import main
-from wafersim.defects_command import run_defects
-from wafersim.sweep import run_sweep
-from wafersim.sweep_config import load_sweep
-from wafersim.sweep_results import read_records, read_table
+from wafersim.commands.defects import run_defects
+from wafersim.sweeps.config import load_sweep
+from wafersim.sweeps.results import read_records, read_table
+from wafersim.sweeps.run import run_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = """\
@@ -76,7 +76,7 @@ def test_serial_run_matches_the_job_run_alone(small, tmp_path):
 
 
 def _parse(argv):
-    from wafersim.parser import parse_command_line
+    from wafersim.commands.parser import parse_command_line
 
     return parse_command_line(argv)
 
@@ -100,7 +100,7 @@ def test_embedded_cluster_workers_run_without_the_profiler():
     pytest.importorskip("distributed")
     from distributed import Client
 
-    from wafersim.sweep import _local_cluster
+    from wafersim.sweeps.run import _local_cluster
 
     with _local_cluster(1) as cluster, Client(cluster) as client:
         callbacks = client.run(lambda dask_worker: sorted(dask_worker.periodic_callbacks))
@@ -115,7 +115,7 @@ def test_two_embedded_clusters_at_once_take_no_fixed_port():
     """Each embedded scheduler's HTTP server listens on a free local port, not on Dask's
     8787, so two sweeps on one machine do not compete for it."""
     pytest.importorskip("distributed")
-    from wafersim.sweep import _local_cluster
+    from wafersim.sweeps.run import _local_cluster
 
     with _local_cluster(1) as first, _local_cluster(1) as second:
         ports = [cluster.scheduler.http_server.port for cluster in (first, second)]
@@ -125,8 +125,8 @@ def test_two_embedded_clusters_at_once_take_no_fixed_port():
 
 _KILLABLE = """
 import sys, time
-import wafersim.sweep as sweep
-from wafersim.sweep_config import load_sweep
+import wafersim.sweeps.run as sweep
+from wafersim.sweeps.config import load_sweep
 run = sweep.run_point
 def slow(*args):
     time.sleep(0.3)
@@ -325,8 +325,8 @@ def test_cli_prints_progress_to_stderr_and_a_summary(small, tmp_path, capsys):
 
 def test_chunks_grow_to_the_target_time_and_stay_bounded():
     """A chunk holds one point until times are known, then about CHUNK_TARGET_S of them."""
-    from wafersim.sweep import CHUNK_TARGET_S, MAX_CHUNK, ChunkSizer
-    from wafersim.sweep_results import PointRecord
+    from wafersim.sweeps.results import PointRecord
+    from wafersim.sweeps.run import CHUNK_TARGET_S, MAX_CHUNK, ChunkSizer
 
     def records(*walls):
         return [PointRecord(i, "{}", 0, "v", "ok", "", 1, w) for i, w in enumerate(walls)]
@@ -348,7 +348,12 @@ def test_last_chunks_shrink_so_workers_finish_together(small):
     """Near the end a chunk holds a share of the points left, an eighth of a full one at least."""
     from collections import deque
 
-    from wafersim.sweep import CHUNKS_IN_FLIGHT_PER_WORKER, MAX_CHUNK, MIN_CHUNK_SHARE, _ChunkFeed
+    from wafersim.sweeps.run import (
+        CHUNKS_IN_FLIGHT_PER_WORKER,
+        MAX_CHUNK,
+        MIN_CHUNK_SHARE,
+        _ChunkFeed,
+    )
 
     feed = _ChunkFeed(None, load_sweep(small), deque(range(1000)))
     feed.sizer.points, feed.sizer.wall_s = 100, 0.001  # fast points: MAX_CHUNK a chunk
@@ -367,7 +372,7 @@ def test_a_lost_chunk_goes_out_again_point_by_point(small):
     its worker alone is recorded as failed (and retried on the next run)."""
     from collections import deque
 
-    from wafersim.sweep import _ChunkFeed
+    from wafersim.sweeps.run import _ChunkFeed
 
     class Lost:
         def result(self):
@@ -393,8 +398,8 @@ def test_serial_sweeps_and_dask_chunks_prepare_the_process_before_the_first_poin
     time; a worker then freezes the garbage collector's view, once."""
     import gc
 
-    import wafersim._numba_start as numba_start
-    import wafersim.sweep as sweep_module
+    import wafersim.sweeps._numba_start as numba_start
+    import wafersim.sweeps.run as sweep_module
 
     calls = []
     for module, name in ((sweep_module, "keep_freed_memory"), (numba_start, "first_call"),
@@ -422,7 +427,7 @@ def test_serial_sweeps_and_dask_chunks_prepare_the_process_before_the_first_poin
 
 def test_appended_rows_are_written_as_a_slice_and_scattered_ones_as_a_list():
     """Consecutive rows go to h5py as one slice; rows of retried points stay a list."""
-    from wafersim.sweep_results import _selection
+    from wafersim.sweeps.results import _selection
 
     assert _selection([4, 5, 6]) == slice(4, 7)
     assert _selection([7]) == slice(7, 8)
@@ -451,7 +456,7 @@ def test_a_results_file_takes_one_sweep_at_a_time(small, tmp_path):
     taken over is refused rather than mixed in."""
     from wafersim.wafer.atomic import exclusive
 
-    from wafersim.sweep_results import write_records
+    from wafersim.sweeps.results import write_records
 
     out = tmp_path / "r.h5"
     busy = pytest.raises(ConfigError, match=r"r.h5 is being written by another sweep \(pid")

@@ -14,10 +14,10 @@ import yaml
 from wafersim.wafer.errors import ConfigError
 
 from wafersim.cli import main
-from wafersim.sweep import failure_kinds, run_sweep
-from wafersim.sweep_config import load_sweep, parse_point_args
-from wafersim.sweep_plot import figure, left_out, left_out_note
-from wafersim.sweep_results import PointRecord, read_records
+from wafersim.plots.sweep import figure, left_out, left_out_note
+from wafersim.sweeps.config import load_sweep, parse_point_args
+from wafersim.sweeps.results import PointRecord, read_records
+from wafersim.sweeps.run import failure_kinds, run_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 SWEEPS = sorted((REPO / "examples" / "sweeps").glob("*.yaml"))
@@ -188,7 +188,7 @@ def test_kernel_placement_points_fit_the_pes_sram():
     from wafersim.kernels.registry import check_fits, shape_of
     from wafersim.wafer.config_io import parse_overrides, resolve_spec
 
-    from wafersim.options import parse_grid
+    from wafersim.commands.options import parse_grid
 
     sweep = load_sweep(REPO / "examples" / "sweeps" / "kernel_placement.yaml")
     algos = set()
@@ -269,7 +269,7 @@ def test_each_band_takes_its_lines_colour():
 def test_an_interrupt_stops_the_sweep_rather_than_failing_a_point(tmp_path, monkeypatch, error):
     """Ctrl-C inside a point (a SystemError when it lands in Numba's code) stops the sweep,
     resumable: no point is recorded as failed."""
-    import wafersim.sweep as sweep_module
+    import wafersim.sweeps.run as sweep_module
 
     class Interrupted:
         def execute(self, args):

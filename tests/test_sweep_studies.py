@@ -10,10 +10,10 @@ import yaml
 from wafersim.wafer.errors import ConfigError
 
 from wafersim.cli import main
-from wafersim.sweep import run_sweep
-from wafersim.sweep_config import load_sweep
-from wafersim.sweep_plot import curves
-from wafersim.sweep_results import read_table
+from wafersim.plots.sweep import curves
+from wafersim.sweeps.config import load_sweep
+from wafersim.sweeps.results import read_table
+from wafersim.sweeps.run import run_sweep
 
 pytestmark = pytest.mark.slow  # runs study sweeps and plots them
 

@@ -19,6 +19,7 @@ from wafersim.memoryx import _stream_kernel as K
 from wafersim.memoryx.run import run
 from wafersim.memoryx.run_config import load_run_config
 from wafersim.memoryx.run_timeline import run_timeline
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import DeadlockError
 
 from tests.test_memoryx_run import write_config
@@ -193,7 +194,7 @@ def test_animations_have_a_frame_a_sample(capsys, tmp_path):
     ):
         path = tmp_path / f"{argv[0]}.gif"
         summary = cli(capsys, [*argv, "--trace-every", "100", "--animation", str(path)])
-        expected = frames or -(-summary["cycles"] // 100)
+        expected = frames or ceil_div(summary["cycles"], 100)
         with Image.open(path) as gif:
             assert gif.format == "GIF"
             assert gif.n_frames == expected
@@ -201,7 +202,7 @@ def test_animations_have_a_frame_a_sample(capsys, tmp_path):
 
 def test_animation_frames_average_a_wafer_down():
     """A wafer larger than the frame is shown as block means, edges padded."""
-    from wafersim.figures import _downsample
+    from wafersim.plots.figures import _downsample
 
     values = np.arange(12, dtype=float).reshape(3, 4)
     np.testing.assert_array_equal(_downsample(values, 2), [[2.5, 4.5], [8.5, 10.5]])

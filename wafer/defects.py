@@ -33,6 +33,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.config_io import exists, load_mapping
 from wafersim.wafer.errors import EXCERPT_CHARS, ConfigError, DefectMapError, excerpt
@@ -317,7 +318,7 @@ def defect_free_probability(spec: WaferSpec, model: str, params: dict[str, Any])
 
 def _block_sizes(length: int, size: int) -> np.ndarray:
     """Tiles of each block along a side of ``length`` tiles cut into blocks of ``size``."""
-    return np.diff(np.minimum(np.arange(0, length + size, size), length))[: -(-length // size)]
+    return np.diff(np.minimum(np.arange(0, length + size, size), length))[: ceil_div(length, size)]
 
 
 def defect_rng(seed: int) -> np.random.Generator:
@@ -349,7 +350,7 @@ def _clustered_hits(
 ) -> tuple[np.ndarray, np.ndarray]:
     size, alpha = params["cluster_size_pes"], params["alpha"]
     height, width = shape
-    blocks = (-(-height // size), -(-width // size))
+    blocks = (ceil_div(height, size), ceil_div(width, size))
     multiplier = rng.gamma(alpha, 1.0 / alpha, size=blocks)
     rows, cols = np.arange(height) // size, np.arange(width) // size  # each tile's block
     per_tile = multiplier[rows[:, None], cols[None, :]]  # (a cluster wider than the wafer

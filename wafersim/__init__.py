@@ -53,11 +53,11 @@ EXPORTS = {
     "write_outputs": "wafersim.memoryx.report",
     "run_timeline": "wafersim.memoryx.run_timeline",
     # the application
-    "StudyConfig": "wafersim.study_config",
-    "run_study": "wafersim.study",
-    "load_sweep": "wafersim.sweep_config",
-    "run_sweep": "wafersim.sweep",
-    "read_table": "wafersim.sweep_results",
+    "StudyConfig": "wafersim.studies.config",
+    "run_study": "wafersim.studies.run",
+    "load_sweep": "wafersim.sweeps.config",
+    "run_sweep": "wafersim.sweeps.run",
+    "read_table": "wafersim.sweeps.results",
     "main": "wafersim.cli",
     "example": "wafersim.bundled",
 }

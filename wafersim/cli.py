@@ -19,10 +19,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from wafersim.commands.jobs import command
+from wafersim.commands.options import check_output, flag
+from wafersim.commands.parser import parse_command_line
 from wafersim.fields import checked
-from wafersim.jobs import command
-from wafersim.options import check_output, flag
-from wafersim.parser import parse_command_line
 from wafersim.wafer.atomic import io_reason
 from wafersim.wafer.errors import (
     FigureError,

@@ -28,7 +28,6 @@ from wafersim.kernels.algorithm import (
 from wafersim.kernels.detour import NO_DETOUR
 from wafersim.kernels.gemm_common import (
     C_STAYS_PUT,
-    ceil_div,
     check_operands,
     gather_c,
     gemm_result,
@@ -38,6 +37,7 @@ from wafersim.kernels.gemm_common import (
 )
 from wafersim.kernels.plan import KernelPlan, encode, split
 from wafersim.kernels.result import max_cycles_for, p2p_cycles
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.spec import WaferSpec
 
 A_COLORS, B_COLORS = (0, 2), (1, 3)

@@ -8,8 +8,8 @@ import sys
 import time
 from typing import Any
 
-from wafersim.jobs import Command
-from wafersim.options import (
+from wafersim.commands.jobs import Command
+from wafersim.commands.options import (
     add_defect_options,
     add_repair_option,
     add_spec_options,
@@ -18,7 +18,7 @@ from wafersim.options import (
     flag,
     spec_from,
 )
-from wafersim.progress import progress_for, study_line
+from wafersim.commands.progress import progress_for, study_line
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.repair import DEFAULT_REPAIR
 
@@ -108,10 +108,10 @@ def _defects_text(r: dict[str, Any]) -> str:
 
 def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
     """``defects --study``: the study's aggregates and config; --out and --plot save it."""
-    from wafersim.heap import keep_freed_memory
-    from wafersim.study import run_study
-    from wafersim.study_config import StudyConfig
-    from wafersim.study_plot import plot_study
+    from wafersim.plots.study import plot_study
+    from wafersim.studies.config import StudyConfig
+    from wafersim.studies.run import run_study
+    from wafersim.sweeps.heap import keep_freed_memory
 
     for name in _NOT_IN_STUDY:
         if getattr(args, name) is not None:
@@ -120,7 +120,7 @@ def run_defects_study(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError("--study needs --densities D1 D2 ... (defects per cm^2)")
     spec = spec_from(args)
     config = StudyConfig(**_study_fields(args))
-    keep_freed_memory()  # one map's tables reuse the last one's pages (wafersim.heap)
+    keep_freed_memory()  # one map's tables reuse the last one's pages (wafersim.sweeps.heap)
     show = progress_for(sys.stderr)
     try:
         result = run_study(spec, config, progress=lambda p: show.show(*study_line(p)))

@@ -1,6 +1,6 @@
 """Traffic on the study's windows: where they lie, their meshes and faults, each window's
 zero-load latency and saturation throughput against the defect-free window's, and a map's
-figures as the mean over its windows (see :mod:`wafersim.study`)."""
+figures as the mean over its windows (see :mod:`wafersim.studies.run`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.traffic import ROUTINGS, TrafficConfig, run_traffic
-from wafersim.study_config import WINDOW_PES_RANGE, StudyConfig
+from wafersim.studies.config import WINDOW_PES_RANGE, StudyConfig
 from wafersim.wafer.errors import ConfigError, ConnectivityError, DeadlockError
 from wafersim.wafer.geometry import E, N, S, W
 from wafersim.wafer.spec import WaferSpec

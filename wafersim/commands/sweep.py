@@ -14,9 +14,9 @@ from dataclasses import asdict
 from typing import Any
 
 from wafersim.bundled import path_of
-from wafersim.jobs import Command
-from wafersim.progress import progress_for
-from wafersim.sweep import MAX_ATTEMPTS, SweepProgress
+from wafersim.commands.jobs import Command
+from wafersim.commands.progress import progress_for
+from wafersim.sweeps.run import MAX_ATTEMPTS, SweepProgress
 
 FAILED_EXIT = 1  # some points failed (2 is a usage or config error: nothing ran)
 KINDS_SHOWN = 5  # kinds of error listed on stderr; the rest are counted
@@ -35,8 +35,8 @@ def add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_sweep_command(args: argparse.Namespace) -> dict[str, Any]:
-    from wafersim.sweep import run_sweep
-    from wafersim.sweep_config import load_sweep
+    from wafersim.sweeps.config import load_sweep
+    from wafersim.sweeps.run import run_sweep
 
     sweep = load_sweep(args.sweep_file)
     show = progress_for(sys.stderr)

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wafersim.heap import WORKER_ENVIRON, keep_freed_memory
-from wafersim.jobs import command
-from wafersim.sweep_config import SweepConfig, SweepPoint, cli_parser, parse_point_args
-from wafersim.sweep_results import PointRecord, open_results, read_records, write_records
+from wafersim.commands.jobs import command
+from wafersim.sweeps.config import SweepConfig, SweepPoint, cli_parser, parse_point_args
+from wafersim.sweeps.heap import WORKER_ENVIRON, keep_freed_memory
+from wafersim.sweeps.results import PointRecord, open_results, read_records, write_records
 from wafersim.wafer import __version__
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.atomic import exclusive
 from wafersim.wafer.errors import ConfigError, interrupt_in
 
@@ -165,7 +166,7 @@ def run_sweep(
     """Run the points ``out`` lacks; on Dask unless ``serial`` (or Dask is not installed).
 
     A serial sweep runs in this process and sets its malloc thresholds for good (up to
-    256 MiB of freed memory kept: :mod:`wafersim.heap`).
+    256 MiB of freed memory kept: :mod:`wafersim.sweeps.heap`).
     """
     start = time.perf_counter()
     _check_engines(sweep)
@@ -364,7 +365,7 @@ class _ChunkFeed:
         the results file each without evening out the finish any further), nor above what is
         left."""
         full = self.sizer.size()
-        share = -(-len(self.queue) // (CHUNKS_IN_FLIGHT_PER_WORKER * workers))
+        share = ceil_div(len(self.queue), CHUNKS_IN_FLIGHT_PER_WORKER * workers)
         return max(1, min(full, len(self.queue), max(share, full // MIN_CHUNK_SHARE)))
 
     def finished(self, future: Any) -> list[PointRecord]:
@@ -391,11 +392,11 @@ def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str
 
 def _prepare_process(job: str) -> None:
     """Set-up before a process runs points (cheap after the first call): malloc thresholds
-    (:mod:`wafersim.heap`), Numba's set-up (its first call in a process) and the job's
+    (:mod:`wafersim.sweeps.heap`), Numba's set-up (its first call in a process) and the job's
     CLI parser (building it imports the job's modules). Those two landed in the first
     point's ``wall_s``, and the chunk sizer, fed that, sent small chunks for the next dozens
     of points."""
-    from wafersim import _numba_start  # not at import: `wafersim presets` needs no Numba
+    from wafersim.sweeps import _numba_start  # not at import: `wafersim presets` needs no Numba
 
     keep_freed_memory()
     _numba_start.first_call()
@@ -435,7 +436,7 @@ class ChunkSizer:
 
 def _local_cluster(n: int):
     """``n`` single-threaded worker processes whose threads all share glibc's main arena
-    (see :mod:`wafersim.heap`), with little background work (``LOCAL_CLUSTER_CONFIG``)."""
+    (see :mod:`wafersim.sweeps.heap`), with little background work (``LOCAL_CLUSTER_CONFIG``)."""
     import dask
     from distributed import LocalCluster
 

@@ -1,5 +1,5 @@
-"""The ``wafersim`` argument parser: the subcommands of :mod:`wafersim.jobs` and the options
-every one of them takes (:mod:`wafersim.options`)."""
+"""The ``wafersim`` argument parser: the subcommands of :mod:`wafersim.commands.jobs` and the
+options every one of them takes (:mod:`wafersim.commands.options`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import NoReturn
 
-from wafersim.jobs import JOBS, command
-from wafersim.options import add_common_options, split_overrides
+from wafersim.commands.jobs import JOBS, command
+from wafersim.commands.options import add_common_options, split_overrides
 from wafersim.wafer import __version__
 
 DESCRIPTION = "wafersim: a cycle-approximate simulator of a wafer-scale accelerator"

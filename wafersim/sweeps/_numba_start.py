@@ -1,4 +1,4 @@
-"""Numba's one-off set-up in a process, run when a caller chooses (``wafersim.sweep``)."""
+"""Numba's one-off set-up in a process, run when a caller chooses (``wafersim.sweeps.run``)."""
 
 from numba import njit
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from wafersim.stats import mean_ci
-from wafersim.sweep_results import PointRecord, points_total, read_records
+from wafersim.sweeps.results import PointRecord, points_total, read_records
 from wafersim.wafer.atomic import atomic_path
 from wafersim.wafer.errors import ConfigError
 

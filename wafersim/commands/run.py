@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wafersim.bundled import path_of
-from wafersim.energy_text import energy_line
+from wafersim.commands.energy_text import energy_line
+from wafersim.commands.jobs import Command
+from wafersim.commands.options import add_timeline_options
+from wafersim.commands.progress import progress_for
 from wafersim.fields import refuse_out_of_range
-from wafersim.jobs import Command
-from wafersim.options import add_timeline_options
-from wafersim.progress import progress_for
 from wafersim.wafer.atomic import exclusive
 from wafersim.wafer.config_io import parse_overrides
 from wafersim.wafer.errors import ConfigError, WaferSimError
@@ -112,7 +112,7 @@ def _run(args: argparse.Namespace, config: RunConfig, out: Path) -> dict[str, An
     """The full run, in ``out`` that this process holds: simulate, then write the outputs."""
     from wafersim.memoryx.report import write_outputs
     from wafersim.memoryx.run import run, validate_config
-    from wafersim.run_plots import write_plots
+    from wafersim.plots.run import write_plots
 
     if config["tier"] != "analytic":  # the engine compiles while the job starts
         from wafersim.fabric.precompile import compile_in_background

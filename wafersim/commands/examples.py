@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from wafersim.bundled import KINDS, bundled, copy_examples, examples_root
-from wafersim.jobs import Command
+from wafersim.commands.jobs import Command
 
 
 def add_examples_arguments(parser: argparse.ArgumentParser) -> None:

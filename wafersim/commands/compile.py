@@ -19,9 +19,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from wafersim.bundled import path_of
-from wafersim.compiler.activations import CHOICES as ACTIVATION_CHOICES
-from wafersim.jobs import Command
-from wafersim.options import (
+from wafersim.commands.jobs import Command
+from wafersim.commands.options import (
     add_defect_options,
     add_repair_option,
     add_spec_options,
@@ -29,6 +28,7 @@ from wafersim.options import (
     repaired_grid,
     spec_from,
 )
+from wafersim.compiler.activations import CHOICES as ACTIVATION_CHOICES
 from wafersim.wafer import __version__
 
 if TYPE_CHECKING:

@@ -41,13 +41,13 @@ numbers, so strategies are compared on the same maps, windows and traffic).
 Aggregates per (density, strategy) are the mean over seeds of the finite per-map samples and
 a 95 % confidence interval, ``mean +- t * s / sqrt(n)`` with Student's t for ``n - 1``
 degrees of freedom (:data:`T_CRITICAL_95`), clipped to the range of the column
-(:data:`wafersim.study_result.METRIC_COLUMNS`).
+(:data:`wafersim.studies.result.METRIC_COLUMNS`).
 
-This module runs the study; the rest lives by concept: :mod:`wafersim.study_config` (what a
-study sweeps), :mod:`wafersim.study_routes` (route stretch), :mod:`wafersim.study_traffic` (the
+This module runs the study; the rest lives by concept: :mod:`wafersim.studies.config` (what a
+study sweeps), :mod:`wafersim.studies.routes` (route stretch), :mod:`wafersim.studies.traffic` (the
 windows and their traffic, :data:`FAULT_ROUTING`, :data:`TRAFFIC_STATUS`), :mod:`wafersim.stats`
-(:data:`T_CRITICAL_95`, the intervals), :mod:`wafersim.study_result` (the table, aggregates,
-JSON and HDF5) and :mod:`wafersim.study_plot` (the PNG).
+(:data:`T_CRITICAL_95`, the intervals), :mod:`wafersim.studies.result` (the table, aggregates,
+JSON and HDF5) and :mod:`wafersim.plots.study` (the PNG).
 """
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from wafersim.fabric.mesh import Mesh
-from wafersim.study_config import StudyConfig
-from wafersim.study_result import ROW_COLUMNS, WINDOW_COLUMNS, StudyResult
-from wafersim.study_routes import route_stretch
-from wafersim.study_traffic import (
+from wafersim.studies.config import StudyConfig
+from wafersim.studies.result import ROW_COLUMNS, WINDOW_COLUMNS, StudyResult
+from wafersim.studies.routes import route_stretch
+from wafersim.studies.traffic import (
     Reference,
     Window,
     baselines,

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wafersim.figures import pyplot
+from wafersim.plots.figures import pyplot
 from wafersim.stats import MeanCI
-from wafersim.study_traffic import CLEAN_ROUTING
+from wafersim.studies.traffic import CLEAN_ROUTING
 from wafersim.wafer.atomic import atomic_path
 
 if TYPE_CHECKING:
-    from wafersim.study_result import StudyResult
+    from wafersim.studies.result import StudyResult
 
 
 MARKERS = ("o", "s", "^", "v", "D")  # one per repair strategy in plots

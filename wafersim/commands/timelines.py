@@ -3,12 +3,12 @@ engine's counters per region of PEs (:func:`fabric.timeline.engine_counters`).""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from wafersim.fabric.timeline import Timeline, check_block, engine_counters
 from wafersim.fabric.trace import TraceRecorder
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.spec import WaferSpec
 
 MOST_REGIONS_A_SIDE = 8  # the default region size keeps a timeline to 64 counter tracks
@@ -16,7 +16,7 @@ MOST_REGIONS_A_SIDE = 8  # the default region size keeps a timeline to 64 counte
 
 def default_block(width: int, height: int) -> int:
     """PEs a side of a region so that a side has at most :data:`MOST_REGIONS_A_SIDE`."""
-    return max(1, math.ceil(max(width, height) / MOST_REGIONS_A_SIDE))
+    return max(1, ceil_div(max(width, height), MOST_REGIONS_A_SIDE))
 
 
 def write_engine_timeline(path: str | Path, trace: TraceRecorder, spec: WaferSpec,

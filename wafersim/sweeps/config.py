@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from wafersim.jobs import command
-from wafersim.options import add_engine_option
-from wafersim.parser import build_parser, parse_command_line
+from wafersim.commands.jobs import command
+from wafersim.commands.options import add_engine_option
+from wafersim.commands.parser import build_parser, parse_command_line
 from wafersim.wafer.config_io import flatten, load_mapping, parse_overrides
 from wafersim.wafer.errors import ConfigError, excerpt
 
@@ -283,7 +283,7 @@ def check_point_count(sampling: str, panels: list[dict], samples: int | None) ->
     if total > MAX_POINTS:
         raise ConfigError(
             f"the sweep expands to {total:,} points ({sampling} sampling); allowed: at most "
-            f"{MAX_POINTS:,} (wafersim.sweep_config.MAX_POINTS): fewer values or axes"
+            f"{MAX_POINTS:,} (wafersim.sweeps.config.MAX_POINTS): fewer values or axes"
         )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wafersim.jobs import Command
-from wafersim.options import (
+from wafersim.commands.jobs import Command
+from wafersim.commands.options import (
     add_grid_option,
     add_spec_options,
     add_timeline_options,
@@ -50,12 +50,12 @@ def add_traffic_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_traffic_command(args: argparse.Namespace) -> dict[str, Any]:
+    from wafersim.commands.timelines import write_engine_timeline
     from wafersim.fabric.engine import compiles_noted
     from wafersim.fabric.timeline import check_block
     from wafersim.fabric.trace import TraceRecorder
     from wafersim.fabric.traffic import run_traffic
-    from wafersim.figures import activity_animation, wafer_heatmap
-    from wafersim.timelines import write_engine_timeline
+    from wafersim.plots.figures import activity_animation, wafer_heatmap
 
     width, height = parse_grid(args.grid)
     spec = spec_from(args)

@@ -20,7 +20,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from wafersim.sweep_config import SweepConfig
+from wafersim.sweeps.config import SweepConfig
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.errors import ConfigError

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from wafersim.energy_text import energy_line
-from wafersim.jobs import Command
-from wafersim.options import (
+from wafersim.commands.energy_text import energy_line
+from wafersim.commands.jobs import Command
+from wafersim.commands.options import (
     add_defect_options,
     add_grid_option,
     add_spec_options,
@@ -102,12 +102,12 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_kernel_command(args: argparse.Namespace) -> dict[str, Any]:
+    from wafersim.commands.timelines import write_engine_timeline
     from wafersim.fabric.trace import traced
-    from wafersim.figures import activity_animation
     from wafersim.kernels.grid import check_grid_size
     from wafersim.kernels.registry import KERNELS, check_dimensions, check_fits, shape_of
     from wafersim.kernels.tiers import check_request, check_tier, estimate
-    from wafersim.timelines import write_engine_timeline
+    from wafersim.plots.figures import activity_animation
 
     spec = spec_from(args)
     args.algo = args.algo or next(iter(KERNELS[args.kernel]))

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from wafersim.fabric.engine import REASON_NAMES
-from wafersim.figures import pyplot
 from wafersim.memoryx import _stream_kernel as K
 from wafersim.memoryx.report import assigned_cycles
 from wafersim.memoryx.run import RunResult
 from wafersim.memoryx.streaming import StreamResult
+from wafersim.plots.figures import pyplot
 from wafersim.wafer.atomic import atomic_path
 from wafersim.wafer.errors import ConfigError
 

@@ -1,10 +1,10 @@
 """The table of ``wafersim`` subcommands: each one's help line and the module that holds it.
 
-A command's module defines ``COMMAND``, a :class:`Command`: how it adds its options to a
-parser, the job (parsed arguments -> a JSON-ready dict) and its text output. The table names
-modules rather than importing them, so ``wafersim --help`` and each command import only what
-they use, and a command that runs others (``sweep``) finds them here without the table
-importing it back.
+A command's module (``wafersim.commands.<name>``, named as the command) defines ``COMMAND``,
+a :class:`Command`: how it adds its options to a parser, the job (parsed arguments -> a
+JSON-ready dict) and its text output. The table names modules rather than importing them, so
+``wafersim --help`` and each command import only what they use, and a command that runs
+others (``sweep``) finds them here without the table importing it back.
 """
 
 from __future__ import annotations
@@ -54,35 +54,32 @@ class Command:
 
 @dataclass(frozen=True)
 class Job:
-    """A subcommand's entry in the table: where it lives and its one-line help."""
+    """A subcommand's entry in the table: its module in ``wafersim.commands`` and its
+    one-line help."""
 
     module: str
     help: str
 
 
 JOBS: dict[str, Job] = {
-    "presets": Job("presets_command", "list the built-in wafer presets"),
+    "presets": Job("presets", "list the built-in wafer presets"),
     "defects": Job(
-        "defects_command",
+        "defects",
         "generate a defect map and repair it, or (--study) sweep densities and repairs",
     ),
-    "traffic": Job("traffic_command", "synthetic traffic on the fabric"),
-    "kernel": Job("kernel_command", "run a kernel (GEMM, GEMV, collective) on the cycle engine"),
-    "compile": Job("compile_command", "compile a model into a per-layer placement plan"),
-    "run": Job(
-        "run_command", "train (or time) a model on simulated wafers with MemoryX weight streaming"
-    ),
-    "plot": Job("plot_command", "plot a sweep's metric against a config key (study plots, PNG)"),
+    "traffic": Job("traffic", "synthetic traffic on the fabric"),
+    "kernel": Job("kernel", "run a kernel (GEMM, GEMV, collective) on the cycle engine"),
+    "compile": Job("compile", "compile a model into a per-layer placement plan"),
+    "run": Job("run", "train (or time) a model on simulated wafers with MemoryX weight streaming"),
+    "plot": Job("plot", "plot a sweep's metric against a config key (study plots, PNG)"),
     "sweep": Job(
-        "sweep_command",
+        "sweep",
         "run a parameter sweep of defects/traffic/kernel/compile/run into one HDF5 table",
     ),
-    "examples": Job(
-        "examples_command", "list the bundled run configs, models and sweeps, or copy them"
-    ),
+    "examples": Job("examples", "list the bundled run configs, models and sweeps, or copy them"),
 }
 
 
 def command(name: str) -> Command:
     """The subcommand ``name`` (its module is imported now)."""
-    return importlib.import_module(f"wafersim.{JOBS[name].module}").COMMAND
+    return importlib.import_module(f"wafersim.commands.{JOBS[name].module}").COMMAND

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wafersim.jobs import Command
+from wafersim.commands.jobs import Command
 
 
 def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def add_plot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plot_command(args: argparse.Namespace) -> dict[str, Any]:
-    from wafersim.sweep_plot import curves, left_out, left_out_note, plot
+    from wafersim.plots.sweep import curves, left_out, left_out_note, plot
 
     data = curves(args.results, args.x, args.y, args.series, args.ideal, args.relative)
     left = left_out(args.results, args.x, args.y, args.ideal)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from wafersim.jobs import Command
+from wafersim.commands.jobs import Command
 from wafersim.wafer.config_io import parse_overrides
 from wafersim.wafer.presets import PRESETS, preset
 from wafersim.wafer.spec import WaferSpec

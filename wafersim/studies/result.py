@@ -13,8 +13,8 @@ import numpy as np
 
 from wafersim import wafer
 from wafersim.stats import MeanCI, mean_ci
-from wafersim.study_config import StudyConfig
-from wafersim.study_traffic import TRAFFIC_STATUS, traffic_summary
+from wafersim.studies.config import StudyConfig
+from wafersim.studies.traffic import TRAFFIC_STATUS, traffic_summary
 from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec, spec_from_dict

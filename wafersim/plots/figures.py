@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from wafersim.fabric.timeline import region_means
+from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.atomic import atomic_path
 from wafersim.wafer.errors import ConfigError
 
@@ -62,7 +63,7 @@ def activity_animation(frames: list[np.ndarray], cycles: list[int], path: str | 
     from PIL import Image
 
     plt = pyplot()
-    block = max(1, -(-max(np.shape(frames[0])) // MAX_ANIMATION_SIDE))
+    block = max(1, ceil_div(max(np.shape(frames[0])), MAX_ANIMATION_SIDE))
     cells = [_downsample(np.asarray(f, np.float64), MAX_ANIMATION_SIDE) for f in frames]
     fig, ax = plt.subplots(figsize=(5, 5 * cells[0].shape[0] / max(cells[0].shape[1], 1) + 0.6))
     cmap = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
@@ -120,4 +121,4 @@ def _downsample(values: np.ndarray, side: int) -> np.ndarray:
     block of holes alone, NaN)."""
     with warnings.catch_warnings():  # a block of holes alone: a mean of nothing
         warnings.simplefilter("ignore", RuntimeWarning)
-        return region_means(values, max(1, -(-max(values.shape) // side)))
+        return region_means(values, max(1, ceil_div(max(values.shape), side)))
