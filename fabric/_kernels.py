@@ -496,7 +496,7 @@ def _task_step(r, task, fab, st, prog, half):
             st.pe_stalls[r] += 1
             return STALL_IN
         value, _meta = _rx_pop(r, c, fab, st)
-        cost = _consume(op, k, value, st.mem[lo:hi], prog.scalars[pc] != 0, half)
+        cost = _consume(op, k, value, st.mem[lo:hi], prog.scalars[pc], half)
     elif code == OP_MATMUL:
         _matmul_column(op, k, st.mem[lo:hi], half)
     elif code == OP_SWITCH:
@@ -548,21 +548,22 @@ def _load_op(r, task, pc, st, prog):
 
 
 @kernel(inline="always")
-def _consume(op, k, value, mem, skip, half):
+def _consume(op, k, value, mem, scalar, half):
     """Use the ``k``-th wavelet of a receiving op (one fp32 or two 16-bit values); returns
-    the cycles it takes. ``skip`` (an fmacs or spmacs whose scalar is nonzero): a wavelet
-    whose scalars meet only zeros of ``mat`` (zero activations, after a ReLU) takes one
-    cycle instead of its multiply-adds' cost; the multiply-adds are still done, so the
-    result is the dense op's bit for bit."""
-    code, dst = op[C_CODE], op[C_DST]
+    the cycles it takes. ``scalar``, the op's: recv_add adds the wavelet times it (one
+    vector instruction with the fabric as an operand); fmacs and spmacs whose scalar is
+    nonzero skip: a wavelet whose scalars meet only zeros of ``mat`` (zero activations,
+    after a ReLU) takes one cycle instead of its multiply-adds' cost; the multiply-adds are
+    still done, so the result is the dense op's bit for bit."""
+    code, dst, skip = op[C_CODE], op[C_DST], scalar != 0
     if code == OP_RECV:
         mem[dst + k] = value
     elif code == OP_SPMACS:
         return _consume_sparse(op, k, value, mem, skip, half)
     elif op[C_DTYPE] != FP32:
-        return _consume_fp16(op, k, value, mem, skip, half)
+        return _consume_fp16(op, k, value, mem, scalar, half)
     elif code == OP_RECV_ADD:
-        mem[dst + k] += value
+        mem[dst + k] += mul_rn(value, scalar)
     else:  # OP_FMACS: acc[b*m : b*m+m] += mat[row*m : row*m+m] * value
         m, period = op[C_M], op[C_PERIOD]
         block, row = k // period, k % period
@@ -621,17 +622,19 @@ def mul_rn(a, b):
 
 
 @kernel(noalias=True)
-def _consume_fp16(op, k, value, mem, skip, half):
-    """fp16 or bf16 storage, fp32 arithmetic: recv_add of two halves, or fmacs of two
-    scalars (rows ``2k`` and ``2k + 1`` of the 16-bit matrix) into an fp32 accumulator;
-    returns the cycles it takes (see :func:`_consume`). Empty where ``half`` is None."""
+def _consume_fp16(op, k, value, mem, op_scalar, half):
+    """fp16 or bf16 storage, fp32 arithmetic: recv_add of two halves (times ``op_scalar``), or
+    fmacs of two scalars (rows ``2k`` and ``2k + 1`` of the 16-bit matrix) into an fp32
+    accumulator, skipping as :func:`_consume` says; returns the cycles it takes. Empty where
+    ``half`` is None."""
     if half is None:  # fp32 only: never called (run_cycles)
         return op[C_COST]
     dst, fmt = op[C_DST], op[C_DTYPE]
     if op[C_CODE] == OP_RECV_ADD:
         for j in range(2):
             e = 2 * k + j
-            set_half(mem, dst, e, get_half(mem, dst, e, fmt) + word_half(value, j, fmt), fmt)
+            add = mul_rn(word_half(value, j, fmt), op_scalar)
+            set_half(mem, dst, e, get_half(mem, dst, e, fmt) + add, fmt)
         return op[C_COST]
     m, period = op[C_M], op[C_PERIOD]
     nonzero = False
@@ -645,7 +648,7 @@ def _consume_fp16(op, k, value, mem, skip, half):
             a = get_half(mem, op[C_A], row * m + i, fmt)
             nonzero |= a != 0
             mem[acc + i] += mul_rn(a, scalar)
-    return op[C_COST] if nonzero or not skip else 1
+    return op[C_COST] if nonzero or op_scalar == 0 else 1
 
 
 @kernel(noalias=True)

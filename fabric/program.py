@@ -4,6 +4,12 @@ A PE runs ``tasks`` sequences of operations at once (as tasks bound to different
 concurrently on the real PE); within a task, operations run in order. Every operation pays
 ``pe.op_startup_cycles`` first; then stream operations move one wavelet per cycle (the
 link rate), and compute costs the largest of its FMAC, SRAM-read and SRAM-write cycles.
+
+Operations that multiply by one scalar at a time (``fmacs`` and ``spmacs`` a streamed scalar,
+``matmul`` an element of ``B``) are loops of vector instructions, as the vendor's programs
+write them (``@fmacs`` over a vector per scalar): each instruction pays its start-up, and the
+data task a streamed wavelet activates (:func:`fmacs_cycles`) or the scalar loop that issues
+it (:func:`matmul_column_cycles`) costs more, so short vectors run far below peak.
 Addresses are 32-bit SRAM words, checked against the PE's budget. ``dtype="fp16"`` stores
 two values per word and per wavelet and computes in fp32 (fmacs accumulates into fp32).
 
@@ -24,18 +30,22 @@ import numpy as np
 from wafersim.fabric import _kernels as K
 from wafersim.fabric.state import ProgramArrays
 from wafersim.fabric.switches import pack_position
+from wafersim.wafer.dtypes import DTYPE_BYTES, DTYPE_NAMES, HALF_DTYPES, DType
 from wafersim.wafer.energy import Events
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import PESpec
 
 WORD_BYTES = 4
-DTYPES = {"fp32": (K.FP32, 4), "fp16": (K.FP16, 2), "bf16": (K.BF16, 2)}  # code, bytes a value
-HALF_DTYPES = ("fp16", "bf16")  # two values a word, fp32 arithmetic, the PE's 16-bit FMAC rate
+# each format's engine code and bytes a value (codes in DTYPE_NAMES' order: fp32, fp16, bf16)
+DTYPES: dict[DType, tuple[int, int]] = {
+    name: (code, DTYPE_BYTES[name])
+    for name, code in zip(DTYPE_NAMES, (K.FP32, K.FP16, K.BF16), strict=True)
+}
 VECTOR_OPS = (K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL, K.OP_SPMACS)
 MAX_SPARSE_INDEX = 1 << 16  # an spmacs index is 16 bits (a half of a wavelet)
 
 
-def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dtype: str) -> int:
+def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dtype: DType) -> int:
     """Cycles for ``fmacs`` multiply-adds moving so many SRAM bytes, at the dtype's rate."""
     rate = pe.fp16_fmac_per_cycle if dtype in HALF_DTYPES else pe.fp32_fmac_per_cycle
     return max(
@@ -46,13 +56,13 @@ def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dty
     )
 
 
-def fmac_sram_bytes(dtype: str) -> tuple[int, int]:
+def fmac_sram_bytes(dtype: DType) -> tuple[int, int]:
     """SRAM bytes one multiply-add reads (its value and the fp32 accumulator) and writes
     (the accumulator): the vector ops' cost and the energy model both count these."""
     return value_bytes(dtype) + WORD_BYTES, WORD_BYTES
 
 
-def fmac_events(macs: float, dtype: str) -> Events:
+def fmac_events(macs: float, dtype: DType) -> Events:
     """What ``macs`` multiply-adds of ``dtype`` cost in energy: the FMACs and their SRAM
     words (:func:`fmac_sram_bytes`)."""
     read, write = fmac_sram_bytes(dtype)
@@ -65,49 +75,66 @@ def fmac_events(macs: float, dtype: str) -> Events:
     )
 
 
-def fmac_cycles(pe: PESpec, macs: int, dtype: str) -> int:
+def fmac_cycles(pe: PESpec, macs: int, dtype: DType) -> int:
     """Cycles of ``macs`` multiply-adds into fp32 accumulators in one vector op."""
     read, write = fmac_sram_bytes(dtype)
     return vector_cycles(pe, macs, macs * read, macs * write, dtype)
 
 
-def fmacs_cycles(pe: PESpec, m: int, dtype: str) -> int:
-    """Cycles of one streamed wavelet of ``fmacs`` into an ``m``-long fp32 accumulator."""
-    return fmac_cycles(pe, m * (WORD_BYTES // value_bytes(dtype)), dtype)
+def instruction_cycles(pe: PESpec, m: int, dtype: DType) -> int:
+    """Cycles of one vector instruction ``acc[0:m] += vec[0:m] * scalar``: its start-up
+    and its ``m`` multiply-adds."""
+    return pe.op_startup_cycles + fmac_cycles(pe, m, dtype)
 
 
-def spmacs_cycles(pe: PESpec, m: int, dtype: str) -> int:
-    """Cycles of one value of ``spmacs`` (a scalar with its index) into ``m`` fp32 words."""
-    return fmac_cycles(pe, m, dtype)
+def fmacs_cycles(pe: PESpec, m: int, dtype: DType) -> int:
+    """Cycles of one streamed wavelet of ``fmacs`` into an ``m``-long fp32 accumulator: the
+    data task the wavelet activates, then one instruction per scalar it carries (two of
+    fp16 or bf16)."""
+    scalars = WORD_BYTES // value_bytes(dtype)
+    return pe.task_activation_cycles + scalars * instruction_cycles(pe, m, dtype)
 
 
-def index_wavelets_per_value(dtype: str) -> float:
+def spmacs_cycles(pe: PESpec, m: int, dtype: DType) -> int:
+    """Cycles of one value of ``spmacs`` (a scalar with its index) into ``m`` fp32 words:
+    its data task and one instruction."""
+    return pe.task_activation_cycles + instruction_cycles(pe, m, dtype)
+
+
+def matmul_column_cycles(pe: PESpec, m: int, k: int, dtype: DType) -> int:
+    """Cycles of one column of a ``matmul``: a scalar loop of ``k`` iterations, each issuing
+    an instruction over an ``m``-long column of ``A`` for one element of ``B``'s column
+    (``pe.issue_cycles`` of scalar control an iteration)."""
+    return k * (pe.issue_cycles + instruction_cycles(pe, m, dtype))
+
+
+def index_wavelets_per_value(dtype: DType) -> float:
     """Index wavelets an spmacs stream sends per value: fp32 an index word before each pair
     of values; fp16 and bf16 carry the index in the value's own wavelet."""
     value_bytes(dtype)
     return 0.0 if dtype in HALF_DTYPES else 0.5
 
 
-def spmacs_wavelets(nonzeros, dtype: str):
+def spmacs_wavelets(nonzeros, dtype: DType):
     """Wavelets of an spmacs stream of ``nonzeros`` values (an odd fp32 count's last index
     word holds one index)."""
     pairs = -(-nonzeros // 2)
     return nonzeros + (pairs if index_wavelets_per_value(dtype) else 0)
 
 
-def value_bytes(dtype: str) -> int:
+def value_bytes(dtype: DType) -> int:
     """Bytes per value of ``dtype``; an unknown dtype is an error naming the valid ones."""
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={excerpt(dtype)} is not one of: {', '.join(DTYPES)}")
     return DTYPES[dtype][1]
 
 
-def words(n, dtype: str):
+def words(n, dtype: DType):
     """SRAM words (and wavelets) holding ``n`` values of ``dtype`` (an int or an int array)."""
     return -(-n * value_bytes(dtype) // WORD_BYTES)
 
 
-def pack_half(values: np.ndarray, dtype: str = "fp16") -> np.ndarray:
+def pack_half(values: np.ndarray, dtype: DType = "fp16") -> np.ndarray:
     """Values -> float32-typed words holding them as 16-bit pairs of ``dtype`` (fp16 or
     bf16; low half first), rounded to nearest even."""
     halves = _half_bits(np.asarray(values, np.float32).reshape(-1), dtype)
@@ -116,7 +143,7 @@ def pack_half(values: np.ndarray, dtype: str = "fp16") -> np.ndarray:
     return halves.view(np.float32)
 
 
-def unpack_half(packed: np.ndarray, n: int, dtype: str = "fp16") -> np.ndarray:
+def unpack_half(packed: np.ndarray, n: int, dtype: DType = "fp16") -> np.ndarray:
     """The first ``n`` 16-bit values (``dtype``) of packed words, as float32."""
     bits = np.ascontiguousarray(packed, np.float32).view(np.uint16)[:n]
     if dtype == "bf16":
@@ -124,7 +151,7 @@ def unpack_half(packed: np.ndarray, n: int, dtype: str = "fp16") -> np.ndarray:
     return bits.view(np.float16).astype(np.float32)
 
 
-def _half_bits(values: np.ndarray, dtype: str) -> np.ndarray:
+def _half_bits(values: np.ndarray, dtype: DType) -> np.ndarray:
     """float32 values as fp16 or bf16 bits (uint16), rounded to nearest even, as the engine's
     ``fabric._fp16`` rounds."""
     if dtype == "fp16":
@@ -160,25 +187,29 @@ class ProgramBuilder:
         self._scalars: list[float] = []
         self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def send(self, pe, task: int, color, src, n, dtype="fp32") -> None:
+    def send(self, pe, task: int, color, src, n, dtype: DType = "fp32") -> None:
         """Send ``n`` values from ``src`` on ``color``, one wavelet per cycle."""
         w = words(n, dtype)
         self._add(pe, task, dtype, [K.OP_SEND, color, 0, src, 0, w, 0, 1], 0.0, [(src, w)])
 
-    def recv(self, pe, task: int, color, dst, n, dtype="fp32") -> None:
+    def recv(self, pe, task: int, color, dst, n, dtype: DType = "fp32") -> None:
         """Receive ``n`` values of ``color`` into ``dst``."""
         w = words(n, dtype)
         self._add(pe, task, dtype, [K.OP_RECV, color, dst, 0, 0, w, 0, 1], 0.0, [(dst, w)])
 
-    def recv_add(self, pe, task: int, color, dst, n, dtype="fp32") -> None:
-        """Receive ``n`` values of ``color`` and add them into ``dst``."""
+    def recv_add(
+        self, pe, task: int, color, dst, n, dtype: DType = "fp32", scale: float = 1.0
+    ) -> None:
+        """Receive ``n`` values of ``color`` and add them, times ``scale``, into ``dst``: one
+        vector instruction whose operand is the fabric, so one wavelet a cycle."""
         w = words(n, dtype)
         op = [K.OP_RECV_ADD, color, dst, 0, 0, w, 0, 1]
-        self._add(pe, task, dtype, op, 0.0, [(dst, w)])
+        self._add(pe, task, dtype, op, float(scale), [(dst, w)])
 
     def fmacs(
-        self, pe, task: int, color, acc, mat, m, n, dtype="fp32", blocks=1, skip_zeros=False
-    ) -> None:
+        self, pe, task: int, color, acc, mat, m, n, dtype: DType = "fp32", blocks=1,
+        skip_zeros=False,
+    ) -> None:  # fmt: skip
         """Stream ``n * blocks`` scalars; scalar ``s`` of block ``b`` and row ``j`` does
         ``acc[b*m:(b+1)*m] += mat[j*m:(j+1)*m] * s`` (``blocks`` columns of ``acc = mat @ S``).
 
@@ -194,8 +225,8 @@ class ProgramBuilder:
         self._add(pe, task, dtype, op, float(skip_zeros), ranges, period=n)
 
     def spmacs(
-        self, pe, task: int, color, acc, mat, scratch, m, n, blocks, nonzeros, dtype="fp32",
-        skip_zeros=False,
+        self, pe, task: int, color, acc, mat, scratch, m, n, blocks, nonzeros,
+        dtype: DType = "fp32", skip_zeros=False,
     ) -> None:  # fmt: skip
         """``fmacs`` of a compressed stream: ``nonzeros`` of the ``n * blocks`` scalars, each
         with its flat index ``j + n * b`` (16 bits, so ``n * blocks <= 65536``), the others
@@ -214,11 +245,20 @@ class ProgramBuilder:
         self._add(pe, task, dtype, op, float(skip_zeros), ranges, period=n)
 
     def matmul(
-        self, pe: int, task: int, c: int, a: int, b: int, m: int, k: int, n: int, dtype="fp32"
+        self,
+        pe: int,
+        task: int,
+        c: int,
+        a: int,
+        b: int,
+        m: int,
+        k: int,
+        n: int,
+        dtype: DType = "fp32",
     ) -> None:
         """``C (m x n, fp32) += A (m x k) @ B (k x n)``, all column-major in SRAM, computed
         one column of ``C`` (``k`` vector FMACs of length ``m``) per step."""
-        cost = fmac_cycles(self.pe_spec, m * k, dtype)
+        cost = matmul_column_cycles(self.pe_spec, m, k, dtype)
         op = [K.OP_MATMUL, 0, c, a, b, n, m, cost]
         ranges = [(c, m * n), (a, words(m * k, dtype)), (b, words(k * n, dtype))]
         self._add(pe, task, dtype, op, 0.0, ranges, period=k)
@@ -276,15 +316,15 @@ class ProgramBuilder:
             raise ConfigError(f"PE {pes[i]} is a model other PEs share: it keeps its own programs")
         self._like[pes] = like
 
-    def vadd(self, pe, task: int, dst, a, b, m, dtype="fp32") -> None:
+    def vadd(self, pe, task: int, dst, a, b, m, dtype: DType = "fp32") -> None:
         """``dst[0:m] = a[0:m] + b[0:m]``."""
         self._local(pe, task, K.OP_VADD, dst, a, b, m, 0.0, dtype, reads=2)
 
-    def vscale(self, pe, task: int, dst, a, scalar: float, m, dtype="fp32") -> None:
+    def vscale(self, pe, task: int, dst, a, scalar: float, m, dtype: DType = "fp32") -> None:
         """``dst[0:m] = a[0:m] * scalar``."""
         self._local(pe, task, K.OP_VSCALE, dst, a, a, m, scalar, dtype, reads=1)
 
-    def vfma(self, pe, task: int, dst, a, b, m, dtype="fp32") -> None:
+    def vfma(self, pe, task: int, dst, a, b, m, dtype: DType = "fp32") -> None:
         """``dst[0:m] += a[0:m] * b[0:m]``."""
         self._local(pe, task, K.OP_VFMA, dst, a, b, m, 0.0, dtype, reads=3)
 

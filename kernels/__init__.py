@@ -6,7 +6,7 @@ from wafersim.wafer.lazy import lazy_exports
 EXPORTS = {
     "kernel_grid": "wafersim.kernels.grid",
     "KernelGrid": "wafersim.kernels.grid",
-    "KernelPlan": "wafersim.kernels.plan",
+    "KernelPlan": "wafersim.kernels.kernel_plan",
     "engine_used": "wafersim.fabric.engine",
     "KernelResult": "wafersim.kernels.result",
     "KERNELS": "wafersim.kernels.registry",
@@ -21,7 +21,7 @@ EXPORTS = {
     "Estimate": "wafersim.kernels.tiers",
     "run_prefix": "wafersim.kernels.prefix",
     "Prefix": "wafersim.kernels.prefix",
-    "recorded": "wafersim.kernels.plan",
+    "recorded": "wafersim.kernels.kernel_plan",
 }
 __all__ = list(EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, EXPORTS)

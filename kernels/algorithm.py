@@ -51,14 +51,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from wafersim.fabric.program import words
+from wafersim.kernels.gemm_shape import DIMS, GemmShape
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.result import KernelResult
 from wafersim.kernels.sparse_weights import check_density, prune_to_density
 from wafersim.kernels.staging import OUTPUTS, check_choice
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
-DIMS = ("m", "k", "n")
 Span = tuple[int, int]  # [first, stop) of one dimension
 Families = dict[str, set[int]]  # route family -> the colors it routes on
 ColorRule = Callable[[int, int, int, dict], Families]  # (rows, cols, n, options)
@@ -94,10 +95,10 @@ def line_hops(m, k, n, rows, cols, dtype, grid_dims, along: Callable[[int], floa
     the grid's column dimension reaches every PE of its row, ``along(cols)`` hops a wavelet on
     average, one without its row dimension every PE of its column (``along(rows)``); one with
     both stays put."""
-    sizes, (row_dim, col_dim) = {"m": m, "k": k, "n": n}, grid_dims
+    sizes, (row_dim, col_dim) = GemmShape(m, k, n), grid_dims
     total = 0.0
     for dims in (("m", "k"), ("k", "n")):
-        wavelets = words(sizes[dims[0]] * sizes[dims[1]], dtype)
+        wavelets = words(sizes.size(dims[0]) * sizes.size(dims[1]), dtype)
         total += wavelets * (
             along(cols) * (col_dim not in dims) + along(rows) * (row_dim not in dims)
         )
@@ -131,7 +132,7 @@ class FastTierSampling:
     run 2; otherwise both take the same sides and differ in streamed length.
     """
 
-    units: Callable[[dict[str, int], int, int], int]
+    units: Callable[[GemmShape, int, int], int]
     reduced_length: Callable[..., int]
     halves_grid: bool
 
@@ -192,31 +193,34 @@ class GemmAlgorithm:
         rows, cols = self.grid_dims
         return {rows: "grid rows", cols: "grid columns", self.third_dim: self.third_dim_mapping}
 
-    def run(self, shape, grid: KernelGrid, spec: WaferSpec, dtype, seed, density=1.0, **options):
+    def run(self, shape: GemmShape | Mapping[str, int], grid: KernelGrid, spec: WaferSpec,
+            dtype: DType, seed, density=1.0, **options):  # fmt: skip
         """Run on the engine with standard normal float32 operands drawn from ``seed``, ``B``
         pruned by magnitude to ``density`` (:func:`kernels.sparse_weights.prune_to_density`)."""
+        m, k, n = GemmShape.of(shape)
         density = self._density(density)
         self._check_inputs(options)
         rng = np.random.default_rng(seed)
-        a = rng.standard_normal((shape["m"], shape["k"])).astype(np.float32)
-        b = rng.standard_normal((shape["k"], shape["n"])).astype(np.float32)
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
         return self.apply(a, prune_to_density(b, density), grid, spec, dtype, **options)
 
-    def cycles(self, shape, rows: int, cols: int, spec: WaferSpec, dtype, density=1.0,
-               **options) -> int:  # fmt: skip
-        """The analytic cycles of GEMM ``shape`` (``m``, ``k``, ``n``) on ``rows x cols``,
-        with weights of ``density``."""
-        m, k, n = (shape[dim] for dim in DIMS)
+    def cycles(self, shape: GemmShape | Mapping[str, int], rows: int, cols: int,
+               spec: WaferSpec, dtype: DType, density=1.0, **options) -> int:  # fmt: skip
+        """The analytic cycles of GEMM ``shape`` on ``rows x cols``, with weights of
+        ``density``."""
+        m, k, n = GemmShape.of(shape)
         if self._density(density) < 1:
             options["density"] = density
         self._check_inputs(options)
         return self.analytic_cycles(m, k, n, rows, cols, spec, dtype, **options)
 
-    def hops(self, shape, rows: int, cols: int, dtype, density=1.0, **options) -> int:
+    def hops(self, shape: GemmShape | Mapping[str, int], rows: int, cols: int, dtype: DType,
+             density=1.0, **options) -> int:  # fmt: skip
         """Wavelet-hops of GEMM ``shape`` on ``rows x cols`` PEs (what the engine's link
         counters would sum to, estimated from how the operands move); the kernel's own,
         without what staging moves (``inputs`` and ``outputs`` are not read)."""
-        m, k, n = (shape[dim] for dim in DIMS)
+        m, k, n = GemmShape.of(shape)
         options.pop("inputs", None)
         options.pop("outputs", None)
         if self._density(density) < 1:

@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from wafersim.fabric.program import WORD_BYTES, value_bytes
 from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.kernel_plan import KernelPlan, decode, encode, split
 from wafersim.kernels.lines import (
     REDUCE_ALGOS,
     broadcast_colors,
@@ -52,9 +53,9 @@ from wafersim.kernels.lines import (
     reduce_line,
     scatter_line,
 )
-from wafersim.kernels.plan import KernelPlan, decode, encode, split
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
 from wafersim.kernels.wiring import palette_size
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
@@ -85,7 +86,7 @@ def collective(
     n_words: int,
     grid: KernelGrid,
     spec: WaferSpec,
-    dtype: str = "fp32",
+    dtype: DType = "fp32",
     scope: str = "grid",
     seed: int = 0,
 ) -> KernelResult:
@@ -126,7 +127,7 @@ def collective_cycles(
     rows: int,
     cols: int,
     spec: WaferSpec,
-    dtype: str = "fp32",
+    dtype: DType = "fp32",
     scope: str = "grid",
 ) -> int:
     """Analytic cycles of :func:`collective` on a defect-free ``rows x cols`` grid: the sum
@@ -258,7 +259,7 @@ def _vectors(plan: KernelPlan, pes: list[int], n_words: int, what: str) -> dict[
     return {pe: plan.alloc(pe, n_words, what) for pe in pes}
 
 
-def _random(seed: int, shape, dtype: str) -> np.ndarray:
+def _random(seed: int, shape, dtype: DType) -> np.ndarray:
     """Random values for ``shape`` words of ``dtype``, as stored (fp16: rounded)."""
     *lead, n_words = shape
     count = n_words * (WORD_BYTES // value_bytes(dtype))

@@ -25,6 +25,7 @@ from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
 from wafersim.kernels.grid import kernel_grid
 from wafersim.wafer.arith import ceil_div
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -49,7 +50,7 @@ def fast_cycles(
     rows: int,
     cols: int,
     spec: WaferSpec,
-    dtype: str = "fp32",
+    dtype: DType = "fp32",
     hole_fraction: float = 0.0,
     seed: int = 0,
     reduced_side: int = REDUCED_SIDE,

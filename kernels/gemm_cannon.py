@@ -63,10 +63,11 @@ from wafersim.kernels.gemm_common import (
     wait_cycles,
 )
 from wafersim.kernels.grid import KernelGrid
-from wafersim.kernels.plan import KernelPlan, encode, split
+from wafersim.kernels.kernel_plan import KernelPlan, encode, split
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
 from wafersim.wafer.arith import ceil_div
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -151,7 +152,7 @@ def cannon(
     b: np.ndarray,
     grid: KernelGrid,
     spec: WaferSpec,
-    dtype: str,
+    dtype: DType,
     ring: str = "interleaved",
     inputs: str = "resident",
     outputs: str = "in_place",
@@ -275,7 +276,7 @@ def cannon_hops(m, k, n, p, q, dtype, ring: str) -> int:
 
 
 def cannon_cycles(
-    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, ring: str,
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: DType, ring: str,
     detour=NO_DETOUR, inputs: str = "resident", outputs: str = "in_place",
 ) -> int:  # fmt: skip
     """Analytic cycles; see the module docstring. ``q`` must equal ``p``. With ``detour``,

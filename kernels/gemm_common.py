@@ -9,18 +9,20 @@ import math
 
 import numpy as np
 from wafersim.fabric.engine import SimResult
-from wafersim.fabric.program import fmac_cycles, value_bytes
+from wafersim.fabric.program import matmul_column_cycles, value_bytes
 from wafersim.kernels.algorithm import Families, FastTierSampling, Tiles, spans
-from wafersim.kernels.plan import decode, encode, split
+from wafersim.kernels.kernel_plan import decode, encode, split
 from wafersim.kernels.result import KernelResult, kernel_result
 from wafersim.kernels.staging import Staging
+from wafersim.wafer.arith import ceil_div as ceil_div  # its home; still importable here
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
 WAIT_OP_CYCLES = 1  # a satisfied ``wait`` costs its startup plus this
 
 
-def check_operands(a, b, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+def check_operands(a, b, dtype: DType) -> tuple[np.ndarray, np.ndarray]:
     """float32 ``a`` (m x k) and ``b`` (k x n); a bad shape or dtype is a ConfigError."""
     value_bytes(dtype)  # an unknown dtype names the valid ones
     a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
@@ -31,7 +33,7 @@ def check_operands(a, b, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def store(staging: Staging, pe: int, block: np.ndarray, dtype: str, what: str, operand: str):
+def store(staging: Staging, pe: int, block: np.ndarray, dtype: DType, what: str, operand: str):
     """Place ``block`` of ``operand`` column-major in ``pe``'s SRAM (loaded, or streamed in:
     :mod:`kernels.staging`); returns its first word."""
     return staging.place(pe, encode(block.T, dtype), what, operand)
@@ -64,14 +66,9 @@ def gemm_result(algo, dtype, a, b, plan, sim, analytic, output, flops=None) -> K
     )
 
 
-def matmul_cycles(spec: WaferSpec, m: int, k: int, n: int, dtype: str) -> int:
+def matmul_cycles(spec: WaferSpec, m: int, k: int, n: int, dtype: DType) -> int:
     """Cycles of one ``matmul`` op (startup, then ``n`` columns of ``k`` vector FMACs)."""
-    return spec.pe.op_startup_cycles + n * fmac_cycles(spec.pe, m * k, dtype)
-
-
-def ceil_div(a: int, b: int) -> int:
-    """``a / b`` rounded up (positive integers)."""
-    return -(-a // b)
+    return spec.pe.op_startup_cycles + n * matmul_column_cycles(spec.pe, m, k, dtype)
 
 
 def wait_cycles(spec: WaferSpec) -> int:

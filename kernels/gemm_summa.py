@@ -68,10 +68,11 @@ from wafersim.kernels.gemm_common import (
     wait_cycles,
 )
 from wafersim.kernels.grid import KernelGrid
-from wafersim.kernels.plan import KernelPlan, split
+from wafersim.kernels.kernel_plan import KernelPlan, split
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
 from wafersim.wafer.arith import ceil_div
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.geometry import NUM_PORTS
 from wafersim.wafer.spec import WaferSpec
 
@@ -159,7 +160,7 @@ class _Grid:
 
 
 def summa(
-    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str,
+    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: DType,
     inputs: str = "resident", outputs: str = "in_place",
 ) -> KernelResult:  # fmt: skip
     """Run ``C = a @ b`` by SUMMA on ``grid`` (any P x Q); see the module docstring;
@@ -343,7 +344,7 @@ def _broadcast(plan, tiles, grid: _Grid, owner: int, t, side, n_values, dtype):
     return src, received
 
 
-def _relay(plan, at, colors, out_colors, buf, n_values, side: int, dtype: str) -> None:
+def _relay(plan, at, colors, out_colors, buf, n_values, side: int, dtype: DType) -> None:
     """The PEs ``at`` (bool (P, Q)) receive into ``buf`` on ``colors`` and send it on on
     ``out_colors``, chunk by chunk (store and forward, :data:`RELAY_CHUNK_WORDS` words a
     chunk, so a cut adds a chunk's time to the chain, not the piece's): each chunk's send
@@ -376,7 +377,7 @@ def _move(plan, task: int, chains: _Chains, flow: int, at, position: int) -> Non
 
 
 def summa_cycles(
-    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, detour=NO_DETOUR,
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: DType, detour=NO_DETOUR,
     inputs: str = "resident", outputs: str = "in_place",
 ) -> int:  # fmt: skip
     """Analytic cycles: per step the slower of its multiply (two waits, the ``matmul``) and

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from wafersim.fabric.program import WORD_BYTES, fmac_cycles, value_bytes, words
+from wafersim.fabric.program import WORD_BYTES, fmacs_cycles, value_bytes, words
 from wafersim.kernels.algorithm import (
     FastTierSampling,
     GemmAlgorithm,
@@ -43,7 +43,6 @@ from wafersim.kernels.algorithm import (
 from wafersim.kernels.detour import NO_DETOUR
 from wafersim.kernels.gemm_common import (
     C_STAYS_PUT,
-    ceil_div,
     check_operands,
     gather_c,
     gemm_result,
@@ -52,9 +51,11 @@ from wafersim.kernels.gemm_common import (
     wait_cycles,
 )
 from wafersim.kernels.grid import KernelGrid
-from wafersim.kernels.plan import KernelPlan, encode, split
+from wafersim.kernels.kernel_plan import KernelPlan, encode, split
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafersim.wafer.arith import ceil_div
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -71,7 +72,7 @@ def chunk_width(k: int, mi: int, spec: WaferSpec) -> int:
 
 
 def systolic(
-    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str,
+    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: DType,
     inputs: str = "streamed", outputs: str = "in_place",
 ) -> KernelResult:  # fmt: skip
     """Run ``C = a @ b`` output-stationary on ``grid`` (any P x Q); see the module docstring.
@@ -80,7 +81,7 @@ def systolic(
     a, b = check_operands(a, b, dtype)
     (m, k), n = a.shape, b.shape[1]
     rows, cols = split(m, grid.rows, "m"), split(n, grid.cols, "n")
-    chunks = split(k, -(-k // chunk_width(k, int(np.diff(rows).max()), spec)), "k")
+    chunks = split(k, ceil_div(k, chunk_width(k, int(np.diff(rows).max()), spec)), "k")
     feeds = [grid.north_port(j) for j in range(grid.cols)]
     plan = KernelPlan(grid, spec, tasks=max(2, *(feeds.count(port) for port in feeds)))
     staging = Staging(plan, "resident", outputs)  # its inputs stream by design
@@ -147,18 +148,17 @@ def _program(plan, pe: int, c: int, mi, nj, chunks, colors, dtype) -> None:
 
 
 def systolic_cycles(
-    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: str, detour=NO_DETOUR,
+    m: int, k: int, n: int, p: int, q: int, spec: WaferSpec, dtype: DType, detour=NO_DETOUR,
     inputs: str = "streamed", outputs: str = "in_place",
 ) -> int:  # fmt: skip
     """Analytic cycles; see the module docstring. ``detour``: the first chunk's trip and
     the skew take the extra hops of the slowest row and column (:mod:`kernels.detour`);
     and the gathering's (:func:`kernels.staging.staging_cycles`)."""
     _streamed_only(inputs)
-    mi, nj = -(-m // p), -(-n // q)
-    chunks = np.diff(split(k, -(-k // chunk_width(k, mi, spec)), "k"))
+    mi, nj = ceil_div(m, p), ceil_div(n, q)
+    chunks = np.diff(split(k, ceil_div(k, chunk_width(k, mi, spec)), "k"))
     size = value_bytes(dtype)
-    macs = mi * WORD_BYTES // size  # per streamed wavelet
-    per_value = fmac_cycles(spec.pe, macs, dtype) * size / WORD_BYTES
+    per_value = fmacs_cycles(spec.pe, mi, dtype) * size / WORD_BYTES
     fill = p2p_cycles(spec, q + detour.across, words(mi * int(chunks[0]), dtype))
     start = wait_cycles(spec) + spec.pe.op_startup_cycles
     chunk = [
@@ -214,7 +214,7 @@ def _k_streamed(shape: dict[str, int], rows: int, cols: int) -> int:
 
 def _two_chunks_a_step(shape, rows: int, cols: int, p: int, q: int, step: int, spec) -> int:
     """Run ``step`` streams ``2 * step`` chunks of ``k`` (all of ``k`` if shorter)."""
-    kc = chunk_width(shape["k"], math.ceil(shape["m"] / rows), spec)
+    kc = chunk_width(shape["k"], ceil_div(shape["m"], rows), spec)
     return min(shape["k"], 2 * step * kc)
 
 

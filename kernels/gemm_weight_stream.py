@@ -64,10 +64,11 @@ from wafersim.kernels.algorithm import (
 from wafersim.kernels.detour import NO_DETOUR
 from wafersim.kernels.gemm_common import ceil_div, check_operands, gather_c, gemm_result
 from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.kernel_plan import KernelPlan, encode, split
 from wafersim.kernels.lines import LineRoutes, reduce_colors, reduce_lines
-from wafersim.kernels.plan import KernelPlan, encode, split
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -95,7 +96,7 @@ def chunk_offsets(n: int, rows: int) -> np.ndarray:
 
 
 def weight_stream(
-    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: str, reduce="chain",
+    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: DType, reduce="chain",
     inputs: str = "resident", outputs: str = "in_place",
 ) -> KernelResult:  # fmt: skip
     """Run ``C = a @ b`` with ``b`` streamed from the west ports; see the module docstring.
@@ -136,7 +137,7 @@ class _Layout:
     run a few thousand programs. A staged run (inputs streamed, outputs gathered) gives
     every PE its own."""
 
-    def __init__(self, plan: KernelPlan, ms, ks, chunks, reduce: str, dtype: str) -> None:
+    def __init__(self, plan: KernelPlan, ms, ks, chunks, reduce: str, dtype: DType) -> None:
         self.plan, self.ms, self.ks, self.chunks = plan, ms, ks, chunks
         self.reduce, self.dtype = reduce, dtype
         rows, pes, count = plan.grid.rows, plan.grid.mesh.pes, len(chunks) - 1
@@ -316,13 +317,13 @@ class _Layout:
         ]  # fmt: skip
 
 
-def encode_blocks(b: np.ndarray, ks: np.ndarray, chunks: np.ndarray, dtype: str):
+def encode_blocks(b: np.ndarray, ks: np.ndarray, chunks: np.ndarray, dtype: DType):
     """``blocks[i][c]``: block ``B[K_i, chunk c]`` as row ``i``'s port sends it."""
     return [sparse_weights.encode_row(b[ks[i] : ks[i + 1]], chunks, dtype)
             for i in range(len(ks) - 1)]  # fmt: skip
 
 
-def stream_words(b: np.ndarray, rows: int, dtype: str) -> StreamWords:
+def stream_words(b: np.ndarray, rows: int, dtype: DType) -> StreamWords:
     """Words of ``b`` (k x n) that :func:`weight_stream` on ``rows`` grid rows streams, dense
     and as sent (see the module docstring), and the index words among those."""
     value_bytes(dtype)  # an unknown dtype names the valid ones
@@ -339,7 +340,7 @@ def stream_words(b: np.ndarray, rows: int, dtype: str) -> StreamWords:
     return StreamWords(dense, sent, index)
 
 
-def _index_words(block: sparse_weights.Block, dtype: str) -> float:
+def _index_words(block: sparse_weights.Block, dtype: DType) -> float:
     if block.mode != sparse_weights.SPARSE:
         return 0
     return -(-block.nonzeros // 2) if dtype in HALF_DTYPES else int(block.index_words.sum())
@@ -352,7 +353,7 @@ def weight_stream_cycles(
     p: int,
     q: int,
     spec: WaferSpec,
-    dtype: str,
+    dtype: DType,
     reduce="chain",
     density: float = 1.0,
     detour=NO_DETOUR,
@@ -416,7 +417,7 @@ def weight_stream_schedule(
     return int(end) + 1 + detour.down * latency + staged, ends
 
 
-def _multiply_cycles(spec: WaferSpec, mj: int, values: np.ndarray, dtype: str, density: float):
+def _multiply_cycles(spec: WaferSpec, mj: int, values: np.ndarray, dtype: DType, density: float):
     """Expected cycles a row's PE takes to multiply each chunk's block of ``values`` weights
     (float per chunk; see :func:`weight_stream_cycles`)."""
     dense = words(values, dtype) * max(1, fmacs_cycles(spec.pe, mj, dtype))

@@ -30,11 +30,12 @@ import numpy as np
 from wafersim.fabric.program import fmacs_cycles, words
 from wafersim.kernels.gemm_common import matmul_cycles
 from wafersim.kernels.grid import KernelGrid
+from wafersim.kernels.kernel_plan import KernelPlan, decode, encode, split
 from wafersim.kernels.lines import line_streams, reduce_colors, reduce_cycles, reduce_line
-from wafersim.kernels.plan import KernelPlan, decode, encode, split
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import OUTPUTS, check_choice
 from wafersim.wafer.arith import ceil_div
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.geometry import E, S
 from wafersim.wafer.spec import WaferSpec
 
@@ -44,7 +45,7 @@ PORT_QUEUES = 3  # queues a port's stream fills ahead of its slowest PE: port, r
 
 
 def gemv(
-    a: np.ndarray, x: np.ndarray, grid: KernelGrid, spec: WaferSpec, algo: str, dtype: str,
+    a: np.ndarray, x: np.ndarray, grid: KernelGrid, spec: WaferSpec, algo: str, dtype: DType,
     inputs: str = "streamed", outputs: str = "in_place",
 ) -> KernelResult:  # fmt: skip
     """Run ``y = a @ x`` on ``grid``; ``algo`` is the row reduction (``REDUCE_ALGOS``);
@@ -133,7 +134,7 @@ def _gather(plan, acc, rows, color: int) -> dict[int, tuple[int, int]]:
     return where
 
 
-def gemv_cycles(m: int, n: int, p: int, q: int, spec: WaferSpec, algo: str, dtype: str,
+def gemv_cycles(m: int, n: int, p: int, q: int, spec: WaferSpec, algo: str, dtype: DType,
                 inputs: str = "streamed", outputs: str = "in_place",
                 grid: KernelGrid | None = None) -> int:  # fmt: skip
     """Analytic cycles: the ``x`` stream down a column, paced by the slower of the link and
@@ -154,7 +155,7 @@ def gemv_cycles(m: int, n: int, p: int, q: int, spec: WaferSpec, algo: str, dtyp
     return multiply + reduce_cycles(algo, q, 0, mi, spec) + out
 
 
-def gemv_words(m: int, n: int, p: int, q: int, dtype: str, inputs: str = "streamed",
+def gemv_words(m: int, n: int, p: int, q: int, dtype: DType, inputs: str = "streamed",
                outputs: str = "in_place") -> int:  # fmt: skip
     """SRAM words of the fullest PE: its tile of ``A``, its fp32 partial ``y`` and, resident,
     its piece of ``x`` (a streamed ``x`` and a gathered ``y`` sit in the edge ports)."""
@@ -164,7 +165,7 @@ def gemv_words(m: int, n: int, p: int, q: int, dtype: str, inputs: str = "stream
     return words(mi * nj, dtype) + mi + (words(nj, dtype) if inputs == "resident" else 0)
 
 
-def holed_gemv_cycles(m: int, n: int, grid: KernelGrid, spec: WaferSpec, algo: str, dtype: str,
+def holed_gemv_cycles(m: int, n: int, grid: KernelGrid, spec: WaferSpec, algo: str, dtype: DType,
                       inputs: str = "streamed", outputs: str = "in_place") -> int:  # fmt: skip
     """Analytic cycles on a grid with holes, from where each PE sits: every row's reduction
     streams run stage by stage from the times its PEs hold their partials, each over its
@@ -219,7 +220,7 @@ class _Placement(NamedTuple):
         return out
 
 
-def _ready(at: _Placement, grid: KernelGrid, spec, mi: int, nj: int, dtype: str,
+def _ready(at: _Placement, grid: KernelGrid, spec, mi: int, nj: int, dtype: DType,
            resident: bool) -> np.ndarray:  # fmt: skip
     """int64 (P, Q): when each PE holds its partial ``y``. A shared north port's second
     column starts once the first stream's last words fit in the queues ahead of its

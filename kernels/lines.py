@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
-from wafersim.kernels.plan import KernelPlan
+from wafersim.kernels.kernel_plan import KernelPlan
 from wafersim.kernels.result import p2p_cycles
 from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError

@@ -33,8 +33,9 @@ from wafersim.fabric.trace import SentProbe
 from wafersim.kernels.fast_tier import fast_cycles
 from wafersim.kernels.gemm_weight_stream import chunk_offsets, weight_stream_schedule
 from wafersim.kernels.grid import KernelGrid
-from wafersim.kernels.plan import recorded
+from wafersim.kernels.kernel_plan import recorded
 from wafersim.kernels.registry import analytic_cycles, run_kernel
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -86,7 +87,7 @@ def run_prefix(
     shape: dict[str, int],
     grid: KernelGrid,
     spec: WaferSpec,
-    dtype: str,
+    dtype: DType,
     seed: int,
     stop_at: int,
     hole_fraction: float = 0.0,

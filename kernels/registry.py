@@ -21,6 +21,7 @@ from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.result import KernelResult
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
@@ -73,7 +74,7 @@ def _stencil(algo: str) -> Algorithm:
     return Algorithm(run, cycles)
 
 
-def _fp32_only(kernel: str, dtype: str) -> None:
+def _fp32_only(kernel: str, dtype: DType) -> None:
     if dtype != "fp32":
         raise ConfigError(f"dtype={excerpt(dtype)}: {kernel} runs in fp32 only")
 
@@ -146,7 +147,7 @@ def run_kernel(
     shape: dict[str, int],
     grid: KernelGrid,
     spec: WaferSpec,
-    dtype: str = "fp32",
+    dtype: DType = "fp32",
     seed: int = 0,
     **options,
 ) -> KernelResult:
@@ -157,7 +158,7 @@ def run_kernel(
     return algorithm(kernel, algo).run(shape, grid, spec, dtype, seed, **options)
 
 
-def check_fits(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype: str,
+def check_fits(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype: DType,
                options: dict | None = None) -> None:  # fmt: skip
     """ConfigError, before any work, for what no tier can run on ``spec``: a grid larger
     than the wafer's logical grid, or a busiest PE whose share exceeds its SRAM; every
@@ -192,7 +193,7 @@ def check_placed(grid: KernelGrid, spec: WaferSpec) -> None:
         )
 
 
-def check_sram(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype: str,
+def check_sram(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype: DType,
                options: dict) -> None:  # fmt: skip
     """ConfigError when the busiest PE's words (the algorithm's own footprint) exceed its
     SRAM: before the work, not after minutes of allocation."""
@@ -227,7 +228,8 @@ def sram_words(kernel, algo, shape, rows, cols, spec, dtype, options: dict) -> i
         return record.sram_words(m, k, n, rows, cols, spec, dtype, **timed)
     if kernel == "gemv":
         return gemv.gemv_words(shape["m"], shape["n"], rows, cols, dtype, **options)
-    if kernel == "stencil":
+    if kernel == "stencil":  # a column that does not fit: one line naming n and its range
+        stencil.check_column(shape["n"], spec, algo)
         return stencil.stencil_words(shape["n"], rows, cols, algo)
     return collectives.collective_words(kernel, shape["n"])
 

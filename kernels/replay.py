@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from wafersim.fabric.engine import SimResult, simulate
 from wafersim.fabric.sram import SramImage
-from wafersim.kernels import plan as kernel_plan
+from wafersim.kernels import kernel_plan
 from wafersim.kernels.gemm_common import check_operands
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.result import KernelResult, kernel_result

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from wafersim.fabric.engine import REASON_NAMES, SimResult
 from wafersim.fabric.program import HALF_DTYPES, fmac_events
-from wafersim.kernels.plan import KernelPlan
+from wafersim.kernels.kernel_plan import KernelPlan
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.energy import EnergySplit, Events, energy
 from wafersim.wafer.spec import WaferSpec
 
@@ -21,7 +22,7 @@ class KernelResult:
 
     kernel: str
     algo: str
-    dtype: str
+    dtype: DType
     shape: dict[str, int]
     grid: tuple[int, int]
     cycles: int
@@ -70,7 +71,7 @@ def max_cycles_for(analytic: int) -> int:
     return MAX_CYCLES_FACTOR * int(analytic) + MAX_CYCLES_SLACK
 
 
-def peak_flops_per_cycle(spec: WaferSpec, dtype: str) -> int:
+def peak_flops_per_cycle(spec: WaferSpec, dtype: DType) -> int:
     """FLOPs one PE can do per cycle (a multiply-add is two)."""
     rate = spec.pe.fp16_fmac_per_cycle if dtype in HALF_DTYPES else spec.pe.fp32_fmac_per_cycle
     return 2 * rate
@@ -80,7 +81,7 @@ def kernel_result(
     *,
     kernel: str,
     algo: str,
-    dtype: str,
+    dtype: DType,
     shape: dict[str, int],
     plan: KernelPlan,
     sim: SimResult,

@@ -29,8 +29,9 @@ from wafersim.fabric.program import (
     value_bytes,
     words,
 )
-from wafersim.kernels.plan import encode
+from wafersim.kernels.kernel_plan import encode
 from wafersim.wafer.arith import ceil_div
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 
 DENSE, SPARSE, EMPTY = "dense", "sparse", "empty"
@@ -74,7 +75,7 @@ def prune_to_density(b: np.ndarray, density: float) -> np.ndarray:
     return np.where(keep_largest(np.abs(b), density), b, np.float32(0.0)).astype(np.float32)
 
 
-def stored_nonzero(values: np.ndarray, dtype: str) -> np.ndarray:
+def stored_nonzero(values: np.ndarray, dtype: DType) -> np.ndarray:
     """bool per value: nonzero once stored as ``dtype`` (fp16 flushes tiny values to zero;
     an overflow to inf is nonzero, as the kernel would send it)."""
     stored = np.asarray(values, np.float32)
@@ -85,7 +86,7 @@ def stored_nonzero(values: np.ndarray, dtype: str) -> np.ndarray:
     return stored != 0
 
 
-def encode_block(block: np.ndarray, dtype: str) -> Block:
+def encode_block(block: np.ndarray, dtype: DType) -> Block:
     """Block ``B[K_i, chunk]`` (``k_i x w``) as its port sends it (see the module text)."""
     flat = np.asarray(block, np.float32).T.reshape(-1)  # column major: e = row + k_i * col
     nonzero = stored_nonzero(flat, dtype)
@@ -99,7 +100,7 @@ def encode_block(block: np.ndarray, dtype: str) -> Block:
     return Block(SPARSE, data, count, count, index_words)
 
 
-def encode_row(row: np.ndarray, chunks: np.ndarray, dtype: str) -> list[Block]:
+def encode_row(row: np.ndarray, chunks: np.ndarray, dtype: DType) -> list[Block]:
     """:func:`encode_block` of each block ``row[:, c0:c1]`` of a grid row's weights
     (``chunks``: the column offsets), the same blocks; a row without a zero (as stored) is
     encoded at once, its blocks views of one array (a whole wafer's GPT-3 layer is 2 M
@@ -125,7 +126,7 @@ def encode_row(row: np.ndarray, chunks: np.ndarray, dtype: str) -> list[Block]:
     ]
 
 
-def encode_sparse(values: np.ndarray, index: np.ndarray, dtype: str):
+def encode_sparse(values: np.ndarray, index: np.ndarray, dtype: DType):
     """(words, index-word mask) of ``values`` at flat ``index`` (each < 2**16): fp32 as
     groups ``[index word, value, value]``, fp16/bf16 as ``value | index << 16``."""
     index = np.asarray(index, np.uint32)
@@ -145,7 +146,7 @@ def encode_sparse(values: np.ndarray, index: np.ndarray, dtype: str):
     return data.reshape(-1)[:size].view(np.float32), is_index.reshape(-1)[:size]
 
 
-def stream_fraction(density: float, dtype: str) -> float:
+def stream_fraction(density: float, dtype: DType) -> float:
     """Expected share of the dense stream's words at value ``density`` (indices included),
     blocks sent compressed where shorter: ``min(1, 1.5 d)`` in fp32, ``min(1, 2 d)`` in 16
     bits (large blocks; the index words of odd counts left out)."""

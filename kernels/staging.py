@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from wafersim.kernels.plan import KernelPlan
+from wafersim.kernels.kernel_plan import KernelPlan
 from wafersim.kernels.result import p2p_cycles
 from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError

@@ -36,6 +36,7 @@ from wafersim.kernels.registry import (
     run_kernel,
 )
 from wafersim.kernels.result import KernelResult
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.energy import Events, energy
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
@@ -49,7 +50,7 @@ class Estimate:
     tier: str
     kernel: str
     algo: str
-    dtype: str
+    dtype: DType
     shape: dict[str, int]
     cycles: int | None  # None: a prefix (stop_at) that set no pace
     seconds: float | None
@@ -73,7 +74,7 @@ class Estimate:
         return out
 
 
-def gemm_energy(algo: str, shape, grid: KernelGrid, spec: WaferSpec, dtype: str, cycles: int,
+def gemm_energy(algo: str, shape, grid: KernelGrid, spec: WaferSpec, dtype: DType, cycles: int,
                 options: dict) -> dict[str, float]:  # fmt: skip
     """A GEMM's energy split without an engine run: its multiply-adds (the kept weights' at
     ``density``) and their SRAM words, its record's wavelet-hops (equal to the engine's:
@@ -185,7 +186,7 @@ def estimate(
     grid: KernelGrid,
     spec: WaferSpec,
     tier: str = "cycle",
-    dtype: str = "fp32",
+    dtype: DType = "fp32",
     seed: int = 0,
     engine: str | None = None,
     hole_fraction: float = 0.0,

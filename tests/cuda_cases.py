@@ -32,7 +32,7 @@ from wafersim.fabric.routes import ColorRoutes  # noqa: E402
 from wafersim.fabric.state import allocate_state, empty_program, empty_traffic  # noqa: E402
 from wafersim.fabric.trace import TraceRecorder  # noqa: E402
 from wafersim.fabric.traffic import ROUTINGS, TrafficConfig, run_traffic, traffic_arrays  # noqa: E402
-from wafersim.kernels import plan as kernel_plan  # noqa: E402
+from wafersim.kernels import kernel_plan  # noqa: E402
 from wafersim.kernels.gemm_weight_stream import weight_stream  # noqa: E402
 from wafersim.kernels.grid import kernel_grid  # noqa: E402
 from wafersim.kernels.registry import run_kernel as run_registered_kernel  # noqa: E402
@@ -180,7 +180,7 @@ def traced(engine):
 
 
 def captured(run):
-    """The plan that ``run()`` would simulate (kernels.plan's recorder hook): mesh, spec,
+    """The plan that ``run()`` would simulate (kernels.kernel_plan's recorder hook): mesh, spec,
     routes, program, memory and max cycles."""
     seen = []
 

@@ -119,22 +119,21 @@ class ReferenceProgram:
     def recv(self, pe, task, color, dst, n, dtype="fp32"):
         self._stream(pe, task, Op("recv", color, dst=dst), n, dtype)
 
-    def recv_add(self, pe, task, color, dst, n, dtype="fp32"):
-        self._stream(pe, task, Op("recv_add", color, dst=dst), n, dtype)
+    def recv_add(self, pe, task, color, dst, n, dtype="fp32", scale=1.0):
+        self._stream(pe, task, Op("recv_add", color, dst=dst, scalar=scale), n, dtype)
 
     def fmacs(self, pe, task, color, acc, mat, m, n, dtype="fp32", blocks=1):
         """acc is fp32; value v of the stream times matrix row ``v % n`` of m values, into
         accumulator block ``v // n``."""
-        size = VALUE_BYTES[dtype]
-        macs = m * (WORD_BYTES // size)  # every mac reads a matrix value and acc, writes acc
-        cycles = self._cycles(dtype, macs, macs * (size + WORD_BYTES), macs * WORD_BYTES)
+        scalars = WORD_BYTES // VALUE_BYTES[dtype]  # a data task, one instruction a scalar
+        cycles = self.pe_spec.task_activation_cycles + scalars * self._instruction(dtype, m)
         op = Op("fmacs", color, dst=acc, a=mat, m=m, cycles=cycles, period=n)
         self._stream(pe, task, op, n * blocks, dtype)
 
     def matmul(self, pe, task, c, a, b, m, k, n, dtype="fp32"):
         """C (fp32, m x n) += A (m x k) @ B (k x n), column-major; one column a step."""
-        size = VALUE_BYTES[dtype]
-        cycles = self._cycles(dtype, m * k, m * k * (size + WORD_BYTES), m * k * WORD_BYTES)
+        loop = self.pe_spec.issue_cycles  # a scalar loop: an instruction an element of B
+        cycles = k * (loop + self._instruction(dtype, m))
         op = Op("matmul", dst=c, a=a, b=b, m=m, period=k, elements=n, cycles=cycles)
         self.ops[pe, task].append(replace(op, fp16=dtype == "fp16"))
 
@@ -161,6 +160,13 @@ class ReferenceProgram:
         size = VALUE_BYTES[dtype]
         cycles = self._cycles(dtype, op.m, op.m * reads * size, op.m * size)
         self.ops[pe, task].append(replace(op, cycles=cycles, fp16=dtype == "fp16"))
+
+    def _instruction(self, dtype: str, m: int) -> int:
+        """One ``acc[0:m] += vec[0:m] * scalar``: start-up, then ``m`` macs, each reading a
+        vector value and acc and writing acc."""
+        size = VALUE_BYTES[dtype]
+        vector = self._cycles(dtype, m, m * (size + WORD_BYTES), m * WORD_BYTES)
+        return self.pe_spec.op_startup_cycles + vector
 
     def _cycles(self, dtype: str, macs: int, read_bytes: int, write_bytes: int) -> int:
         pe = self.pe_spec
@@ -600,7 +606,7 @@ def _consume(mem: np.ndarray, op: Op, k: int, value: np.float32) -> None:
     if op.kind == "recv":
         mem[op.dst + k] = value  # a whole word: one fp32 or two fp16 values
     elif not op.fp16 and op.kind == "recv_add":
-        mem[op.dst + k] += value
+        mem[op.dst + k] += value * np.float32(op.scalar)
     elif not op.fp16:  # fmacs: acc block k // period += mat row k % period * value
         acc, row = op.dst + (k // op.period) * op.m, op.a + (k % op.period) * op.m
         for i in range(op.m):
@@ -612,7 +618,8 @@ def _consume(mem: np.ndarray, op: Op, k: int, value: np.float32) -> None:
             e = 2 * k + j  # the value's index in its stream
             if op.kind == "recv_add":
                 at = 2 * op.dst + e
-                halves[at] = np.float16(np.float32(halves[at]) + np.float32(pair[j]))
+                add = np.float32(pair[j]) * np.float32(op.scalar)
+                halves[at] = np.float16(np.float32(halves[at]) + add)
             elif e < op.values:  # fmacs, fp32 acc block e // period += mat row e % period * e
                 row = 2 * op.a + (e % op.period) * op.m
                 acc = op.dst + (e // op.period) * op.m

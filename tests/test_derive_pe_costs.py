@@ -297,3 +297,14 @@ def test_the_json_holds_the_constants_and_rows(tmp_path, monkeypatch, capsys):
     assert len(data["rows"]) == 34
     assert "apdelsm/Matrix-algorithms-in-cerebras" in data["citation"]
     assert [p.name for p in out.parent.iterdir()] == ["pe_costs.json"]
+
+
+def test_the_presets_charge_the_derived_scalar_loop():
+    """The WSE presets' ``issue_cycles`` is the fitted loop iteration less the instruction's
+    own start-up: the spec holds what the script derives, not a number of its own."""
+    from wafersim.wafer.presets import preset
+
+    loop = round(D.derive().costs.loop_iteration_cycles)
+    for name in ("wse2", "wse3", "tiny"):
+        pe = preset(name).pe
+        assert pe.issue_cycles + pe.op_startup_cycles == loop, name

@@ -26,7 +26,10 @@ from wafersim.wafer.errors import DeadlockError
 from wafersim.wafer.geometry import RAMP, E, N, S, W
 from wafersim.wafer.presets import preset
 
-SPEC = preset("tiny")  # op startup 2 cycles, 1 fp32 FMAC per cycle: compute costs m cycles
+# op startup 2 cycles, 1 fp32 FMAC per cycle; no cost to activate a task or loop around an
+# instruction, so an fmacs wavelet costs its instruction's start-up and m cycles: the counts
+# below read directly
+SPEC = preset("tiny").replace({"pe.issue_cycles": 0, "pe.task_activation_cycles": 0})
 STARTUP = SPEC.pe.op_startup_cycles
 WORDS = 128
 
@@ -229,8 +232,8 @@ def test_a_stretched_link_costs_its_physical_hops(hops, latency, depth, words, c
 MULTICAST = [
     (1, 4, 0, 13),  # all leaves recv: s + 1 + 2L + n
     (3, 2, 0, 29),  # credit-bound: the centre forwards at 6, 7, 12, 13, ..., 24, 25
-    (1, 2, 3, 29),  # one leaf takes 3 cycles a wavelet: s + 1 + 2L + 3n
-    (2, 1, 2, 37),  # credit-bound: forwards at 5, 9, ..., 33, the slow leaf ends at 36
+    (1, 2, 3, 45),  # one leaf takes s + 3 = 5 cycles a wavelet: s + 1 + 2L + 5n
+    (2, 1, 2, 39),  # s + 2 = 4 cycles a wavelet, as the credits' round trip: s + 1 + 2L + 4n
 ]
 
 
@@ -279,10 +282,11 @@ def test_two_streams_merging_share_the_output_round_robin():
 
 #   depth  latency  fmacs length m  words  cycles
 BACKPRESSURE = [
-    (1, 1, 4, 10, 45),  # consumer-bound: s + 1 + 2L + m*n
-    (2, 1, 4, 10, 45),
-    (1, 3, 2, 10, 65),  # credit-bound: one wavelet per 2L = 6 cycles, arriving at 9 + 6k
-    (2, 3, 2, 10, 37),  # two per 6 cycles: arrive at 9, 10, 15, 16, ..., 33, 34
+    (1, 1, 4, 10, 65),  # consumer-bound: s + 1 + 2L + (s + m) n
+    (2, 1, 4, 10, 65),
+    (1, 3, 2, 10, 67),  # credit-bound: one wavelet per 2L = 6 cycles, arriving at 9 + 6k,
+    #                     the last one's s + m = 4 cycles end at 67
+    (2, 3, 2, 10, 49),  # two credits keep up with 4 cycles a wavelet: s + 1 + 2L + 4n
 ]
 
 
@@ -375,8 +379,8 @@ def test_wait_matmul_and_blocked_fmacs_across_tasks(dtype):
 FP16_STREAMS = [
     ("recv", 7, 1, 8),  # ceil(7/2) = 4 wavelets: s + 1 + L + 4
     ("recv_add", 7, 1, 8),  # the pad half of the last wavelet is added too
-    ("fmacs", 9, 3, 19),  # 5 wavelets, m = 3 cycles each (6 fp16 FMACs write 24 bytes)
-    ("fmacs", 4, 2, 8),  # 2 wavelets at 2 cycles: popped at 4 and 6
+    ("fmacs", 9, 3, 44),  # 5 wavelets of two instructions, s + 2 each (3 FMACs write 12 bytes)
+    ("fmacs", 4, 2, 16),  # 2 wavelets of two instructions of s + 1: popped at 4 and 10
 ]
 
 
@@ -393,6 +397,23 @@ def test_fp16_stream_carries_two_values_per_wavelet(receiver, values, m, cycles)
     calls = [("send", 0, 0, 0, 0, values, "fp16"), (*recv, "fp16")]
     run = lockstep(mesh, spec_with(), routes, calls, random_memory(2, 1, "fp16"))
     assert run.cycles == cycles
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_scaled_recv_add_is_one_instruction_over_the_stream(dtype):
+    """recv_add with a scale adds each wavelet times it, one wavelet a cycle (the fabric as
+    a vector operand: no instruction a wavelet), engine and reference alike."""
+    values, scale = 6, -2.5
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    mem = random_memory(2, 3, dtype)
+    calls = [("send", 0, 0, 0, 0, values, dtype), ("recv_add", 1, 0, 0, 8, values, dtype, scale)]
+    run = lockstep(mesh, spec_with(), routes, calls, mem)
+    wavelets = values if dtype == "fp32" else values // 2
+    assert run.cycles == STARTUP + 1 + 1 + wavelets  # s + 1 + L + a cycle a wavelet
+    if dtype == "fp32":
+        want = mem[1, 8 : 8 + values] + mem[0, :values] * np.float32(scale)
+        np.testing.assert_array_equal(run.mem[1, 8 : 8 + values], want)
 
 
 def test_fp16_local_ops_on_concurrent_tasks():

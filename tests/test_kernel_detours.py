@@ -109,7 +109,7 @@ def test_a_search_from_the_near_tree_nodes_routes_as_the_whole_search(monkeypatc
     and programs on a 24 x 48 patch with 3 % dead PEs, rows whose multicasts step round
     holes (the near search decides 445 times there)."""
     from wafersim.kernels import wiring
-    from wafersim.kernels.plan import recorded
+    from wafersim.kernels.kernel_plan import recorded
 
     rng = np.random.default_rng(3)
     dead = rng.random((28, 52)) < 0.03

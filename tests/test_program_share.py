@@ -78,7 +78,7 @@ def recorded_program(**options):
     within its row), recorded instead of run."""
     from wafersim.kernels.gemm_weight_stream import weight_stream
     from wafersim.kernels.grid import kernel_grid
-    from wafersim.kernels.plan import recorded
+    from wafersim.kernels.kernel_plan import recorded
 
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((15, 24)), rng.standard_normal((24, 64))

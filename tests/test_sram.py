@@ -5,7 +5,7 @@ import pytest
 from wafersim.fabric.sram import SramImage, sram_image, zeros
 from wafersim.kernels.gemm_weight_stream import weight_stream
 from wafersim.kernels.grid import kernel_grid
-from wafersim.kernels.plan import recorded
+from wafersim.kernels.kernel_plan import recorded
 from wafersim.wafer.errors import ConfigError
 
 

@@ -1,15 +1,26 @@
 """Star stencils (7-point, 25-point) on the cycle engine: equal to numpy, within their
-colors, one input per color and router, and the analytic cycles within 10 %."""
+colors, one input per color and router, the analytic cycles within 10 %, and a PE holding
+only its column's two time levels, so 1,000-cell columns fit in 48 KB."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import wafersim.kernels.plan as kernel_plan
+import wafersim.kernels.kernel_plan as kernel_plan
 from wafersim.kernels.grid import kernel_grid
-from wafersim.kernels.registry import run_kernel
-from wafersim.kernels.stencil import COEFFICIENTS, RADIUS, reference, stencil
+from wafersim.kernels.registry import check_fits, run_kernel
+from wafersim.kernels.stencil import (
+    COEFFICIENTS,
+    RADIUS,
+    max_column,
+    reference,
+    stencil,
+    stencil_words,
+)
+from wafersim.kernels.tiers import TIERS, estimate
 from wafersim.wafer.errors import ConfigError
+
+WSE2_SRAM_BYTES = 48 * 1024  # a WSE-2 PE's SRAM (wafer.presets)
 
 
 @pytest.fixture
@@ -50,13 +61,14 @@ def test_the_reference_is_the_laplacian():
         assert coef[0] + 6 * sum(coef[1:]) == pytest.approx(0.0)
 
 
-def test_holes_are_skipped_and_the_result_holds(wse2):
+@pytest.mark.parametrize("n", [12, 1000])
+def test_holes_are_skipped_and_the_result_holds(n, wse2):
     """On a patch with dead PEs the kernel's neighbours are kernel neighbours (routes
     detour); the result is numpy's on the kernel grid. The 25-point star takes all 20
     kernel colors, so a detour finds none free: a clear error, before any run."""
     dead = np.zeros((7, 6), bool)
     dead[[1, 4], [2, 3]] = True
-    u = np.random.default_rng(3).standard_normal((6, 6, 12)).astype(np.float32)
+    u = np.random.default_rng(3).standard_normal((6, 6, n)).astype(np.float32)
     result = stencil(u, kernel_grid(6, 6, dead), wse2, "star7")
     np.testing.assert_allclose(result.output, reference(u, "star7"), rtol=1e-5, atol=1e-5)
     with pytest.raises(ConfigError, match="no free route"):
@@ -86,3 +98,49 @@ def test_cycles_do_not_grow_with_the_grid(wse2):
     small, large = (run_kernel("stencil", "star25", {"n": 16}, kernel_grid(side, side), wse2)
                     for side in (10, 24))  # fmt: skip
     assert large.cycles == pytest.approx(small.cycles, rel=0.01)
+
+
+def test_a_thousand_cell_column_runs_exactly(wse2):
+    """1,000 cells of the 25-point star on 9 x 9 PEs: numpy's result, in 48 KB a PE."""
+    u = np.random.default_rng(1000).standard_normal((9, 9, 1000)).astype(np.float32)
+    result = stencil(u, kernel_grid(9, 9), wse2, "star25")
+    np.testing.assert_allclose(result.output, reference(u, "star25"), rtol=1e-5, atol=1e-5)
+    assert result.sram_peak_bytes <= WSE2_SRAM_BYTES
+    assert abs(result.analytic_cycles / result.cycles - 1) <= 0.10
+
+
+@pytest.mark.parametrize("algo", sorted(RADIUS))
+def test_a_thousand_cell_column_fits_in_48_kb_on_any_grid(algo, wse2):
+    """Two time levels with their z halos and no neighbour column: 1,000 cells fit 48 KB."""
+    r = RADIUS[algo]
+    for p, q in ((1, 1), (9, 9), (994, 750)):
+        words = stencil_words(1000, p, q, algo)
+        assert words == 2 * (1000 + 2 * r) + r + 1
+        assert words * 4 <= WSE2_SRAM_BYTES
+    check_fits("stencil", algo, {"n": 1000}, 994, 750, wse2, "fp32")  # the whole wafer
+
+
+@pytest.mark.parametrize(("algo", "p", "q", "n"), [("star7", 4, 5, 16), ("star25", 9, 7, 24)])
+def test_the_footprint_is_what_the_program_allocates(algo, p, q, n, wse2):
+    """The footprint the compiler and the CLI check is the engine run's, byte for byte."""
+    u = np.zeros((p, q, n), np.float32)
+    result = stencil(u, kernel_grid(p, q), wse2, algo)
+    assert result.sram_peak_bytes == 4 * stencil_words(n, p, q, algo)
+
+
+@pytest.mark.parametrize("algo", sorted(RADIUS))
+def test_a_column_beyond_sram_is_one_line_naming_n_and_its_range(algo, wse2):
+    """One cell beyond the longest column: every tier's one line names n and its range."""
+    most = max_column(wse2, algo)
+    assert stencil_words(most, 2, 2, algo) * 4 <= wse2.pe.sram_bytes
+    assert stencil_words(most + 1, 2, 2, algo) * 4 > wse2.pe.sram_bytes
+    check_fits("stencil", algo, {"n": most}, 2, 2, wse2, "fp32")
+    messages = set()
+    for tier in TIERS:
+        with pytest.raises(ConfigError) as caught:
+            estimate("stencil", algo, {"n": most + 1}, kernel_grid(2, 2), wse2, tier)
+        messages.add(str(caught.value))
+    (message,) = messages
+    assert f"n={most + 1}: the z column must be in [1, {most}] cells" in message
+    assert "(pe.sram_bytes)" in message
+    assert "\n" not in message

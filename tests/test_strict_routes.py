@@ -9,7 +9,7 @@ its own (:func:`ring_slots`)."""
 from __future__ import annotations
 
 import pytest
-import wafersim.kernels.plan as kernel_plan
+import wafersim.kernels.kernel_plan as kernel_plan
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import KERNELS, run_kernel
 

@@ -38,6 +38,10 @@ WSE2_PE = PESpec(
     sram_read_bytes_per_cycle=16,  # [Rocki20] two 64-bit reads per cycle
     sram_write_bytes_per_cycle=8,  # [Rocki20] one 64-bit write per cycle
     op_startup_cycles=2,  # assumption: dispatch of one vector (DSD) operation
+    issue_cycles=66,  # derived: benchmarks/derive_pe_costs.py fits a scalar loop's iteration
+    # around one @fmacs at 68 cycles (start-up included) on the SDK simulator's Cannon counts
+    task_activation_cycles=2,  # assumption: the core's scheduler picks a wavelet's data task
+    # and hands it the wavelet in hardware; its scalar is the wavelet, no load, no loop
     area_mm2=WSE2_DIE_AREA_MM2 / WSE2_PHYSICAL_CORES,  # [HC33] die area / cores
 )
 WSE_LINK = LinkSpec(

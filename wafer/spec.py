@@ -35,6 +35,8 @@ class PESpec:
     sram_read_bytes_per_cycle: int = knob(1, 1024)
     sram_write_bytes_per_cycle: int = knob(1, 1024)
     op_startup_cycles: int = knob(0, 1000)
+    issue_cycles: int = knob(0, 1000)
+    task_activation_cycles: int = knob(0, 1000)
     area_mm2: float = knob(1e-6, 100.0)
 
 

@@ -35,16 +35,17 @@ from wafersim.kernels.gemm_common import (
     output_blocks,
     wait_cycles,
 )
-from wafersim.kernels.plan import KernelPlan, encode, split
+from wafersim.kernels.kernel_plan import KernelPlan, encode, split
 from wafersim.kernels.result import max_cycles_for, p2p_cycles
 from wafersim.wafer.arith import ceil_div
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.spec import WaferSpec
 
 A_COLORS, B_COLORS = (0, 2), (1, 3)
 RECV_TASK, MUL_TASK = 0, 1
 
 
-def row_broadcast(a, b, grid, spec: WaferSpec, dtype: str):
+def row_broadcast(a, b, grid, spec: WaferSpec, dtype: DType):
     """Run ``C = a @ b`` on ``grid`` (any P x Q, no holes)."""
     a, b = check_operands(a, b, dtype)
     (m, k), n = a.shape, b.shape[1]

@@ -20,6 +20,7 @@ from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.state import ProgramArrays
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.wiring import Wiring
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -156,13 +157,13 @@ class KernelPlan:
         return routes, program._replace(ops=ops)
 
 
-def encode(values: np.ndarray, dtype: str) -> np.ndarray:
+def encode(values: np.ndarray, dtype: DType) -> np.ndarray:
     """Values (any shape, flattened in C order) -> SRAM words of ``dtype``."""
     flat = np.asarray(values, np.float32).reshape(-1)
     return pack_half(flat, dtype) if dtype in HALF_DTYPES else flat
 
 
-def decode(data: np.ndarray, n: int, dtype: str) -> np.ndarray:
+def decode(data: np.ndarray, n: int, dtype: DType) -> np.ndarray:
     """The first ``n`` values stored as ``dtype`` in SRAM words ``data``."""
     if dtype in HALF_DTYPES:
         return unpack_half(data, n, dtype)
