@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from wafersim.compiler.graph import Layer
 from wafersim.fabric.program import value_bytes
+from wafersim.wafer.dtypes import DType
 
 # assumption: vector operations per value (forward; backward costs the same again)
 VECTOR_OPS_PER_VALUE = {
@@ -56,7 +57,7 @@ Work = Gemm | Vector
 
 
 def layer_passes(
-    layer: Layer, batch: int, seq: int, dtype: str, density: float = 1.0
+    layer: Layer, batch: int, seq: int, dtype: DType, density: float = 1.0
 ) -> dict[str, Work]:
     """The work of ``layer`` per pass for ``batch`` sequences of ``seq`` tokens, its weights
     pruned to ``density``: the passes that stream them in carry the density and the dense

@@ -1,5 +1,5 @@
 """Place one layer's pass on the working grid: search GEMM strategies and tilings by the
-analytic costs of ``kernels.registry``, within each PE's SRAM budget.
+analytic costs of their records (``kernels.gemm_algorithms``), within each PE's SRAM budget.
 
 The cheapest candidate wins: fewest cycles (kernel or edge, whichever bounds the layer), then
 the fastest kernel (when the edge bounds the layer, a faster kernel leaves the stream time to
@@ -35,12 +35,14 @@ from wafersim.compiler.passes import Gemm, Vector
 from wafersim.compiler.plan_records import GemmPlacement, GemmWork, Orientation, VectorPlacement
 from wafersim.compiler.strategies import Strategy, grid_sizes
 from wafersim.compiler.working import Lines, WorkingGrid
-from wafersim.fabric.program import HALF_DTYPES, value_bytes, words
+from wafersim.fabric.program import value_bytes, words
 from wafersim.kernels.detour import NO_DETOUR, Detour
+from wafersim.kernels.gemm_algorithms import gemm_algorithm
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.lines import reduce_cycles
-from wafersim.kernels.registry import analytic_cycles
 from wafersim.kernels.sparse_weights import stream_fraction
 from wafersim.wafer.arith import ceil_div
+from wafersim.wafer.dtypes import HALF_DTYPES, DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -53,7 +55,7 @@ class Target:
 
     working: WorkingGrid
     spec: WaferSpec
-    dtype: str
+    dtype: DType
     reserved_bytes: int = 0  # per PE, held by activations kept for backward
 
     @property
@@ -115,7 +117,7 @@ def place_gemm(
     return best
 
 
-def as_run(work: Gemm, strategy: Strategy, dtype: str) -> Gemm | None:
+def as_run(work: Gemm, strategy: Strategy, dtype: DType) -> Gemm | None:
     """``work`` as ``strategy`` runs it: pruned weights (``density < 1``, ``edge_bytes`` the
     dense stream) stream compressed and skip their zeros where it skips zeros
     (:mod:`kernels.sparse_weights`). Where compression shortens the stream, MemoryX holds the
@@ -197,9 +199,8 @@ def _too_big(layer: str, needed: float, target: Target) -> ConfigError:
 @functools.lru_cache(maxsize=65536)
 def _kernel_cycles(algo: str, options: tuple, m, k, n, rows, cols, spec, dtype,
                    detour: Detour, density: float = 1.0) -> int:  # fmt: skip
-    shape = {"m": m, "k": k, "n": n}
-    return analytic_cycles("gemm", algo, shape, rows, cols, spec, dtype, detour=detour,
-                           density=density, **dict(options))  # fmt: skip
+    return gemm_algorithm(algo).cycles(GemmShape(m, k, n), rows, cols, spec, dtype, detour=detour,
+                                       density=density, **dict(options))  # fmt: skip
 
 
 def _straight_key(work: Gemm, target: Target, shape: _Shape) -> tuple[int, int, int]:
@@ -248,7 +249,7 @@ def _gemm_placement(work: Gemm, target: Target, shape: _Shape) -> GemmPlacement:
     )
 
 
-def _bounds(spec: WaferSpec, macs: int, read: int, write: int, dtype: str) -> dict[str, int]:
+def _bounds(spec: WaferSpec, macs: int, read: int, write: int, dtype: DType) -> dict[str, int]:
     """Cycles of the FMACs alone, and of their SRAM traffic alone, on one PE."""
     rate = spec.pe.fp16_fmac_per_cycle if dtype in HALF_DTYPES else spec.pe.fp32_fmac_per_cycle
     sram = max(ceil_div(read, spec.pe.sram_read_bytes_per_cycle),

@@ -45,9 +45,10 @@ from wafersim.compiler.tile_order import IN_PASSES, tile_order
 from wafersim.compiler.working import WorkingGrid
 from wafersim.fabric.program import value_bytes
 from wafersim.kernels.sparse_weights import check_density
-from wafersim.kernels.wiring import palette_size
+from wafersim.kernels.wiring import detour_colors
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import write_json
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
@@ -65,7 +66,7 @@ class CompileOptions:
 
     batch: int = 1
     seq: int | None = None
-    dtype: str = "fp16"
+    dtype: DType = "fp16"
     strategies: tuple[str, ...] | None = None
     activations: str = "auto"
     micro_batches: int | None = None
@@ -148,7 +149,7 @@ def compile_plan(model: ModelFile, spec: WaferSpec, options: CompileOptions, def
         options=asdict(options),
         working=working_summary(working),
         defects=summary,
-        detour_colors=list(range(palette_size(spec), spec.router.colors)),
+        detour_colors=list(detour_colors(spec.router.colors)),
         spec=spec.to_dict(),
         cache_key=cache_key(model, spec, summary, options),
         compiler_version=COMPILER_VERSION,

@@ -15,10 +15,11 @@ from __future__ import annotations
 from wafersim.compiler.plan_records import GemmPlacement, Placement
 from wafersim.fabric.program import fmac_events
 from wafersim.kernels.gemm_algorithms import gemm_algorithm
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.energy import Events
 
 
-def placement_events(placed: Placement, dtype: str) -> Events:
+def placement_events(placed: Placement, dtype: DType) -> Events:
     """The events of one run of ``placed`` (a pass on one micro-batch)."""
     if not isinstance(placed, GemmPlacement):
         return fmac_events(placed.shape["tokens"] * placed.shape["features"], dtype)

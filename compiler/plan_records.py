@@ -17,6 +17,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from wafersim.kernels.gemm_shape import GemmShape
+
 
 class Orientation(enum.StrEnum):
     """The wafer edge a kernel's west edge lies on: a kernel turned a quarter runs its
@@ -48,8 +50,9 @@ class GemmWork:
         """The kernel option that times its pruned weights (none when dense)."""
         return {} if self.density == 1 else {"density": self.density}
 
-    def shape(self) -> dict[str, int]:
-        return {"m": self.m, "k": self.k, "n": self.n}
+    def shape(self) -> GemmShape:
+        """Its sizes, as the kernels take them."""
+        return GemmShape(self.m, self.k, self.n)
 
 
 @dataclass(frozen=True)

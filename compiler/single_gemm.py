@@ -11,6 +11,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from wafersim.compiler.assignment import assignment_grid, pe_assignment
@@ -20,30 +21,33 @@ from wafersim.compiler.plan import working_grid
 from wafersim.compiler.plan_records import GemmPlacement
 from wafersim.compiler.strategies import strategies
 from wafersim.compiler.working import WorkingGrid
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.registry import algorithm
 from wafersim.kernels.result import KernelResult
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.spec import WaferSpec
 
 
 def place_single_gemm(
-    shape: dict[str, int],
+    shape: GemmShape | Mapping[str, int],
     spec: WaferSpec,
-    dtype: str = "fp32",
+    dtype: DType = "fp32",
     defects=None,
     names: list[str] | None = None,
 ) -> tuple[GemmPlacement, WorkingGrid]:
-    """The placement of ``C = A @ B`` (``shape``: ``m``, ``k``, ``n``) on the working grid
-    of ``defects`` (as :func:`compiler.plan.compile_plan` takes them), searched over the
-    strategies ``names`` (default all), with its ``pe_assignment``; and that working grid."""
+    """The placement of ``C = A @ B`` (``shape``: a :class:`kernels.gemm_shape.GemmShape`, or
+    a dict of ``m``, ``k``, ``n``) on the working grid of ``defects`` (as
+    :func:`compiler.plan.compile_plan` takes them), searched over the strategies ``names``
+    (default all), with its ``pe_assignment``; and that working grid."""
     working = working_grid(spec, defects)
     target = Target(working, spec, dtype)
-    work = Gemm(shape["m"], shape["k"], shape["n"], 1, 0)
+    work = Gemm(*GemmShape.of(shape), 1, 0)
     placed = place_gemm("gemm", work, target, strategies(names))
     return replace(placed, pe_assignment=pe_assignment(placed, target)), working
 
 
 def run_placed_gemm(
-    placed: GemmPlacement, working: WorkingGrid, spec: WaferSpec, dtype: str = "fp32",
+    placed: GemmPlacement, working: WorkingGrid, spec: WaferSpec, dtype: DType = "fp32",
     seed: int = 0,
 ) -> KernelResult:  # fmt: skip
     """Run a placement of :func:`place_single_gemm` on the engine, with operands drawn from

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from wafersim.fabric.program import WORD_BYTES
 from wafersim.kernels.algorithm import GemmAlgorithm, Variant
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
+from wafersim.kernels.gemm_shape import GemmShape
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -69,13 +71,13 @@ class Strategy:
 
     def usable(self, m: int, k: int, n: int, rows: int, cols: int) -> bool:
         """Whether the kernel can cut the GEMM over ``rows x cols`` PEs."""
-        dims = {"m": m, "k": k, "n": n}
+        dims = GemmShape(m, k, n)
         if self.square and rows != cols:
             return False
         k_ok = not self.k_over_grid or k >= max(rows, cols)
-        return dims[self.split[0]] >= rows and dims[self.split[1]] >= cols and k_ok
+        return dims.size(self.split[0]) >= rows and dims.size(self.split[1]) >= cols and k_ok
 
-    def sram_bytes(self, m, k, n, rows, cols, spec: WaferSpec, dtype: str) -> int:
+    def sram_bytes(self, m, k, n, rows, cols, spec: WaferSpec, dtype: DType) -> int:
         """SRAM bytes of the fullest PE (upper bound of the kernel's allocation)."""
         words = self.record.sram_words(m, k, n, rows, cols, spec, dtype, **self.variant.options)
         return WORD_BYTES * words

@@ -27,6 +27,7 @@ from wafersim.compiler.plan_records import GemmPlacement
 from wafersim.compiler.routes import kernel_edges
 from wafersim.fabric.program import value_bytes
 from wafersim.kernels.gemm_algorithms import gemm_algorithm
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.spec import WaferSpec
 
 LISTED_TILES = 4  # tiles listed per pass: plans stay small (GPT-3 175B: 1,155 GEMM passes)
@@ -34,7 +35,7 @@ IN_PASSES = ("forward", "backward_data")  # weights in; backward_weight: gradien
 
 
 def tile_order(
-    placed: GemmPlacement, pass_name: str, spec: WaferSpec, dtype: str, limit=LISTED_TILES
+    placed: GemmPlacement, pass_name: str, spec: WaferSpec, dtype: DType, limit=LISTED_TILES
 ) -> dict[str, Any]:
     """The edge tiles of GEMM placement ``placed`` (its ``algorithm``, ``gemm``, ``grid``
     and ``orientation``) in order; ``limit``: how many to list (None: all)."""

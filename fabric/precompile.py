@@ -31,6 +31,7 @@ from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.state import allocate_state, empty_program, empty_traffic
 from wafersim.fabric.traffic import TrafficConfig, run_traffic, traffic_arrays
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.presets import preset
 
 MODES = ("programs", "traffic")  # the engine's two kernels: PE programs, synthetic traffic
@@ -117,7 +118,7 @@ def compile_share(worker: int, workers: int) -> None:
         compile_engine(mode, half, parallel)
 
 
-def _tiny_arrays(mode: str, spec, dtype: str = "fp32") -> tuple:
+def _tiny_arrays(mode: str, spec, dtype: DType = "fp32") -> tuple:
     """(fab, st, prog, tr) of a tiny job of ``mode``: a one-word send of ``dtype`` on 2 x 1
     PEs, or one-color traffic on 2 x 2."""
     if mode == "programs":
@@ -133,7 +134,7 @@ def _tiny_arrays(mode: str, spec, dtype: str = "fp32") -> tuple:
     return fab, st, empty_program(mesh.pes), tr
 
 
-def _send_recv(spec, dtype: str = "fp32"):
+def _send_recv(spec, dtype: DType = "fp32"):
     """A 2 x 1 mesh, a route from PE 0 to PE 1 and a program sending one word over it."""
     mesh = Mesh.full(2, 1)
     routes = ColorRoutes(mesh, 1)
@@ -144,7 +145,7 @@ def _send_recv(spec, dtype: str = "fp32"):
     return mesh, routes, builder
 
 
-def warm_up(engine: str = "cpu", programs: bool = True, dtype: str = "fp32") -> None:
+def warm_up(engine: str = "cpu", programs: bool = True, dtype: DType = "fp32") -> None:
     """Compile (or load from cache) every kernel of ``engine``, serial and parallel, on tiny
     meshes, so benchmarks can time JIT compilation apart (``programs=False``: the traffic
     kernels only; ``dtype``: the programs' values, fp32 or one of 16 bits)."""
@@ -160,7 +161,7 @@ def warm_up(engine: str = "cpu", programs: bool = True, dtype: str = "fp32") -> 
     run_traffic(cfg, spec, engine=engine)
 
 
-def _warm_up_programs(engine: str, spec, dtype: str) -> None:
+def _warm_up_programs(engine: str, spec, dtype: DType) -> None:
     mesh, routes, builder = _send_recv(spec, dtype)
     memory = np.zeros((2, 4), np.float32)
     simulate(mesh, spec, routes, builder.build(), memory, max_cycles=100, engine=engine)

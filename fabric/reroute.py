@@ -24,6 +24,14 @@ Rules.
   requests use is *shared*. Two requests of one color sharing a link (or a source) would
   mix their wavelets, so :meth:`RoutePlan.routes_for` refuses them.
 
+Authority. This module is the fabric's word on how far round holes a path must go: every
+target's path is a shortest working path. The kernels' routes (:mod:`kernels.wiring`) use
+the same working wires but claim colored channels stream by stream, so a route may be longer
+and never shorter; the analytic tier's detours (:mod:`kernels.detour`) are a closed form per
+logical hop that equals these shortest paths where its assumed path exists and bounds them
+below elsewhere. ``tests/test_detour_models.py`` holds the three to that on random holed
+patches. The study's reroutes (``wafersim.studies.routes``) are these trees.
+
 Speed: each search is a BFS confined to a box around the source and targets that grows
 only when needed. A path that leaves a box must reach a row or column outside it, so it is
 at least as long as the detour to that row or column; when every target's in-box distance
@@ -271,15 +279,11 @@ def _xy(pe: int, width: int) -> str:
 
 
 def _wire_ok(mesh: Mesh) -> np.ndarray:
-    """uint8 (P, 4): 1 where the wire leaving a PE that way joins two working routers and
-    is dead in neither direction."""
-    alive, dead = mesh.alive, mesh.dead_link
-    ok = np.zeros((mesh.height, mesh.width, NUM_DIRS), np.uint8)
-    ok[:, :-1, E] = alive[:, :-1] & alive[:, 1:] & ~dead[:, :-1, E] & ~dead[:, 1:, W]
-    ok[:, 1:, W] = ok[:, :-1, E]
-    ok[:-1, :, S] = alive[:-1] & alive[1:] & ~dead[:-1, :, S] & ~dead[1:, :, N]
-    ok[1:, :, N] = ok[:-1, :, S]
-    return ok.reshape(-1, NUM_DIRS)
+    """uint8 (P, 4): 1 where the wire leaving a PE that way works (:meth:`Mesh.link_ok`, the
+    one home of that fact) in both directions."""
+    ok = mesh.link_ok().astype(bool)
+    back = ok[np.maximum(mesh.neighbors(), 0), OPPOSITE]  # the same wire, entered from there
+    return (ok & back).astype(np.uint8)
 
 
 def islands(mesh: Mesh) -> np.ndarray:

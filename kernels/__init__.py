@@ -11,6 +11,7 @@ EXPORTS = {
     "KernelResult": "wafersim.kernels.result",
     "KERNELS": "wafersim.kernels.registry",
     "GemmAlgorithm": "wafersim.kernels.algorithm",
+    "GemmShape": "wafersim.kernels.gemm_shape",
     "GEMM_ALGORITHMS": "wafersim.kernels.gemm_algorithms",
     "register": "wafersim.kernels.gemm_algorithms",
     "unregister": "wafersim.kernels.gemm_algorithms",

@@ -1,4 +1,5 @@
-"""Numba kernel of :mod:`kernels.detour`: one pass over a kernel frame's lines."""
+"""Numba kernels of :mod:`kernels.detour`: the extra hops of a kernel frame's logical hops,
+their sums per row and column, and how tree reductions crowd the links round holes."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from numba import njit
 
 
 @njit(cache=True)
-def frame_detour(hole, east, south, lines, depth, rows, cols):
-    """Extra hops ``(across, down, hop)`` of a kernel frame: ``depth`` kernel rows (blocks
-    of ``rows``) on ``lines`` (blocks of ``cols``), kernel row ``i`` of a line on its
-    ``i``-th working position.
+def line_hops(hole, east, south, lines, depth):
+    """The extra hops of every logical hop of a kernel frame ``depth`` rows deep on
+    ``lines``, kernel row ``i`` of a line on its ``i``-th working position: the model's
+    per-hop rule (:func:`_walk`, :func:`_across`) laid out whole, as :func:`frame_detour`
+    sums it, for the tests that hold it to the routes the kernels build.
 
     Parameters
     ----------
@@ -18,45 +20,98 @@ def frame_detour(hole, east, south, lines, depth, rows, cols):
     east, south : int32 (lines, positions): hops a link adds (physical hops - 1), toward the
         next line and down the line
     lines : int64 (Q,): increasing; every one holds ``depth`` working positions
-    depth, rows, cols : int
+    depth : int
+
+    Returns
+    -------
+    position : int64 (depth, Q): where kernel row ``i`` sits on line ``j``
+    down : int64 (depth, Q): extra hops of the hop into row ``i`` (:func:`_walk`)
+    across : int64 (depth, Q): extra hops of the hop into line ``j`` (:func:`_across`)
+    """
+    count = len(lines)
+    position = np.zeros((count, depth), np.int64)
+    down = np.zeros((count, depth), np.int64)
+    across = np.zeros((count, depth), np.int64)
+    for j in range(count):
+        _walk(hole, south, lines[j], depth, position[j], down[j])
+        for i in range(depth):
+            prev = position[j - 1, i] if j > 0 else 0
+            across[j, i] = _across(east, lines, j, prev, position[j, i])
+    return position.T.copy(), down.T.copy(), across.T.copy()
+
+
+@njit(cache=True)
+def frame_detour(hole, east, south, lines, depth, rows, cols):
+    """Extra hops ``(across, down, hop)`` of a kernel frame: the per-hop rule of
+    :func:`line_hops` summed over each block of ``rows`` kernel rows and of ``cols`` lines
+    (only the first block starts at the edge: a later one leaves out the hop into it), the
+    most of any block, and the most on one logical hop inside a block. One pass over the
+    lines, in ``depth`` memory (a whole wafer's frame per placement candidate).
+
+    Parameters
+    ----------
+    hole, east, south, lines, depth : as for :func:`line_hops`
+    rows, cols : int
     """
     prev = np.zeros(depth, np.int64)
     cur = np.zeros(depth, np.int64)
+    hops = np.zeros(depth, np.int64)
     acc = np.zeros(depth, np.int64)
     across, down, hop = 0, 0, 0
     for j in range(len(lines)):
-        line = lines[j]
-        i, last, extra, stretch = 0, -1, 0, 0
-        for p in range(hole.shape[1]):
-            if i == depth:
-                break
-            if p > 0:
-                stretch += south[line, p - 1]
-            if hole[line, p]:
-                continue
-            cur[i] = p
+        _walk(hole, south, lines[j], depth, cur, hops)
+        extra = 0
+        for i in range(depth):
             if i % rows == 0:  # a block's first row: the first block starts at the edge
-                extra = p if i == 0 else 0
-            else:  # positions skipped, two hops round the run of holes, stretched links
-                gap = p - last - 1
-                single = gap + (2 if gap > 0 else 0) + stretch
-                extra += single
-                hop = max(hop, single)
+                extra = hops[i] if i == 0 else 0
+            else:
+                extra += hops[i]
+                hop = max(hop, hops[i])
             if i % rows == rows - 1:
                 down = max(down, extra)
-            last, stretch, i = p, 0, i + 1
-        if j % cols == 0:  # a block's first line: the first block starts at the edge
-            acc[:] = line if j == 0 else 0
-        else:
-            gap = line - lines[j - 1] - 1
-            for i in range(depth):
-                step = abs(cur[i] - prev[i]) + gap + east[lines[j - 1], prev[i]]
+        for i in range(depth):
+            step = _across(east, lines, j, prev[i], cur[i])
+            if j % cols == 0:  # a block's first line: the first block starts at the edge
+                acc[i] = step if j == 0 else 0
+            else:
                 acc[i] += step
                 hop = max(hop, step)
         if j % cols == cols - 1 or j == len(lines) - 1:
             across = max(across, acc.max())
         prev, cur = cur, prev
     return across, down, hop
+
+
+@njit(cache=True)
+def _walk(hole, south, line, depth, position, down):
+    """Kernel rows ``0 .. depth - 1`` down ``line``: into ``position`` the working position
+    each sits on, into ``down`` the extra hops of the hop into it. Row 0, from the edge
+    port above the line: the positions above it. Row ``i > 0``, from row ``i - 1``: the
+    positions skipped, two hops round the run of holes (through the next line), the stretch
+    of the links passed."""
+    i, last, stretch = 0, -1, 0
+    for p in range(hole.shape[1]):
+        if i == depth:
+            break
+        if p > 0:
+            stretch += south[line, p - 1]
+        if hole[line, p]:
+            continue
+        gap = p - last - 1
+        position[i] = p
+        down[i] = p if i == 0 else gap + (2 if gap > 0 else 0) + stretch
+        last, stretch, i = p, 0, i + 1
+
+
+@njit(cache=True, inline="always")
+def _across(east, lines, j, prev, cur):
+    """Extra hops of a kernel row's hop into line ``j`` at position ``cur``. Line 0, from
+    the edge port west of it: the lines before it. Line ``j > 0``, from position ``prev``
+    of line ``j - 1``: the step between the positions, the lines skipped, the stretch of
+    the link toward the next line."""
+    if j == 0:
+        return lines[0]
+    return abs(cur - prev) + lines[j] - lines[j - 1] - 1 + east[lines[j - 1], prev]
 
 
 @njit(cache=True)

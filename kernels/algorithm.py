@@ -124,7 +124,8 @@ class FastTierSampling:
     """How the fast tier (:mod:`kernels.fast_tier`) shrinks a run: the two reduced runs keep
     each PE's tile and differ in how many identical *units* they run through.
 
-    ``units(shape, rows, cols)``: the units of a GEMM on ``rows x cols`` PEs.
+    ``units(shape, rows, cols)``: the units of a GEMM ``shape`` (a
+    :class:`kernels.gemm_shape.GemmShape`) on ``rows x cols`` PEs.
     ``reduced_length(shape, rows, cols, p, q, step, spec)``: the length of the third
     dimension (the one not cut over the grid) in reduced run ``step`` (1 or 2) on
     ``p x q`` PEs of a GEMM ``shape`` placed on ``rows x cols``.
@@ -197,9 +198,9 @@ class GemmAlgorithm:
             dtype: DType, seed, density=1.0, **options):  # fmt: skip
         """Run on the engine with standard normal float32 operands drawn from ``seed``, ``B``
         pruned by magnitude to ``density`` (:func:`kernels.sparse_weights.prune_to_density`)."""
-        m, k, n = GemmShape.of(shape)
         density = self._density(density)
         self._check_inputs(options)
+        m, k, n = GemmShape.of(shape)
         rng = np.random.default_rng(seed)
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)

@@ -6,6 +6,19 @@ steps between positions from line to line and passes lines left without work; a 
 route goes round each run of holes (two hops through the next line); and a logical link that
 repair stretched over skipped PEs takes its physical hops (``link_hops``). The analytic costs
 add these hops where a stream crosses a whole row or column (:mod:`kernels.registry`).
+
+One detour model, three modules. :mod:`fabric.reroute` is the authority on how far round
+holes a path must go (shortest working paths); :mod:`kernels.wiring` builds the routes the
+kernels run, shortest paths over the channels still free, so never shorter; this module is
+their closed form, one rule per logical hop (:meth:`LineTables.hops`, which
+:class:`Detour` sums). Each hop's extra hops equal the fabric's shortest path wherever the
+path the rule assumes exists (a neighbour line clear alongside a run of holes, a staircase
+path between a row's positions in neighbouring lines) and fall short of it elsewhere: a
+lower bound on the kernels' real routes, equal to them where the wiring takes a shortest
+path. Two known gaps: a column whose top PE is a hole is fed from a neighbouring port, a
+hop sideways the rule leaves out; and the wiring keeps a stream's own color on a longer
+path before it takes a detour color on a shorter one. ``tests/test_detour_models.py``
+checks all of this on random holed patches.
 """
 
 from __future__ import annotations
@@ -35,6 +48,18 @@ class Detour(NamedTuple):
 NO_DETOUR = Detour()
 
 
+class LineHops(NamedTuple):
+    """The extra hops of each logical hop of a kernel frame, int64 (depth, lines) each
+    (:func:`kernels._detour_kernels.line_hops`): ``position`` of kernel row ``i`` on line
+    ``j``; ``down``, of the hop into row ``i`` from row ``i - 1`` (row 0: from the edge
+    port above the line); ``across``, of the hop into line ``j`` from line ``j - 1`` (line
+    0: from the edge port west of it)."""
+
+    position: np.ndarray
+    down: np.ndarray
+    across: np.ndarray
+
+
 class LineTables:
     """A grid seen as lines: ``hole`` (positions, lines) and the extra hops of each link
     (``link_hops`` (positions, lines, 4) less one, ``S`` along a line, ``E`` toward the
@@ -62,6 +87,13 @@ class LineTables:
                                              depth, rows, cols)  # fmt: skip
         crowding = self.tree_shares(lines[:cols], rows) if tree else ((), 0)
         return Detour(*(int(value) for value in found), *crowding)
+
+    def hops(self, lines: np.ndarray, depth: int) -> LineHops:
+        """The :class:`LineHops` of a kernel frame ``depth`` rows deep on ``lines``: the
+        per-hop rule that :meth:`detour` sums."""
+        lines = np.ascontiguousarray(lines, np.int64)
+        found = _detour_kernels.line_hops(self.hole, self.east, self.south, lines, depth)
+        return LineHops(*found)
 
     def tree_shares(self, lines: np.ndarray, rows: int) -> tuple[tuple[int, ...], int]:
         """Per kernel row, the most streams of its round that share a link of its binomial

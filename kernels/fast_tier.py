@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.grid import kernel_grid
 from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.dtypes import DType
@@ -46,7 +48,7 @@ class FastEstimate:
 
 def fast_cycles(
     algo: str,
-    shape: dict[str, int],
+    shape: GemmShape | Mapping[str, int],
     rows: int,
     cols: int,
     spec: WaferSpec,
@@ -56,14 +58,15 @@ def fast_cycles(
     reduced_side: int = REDUCED_SIDE,
     **options,
 ) -> FastEstimate:
-    """Cycles of ``algo`` on ``rows x cols`` PEs (``hole_fraction`` of the patch dead),
-    from engine runs on at most ``reduced_side`` PEs a side."""
+    """Cycles of GEMM ``shape`` by ``algo`` on ``rows x cols`` PEs (``hole_fraction`` of
+    the patch dead), from engine runs on at most ``reduced_side`` PEs a side."""
     if algo not in GEMM_ALGORITHMS:
         raise ConfigError(f"algo={algo!r} has no fast tier; one of: {', '.join(GEMM_ALGORITHMS)}")
     record = GEMM_ALGORITHMS[algo]
     if not 0.0 <= hole_fraction < 0.5:
         raise ConfigError(f"hole_fraction={hole_fraction!r} must be in [0, 0.5)")
     start = time.perf_counter()
+    shape = GemmShape.of(shape)
     full = record.cycles(shape, rows, cols, spec, dtype, **options)
     if isinstance(reduced_side, bool) or not isinstance(reduced_side, int) or reduced_side < 2:
         raise ConfigError(f"reduced_side={reduced_side!r} must be an integer >= 2")
@@ -81,8 +84,8 @@ def fast_cycles(
     return FastEstimate(cycles, full, units, (a, b), runs, time.perf_counter() - start)
 
 
-def _reduced_run(record: GemmAlgorithm, shape, full, sides, spec, dtype, hole_fraction, seed,
-                 step, options):  # fmt: skip
+def _reduced_run(record: GemmAlgorithm, shape: GemmShape, full, sides, spec, dtype,
+                 hole_fraction, seed, step, options):  # fmt: skip
     """Engine run ``step`` (1 or 2) of the fit: a small grid, the same tile per PE."""
     rows, cols = full
     p, q = _reduced_sides(record, *sides, step)
@@ -90,8 +93,9 @@ def _reduced_run(record: GemmAlgorithm, shape, full, sides, spec, dtype, hole_fr
     grid = grid_with_holes(p, q, hole_fraction, seed + step)
     result = record.run(small, grid, spec, dtype, seed, **options)
     analytic = record.cycles(small, p, q, spec, dtype, **options)
-    return {"rows_cols": [p, q], "shape": small, "units": record.fast_tier.units(small, p, q),
-            "cycles": result.cycles, "analytic": analytic}  # fmt: skip
+    return {"rows_cols": [p, q], "shape": small.as_dict(),
+            "units": record.fast_tier.units(small, p, q), "cycles": result.cycles,
+            "analytic": analytic}  # fmt: skip
 
 
 def _reduced_sides(record: GemmAlgorithm, p: int, q: int, step: int) -> tuple[int, int]:
@@ -103,15 +107,16 @@ def _reduced_sides(record: GemmAlgorithm, p: int, q: int, step: int) -> tuple[in
     return half if step == 1 else (p, q)
 
 
-def _reduced_shape(record: GemmAlgorithm, shape, rows, cols, p, q, step, spec) -> dict[str, int]:
+def _reduced_shape(record: GemmAlgorithm, shape: GemmShape, rows, cols, p, q, step,
+                   spec) -> GemmShape:  # fmt: skip
     """Grid dimensions scaled to keep each PE's tile; the third one as the record's sampling
     cuts it for run ``step``."""
     across, down = record.grid_dims
-    small = dict(shape)
-    small[across] = ceil_div(shape[across], rows) * p
-    small[down] = ceil_div(shape[down], cols) * q
-    small[record.third_dim] = record.fast_tier.reduced_length(shape, rows, cols, p, q, step, spec)
-    return small
+    return shape.with_sizes({
+        across: ceil_div(shape.size(across), rows) * p,
+        down: ceil_div(shape.size(down), cols) * q,
+        record.third_dim: record.fast_tier.reduced_length(shape, rows, cols, p, q, step, spec),
+    })  # fmt: skip
 
 
 def grid_with_holes(p: int, q: int, fraction: float, seed: int):

@@ -11,6 +11,7 @@ import numpy as np
 from wafersim.fabric.engine import SimResult
 from wafersim.fabric.program import matmul_column_cycles, value_bytes
 from wafersim.kernels.algorithm import Families, FastTierSampling, Tiles, spans
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.kernel_plan import decode, encode, split
 from wafersim.kernels.result import KernelResult, kernel_result
 from wafersim.kernels.staging import Staging
@@ -56,7 +57,7 @@ def gemm_result(algo, dtype, a, b, plan, sim, analytic, output, flops=None) -> K
         kernel="gemm",
         algo=algo,
         dtype=dtype,
-        shape={"m": m, "k": k, "n": n},
+        shape=GemmShape(m, k, n).as_dict(),
         plan=plan,
         sim=sim,
         flops=2 * m * k * n if flops is None else flops,
@@ -105,13 +106,13 @@ def output_blocks(m: int, k: int, n: int, p: int, q: int, spec: WaferSpec) -> Ti
     return Tiles(ms, ns, p * q, itertools.product(spans(ms), spans(ns)))
 
 
-def _k_steps(shape: dict[str, int], rows: int, cols: int) -> int:
+def _k_steps(shape: GemmShape, rows: int, cols: int) -> int:
     return max(rows, cols)
 
 
-def _k_share(shape, rows: int, cols: int, p: int, q: int, step: int, spec) -> int:
+def _k_share(shape: GemmShape, rows: int, cols: int, p: int, q: int, step: int, spec) -> int:
     """``k`` cut over the grid: each PE keeps its share of ``k``."""
-    return math.ceil(shape["k"] / max(rows, cols)) * max(p, q)
+    return math.ceil(shape.k / max(rows, cols)) * max(p, q)
 
 
 # SUMMA and Cannon: one k step per PE of a grid side; the two runs differ in side

@@ -50,6 +50,7 @@ from wafersim.kernels.gemm_common import (
     output_blocks,
     wait_cycles,
 )
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, encode, split
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
@@ -208,14 +209,15 @@ def systolic_tiles_in(m, k, n, p, q, spec) -> Tiles:
                  ((c, (0, n)) for c in spans(chunks)))  # fmt: skip
 
 
-def _k_streamed(shape: dict[str, int], rows: int, cols: int) -> int:
-    return shape["k"]
+def _k_streamed(shape: GemmShape, rows: int, cols: int) -> int:
+    return shape.k
 
 
-def _two_chunks_a_step(shape, rows: int, cols: int, p: int, q: int, step: int, spec) -> int:
+def _two_chunks_a_step(shape: GemmShape, rows: int, cols: int, p: int, q: int, step: int,
+                       spec) -> int:  # fmt: skip
     """Run ``step`` streams ``2 * step`` chunks of ``k`` (all of ``k`` if shorter)."""
-    kc = chunk_width(shape["k"], ceil_div(shape["m"], rows), spec)
-    return min(shape["k"], 2 * step * kc)
+    kc = chunk_width(shape.k, ceil_div(shape.m, rows), spec)
+    return min(shape.k, 2 * step * kc)
 
 
 SYSTOLIC = GemmAlgorithm(

@@ -41,7 +41,6 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric.program import (
-    HALF_DTYPES,
     MAX_SPARSE_INDEX,
     WORD_BYTES,
     fmacs_cycles,
@@ -63,12 +62,13 @@ from wafersim.kernels.algorithm import (
 )
 from wafersim.kernels.detour import NO_DETOUR
 from wafersim.kernels.gemm_common import ceil_div, check_operands, gather_c, gemm_result
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, encode, split
 from wafersim.kernels.lines import LineRoutes, reduce_colors, reduce_lines
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
-from wafersim.wafer.dtypes import DType
+from wafersim.wafer.dtypes import HALF_DTYPES, DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -519,14 +519,15 @@ def weight_stream_tiles_out(m, k, n, p, q, spec) -> Tiles:
                  (((0, m), c) for c in spans(chunks)))  # fmt: skip
 
 
-def _n_streamed(shape: dict[str, int], rows: int, cols: int) -> int:
-    return shape["n"]
+def _n_streamed(shape: GemmShape, rows: int, cols: int) -> int:
+    return shape.n
 
 
-def _chunks_a_row_per_step(shape, rows: int, cols: int, p: int, q: int, step: int, spec) -> int:
+def _chunks_a_row_per_step(shape: GemmShape, rows: int, cols: int, p: int, q: int, step: int,
+                           spec) -> int:  # fmt: skip
     """Run ``step`` streams ``step`` chunks per grid row (all of ``n`` if shorter)."""
-    width = int(np.diff(chunk_offsets(shape["n"], rows)).max())
-    return min(shape["n"], step * p * width)
+    width = int(np.diff(chunk_offsets(shape.n, rows)).max())
+    return min(shape.n, step * p * width)
 
 
 WEIGHT_STREAM = GemmAlgorithm(

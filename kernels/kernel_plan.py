@@ -15,12 +15,12 @@ import numpy as np
 from wafersim.fabric import _kernels as K
 from wafersim.fabric import sram
 from wafersim.fabric.engine import SimResult, simulate
-from wafersim.fabric.program import HALF_DTYPES, WORD_BYTES, ProgramBuilder, pack_half, unpack_half
+from wafersim.fabric.program import WORD_BYTES, ProgramBuilder, pack_half, unpack_half
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.state import ProgramArrays
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.wiring import Wiring
-from wafersim.wafer.dtypes import DType
+from wafersim.wafer.dtypes import HALF_DTYPES, DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 

@@ -31,6 +31,7 @@ from wafersim.fabric.engine import simulate
 from wafersim.fabric.state import ProgramArrays
 from wafersim.fabric.trace import SentProbe
 from wafersim.kernels.fast_tier import fast_cycles
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.gemm_weight_stream import chunk_offsets, weight_stream_schedule
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import recorded
@@ -124,8 +125,8 @@ def run_prefix(
     modelled = (None, None)
     staged = options.get("inputs", "resident") != "resident"  # the ports send A first
     if (kernel, algo) == ("gemm", "weight_stream") and not staged:
-        modelled = _streamed_shares(shape, grid, spec, dtype, sim.cycles, analytic, fast,
-                                    detour, options)  # fmt: skip
+        modelled = _streamed_shares(GemmShape.of(shape), grid, spec, dtype, sim.cycles, analytic,
+                                    fast, detour, options)  # fmt: skip
     return Prefix(
         cycles=sim.cycles,
         finished=sim.finished,
@@ -145,12 +146,13 @@ def run_prefix(
     )
 
 
-def _streamed_shares(shape, grid, spec, dtype, cycles, analytic, fast, detour, options):
+def _streamed_shares(shape: GemmShape, grid, spec, dtype, cycles, analytic, fast, detour,
+                     options):  # fmt: skip
     """The weights' share streamed in by ``cycles`` by the analytic schedule of chunks, and
     by the fast tier's (the schedule stretched by ``fast / analytic``)."""
-    n = shape["n"]
-    _end, ends = weight_stream_schedule(shape["m"], shape["k"], n, grid.rows, grid.cols, spec,
-                                        dtype, detour=detour, **options)  # fmt: skip
+    m, k, n = shape
+    _end, ends = weight_stream_schedule(m, k, n, grid.rows, grid.cols, spec, dtype,
+                                        detour=detour, **options)  # fmt: skip
     widths = np.diff(chunk_offsets(n, grid.rows))
     shares = [widths[ends <= cycles * stretch].sum() / n for stretch in (1, analytic / fast)]
     return float(shares[0]), float(shares[1])

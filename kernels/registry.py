@@ -19,6 +19,7 @@ from wafersim.fabric.program import WORD_BYTES
 from wafersim.kernels import collectives, gemv, stencil
 from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.result import KernelResult
 from wafersim.wafer.dtypes import DType
@@ -224,8 +225,7 @@ def sram_words(kernel, algo, shape, rows, cols, spec, dtype, options: dict) -> i
     record = algorithm(kernel, algo)
     if kernel == "gemm":
         timed = {k: v for k, v in options.items() if k != "density"}  # sram_words takes none
-        m, k, n = shape["m"], shape["k"], shape["n"]
-        return record.sram_words(m, k, n, rows, cols, spec, dtype, **timed)
+        return record.sram_words(*GemmShape.of(shape), rows, cols, spec, dtype, **timed)
     if kernel == "gemv":
         return gemv.gemv_words(shape["m"], shape["n"], rows, cols, dtype, **options)
     if kernel == "stencil":  # a column that does not fit: one line naming n and its range
@@ -237,7 +237,8 @@ def sram_words(kernel, algo, shape, rows, cols, spec, dtype, options: dict) -> i
 def _drawn_values(kernel: str, shape: dict[str, int], rows: int, cols: int) -> int:
     """Input values an engine run draws on the host."""
     if kernel == "gemm":
-        return shape["m"] * shape["k"] + shape["k"] * shape["n"]
+        m, k, n = GemmShape.of(shape)
+        return m * k + k * n
     if kernel == "gemv":
         return shape["m"] * shape["n"] + shape["n"]
     return rows * cols * shape["n"]  # a stencil's columns, a collective's vectors
@@ -254,6 +255,6 @@ def _available_memory() -> int | None:
     return None
 
 
-def analytic_cycles(kernel, algo, shape, rows, cols, spec, dtype="fp32", **options) -> int:
+def analytic_cycles(kernel, algo, shape, rows, cols, spec, dtype: DType = "fp32", **options) -> int:
     """The kernel's analytic cycle estimate (no engine run)."""
     return algorithm(kernel, algo).cycles(shape, rows, cols, spec, dtype, **options)

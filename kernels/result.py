@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from wafersim.fabric.engine import REASON_NAMES, SimResult
-from wafersim.fabric.program import HALF_DTYPES, fmac_events
+from wafersim.fabric.program import fmac_events
 from wafersim.kernels.kernel_plan import KernelPlan
-from wafersim.wafer.dtypes import DType
+from wafersim.wafer.dtypes import HALF_DTYPES, DType
 from wafersim.wafer.energy import EnergySplit, Events, energy
 from wafersim.wafer.spec import WaferSpec
 

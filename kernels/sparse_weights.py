@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric.program import (
-    HALF_DTYPES,
     MAX_SPARSE_INDEX,
     WORD_BYTES,
     index_wavelets_per_value,
@@ -31,7 +30,7 @@ from wafersim.fabric.program import (
 )
 from wafersim.kernels.kernel_plan import encode
 from wafersim.wafer.arith import ceil_div
-from wafersim.wafer.dtypes import DType
+from wafersim.wafer.dtypes import HALF_DTYPES, DType
 from wafersim.wafer.errors import ConfigError
 
 DENSE, SPARSE, EMPTY = "dense", "sparse", "empty"

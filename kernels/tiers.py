@@ -26,6 +26,7 @@ from typing import Any
 
 from wafersim.fabric.engine import ENGINE_IN_USE, engine_used
 from wafersim.fabric.program import fmac_events
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.prefix import Prefix, check_stop_at, run_prefix
 from wafersim.kernels.registry import (
@@ -74,13 +75,13 @@ class Estimate:
         return out
 
 
-def gemm_energy(algo: str, shape, grid: KernelGrid, spec: WaferSpec, dtype: DType, cycles: int,
-                options: dict) -> dict[str, float]:  # fmt: skip
+def gemm_energy(algo: str, shape: GemmShape, grid: KernelGrid, spec: WaferSpec, dtype: DType,
+                cycles: int, options: dict) -> dict[str, float]:  # fmt: skip
     """A GEMM's energy split without an engine run: its multiply-adds (the kept weights' at
     ``density``) and their SRAM words, its record's wavelet-hops (equal to the engine's:
     ``tests/test_energy.py``), leakage over ``cycles``."""
     density = options.get("density", 1.0)
-    macs = shape["m"] * shape["k"] * shape["n"] * density
+    macs = shape.m * shape.k * shape.n * density
     hops = algorithm("gemm", algo).hops(shape, grid.rows, grid.cols, dtype, **options)
     pe_seconds = grid.rows * grid.cols * cycles / spec.clock_hz
     events = fmac_events(macs, dtype) + Events(wavelet_hops=hops)
@@ -113,7 +114,7 @@ def _fast(req: Request, dtype, seed, engine, holes, options) -> Estimate:
     with engine_used(engine):
         fast = fast_cycles(algo, shape, grid.rows, grid.cols, spec, dtype, holes, seed, **options)
     fit = {"a": fast.fit[0], "b": fast.fit[1], "units": fast.units, "reduced_runs": fast.reduced}
-    split = gemm_energy(algo, shape, grid, spec, dtype, fast.cycles, options)
+    split = gemm_energy(algo, GemmShape.of(shape), grid, spec, dtype, fast.cycles, options)
     return Estimate("fast", kernel, algo, dtype, shape, fast.cycles, fast.cycles / spec.clock_hz,
                     fast.analytic_cycles, fit=fit, energy=split)  # fmt: skip
 
@@ -129,7 +130,9 @@ def _analytic(req: Request, dtype, seed, engine, holes, options) -> Estimate:
     options.pop("detour", None)
     options.pop("grid", None)
     split = (
-        gemm_energy(algo, shape, grid, spec, dtype, cycles, options) if kernel == "gemm" else None
+        gemm_energy(algo, GemmShape.of(shape), grid, spec, dtype, cycles, options)
+        if kernel == "gemm"
+        else None
     )
     return Estimate("analytic", kernel, algo, dtype, shape, cycles, cycles / spec.clock_hz, cycles,
                     energy=split)  # fmt: skip

@@ -12,6 +12,17 @@ Paths are shortest paths over working routers and wires whose channels are free,
 breadth-first search restricted to the bounding box of the endpoints widened by
 :data:`DETOUR_MARGIN` (and, where holes crowd that box, by the whole mesh); on a
 defect-free mesh that is the straight (XY) path.
+
+These are the routes the kernels run, so what they cost is the truth the analytic detour
+model (:mod:`kernels.detour`) is held to: its extra hops per logical hop bound them below,
+and equal them where a route is a shortest working path (:mod:`fabric.reroute`, the
+authority on those) and the model's assumed path exists. They may be longer than the
+shortest: a stream keeps its own color on a longer free path before it takes a detour
+color on a shorter one (:meth:`Wiring._route`). The study's reroutes
+(:func:`fabric.reroute.plan_routes`) search the same working wires without colors or owners:
+a different discipline kept apart, and checked against this one in
+``tests/test_detour_models.py``. The split of a router's colors between kernels and detours
+lives here (:func:`kernel_palette`, :func:`detour_colors`); the compiler's plan reads it.
 """
 
 from __future__ import annotations
@@ -39,6 +50,12 @@ def kernel_palette(colors: int) -> range:
     """The colors a kernel may ask for out of a router's ``colors``: all but the detour
     colors on top."""
     return range(max(1, colors - DETOUR_COLORS))
+
+
+def detour_colors(colors: int) -> range:
+    """The colors kept for detours out of a router's ``colors``: the top ones, above
+    :func:`kernel_palette` (what a plan lists as its ``detour_colors``)."""
+    return range(len(kernel_palette(colors)), colors)
 
 
 def palette_size(spec: WaferSpec) -> int:
@@ -73,7 +90,7 @@ class Wiring:
         self.owner: dict[tuple[int, int, int], Hashable] = {}
         self.colors_used: set[int] = set()
         self.palette = kernel_palette(colors)
-        self.detours = range(len(self.palette), colors)
+        self.detours = detour_colors(colors)
         self._built: dict[tuple, int] = {}
         self._asked: set[int] = set()  # colors the kernel asked for
         self._ok = mesh.link_ok()
@@ -116,6 +133,11 @@ class Wiring:
             routed = self._to_neighbour(color, src, dsts, owner)
             self._built[key] = self._route(color, src, dsts, owner) if routed is None else routed
         return self._built[key]
+
+    def streams(self) -> list[tuple[int, tuple[int, ...], int]]:
+        """``(src, dsts, color)`` of every stream :meth:`connect` routed, with the color it
+        got (its own, or a detour color): to read its route back from :attr:`routes`."""
+        return [(src, dsts, used) for (_color, src, dsts, _owner), used in self._built.items()]
 
     def _to_neighbour(self, color: int, src: int, dsts: Sequence[int], owner) -> int | None:
         """A stream to one neighbour over their working wire on its own color, where every

@@ -21,10 +21,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from wafersim.wafer.dtypes import DTYPE_BYTES, DType
 from wafersim.wafer.errors import ConfigError, excerpt
 
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}  # bytes per element
-MATERIALISED_DTYPES = ("fp32",)  # numpy holds these; bf16 has no numpy type
+MATERIALISED_DTYPES: tuple[DType, ...] = ("fp32",)  # numpy holds these; bf16 has no numpy type
 DEFAULT_INIT_STD = 0.02  # GPT-2 initialiser standard deviation
 NP_DTYPE = np.float32
 
@@ -34,7 +34,7 @@ class WeightStore:
     """Named weight tensors (and, when materialised, their values and optimizer state)."""
 
     shapes: dict[str, tuple[int, ...]]
-    dtype: str
+    dtype: DType
     seed: int | None
     init_std: float
     _weights: dict[str, np.ndarray] | None = field(repr=False)  # None: timing-only
@@ -45,7 +45,7 @@ class WeightStore:
         cls,
         shapes: dict[str, tuple[int, ...]],
         seed: int,
-        dtype: str = "fp32",
+        dtype: DType = "fp32",
         init_std: float = DEFAULT_INIT_STD,
     ) -> WeightStore:
         """A store holding float32 values drawn from N(0, init_std**2), one stream per name."""
@@ -62,7 +62,7 @@ class WeightStore:
         return cls(shapes, dtype, seed, init_std, weights, {})
 
     @classmethod
-    def timing_only(cls, shapes: dict[str, tuple[int, ...]], dtype: str = "fp32") -> WeightStore:
+    def timing_only(cls, shapes: dict[str, tuple[int, ...]], dtype: DType = "fp32") -> WeightStore:
         """A store of shapes and byte counts only; its values cannot be read."""
         shapes = _check_shapes(shapes)
         _check_dtype(dtype, tuple(DTYPE_BYTES))

@@ -28,6 +28,7 @@ from wafersim.kernels.algorithm import (
 )
 from wafersim.kernels.fast_tier import REDUCED_SIDE, fast_cycles
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS, gemm_algorithm, register, unregister
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.gemm_summa import SUMMA
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import KERNELS, run_kernel
@@ -140,14 +141,15 @@ def test_colors_and_routes_name_the_same_families(name):
 def test_fast_tier_sampling_is_consistent(name, tiny):
     """The two reduced runs of a 512^3 GEMM on 64 x 64 PEs run through fewer units than the
     full one, the second more than the first; the third dimension only shrinks."""
-    record, shape, full = RECORDS[name], {"m": 512, "k": 512, "n": 512}, 64
+    record, shape, full = RECORDS[name], GemmShape(512, 512, 512), 64
     sampling, side = record.fast_tier, REDUCED_SIDE
     units = []
     for step in (1, 2):
         p = side // 2 if sampling.halves_grid and step == 1 else side
         length = sampling.reduced_length(shape, full, full, p, p, step, tiny)
-        assert 1 <= length <= shape[record.third_dim]
-        small = {**{dim: 512 // full * p for dim in record.grid_dims}, record.third_dim: length}
+        assert 1 <= length <= shape.size(record.third_dim)
+        cut = {dim: 512 // full * p for dim in record.grid_dims}
+        small = shape.with_sizes({**cut, record.third_dim: length})
         units.append(sampling.units(small, p, p))
     assert units[0] < units[1] <= sampling.units(shape, full, full)
 

@@ -126,8 +126,8 @@ ROW_BROADCAST = GemmAlgorithm(
     tiles_in_moved_by="every kernel column's {north} port at once",
     tiles_out_moved_by=C_STAYS_PUT,
     fast_tier=FastTierSampling(
-        units=lambda shape, rows, cols: shape["k"],
-        reduced_length=lambda shape, rows, cols, p, q, step, spec: min(shape["k"], 8 * step),
+        units=lambda shape, rows, cols: shape.k,  # shape: a kernels.gemm_shape.GemmShape
+        reduced_length=lambda shape, rows, cols, p, q, step, spec: min(shape.k, 8 * step),
         halves_grid=False,
     ),
     zero_skipping=None,

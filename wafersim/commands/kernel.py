@@ -33,6 +33,7 @@ from wafersim.commands.options import (
     spec_from,
 )
 from wafersim.wafer import __version__
+from wafersim.wafer.dtypes import DTYPE_NAMES
 from wafersim.wafer.errors import ConfigError, DeadlockError
 from wafersim.wafer.spec import WaferSpec
 
@@ -54,7 +55,7 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
             "that does not take it (gemm: m, k, n; gemv: m, n; the rest: n)",
         )
     add_grid_option(parser, "8x8", "; 'wafer': the spec's whole logical grid")
-    parser.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
+    parser.add_argument("--dtype", default="fp32", choices=list(DTYPE_NAMES))
     parser.add_argument(
         "--tier",
         default="cycle",
