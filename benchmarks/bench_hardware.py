@@ -183,7 +183,7 @@ def cluster_row(run_: ClusterRun, strategies: tuple[str, ...] | None = None) -> 
     return Row(run_.published, value, "analytic", command)
 
 
-STENCIL_Z = 600  # the longest z-column wafersim's 25-point kernel keeps in 48 KB
+STENCIL_Z = 600  # assumption: the paper's z extent was not read (6,133 cells fit in 48 KB)
 
 
 def stencil25_flops(strategies: tuple[str, ...] | None = None) -> Row:

@@ -494,7 +494,9 @@ def markdown(derivation: Derivation, other: Derivation) -> str:
     other_on = ", ".join(f"`{s}`" for s in other.fit_series)
     parts = [
         f"Fitted on {fit_on}.", "", *constants_table(derivation), "",
-        *rows_table(derivation), "", *summary_table(derivation), "",
+        *rows_table(derivation), "",
+        "<!-- --8<-- [start:summary] -->", *summary_table(derivation),
+        "<!-- --8<-- [end:summary] -->", "",
         f"Sensitivity: `fmac_cycles_per_element` fitted as well, on {other_on}.", "",
         *constants_table(other), "", *summary_table(other), "",
         "LU (held out) under other costs: diagnostics, not fits.", "",
