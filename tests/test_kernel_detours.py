@@ -52,6 +52,38 @@ def test_the_same_detour_from_the_line_tables():
     assert grid.detour.across >= 1  # the dead column is passed by every row
 
 
+def test_the_detour_sums_the_hops_of_its_blocks():
+    """LineTables.detour is LineTables.hops summed (numpy reference): per block of ``rows``
+    kernel rows and ``cols`` lines, only the first one counting the hops in from the edge
+    ports, the worst column and row; and the worst single hop inside a block. Random
+    frames with holes, skipped lines and stretched links."""
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        hole = rng.random((14, 10)) < 0.1
+        link_hops = 1 + (rng.random((14, 10, 4)) < 0.1) * rng.integers(1, 3, (14, 10, 4))
+        tables = LineTables(hole, link_hops)
+        rows, cols = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        depth = rows * int(rng.integers(1, 3))
+        usable = np.flatnonzero((~hole).sum(axis=0) >= depth)
+        count = min(len(usable), int(rng.integers(1, 8)))
+        lines = np.sort(rng.choice(usable, count, replace=False))
+        hops = tables.hops(lines, depth)
+        down = [_block_sums(hops.down.T, start, rows) for start in range(0, depth, rows)]
+        across = [_block_sums(hops.across, start, cols) for start in range(0, count, cols)]
+        worst = [max(added for added, _ in found) for found in (across, down)]
+        hop = max(most for _, most in down + across)
+        assert tables.detour(lines, depth, rows, cols) == Detour(*worst, hop)
+
+
+def _block_sums(hops: np.ndarray, start: int, size: int) -> tuple[int, int]:
+    """For the block of ``size`` steps from ``start`` of each path (``hops``: paths x
+    steps): the most a path adds in it (the hop into it too for the first block) and the
+    most on one hop inside it."""
+    inner = hops[:, start + 1 : start + size]
+    into = hops[:, 0] if start == 0 else 0
+    return int((into + inner.sum(axis=1)).max()), int(inner.max(initial=0))
+
+
 def test_tree_streams_round_a_hole_share_the_next_lines_links():
     """Line 0 has a hole at position 1, line 1 none; kernel rows 0-3 sit at 0, 2, 3, 4 and
     0-3. Row 1's round-0 stream to row 0 and row 2's round-1 stream go round the hole on line
