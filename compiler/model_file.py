@@ -160,11 +160,17 @@ MAX_LAYERS = 2**20  # layers a model expands to, all repeats together
 RESERVED_NAMES = ("input", "block_input")  # what ``from`` calls the model's and a block's input
 
 
+# ``from`` names in scope -> the layers they stand for (``block_input`` is None in a block
+# that starts the model: nothing comes before it)
+Scope = dict[str, str | None]
+
+
 class _Builder:
     """Expands ops and repeated blocks into layers, resolving ``from`` names by scope."""
 
     def __init__(self, dims: dict[str, int], input_features: int | None) -> None:
-        self.dims, self.layers = dims, []
+        self.dims = dims
+        self.layers: list[Layer] = []
         self.widths: dict[str, int] = {}
         self.made_at: dict[str, str] = {}  # layer name -> the graph entry that made it
         self.last: str | None = None
@@ -172,7 +178,7 @@ class _Builder:
             self.widths["input"] = _dim("input_features", input_features)
             self.last = "input"
 
-    def ops(self, entries: Any, scope: dict[str, str], prefix: str, where: str) -> None:
+    def ops(self, entries: Any, scope: Scope, prefix: str, where: str) -> None:
         """Expand ``entries``, the list at ``where`` in the file (``graph``, ``graph[2].block``)."""
         if not isinstance(entries, list) or not entries:
             raise ConfigError(f"graph{' of ' + prefix if prefix else ''} must be a list of ops")
@@ -184,7 +190,7 @@ class _Builder:
             else:
                 self.op(dict(entry), scope, prefix, f"{where}[{index}]")
 
-    def repeat(self, entry: dict[str, Any], scope: dict[str, str], prefix: str,
+    def repeat(self, entry: dict[str, Any], scope: Scope, prefix: str,
                where: str) -> None:  # fmt: skip
         extra = set(entry) - {"repeat", "name", "block"}
         if extra or "name" not in entry or "block" not in entry:
@@ -200,7 +206,7 @@ class _Builder:
             local = {**scope, "block_input": self.last}
             self.ops(entry["block"], local, f"{prefix}{entry['name']}.{i}.", f"{where}.block")
 
-    def op(self, entry: dict[str, Any], scope: dict[str, str], prefix: str, where: str) -> None:
+    def op(self, entry: dict[str, Any], scope: Scope, prefix: str, where: str) -> None:
         op, local = _op_and_name(entry, prefix, where)
         name = prefix + local
         sources = self.sources(entry.pop("from", None), scope, name)
@@ -250,14 +256,16 @@ class _Builder:
             self.made_at[layer.name] = where
         self.layers.extend(new)
 
-    def sources(self, given: Any, scope: dict[str, str], name: str) -> list[str]:
+    def sources(self, given: Any, scope: Scope, name: str) -> list[str]:
         if given is None:
             return [] if self.last is None else [self.last]
         names = [given] if isinstance(given, str) else given
         resolved = [scope.get(n, n) for n in names]
+        checked: list[str] = []
         for source, asked in zip(resolved, names, strict=True):
-            if source not in self.widths:
+            if source is None or source not in self.widths:
                 raise ConfigError(
                     f"layer {excerpt(name)}: from={excerpt(asked)} names no earlier op"
                 )
-        return resolved
+            checked.append(source)
+        return checked

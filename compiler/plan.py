@@ -85,6 +85,12 @@ class CompileOptions:
         return replace(self, seq=seq)
 
 
+def _seq(options: CompileOptions) -> int:
+    """``seq`` of options :meth:`CompileOptions.resolved` filled in."""
+    assert options.seq is not None, "options not resolved"
+    return options.seq
+
+
 def working_grid(spec: WaferSpec, defects=None) -> WorkingGrid:
     """The working grid of the spec's logical grid with ``defects``: None (no defect), a hole
     mask (H, W), a repaired :class:`wafer.repair.LogicalGrid` (its holes, dead links and
@@ -165,7 +171,7 @@ def _fit_activations(graph: LayerGraph, options: CompileOptions,
     """The layers placed around the activations kept for backward: per policy the fewest
     micro-batches whose reserve leaves every layer room; of those, the fewest step cycles
     (the first policy on a tie)."""
-    kept = activations.kept_per_sequence(graph, options.seq, value_bytes(options.dtype))
+    kept = activations.kept_per_sequence(graph, _seq(options), value_bytes(options.dtype))
     pes, sram = target.pes, target.spec.pe.sram_bytes
     chosen = strategies(None if options.strategies is None else list(options.strategies))
     found, considered = {}, []
@@ -198,7 +204,7 @@ def _place_layers(graph: LayerGraph, options: CompileOptions, sequences: int, ta
     place = _Placer(target, chosen)
     return [
         _layer_entry(layer, {name: place(layer.name, name, work) for name, work in
-                             layer_passes(layer, sequences, options.seq, options.dtype,
+                             layer_passes(layer, sequences, _seq(options), options.dtype,
                                           options.weight_density).items()})
         for layer in graph.layers
     ]  # fmt: skip
@@ -225,7 +231,7 @@ def check_activations_fit(model: ModelFile, spec: WaferSpec, options: CompileOpt
     working grid's SRAM (``--validate-only``: places nothing)."""
     options = options.resolved(model.graph.context)
     pes = working_grid(spec, defects).working_pes
-    kept = activations.kept_per_sequence(model.graph, options.seq, value_bytes(options.dtype))
+    kept = activations.kept_per_sequence(model.graph, _seq(options), value_bytes(options.dtype))
     tries = activations.candidates(kept, options.batch, options.activations,
                                    options.micro_batches)  # fmt: skip
     forced = options.micro_batches
@@ -264,16 +270,19 @@ class _Placer:
         gemm = isinstance(work, Gemm)
         key = (work, pass_name in IN_PASSES) if gemm and work.edge_bytes else work
         if key not in self.memo:
-            placed = (
-                place_gemm(layer, work, self.target, self.chosen) if gemm
-                else place_vector(layer, work, self.target)
-            )  # fmt: skip
-            placed = replace(placed, pe_assignment=pe_assignment(placed, self.target))
-            if gemm:
-                placed = replace(placed, memoryx_tile_order=self._tiles(placed, pass_name, work),
-                                 routes=route_families(placed))  # fmt: skip
-            self.memo[key] = placed
+            if isinstance(work, Gemm):
+                self.memo[key] = self._gemm(layer, pass_name, work)
+            else:
+                placed = place_vector(layer, work, self.target)
+                self.memo[key] = replace(placed, pe_assignment=pe_assignment(placed, self.target))
         return self.memo[key]
+
+    def _gemm(self, layer: str, pass_name: str, work: Gemm) -> GemmPlacement:
+        """A GEMM placed, with its PEs, its MemoryX tile order and its route families."""
+        placed = place_gemm(layer, work, self.target, self.chosen)
+        placed = replace(placed, pe_assignment=pe_assignment(placed, self.target))
+        return replace(placed, memoryx_tile_order=self._tiles(placed, pass_name, work),
+                       routes=route_families(placed))  # fmt: skip
 
     def _tiles(self, placed: GemmPlacement, pass_name: str, work: Gemm) -> dict[str, Any] | None:
         if not work.edge_bytes:

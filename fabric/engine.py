@@ -30,7 +30,7 @@ from wafersim.fabric.state import (
     empty_traffic,
 )
 from wafersim.fabric.switches import all_positions, check_strict, switch_ops
-from wafersim.fabric.trace import TRACE_IN_USE, TraceRecorder, reasons_before
+from wafersim.fabric.trace import TRACE_IN_USE, SentProbe, TraceRecorder, reasons_before
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -236,7 +236,7 @@ def simulate(
     *,
     max_cycles: int,
     threads: int = 1,
-    trace: TraceRecorder | None = None,
+    trace: TraceRecorder | SentProbe | None = None,
     check_routes: bool = True,
     engine: str | None = None,
     strict: bool = True,
@@ -291,9 +291,11 @@ def simulate(
         status, cycle = run(fab, st, program, tr, stop_at or max_cycles, parallel, trace)
         wall = time.perf_counter() - start - sum(compiles)  # the run's own time
     finished = status != K.STATUS_MAX_CYCLES
-    if not finished and stop_at is None:
-        raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
-    result = _result(mesh, st, cycle if finished else stop_at, wall)
+    if not finished:
+        if stop_at is None:
+            raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
+        cycle = stop_at
+    result = _result(mesh, st, cycle, wall)
     return replace(result, finished=finished, ops_done=st.pc - program.task_start)
 
 

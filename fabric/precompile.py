@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import numba
 import numpy as np
@@ -97,7 +98,7 @@ def engine_arguments(mode: str, half: bool = False, parallel: bool = False) -> t
     """Arguments of ``K.run_cycles`` of the types every job of ``mode`` passes (with
     ``half``, a program job with 16-bit ops: ``K.run_cycles``' ``half`` True; ``parallel``:
     a job on more than one thread)."""
-    dtype = "fp16" if half else "fp32"
+    dtype: DType = "fp16" if half else "fp32"
     return _kernel_args(*_tiny_arrays(mode, preset("tiny"), dtype), 0, 0, parallel)
 
 
@@ -118,7 +119,7 @@ def compile_share(worker: int, workers: int) -> None:
         compile_engine(mode, half, parallel)
 
 
-def _tiny_arrays(mode: str, spec, dtype: DType = "fp32") -> tuple:
+def _tiny_arrays(mode: str, spec, dtype: DType = "fp32") -> tuple[Any, Any, Any, Any]:
     """(fab, st, prog, tr) of a tiny job of ``mode``: a one-word send of ``dtype`` on 2 x 1
     PEs, or one-color traffic on 2 x 2."""
     if mode == "programs":

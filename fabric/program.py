@@ -285,8 +285,8 @@ class ProgramBuilder:
         once the wavelets that came in under the old one have left (:mod:`fabric.switches`).
         Costs one cycle, the control wavelet's slot (an assumption: the SDK gives no count)."""
         packed = pack_position(position)
-        packed = packed if _is_array(pe) else int(packed[0])
-        self._add(pe, task, "fp32", [K.OP_SWITCH, color, 0, packed, 0, 1, 0, 1], 0.0, [])
+        word = packed if _is_array(pe) else int(packed[0])
+        self._add(pe, task, "fp32", [K.OP_SWITCH, color, 0, word, 0, 1, 0, 1], 0.0, [])
 
     def ops_in(self, pe, task: int):
         """Operations added so far to ``task`` of ``pe`` (an int, or an array for an array)."""

@@ -124,7 +124,8 @@ def engine_counters(timeline: Timeline, trace: TraceRecorder, block: int,
     height, width = trace.shape
     names = [_region(x, y, block, width, height)
              for y in range(0, height, block) for x in range(0, width, block)]  # fmt: skip
-    start, values = 0, []
+    start = 0
+    values: list[dict | None] = []
     for k, end in enumerate(trace.cycles):
         values = _sample_counters(trace, k, block, len(names))
         _write_counters(timeline, process, names, start, values)
@@ -139,7 +140,7 @@ def engine_counters(timeline: Timeline, trace: TraceRecorder, block: int,
 COUNTER_SERIES = ("busy", "busy_tasks", "links", "delivered", *REASON_NAMES)
 
 
-def _sample_counters(trace: TraceRecorder, k: int, block: int, regions: int) -> list[dict]:
+def _sample_counters(trace: TraceRecorder, k: int, block: int, regions: int) -> list[dict | None]:
     """Sample ``k``'s counter values of each region (None: a region of holes alone)."""
     links = trace.link[k].astype(np.float64)
     per_pe = np.dstack([trace.pe[k], trace.busy_tasks[k], links[..., :4].mean(axis=-1),

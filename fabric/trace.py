@@ -61,6 +61,10 @@ class TraceRecorder:
 
     def __init__(self, every_cycles: int, width: int | None = None, height: int | None = None):
         self.every_cycles = check_every(every_cycles)
+        self._clear(width, height)
+
+    def _clear(self, width: int | None, height: int | None) -> None:
+        """No samples yet, for a ``width x height`` mesh (None: sized by the first run)."""
         self.shape = (height or 0, width or 0)
         self.cycles: list[int] = []
         self.link: list[np.ndarray] = []
@@ -80,7 +84,7 @@ class TraceRecorder:
         recorder if it has no shape yet; ConfigError if it has another (one recorder, one
         mesh)."""
         if self.shape == (0, 0):
-            self.__init__(self.every_cycles, width, height)
+            self._clear(width, height)
         elif self.shape != (height, width):
             raise ConfigError(f"a trace of a {self.shape[1]}x{self.shape[0]} mesh cannot "
                               f"record a {width}x{height} one")  # fmt: skip

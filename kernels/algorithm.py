@@ -83,7 +83,7 @@ class Tiles(NamedTuple):
 
     row_offsets: np.ndarray  # offsets of the operand's rows (the largest cut bounds a tile)
     col_offsets: np.ndarray  # offsets of its columns
-    count: int  # how many tiles
+    count: int  # type: ignore[assignment]  # how many tiles (hides tuple.count)
     order: Iterator[tuple[Span, Span]]  # (row span, column span) of each tile, in order
 
 

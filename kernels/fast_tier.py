@@ -84,8 +84,8 @@ def fast_cycles(
     return FastEstimate(cycles, full, units, (a, b), runs, time.perf_counter() - start)
 
 
-def _reduced_run(record: GemmAlgorithm, shape: GemmShape, full, sides, spec, dtype,
-                 hole_fraction, seed, step, options):  # fmt: skip
+def _reduced_run(record: GemmAlgorithm, shape: GemmShape, full, sides: tuple[int, int], spec,
+                 dtype, hole_fraction, seed, step, options):  # fmt: skip
     """Engine run ``step`` (1 or 2) of the fit: a small grid, the same tile per PE."""
     rows, cols = full
     p, q = _reduced_sides(record, *sides, step)

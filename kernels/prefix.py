@@ -127,6 +127,7 @@ def run_prefix(
     if (kernel, algo) == ("gemm", "weight_stream") and not staged:
         modelled = _streamed_shares(GemmShape.of(shape), grid, spec, dtype, sim.cycles, analytic,
                                     fast, detour, options)  # fmt: skip
+    assert sim.ops_done is not None  # a program's run counts the ops of each PE's tasks
     return Prefix(
         cycles=sim.cycles,
         finished=sim.finished,

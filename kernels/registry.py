@@ -10,9 +10,10 @@ compiler and the fast tier need (:mod:`kernels.algorithm`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
 from wafersim.fabric.program import WORD_BYTES
@@ -80,7 +81,7 @@ def _fp32_only(kernel: str, dtype: DType) -> None:
         raise ConfigError(f"dtype={excerpt(dtype)}: {kernel} runs in fp32 only")
 
 
-KERNELS: dict[str, dict[str, Algorithm | GemmAlgorithm]] = {
+KERNELS: dict[str, Mapping[str, Algorithm | GemmAlgorithm]] = {
     "gemm": GEMM_ALGORITHMS,  # the same table: an algorithm registered at run time is here
     "gemv": {algo: _gemv(algo) for algo in ("chain", "tree", "ktree")},
     **{
@@ -93,6 +94,10 @@ SHAPE_KEYS = {"gemm": ("m", "k", "n"), "gemv": ("m", "n")}  # collectives, stenc
 DEFAULT_DIMENSION = 64  # m, k and n not given: enough for every algorithm on an 8x8 grid
 
 
+@overload
+def algorithm(kernel: Literal["gemm"], algo: str) -> GemmAlgorithm: ...
+@overload
+def algorithm(kernel: str, algo: str) -> Algorithm | GemmAlgorithm: ...
 def algorithm(kernel: str, algo: str) -> Algorithm | GemmAlgorithm:
     """The registered algorithm; an unknown name is an error listing the valid ones."""
     if kernel not in KERNELS:

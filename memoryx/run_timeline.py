@@ -56,12 +56,14 @@ def _swarmx(timeline: Timeline, streams: list[StreamResult]) -> None:
         links = [stream.link_spans(s) for stream in streams]
         for j, seg in enumerate(streams[0].segments):
             name = f"{seg.layer} {seg.pass_name}"
+            weights = [link[j][0] for link in links]  # None where the segment moves none
+            grads = [link[j][1] for link in links]
             if seg.in_bytes:
-                start = min(link[j][0][0] for link in links)
+                start = min(span[0] for span in weights if span is not None)
                 end = max(row[j, K.IN_END] for row in ends)
                 spans.append((start, end, BROADCAST, name, seg.in_bytes, s))
             if seg.out_bytes:
-                start = min(link[j][1][0] for link in links)
+                start = min(span[0] for span in grads if span is not None)
                 end = max(row[j, K.OUT_END] for row in ends)
                 spans.append((start, end, REDUCE, seg.layer, seg.out_bytes, s))
     for start, end, row, name, moved, s in sorted(spans, key=lambda span: span[0]):

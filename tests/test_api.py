@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import subprocess
 import sys
+import tomllib
 import types
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +33,39 @@ def test_every_exported_name_is_the_object_its_module_defines(root):
         if callable(value):
             assert value.__doc__, name
     assert set(package.EXPORTS) <= set(dir(package))
+
+
+def type_checking_imports(path: str) -> dict[str, str]:
+    """Name -> module of the imports in the top-level ``if TYPE_CHECKING:`` block of the
+    file at ``path``, each ``from module import name as name``."""
+    found = {}
+    for node in ast.parse(Path(path).read_text()).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for statement in node.body:
+                assert isinstance(statement, ast.ImportFrom), ast.unparse(statement)
+                for alias in statement.names:
+                    assert alias.asname == alias.name, ast.unparse(statement)  # a re-export
+                    assert statement.module is not None
+                    found[alias.name] = statement.module
+    return found
+
+
+@pytest.mark.parametrize("root", ROOTS)
+def test_type_checkers_see_every_export_from_its_module(root):
+    """The root's TYPE_CHECKING imports (what mypy and IDEs read) name the same names from
+    the same modules as its EXPORTS (what runs), so the two cannot drift apart."""
+    package = importlib.import_module(root)
+    assert type_checking_imports(package.__file__) == package.EXPORTS
+
+
+def test_mypy_checks_the_roots_and_the_modules_they_export_from():
+    """pyproject.toml's [tool.mypy] modules are the public API: every package root and every
+    module an EXPORTS entry names, and nothing else."""
+    config = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    public = set(ROOTS)
+    for root in ROOTS:
+        public |= set(importlib.import_module(root).EXPORTS.values())
+    assert sorted(config["tool"]["mypy"]["modules"]) == sorted(public)
 
 
 def test_an_unknown_name_is_an_attribute_error():

@@ -34,15 +34,16 @@ def test_a_prefix_projects_the_whole_run_from_its_pace(wse2):
 
 @pytest.mark.slow
 def test_a_prefix_is_measured_against_the_models_schedule_of_chunks(wse2):
-    """The first 600 cycles of a 16 x 16 weight stream are not steady (the pace of their
-    last quarter is not their second half's); the analytic schedule says how much should be
-    in by then, and at 8,000 cycles it is within 5 points of the engine's."""
+    """The first 150 cycles of a 16 x 16 weight stream are not steady (the pace of their
+    last quarter is not their second half's: the first chunk's fill); the analytic schedule
+    says how much should be in by then, and at 8,000 cycles it is within 5 points of the
+    engine's."""
     grid = kernel_grid(16, 16)
     shape = {"m": 32, "k": 64, "n": 2048}
-    early = run_prefix("gemm", "weight_stream", shape, grid, wse2, "fp16", 0, 600)
+    early = run_prefix("gemm", "weight_stream", shape, grid, wse2, "fp16", 0, 150)
     assert not early.finished
     assert not early.steady
-    unsteady = estimate("gemm", "weight_stream", shape, grid, wse2, "cycle", "fp16", stop_at=600)
+    unsteady = estimate("gemm", "weight_stream", shape, grid, wse2, "cycle", "fp16", stop_at=150)
     assert unsteady.cycles is None  # no steady pace: no whole-run cycles claimed
     assert unsteady.prefix.projected_cycles == early.projected_cycles
     later = run_prefix("gemm", "weight_stream", shape, grid, wse2, "fp16", 0, 8000)

@@ -46,6 +46,7 @@ def test_the_wheel_installs_only_the_wafersim_namespace(wheel):
     assert tops == {"wafersim"}
     assert "wafersim/examples/models/gpt3-175b.yaml" in names
     assert "wafersim/memoryx/datasets/digits.csv.gz" in names
+    assert "wafersim/py.typed" in names  # PEP 561: checkers read the package's annotations
 
 
 @pytest.mark.slow

@@ -87,8 +87,9 @@ def _yaml() -> Any:
 def _safe_loader() -> type:
     """PyYAML's SafeLoader, checking each document's size and each mapping's keys first."""
     yaml = _yaml()
+    base: Any = yaml.SafeLoader  # PyYAML is optional: its classes are Any to a type checker
 
-    class SafeLoader(yaml.SafeLoader):
+    class SafeLoader(base):
         def construct_document(self, node: Any) -> Any:
             _check_expansion(node, yaml.constructor.ConstructorError)
             return super().construct_document(node)

@@ -264,7 +264,7 @@ def _listed(names: set) -> str:
     return text if len(text) <= EXCERPT_CHARS else excerpt(text)
 
 
-def _finite(value: float) -> bool:
+def _finite(value: float | np.integer | np.floating) -> bool:
     """Whether ``value`` is a finite float: an integer too large for one is not."""
     try:
         return math.isfinite(value)

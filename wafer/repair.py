@@ -110,7 +110,7 @@ def _map_none(dead_pe: np.ndarray, spec: WaferSpec) -> np.ndarray:
 def _map_row(dead_pe: np.ndarray, spec: WaferSpec) -> np.ndarray:
     """Whole rows with a dead PE in the used columns are skipped while spare rows last."""
     width, height = spec.logical_width_pes, spec.logical_height_pes
-    bad = np.ascontiguousarray(dead_pe[:, :width].any(axis=1)[:, None])
+    bad = np.ascontiguousarray(dead_pe[:, :width].any(axis=1, keepdims=True))
     rows = kernels.skip_dead_rows(bad, height, dead_pe.shape[0] - height)
     return _physical_ids(rows, dead_pe.shape[1], width)
 

@@ -120,11 +120,12 @@ def _flush_stdout() -> None:
 
 def _drop_stdout() -> None:
     """Point stdout at /dev/null, so that Python's flush at exit does not fail again."""
-    if sys.stdout is not sys.__stdout__:  # a caller's stream (a test's): theirs to handle
+    stdout = sys.__stdout__
+    if stdout is None or sys.stdout is not stdout:  # none, or a caller's (a test's): theirs
         return
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, stdout.fileno())
         os.close(devnull)
 
 
