@@ -26,10 +26,10 @@ from wafersim.kernels.gemm_algorithms import sparse_strategies
 from wafersim.memoryx import _stream_kernel as K
 from wafersim.memoryx.data import Dataset, DatasetSize, dataset_size, load_dataset
 from wafersim.memoryx.functional import check_functional, weight_shapes
-from wafersim.memoryx.optimizer import Optimizer, make_optimizer
+from wafersim.memoryx.optimizer import Optimizer
 from wafersim.memoryx.run_config import RunConfig
-from wafersim.memoryx.sparsity import apply_masks, check_sparsity, prune_masks
-from wafersim.memoryx.store import WeightStore, check_init_std
+from wafersim.memoryx.sparsity import apply_masks, prune_masks
+from wafersim.memoryx.store import WeightStore
 from wafersim.memoryx.streaming import (
     DEFAULT_TILE_BYTES,
     Edge,
@@ -45,7 +45,7 @@ from wafersim.memoryx.training import Checkpoints, History, Trainer, check_resum
 from wafersim.memoryx.wafer_gemm import WaferGemm
 from wafersim.wafer.defects import generate
 from wafersim.wafer.errors import ConfigError
-from wafersim.wafer.repair import DEFAULT_REPAIR, LogicalGrid, repair
+from wafersim.wafer.repair import LogicalGrid, repair
 
 MIN_TILE_BYTES = 4096  # default tiles never get smaller (the stream sim keeps one per tile)
 # float64 values the stream simulation of a run may hold (2 GiB): every wafer's event times
@@ -80,12 +80,12 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
     """Run ``config``, keeping plans and checkpoints in ``out_dir``."""
     validate_config(config, out_dir)  # before the costly parts and anything written in DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = load_dataset(config["data"], config["seed"])
+    data = load_dataset(config.data, config.seed)
     compile_start = time.perf_counter()
     wafers = compile_wafers(config, out_dir)
     compile_time = time.perf_counter() - compile_start
     start = time.perf_counter()  # sim_wall_s counts the simulation, not the compile
-    tier = RUN_TIERS[config["tier"]]
+    tier = RUN_TIERS[config.tier]
     history, matmuls = tier.measure(config, wafers, data, out_dir, progress)
     count = len(wafers)
     streams = [_stream(config, wafers, i, history, matmuls[i], count) for i in range(count)]
@@ -95,7 +95,7 @@ def run(config: RunConfig, out_dir: Path, progress: Progress | None = None) -> R
 
 
 def count_wafers(config: RunConfig) -> int:
-    return config["swarmx"].get("wafers", 1)
+    return config.swarmx.wafers
 
 
 def compile_wafers(config: RunConfig, out_dir: Path) -> list[Wafer]:
@@ -123,26 +123,25 @@ def compile_folder(out_dir: Path, index: int) -> Path:
 
 
 def validate_config(config: RunConfig, out_dir: Path | None = None) -> None:
-    """The run's checks that need no plan, all cheap, so a run and ``--validate-only`` make
-    them before compiling or loading anything big: the optimizer, the initial weights'
-    spread, the compile options against the model, the data set's keys and sizes and, for a
-    functional run, the model and data fitting each other and a resume from ``out_dir``."""
-    optimizer_of(config)
-    check_init_std(config["init_std"])
+    """The run's checks that need no plan (the loader checked every key: the optimizer and
+    the initial weights' spread among them), all cheap, so a run and ``--validate-only`` make
+    them before compiling or loading anything big: the compile options against the model,
+    the data set's keys and sizes and, for a functional run, the model and data fitting each
+    other and a resume from ``out_dir``."""
     graph = load_model(config.model_path).graph
     compile_options(config).resolved(graph.context)
-    size = dataset_size(config["data"], config["seed"])
-    if RUN_TIERS[config["tier"]].functional:
+    size = dataset_size(config.data, config.seed)
+    if RUN_TIERS[config.tier].functional:
         check_trainable(config, graph, size)
         if out_dir is not None:
-            check_resume(checkpoints_of(config, out_dir), config["steps"])
+            check_resume(checkpoints_of(config, out_dir), config.steps)
 
 
 def check_trainable(config: RunConfig, graph: LayerGraph, size: DatasetSize) -> None:
     """ConfigError unless ``graph`` trains on the cycle engine on the data set of ``size``:
     a supported chain, feature data of its input width, a batch for every wafer each step."""
     check_functional(graph)
-    wafers, batch = count_wafers(config), config["batch"]
+    wafers, batch = count_wafers(config), config.batch
     if batch * wafers > size.train_samples:
         raise ConfigError(
             f"batch={batch} x swarmx.wafers={wafers} is {batch * wafers} samples a step; "
@@ -167,10 +166,10 @@ def validate_plan(config: RunConfig, plan: Plan) -> None:
     """The run's checks of one wafer's plan, before anything is simulated: a functional run's
     batch kept whole, the MemoryX buffer and tiles, and the stream simulation's size."""
     micro = plan.activations.micro_batches
-    if RUN_TIERS[config["tier"]].functional and micro > 1:
+    if RUN_TIERS[config.tier].functional and micro > 1:
         raise ConfigError(
             f"tier=cycle runs each step's batch whole, but the plan splits batch="
-            f"{config['batch']} into {micro} micro-batches to fit the activations kept for "
+            f"{config.batch} into {micro} micro-batches to fit the activations kept for "
             "backward; use tier fast or analytic, or a smaller batch"
         )
     count = count_wafers(config)
@@ -187,7 +186,7 @@ def check_stream_size(config: RunConfig, plan: Plan, edge: Edge, kept: frozenset
     tiles = sum(max(1, math.ceil(max(s.in_bytes, s.out_bytes) / edge.tile_bytes)) for s in segs)
     streams = count + 1 if count > 1 else 1
     per_step = streams * len(segs) * K.COLUMNS + 2 * tiles
-    steps, most = config["steps"], MAX_STREAM_VALUES // per_step
+    steps, most = config.steps, MAX_STREAM_VALUES // per_step
     if steps > most:
         allowed = f"steps in [1, {most:,}] here" if most else "fewer swarmx.wafers"
         raise ConfigError(
@@ -198,16 +197,16 @@ def check_stream_size(config: RunConfig, plan: Plan, edge: Edge, kept: frozenset
 
 
 def compile_options(config: RunConfig) -> CompileOptions:
-    return CompileOptions(config["batch"], config["seq"], config["dtype"], _strategies(config),
-                          config["activations"], config["micro_batches"],
+    return CompileOptions(config.batch, config.seq, config.dtype, _strategies(config),
+                          config.activations, config.micro_batches,
                           _weight_density(config))  # fmt: skip
 
 
 def _weight_density(config: RunConfig) -> float:
     """The pruned weights' density the plan is timed with: ``sparsity.density``, else dense
     (a ``threshold`` gives the density only once the weights are drawn)."""
-    rule = check_sparsity(config["sparsity"])
-    return rule[1] if rule is not None and rule[0] == "density" else 1.0
+    rule = config.sparsity
+    return rule.value if rule is not None and rule.kind == "density" else 1.0
 
 
 class FastCycles:
@@ -247,29 +246,25 @@ def _strategies(config: RunConfig) -> tuple[str, ...] | None:
     layers' weight passes an algorithm that skips zero weights (weight streaming); by
     ``threshold``, whose density the plan cannot know, every GEMM gets one, and only the
     cycle tier (which draws the weights) can time it."""
-    names = config["strategies"]
-    rule = check_sparsity(config["sparsity"])
-    if rule is None or rule[0] == "density":
-        return None if names is None else tuple(names)
-    if not RUN_TIERS[config["tier"]].functional:
+    names, rule = config.strategies, config.sparsity
+    if rule is None or rule.kind == "density":
+        return names
+    if not RUN_TIERS[config.tier].functional:
         raise ConfigError("sparsity.threshold is measured on the cycle engine (tier: cycle); "
                           "the fast and analytic tiers take sparsity.density")  # fmt: skip
     sparse = sparse_strategies()
     if names is not None and not set(names) <= set(sparse):
         raise ConfigError(f"sparsity needs strategies among {', '.join(sparse)}")
-    return sparse if names is None else tuple(names)
+    return sparse if names is None else names
 
 
 def logical_grid(config: RunConfig, index: int) -> LogicalGrid | None:
     """Wafer ``index``'s repaired grid: its defects are drawn from ``seed + index * stride``."""
-    defects = dict(config["wafer"].get("defects") or {})
-    if not defects:
+    defects = config.wafer.defects
+    if defects is None:
         return None
-    model = defects.pop("model", "poisson")
-    strategy = defects.pop("repair", DEFAULT_REPAIR)
-    stride = config["swarmx"].get("defect_seed_stride", 1)
-    seed = defects.pop("seed", 0) + index * stride
-    return repair(generate(config.spec, model, seed, **defects), strategy)
+    seed = defects.seed + index * config.swarmx.defect_seed_stride
+    return repair(generate(config.spec, defects.model, seed, **defects.params), defects.repair)
 
 
 def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path, progress):
@@ -277,26 +272,26 @@ def _train(config: RunConfig, wafers: list[Wafer], data: Dataset, out_dir: Path,
     the batch against the data and the plans."""
     graph = load_model(config.model_path).graph
     optimizer = optimizer_of(config)
-    shapes, seed = weight_shapes(graph), config["seed"]
-    store = WeightStore.materialised(shapes, seed, init_std=config["init_std"])
-    masks = prune_masks(store, config["sparsity"])
+    shapes, seed = weight_shapes(graph), config.seed
+    store = WeightStore.materialised(shapes, seed, init_std=config.init_std)
+    masks = prune_masks(store, None if config.sparsity is None else config.sparsity.to_dict())
     apply_masks(store, masks)
     matmuls = [WaferGemm(w.plan, config.spec, w.logical, frozenset(masks)) for w in wafers]
     fanout = config.spec.io.swarmx_fanout
-    trainer = Trainer(graph, data, optimizer, matmuls, config["batch"], seed, fanout, masks)
+    trainer = Trainer(graph, data, optimizer, matmuls, config.batch, seed, fanout, masks)
     saved = checkpoints_of(config, out_dir)
 
     def step_progress(done: int, total: int, loss: float) -> None:
         if progress is not None:
             progress("train step", done, total, f"loss {loss:.4f}")
 
-    _, history = train(trainer, store, config["steps"], config["eval_every"], saved, step_progress)
+    _, history = train(trainer, store, config.steps, config.eval_every, saved, step_progress)
     return history, matmuls
 
 
 def checkpoints_of(config: RunConfig, out_dir: Path) -> Checkpoints:
-    return Checkpoints(out_dir, config["checkpoint_every"], config["keep_checkpoints"],
-                       config.digest, config.training)  # fmt: skip
+    return Checkpoints(out_dir, config.checkpoint_every, config.keep_checkpoints, config.digest,
+                       config.training)  # fmt: skip
 
 
 def _fast_tier(config: RunConfig, wafers: list[Wafer], data, out_dir, progress):
@@ -326,11 +321,8 @@ RUN_TIERS: dict[str, RunTier] = {  # kernels.tiers.TIERS' names, for a whole run
 
 
 def optimizer_of(config: RunConfig) -> Optimizer:
-    """The optimizer the config names, with its parameters."""
-    section = config["optimizer"]
-    if not isinstance(section, dict) or "name" not in section:
-        raise ConfigError(f"optimizer must be a table with a 'name', got {section!r}")
-    return make_optimizer(**section)
+    """The optimizer the config names, with its parameters (built when the config loaded)."""
+    return config.optimizer
 
 
 def _stream(config: RunConfig, wafers: list[Wafer], index: int, history: History | None,
@@ -345,7 +337,7 @@ def _stream(config: RunConfig, wafers: list[Wafer], index: int, history: History
         {} if history is None else history.stream_bytes
     )
     edge, kept = stream_edge(config, wafer.plan, count)
-    return simulate_stream(segments(wafer.plan, measured, streamed, kept), edge, config["steps"])
+    return simulate_stream(segments(wafer.plan, measured, streamed, kept), edge, config.steps)
 
 
 def stream_edge(config: RunConfig, plan: Plan, count: int) -> tuple[Edge, frozenset[str]]:
@@ -355,10 +347,9 @@ def stream_edge(config: RunConfig, plan: Plan, count: int) -> tuple[Edge, frozen
     tile: a buffer and tile the user sets are not made to clash)."""
     spec = config.spec
     bandwidth, latency = effective_edge(spec, count)
-    section = config["memoryx"]
-    buffer = section.get("prefetch_buffer_bytes")
+    buffer = config.memoryx.prefetch_buffer_bytes
     buffer = prefetch_buffer_bytes(plan, spec) if buffer is None else buffer
-    tile = section.get("tile_bytes")
+    tile = config.memoryx.tile_bytes
     tile = min(DEFAULT_TILE_BYTES, max(MIN_TILE_BYTES, buffer // 2)) if tile is None else tile
     kept = kept_on_wafer(plan, buffer)
     if buffer - weight_bytes(plan, kept) < tile:  # a tile must still fit beside them

@@ -27,6 +27,15 @@ Top-level keys (all but ``model`` optional)::
     activations: auto                 # kept for backward: auto, keep, recompute or ignore
     micro_batches: null               # the batch split in parts (default: the fewest that fit)
 
+The loader (:func:`load_run_config`, :func:`run_config`) checks every key once and reads it
+into a typed value: :class:`RunConfig`'s attributes (``config.batch``, ``config.swarmx.wafers``,
+``config.wafer.defects.seed``), with a record per table (:class:`WaferSection`,
+:class:`DefectsSection`, :class:`MemoryXSection`, :class:`SwarmXSection`,
+:class:`SparsityRule`, the optimizer's and the input pipeline's own records). Tables stay
+tables only at the edges: ``RunConfig.raw`` (what outputs echo and the digests cover), the
+data set's table (:mod:`memoryx.data` checks it against its files when the run starts) and a
+defect model's parameters.
+
 ``key=value`` overrides use dotted keys (``optimizer.lr=0.01``, ``wafer.defects.seed=3``).
 A run on a folder that holds checkpoints resumes from the newest; of its config, only the keys in
 :data:`CONTINUABLE` may differ from the run that wrote them (``steps=40`` trains a 20-step run
@@ -57,14 +66,16 @@ from wafersim.compiler.model_file import MAX_SIZE
 from wafersim.compiler.strategies import strategies
 from wafersim.fabric.program import DTYPES
 from wafersim.kernels.tiers import TIERS
-from wafersim.memoryx.data import MNIST_FILES, input_pipeline
-from wafersim.memoryx.optimizer import make_optimizer
+from wafersim.memoryx.data import MNIST_FILES, InputPipeline, input_pipeline
+from wafersim.memoryx.optimizer import Optimizer, make_optimizer
 from wafersim.memoryx.sparsity import check_sparsity
+from wafersim.memoryx.store import check_init_std
 from wafersim.memoryx.swarmx import MAX_WAFERS
 from wafersim.wafer.atomic import atomic_path, write_json
 from wafersim.wafer.config_io import flatten, load_mapping
 from wafersim.wafer.errors import EXCERPT_CHARS, ConfigError, excerpt
 from wafersim.wafer.presets import DEFAULT_PRESET, PRESETS, preset
+from wafersim.wafer.repair import DEFAULT_REPAIR
 from wafersim.wafer.spec import WaferSpec
 
 DEFAULTS: dict[str, Any] = {
@@ -91,6 +102,7 @@ DEFAULTS: dict[str, Any] = {
 }
 WAFER_KEYS = ("preset", "overrides", "defects")
 DEFECT_KEYS = ("model", "seed", "repair")  # plus the defect model's own parameters
+DEFAULT_DEFECT_MODEL = "poisson"  # wafer.defects without a model
 MEMORYX_KEYS = ("tile_bytes", "prefetch_buffer_bytes")
 SWARMX_KEYS = ("wafers", "defect_seed_stride")
 SECTION_RANGES = {  # memoryx and swarmx keys: integers (memoryx ones may be null: default)
@@ -121,15 +133,92 @@ CONTINUABLE = ("steps", "eval_every", "checkpoint_every", "keep_checkpoints")
 
 
 @dataclass(frozen=True)
+class DefectsSection:
+    """``wafer.defects``: the defect model that draws each wafer's map, its seed (wafer
+    ``i`` draws from ``seed + i * swarmx.defect_seed_stride``), the repair strategy, and the
+    model's own parameters as written (``pe_defect_prob``, ``path``, ...: the model checks
+    them when it draws)."""
+
+    model: str
+    seed: int
+    repair: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WaferSection:
+    """``wafer``: the preset, the spec overrides (flat, dotted keys) and the defects (None:
+    defect-free wafers); the spec they make is :attr:`RunConfig.spec`."""
+
+    preset: str
+    overrides: dict[str, Any]
+    defects: DefectsSection | None
+
+
+@dataclass(frozen=True)
+class MemoryXSection:
+    """``memoryx``: the stream's tile and the wafer's prefetch buffer (None: the defaults
+    :func:`memoryx.run.stream_edge` derives from the plan)."""
+
+    tile_bytes: int | None = None
+    prefetch_buffer_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class SwarmXSection:
+    """``swarmx``: the data-parallel wafers and the step between their defect seeds."""
+
+    wafers: int = 1
+    defect_seed_stride: int = 1
+
+
+@dataclass(frozen=True)
+class SparsityRule:
+    """``sparsity``: prune by ``density`` (the share of weights kept) or by ``threshold``
+    (the magnitude kept), as :func:`memoryx.sparsity.check_sparsity` reads it."""
+
+    kind: str  # "density" or "threshold"
+    value: float
+
+    def to_dict(self) -> dict[str, float]:
+        """The section as :mod:`memoryx.sparsity` takes it."""
+        return {self.kind: self.value}
+
+
+@dataclass(frozen=True)
 class RunConfig:
-    """A checked run config: ``raw`` is the resolved table (written into every output)."""
+    """A checked run config: its sections as typed values, read by attribute; ``raw`` is
+    the resolved table as written (defaults filled in, paths absolute), which goes into
+    every output and the digests."""
 
     raw: dict[str, Any]
     model_path: Path
     spec: WaferSpec
+    wafer: WaferSection
+    data: dict[str, Any]  # memoryx.data's table: its kinds check their keys and files
+    input: InputPipeline
+    batch: int
+    seq: int | None  # None: the model's context
+    dtype: str
+    optimizer: Optimizer
+    steps: int
+    tier: str
+    seed: int
+    init_std: float
+    checkpoint_every: int
+    eval_every: int
+    keep_checkpoints: int
+    memoryx: MemoryXSection
+    swarmx: SwarmXSection
+    sparsity: SparsityRule | None
+    strategies: tuple[str, ...] | None  # None: search every strategy
+    activations: str
+    micro_batches: int | None  # None: the fewest that fit
     files: tuple[Path, ...] = ()  # every file it names (:func:`named_files`)
 
     def __getitem__(self, key: str) -> Any:
+        """The resolved table's ``key`` as written, for readers of the JSON-ready table
+        (:mod:`memoryx.report` echoes it); the run reads the typed attributes."""
         return self.raw[key]
 
     @property
@@ -259,27 +348,61 @@ def load_run_config(path: str | Path, overrides: dict[str, Any] | None = None) -
 
 
 def run_config(data: dict[str, Any], base_dir: Path) -> RunConfig:
-    """Check ``data`` (paths relative to ``base_dir``) and fill in the defaults."""
+    """Check ``data`` (paths relative to ``base_dir``), fill in the defaults and read every
+    section into its typed record: each key is checked here, once, in the order below."""
     _check_top_keys(data)
     raw = copy.deepcopy(DEFAULTS) | copy.deepcopy(data)
     model_path = _model_path(raw["model"], base_dir)
     raw["model"] = str(model_path)
     _resolve_paths(raw, base_dir)
     _check_ints(raw)
-    _check_choice("tier", raw["tier"], TIERS)
-    _check_choice("dtype", raw["dtype"], DTYPES)
-    for section, keys in (("memoryx", MEMORYX_KEYS), ("swarmx", SWARMX_KEYS)):
-        _check_section(section, raw[section], keys)
-        for key, value in raw[section].items():
-            _check_int(
-                f"{section}.{key}", value, *SECTION_RANGES[key], none_ok=section == "memoryx"
-            )
-    _check_optimizer(raw["optimizer"])
-    _check_strategies(raw["strategies"])
-    check_sparsity(raw["sparsity"])
+    sections = _sections(raw)
+    wafer = wafer_section(raw["wafer"])
+    return RunConfig(
+        raw=raw,
+        model_path=model_path,
+        spec=_spec(wafer),
+        wafer=wafer,
+        data=raw["data"],
+        **{key: raw[key] for key in (*INT_RANGES, *NULLABLE_RANGES)},
+        **sections,
+        init_std=check_init_std(raw["init_std"]),
+        files=named_files(raw, base_dir),
+    )
+
+
+def _sections(raw: dict[str, Any]) -> dict[str, Any]:
+    """The typed values of ``raw`` but the integers, the wafer and the data set, by field
+    name of :class:`RunConfig`."""
+    tier = _choice("tier", raw["tier"], TIERS)
+    dtype = _choice("dtype", raw["dtype"], DTYPES)
+    memoryx = MemoryXSection(**_int_section("memoryx", raw["memoryx"], MEMORYX_KEYS))
+    swarmx = SwarmXSection(**_int_section("swarmx", raw["swarmx"], SWARMX_KEYS))
+    optimizer = _optimizer(raw["optimizer"])
+    strategies = _strategies(raw["strategies"])
+    rule = check_sparsity(raw["sparsity"])
     activations.check_options(raw["activations"], raw["micro_batches"])
-    input_pipeline(raw["input"])  # a typo here fails now, not after the run
-    return RunConfig(raw, model_path, wafer_spec(raw["wafer"]), named_files(raw, base_dir))
+    return {
+        "tier": tier,
+        "dtype": dtype,
+        "memoryx": memoryx,
+        "swarmx": swarmx,
+        "optimizer": optimizer,
+        "strategies": strategies,
+        "sparsity": None if rule is None else SparsityRule(*rule),
+        "activations": raw["activations"],
+        "micro_batches": raw["micro_batches"],
+        "input": input_pipeline(raw["input"]),  # a typo here fails now, not after the run
+    }
+
+
+def _int_section(name: str, value: Any, keys: tuple[str, ...]) -> dict[str, int | None]:
+    """The ``memoryx`` or ``swarmx`` table's integers, each in its :data:`SECTION_RANGES`
+    (``memoryx`` ones may be null: the default)."""
+    _check_section(name, value, keys)
+    for key, number in value.items():
+        _check_int(f"{name}.{key}", number, *SECTION_RANGES[key], none_ok=name == "memoryx")
+    return dict(value)
 
 
 def _check_top_keys(data: dict[str, Any]) -> None:
@@ -301,9 +424,10 @@ def _model_path(model: Any, base_dir: Path) -> Path:
     return path
 
 
-def _check_choice(key: str, value: Any, allowed) -> None:
+def _choice(key: str, value: Any, allowed) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"{key}={excerpt(value)} is not one of: {', '.join(allowed)}")
+    return value
 
 
 def _listed(names: list[str]) -> str:
@@ -313,45 +437,66 @@ def _listed(names: list[str]) -> str:
     return text if len(text) <= EXCERPT_CHARS else excerpt(text)
 
 
-def _check_optimizer(section: Any) -> None:
-    """The optimizer is built once here, so that a bad table is refused at load: its keys
-    become keyword arguments, which must be text."""
+def _optimizer(section: Any) -> Optimizer:
+    """The optimizer, built here so that a bad table is refused at load: its keys become
+    keyword arguments, which must be text."""
     if not isinstance(section, dict) or "name" not in section or not all(map(_is_text, section)):
         raise ConfigError(
             f"optimizer must be a table with a 'name' and text keys, got {excerpt(section)}"
         )
-    make_optimizer(**section)
+    return make_optimizer(**section)
 
 
 def _is_text(value: Any) -> bool:
     return isinstance(value, str)
 
 
-def _check_strategies(names: Any) -> None:
+def _strategies(names: Any) -> tuple[str, ...] | None:
     if names is None:
-        return
+        return None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConfigError(f"strategies={excerpt(names)} must be a list of strategy names or null")
     strategies(names)  # an unknown name lists the valid ones
+    return tuple(names)
 
 
 def wafer_spec(wafer: Any) -> WaferSpec:
     """The spec named by the ``wafer`` section (a preset plus overrides)."""
+    return _spec(wafer_section(wafer))
+
+
+def _spec(wafer: WaferSection) -> WaferSpec:
+    base = preset(wafer.preset)
+    return base.replace(wafer.overrides) if wafer.overrides else base
+
+
+def wafer_section(wafer: Any) -> WaferSection:
+    """The ``wafer`` section checked: its keys, the preset, the defects and the overrides
+    (flattened: ``{pe: {x: 1}}`` is ``pe.x`` only)."""
     _check_section("wafer", wafer, WAFER_KEYS)
-    name = wafer.get("preset", DEFAULT_PRESET)
-    _check_choice("wafer.preset", name, PRESETS)
-    _check_defects(wafer.get("defects"))
+    name = _choice("wafer.preset", wafer.get("preset", DEFAULT_PRESET), PRESETS)
+    defects = _defects(wafer.get("defects"))
     overrides = wafer.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise ConfigError(f"wafer.overrides must be a table of spec keys, got {excerpt(overrides)}")
-    flat = flatten(overrides)  # {pe: {x: 1}}: pe.x only
+    flat = flatten(overrides)
     for key, value in flat.items():
         if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
             raise ConfigError(
                 f"wafer.overrides.{_listed([key])}={excerpt(value)} is out of range "
                 "[-2^63, 2^63 - 1]"
             )
-    return preset(name).replace(flat) if flat else preset(name)
+    return WaferSection(name, flat, defects)
+
+
+def _defects(defects: Any) -> DefectsSection | None:
+    """``wafer.defects`` (None when absent or empty: defect-free wafers)."""
+    _check_defects(defects)
+    if not defects:
+        return None
+    params = {key: value for key, value in defects.items() if key not in DEFECT_KEYS}
+    return DefectsSection(defects.get("model", DEFAULT_DEFECT_MODEL), defects.get("seed", 0),
+                          defects.get("repair", DEFAULT_REPAIR), params)  # fmt: skip
 
 
 def _check_defects(defects: Any) -> None:

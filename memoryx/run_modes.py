@@ -85,7 +85,7 @@ def run_mode(mode: str, config: RunConfig, out_dir: Path) -> ModeResult:
         plan = wafers[0].plan
         saved = [str(plan_path(compile_folder(out_dir, w), plan.model)) for w in range(len(wafers))]
         saved.append(str(write_config(config, out_dir)))
-    return ModeResult(mode, model.graph.name, config.spec.name, config["tier"],
+    return ModeResult(mode, model.graph.name, config.spec.name, config.tier,
                       count_wafers(config), pass_rows(plan), plan.totals.cycles, saved,
                       time.perf_counter() - start)  # fmt: skip
 
@@ -98,14 +98,15 @@ def validated_plan(config: RunConfig, model: ModelFile) -> Plan:
     check_activations_fit(model, config.spec, options, logical)
     plan, _ = compile_cached(config.model_path, config.spec, options, None, logical)
     validate_plan(config, plan)
-    load_dataset(config["data"], config["seed"])  # the files whole, as the run reads them
+    load_dataset(config.data, config.seed)  # the files whole, as the run reads them
     return plan
 
 
 def pass_rows(plan: Plan) -> list[PassRow]:
     rows = []
     for layer, name, placed in plan.placements():
-        shape = placed.gemm.shape() if isinstance(placed, GemmPlacement) else dict(placed.shape)
+        gemm = isinstance(placed, GemmPlacement)
+        shape = placed.gemm.shape().as_dict() if gemm else dict(placed.shape)
         rows.append(PassRow(layer.name, layer.op, name, shape, placed.algorithm,
                             placed.width_pes, placed.height_pes, placed.cycles))  # fmt: skip
     return rows

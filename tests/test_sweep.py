@@ -197,15 +197,64 @@ def test_failing_point_is_recorded_retried_once_and_the_others_finish(tmp_path):
     assert len(read_records(out)) == 3
 
 
-@pytest.mark.slow
-def test_missing_metric_fails_the_point_naming_the_result_keys(tmp_path):
-    """A metric the job does not return is a failed point whose error lists the keys."""
-    text = SMALL.replace("dead_pes]", "no_such_key]")
+def test_a_metric_the_job_cannot_return_is_refused_before_any_point_runs(tmp_path, capsys):
+    """A metric no result of the job holds is one line naming it and the job's result keys,
+    when the sweep file loads: no point runs and no table is written (exit status 2)."""
+    path = _write(tmp_path, SMALL.replace("dead_pes]", "workng_pes]"))
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    assert str(info.value) == (
+        f"{path}: metric 'workng_pes' is not in the job's result; scalar keys like it: "
+        "working_pes; see docs/fields.md, wafersim defects"
+    )
     out = tmp_path / "r.h5"
-    summary = run_sweep(load_sweep(_write(tmp_path, text)), out, serial=True)
-    assert summary.failed == 8
-    assert "'no_such_key'" in read_records(out)[0].error
-    assert "working_pes" in read_records(out)[0].error
+    assert main(["sweep", str(path), "--serial", "--out", str(out)]) == 2
+    assert "metric 'workng_pes'" in capsys.readouterr().err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"'no_such_key' is not in the job's result; see docs"):
+        load_sweep(_write(tmp_path, SMALL.replace("dead_pes]", "no_such_key]")))
+
+
+@pytest.mark.parametrize(
+    ("job", "metric"),
+    [("defects", "spec.pe.sram_bytes"), ("traffic", "saturated"), ("run", "step_cycles"),
+     ("run", "energy.per_step_j.total_j"), ("kernel", "pe_cycles_by_reason.idle"),
+     ("compile", "totals.cycles")],
+)  # fmt: skip
+def test_metrics_the_fields_table_and_the_modes_document_are_known(job, metric):
+    """Figures of the fields table (``*`` any key), echoed inputs, flags and a mode's own
+    figures are metrics a sweep file may name."""
+    from wafersim.sweeps.metrics import job_metrics
+
+    (read,) = job_metrics(job, (metric,))
+    assert read.keys == tuple(metric.split("."))
+
+
+def test_a_list_element_is_no_metric():
+    """A list's elements (``losses[]``) are documented figures but no metric: a metric is one
+    number per point."""
+    from wafersim.sweeps.metrics import job_metrics
+
+    with pytest.raises(ConfigError, match=r"'losses\[\]' is not in the job's result"):
+        job_metrics("run", ("losses[]",))
+
+
+def test_a_metric_reads_its_dotted_path_and_names_what_is_missing():
+    """A metric walks its dotted path; null is NaN, a flag 1 or 0, and a result without it
+    is a failed point naming the result's scalar keys."""
+    import math
+
+    from wafersim.sweeps.metrics import Metric
+
+    result = {"a": 1, "b": {"c": 2.5, "d": None}, "flag": True, "text": "x"}
+    assert Metric.named("b.c").read(result) == 2.5
+    assert math.isnan(Metric.named("b.d").read(result))
+    assert Metric.named("flag").read(result) == 1.0
+    with pytest.raises(ConfigError, match=r"metric 'b.e' is not in the job's result; scalar "
+                                          "keys: a, flag$"):  # fmt: skip
+        Metric.named("b.e").read(result)
+    with pytest.raises(ConfigError, match="metric 'text' is 'x', not a number"):
+        Metric.named("text").read(result)
 
 
 @pytest.mark.slow
@@ -306,7 +355,7 @@ def test_example_sweep_file_is_valid():
     """The ready defect-tolerance sweep in examples/sweeps loads: 5 x 3 x 4 points."""
     sweep = load_sweep(REPO / "examples" / "sweeps" / "defect_tolerance.yaml")
     assert len(sweep.points) == 60
-    assert "unrepaired_pes" in sweep.metrics
+    assert "unrepaired_pes" in sweep.metric_names
 
 
 @pytest.mark.slow

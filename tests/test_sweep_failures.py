@@ -15,18 +15,18 @@ from wafersim.wafer.errors import ConfigError
 
 from wafersim.cli import main
 from wafersim.plots.sweep import figure, left_out, left_out_note
-from wafersim.sweeps.config import load_sweep, parse_point_args
+from wafersim.sweeps.config import load_sweep
 from wafersim.sweeps.results import PointRecord, read_records
 from wafersim.sweeps.run import failure_kinds, run_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 SWEEPS = sorted((REPO / "examples" / "sweeps").glob("*.yaml"))
-MISSPELLED = """\
+FAILING = """\
 job: defects
-base: {preset: small, defect_density_per_cm2: 2.0}
+base: {preset: small, defect_density_per_cm2: 2.0, pe.sram_bytes: -4}
 axes:
   seed: [0, 1, 2]
-metrics: [working_pes, workng_pes]
+metrics: [working_pes]
 """
 
 
@@ -49,14 +49,14 @@ def _sweep_cli(argv: list[str]) -> int:
 def test_failed_points_exit_1_and_say_why_on_stderr(tmp_path, capsys):
     """A sweep with failed points prints its summary, each kind of error once with its
     count on stderr, and exits 1; the table is written and a rerun retries the points."""
-    sweep, out = _write(tmp_path, MISSPELLED), tmp_path / "r.h5"
+    sweep, out = _write(tmp_path, FAILING), tmp_path / "r.h5"
     argv = ["sweep", str(sweep), "--serial", "--out", str(out)]
     assert _sweep_cli(argv) == 1
     captured = capsys.readouterr()
     assert "3 points, 0 ok, 3 failed" in captured.out
     assert "3 of 3 points failed" in captured.err
-    assert captured.err.count("'workng_pes' is not in the job's result") == 1
-    assert "3 x (first: point 0) ConfigError: metric 'workng_pes'" in captured.err
+    assert captured.err.count("sram_bytes=-4 is out of range") == 1
+    assert "3 x (first: point 0) ConfigError: PESpec.sram_bytes=-4" in captured.err
     assert "rerunning retries 3 of them" in captured.err
     assert [r.attempts for r in read_records(out)] == [1, 1, 1]
     assert _sweep_cli([*argv, "--json"]) == 1  # the retry fails alike
@@ -131,14 +131,14 @@ def test_run_and_compile_files_resolve_against_the_sweep_files_folder(tmp_path, 
         job: compile
         base: {args: ../models/m.yaml}
         axes: {batch: [1]}
-        metrics: [cycles]
+        metrics: [totals.cycles]
         """, "c.yaml")  # fmt: skip
     (root / "elsewhere").mkdir()
     monkeypatch.chdir(root / "elsewhere")
-    args = parse_point_args(load_sweep(run).points[0].argv)
+    args = load_sweep(run).points[0].job.options
     assert args.config == str(root / "in" / "run.yaml")
     assert args.overrides == [f"model={root / 'models' / 'm.yaml'}"]
-    compiled = parse_point_args(load_sweep(compile_sweep).points[0].argv)
+    compiled = load_sweep(compile_sweep).points[0].job.options
     assert compiled.model == str(root / "models" / "m.yaml")
 
 
@@ -178,7 +178,7 @@ def test_every_shipped_sweep_validates_from_any_folder(tmp_path, monkeypatch):
         sweep = load_sweep(path)
         assert sweep.points, path
         for point in sweep.points if sweep.job == "run" else ():
-            args = parse_point_args(point.argv)
+            args = point.job.options
             load_run_config(args.config, parse_overrides(args.overrides))
 
 
@@ -193,7 +193,7 @@ def test_kernel_placement_points_fit_the_pes_sram():
     sweep = load_sweep(REPO / "examples" / "sweeps" / "kernel_placement.yaml")
     algos = set()
     for point in sweep.points:
-        args = parse_point_args(point.argv)
+        args = point.job.options
         spec = resolve_spec(args.preset, args.spec, parse_overrides(args.overrides))
         width, height = parse_grid(args.grid)
         shape = shape_of(args.kernel, args.m, args.k, args.n)
@@ -269,14 +269,14 @@ def test_each_band_takes_its_lines_colour():
 def test_an_interrupt_stops_the_sweep_rather_than_failing_a_point(tmp_path, monkeypatch, error):
     """Ctrl-C inside a point (a SystemError when it lands in Numba's code) stops the sweep,
     resumable: no point is recorded as failed."""
-    import wafersim.sweeps.run as sweep_module
+    import wafersim.commands.jobs as jobs_module
 
     class Interrupted:
         def execute(self, args):
             raise error
 
-    monkeypatch.setattr(sweep_module, "command", lambda job: Interrupted())
-    sweep = load_sweep(_write(tmp_path, MISSPELLED.replace(", workng_pes", "")))
+    monkeypatch.setattr(jobs_module, "command", lambda job: Interrupted())
+    sweep = load_sweep(_write(tmp_path, FAILING.replace(", pe.sram_bytes: -4", "")))
     out = tmp_path / "out.h5"
     with pytest.raises(type(error)):
         run_sweep(sweep, out=str(out), serial=True)

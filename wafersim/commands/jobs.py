@@ -10,6 +10,7 @@ others (``sweep``) finds them here without the table importing it back.
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +51,26 @@ class Command:
 
         with engine_used(args.engine):
             return self.run(args)
+
+
+@dataclass(frozen=True)
+class JobCall:
+    """One run of a subcommand: its name and its options, parsed and converted by the
+    subcommand's own parser (numbers as numbers, choices checked, ``key=value`` words in
+    ``options.overrides``), so that it runs by calling the job (:meth:`run`) with nothing
+    left to parse. It pickles: a sweep sends it as it is to a Dask worker."""
+
+    name: str
+    options: argparse.Namespace
+
+    def arguments(self) -> argparse.Namespace:
+        """A copy of the options for one run: a job may fill in a default on its options
+        (``kernel`` its ``--algo``), and a retried point starts from the options it had."""
+        return copy.deepcopy(self.options)
+
+    def run(self) -> dict[str, Any]:
+        """The job's JSON-ready result (:meth:`Command.execute`)."""
+        return command(self.name).execute(self.arguments())
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ def run_run_command(args: argparse.Namespace) -> dict[str, Any]:
     if args.seed:
         raise ConfigError("wafersim run takes its seed from the config: use seed=N")
     config = load_run_config(args.config, parse_overrides(args.overrides))
-    if args.engine != "cpu" and config["tier"] == "analytic":
+    if args.engine != "cpu" and config.tier == "analytic":
         raise ConfigError(f"--engine {args.engine} runs the cycle and fast tiers' engine runs; "
                           "tier analytic runs none")  # fmt: skip
     out = Path(args.out) if args.out else default_out(args.config, config.run_digest)
@@ -114,11 +114,11 @@ def _run(args: argparse.Namespace, config: RunConfig, out: Path) -> dict[str, An
     from wafersim.memoryx.run import run, validate_config
     from wafersim.plots.run import write_plots
 
-    if config["tier"] != "analytic":  # the engine compiles while the job starts
+    if config.tier != "analytic":  # the engine compiles while the job starts
         from wafersim.fabric.precompile import compile_in_background
 
         validate_config(config, out)  # a refused resume starts no compile (run checks again)
-        compile_in_background("programs", args.engine, half=config["dtype"] != "fp32")
+        compile_in_background("programs", args.engine, half=config.dtype != "fp32")
     line = progress_for(sys.stderr)
     started = time.perf_counter()
 

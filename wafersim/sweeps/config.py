@@ -27,6 +27,13 @@ A value that names an input file (``args`` of ``run`` and ``compile``, ``spec``,
 ``model`` is relative to the config: a sweep runs the same from any working directory. Points
 keep the values as written; their argv holds the absolute paths, checked to exist up front.
 
+Each point's argv (the line a user would type for it) is parsed once, here, by the CLI's own
+parser: a bad value is refused before anything runs with the CLI's own message, and the point
+holds its job as a :class:`~wafersim.commands.jobs.JobCall`, the job's typed options, which
+the sweep runs (in-process or on a Dask worker, sent as it is) with no parsing left. Its
+metrics are :class:`~wafersim.sweeps.metrics.Metric` records, each name checked here against
+what the job's result can hold.
+
 A sweep's identity is its file's bytes and the bytes of every file its points read
 (:attr:`SweepConfig.inputs`): those named above and, for ``run``, the files each point's run
 config names once its overrides are set (the model, a defect list, a data set's files:
@@ -54,9 +61,10 @@ from typing import Any
 
 import numpy as np
 
-from wafersim.commands.jobs import command
+from wafersim.commands.jobs import JobCall, command
 from wafersim.commands.options import add_engine_option
 from wafersim.commands.parser import build_parser, parse_command_line
+from wafersim.sweeps.metrics import Metric, job_metrics
 from wafersim.wafer.config_io import flatten, load_mapping, parse_overrides
 from wafersim.wafer.errors import ConfigError, excerpt
 
@@ -83,11 +91,13 @@ PARSER_PREFIX = re.compile(r"^[\w ]+: error: ")  # how argparse starts a usage e
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One run of the job: its index, its resolved config and the argv that runs it."""
+    """One run of the job: its index, its config as written, the command line a user would
+    type for it, and that line parsed into the job's typed options (what runs)."""
 
     index: int
     config: dict[str, Any]
     argv: tuple[str, ...]
+    job: JobCall
 
     def config_json(self) -> str:
         return json.dumps(self.config, sort_keys=True)
@@ -105,9 +115,14 @@ class SweepConfig:
     axes: dict[str, Any]
     samples: int | None
     sample_seed: int
-    metrics: tuple[str, ...]
+    metrics: tuple[Metric, ...]
     points: tuple[SweepPoint, ...]
     inputs: tuple[tuple[str, str], ...] = ()  # (path from the sweep's folder, its SHA-256)
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The metrics' names as the file gives them: the results table's columns."""
+        return tuple(metric.name for metric in self.metrics)
 
     def to_dict(self) -> dict[str, Any]:
         """The file's content as read (what the hash stands for), JSON-ready."""
@@ -118,7 +133,7 @@ class SweepConfig:
             "axes": self.axes,
             "samples": self.samples,
             "sample_seed": self.sample_seed,
-            "metrics": list(self.metrics),
+            "metrics": list(self.metric_names),
         }
 
 
@@ -143,7 +158,7 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
     panels = _panels(axes)
     samples = _samples(sampling, data.get("samples"))
     sample_seed = _int("sample_seed", data.get("sample_seed", 0), minimum=0)
-    metrics = _metrics(data.get("metrics"))
+    names = _metrics(data.get("metrics"))
     options = job_options(job)
     for panel in panels:
         _check_keys(job, base, panel, options)
@@ -152,9 +167,12 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
     for panel in panels:
         values += _axis_values(sampling, panel, samples, sample_seed)
     folder = path.parent.resolve()
-    points = tuple(_point(i, job, base, v, options, folder) for i, v in enumerate(values))
-    parsed = [parse_point_args(point.argv) for point in points]
-    check_outputs(job, points, parsed)
+    lines = [_point_argv(job, base, v, options, folder) for v in values]
+    points = tuple(
+        SweepPoint(i, {"job": job, **base, **v}, argv, JobCall(job, parse_point_args(argv)))
+        for i, (v, argv) in enumerate(zip(values, lines, strict=True))
+    )
+    check_outputs(job, points)
     return SweepConfig(
         path=str(path),
         sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
@@ -164,9 +182,9 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
         axes=axes,
         samples=samples,
         sample_seed=sample_seed,
-        metrics=metrics,
+        metrics=job_metrics(job, names),
         points=points,
-        inputs=input_digests(job, parsed, folder),
+        inputs=input_digests(job, [point.job.options for point in points], folder),
     )
 
 
@@ -372,14 +390,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _point(index: int, job: str, base: dict, values: dict, options: dict, folder: Path):
-    """Point ``index``: its config as written, its argv with input files made absolute."""
-    config = {"job": job, **base, **values}
+def _point_argv(job: str, base: dict, values: dict, options: dict, folder: Path):
+    """A point's argv (base and its axis values), its input files made absolute."""
     table = {
         **_resolve_paths(job, "base", base, options, folder),
         **_resolve_paths(job, "axes", values, options, folder),
     }
-    return SweepPoint(index, config, point_argv(job, table, options))
+    return point_argv(job, table, options)
 
 
 def _resolve_paths(job: str, field: str, table: dict, options: dict, folder: Path) -> dict:
@@ -460,13 +477,13 @@ def point_files(job: str, args: argparse.Namespace) -> list[Path]:
     return [path for path in files if path.is_file()]
 
 
-def check_outputs(job: str, points: tuple[SweepPoint, ...], parsed: list) -> None:
+def check_outputs(job: str, points: tuple[SweepPoint, ...]) -> None:
     """ConfigError, before any point runs, when two points would write one output (two
     ``run`` points of one config share a default folder): parallel points would write it
     together, and the folder would hold one's results under the other's config."""
     writers: dict[Path, int] = {}
-    for point, args in zip(points, parsed, strict=True):
-        for option, name in command(job).written(args).items():
+    for point in points:
+        for option, name in command(job).written(point.job.options).items():
             target = Path(name).resolve()
             if target in writers:
                 raise ConfigError(
@@ -517,7 +534,8 @@ def cli_parser(job: str) -> argparse.ArgumentParser:
 
 
 def parse_point_args(argv: tuple[str, ...]) -> argparse.Namespace:
-    """Parse a point's argv with the CLI's own parser; a usage error is a ConfigError."""
+    """Parse a point's argv with the CLI's own parser (once, when the sweep file loads); a
+    usage error is a ConfigError."""
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured):

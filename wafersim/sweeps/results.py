@@ -109,7 +109,7 @@ def _create(path: Path, sweep: SweepConfig) -> None:
             group.create_dataset(name, (0,), dtype=_STR, maxshape=(None,), chunks=(256,))
         for name in INT_COLUMNS:
             group.create_dataset(name, (0,), dtype=np.int64, maxshape=(None,), chunks=(256,))
-        for name in (*FLOAT_COLUMNS, *(f"metrics/{m}" for m in sweep.metrics)):
+        for name in (*FLOAT_COLUMNS, *(f"metrics/{m}" for m in sweep.metric_names)):
             group.create_dataset(name, (0,), dtype=np.float64, maxshape=(None,), chunks=(256,))
 
 

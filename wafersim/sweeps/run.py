@@ -5,6 +5,12 @@ point once (``MAX_ATTEMPTS``), writes each batch of finished points as it arrive
 progress through a callback. A point that raises is recorded as failed; the sweep goes on,
 and its summary groups the table's failed points by the kind of error (:class:`FailureKind`).
 On Dask, points travel in chunks that run about a second each (:class:`ChunkSizer`).
+
+A point runs as its typed job (:class:`~wafersim.commands.jobs.JobCall`, parsed when the
+sweep file loaded): the job's function is called with its options, and its metrics are read
+by their :class:`~wafersim.sweeps.metrics.Metric` records. On Dask the job travels pickled to
+a worker process, which keeps the sweep's own process safe from a point that crashes or runs
+out of memory (the chunk is sent again point by point; only such a point fails).
 """
 
 from __future__ import annotations
@@ -22,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wafersim.commands.jobs import command
-from wafersim.sweeps.config import SweepConfig, SweepPoint, cli_parser, parse_point_args
+from wafersim.sweeps.config import SweepConfig, SweepPoint, cli_parser
 from wafersim.sweeps.heap import WORKER_ENVIRON, keep_freed_memory
+from wafersim.sweeps.metrics import Metric
 from wafersim.sweeps.results import PointRecord, open_results, read_records, write_records
 from wafersim.wafer import __version__
 from wafersim.wafer.arith import ceil_div
@@ -97,15 +103,13 @@ class SweepSummary:
 Progress = Callable[[SweepProgress], None]
 
 
-def run_point(job: str, point: SweepPoint, metrics: tuple[str, ...], attempt: int) -> PointRecord:
+def run_point(point: SweepPoint, metrics: tuple[Metric, ...], attempt: int) -> PointRecord:
     """Run one point (on a worker or in-process); never raises: a failure is a record."""
     start = time.perf_counter()
-    seed, values, error = -1, {}, ""
+    seed, values, error = point.job.options.seed, {}, ""
     try:
-        args = parse_point_args(point.argv)
-        seed = args.seed
-        result = command(job).execute(args)
-        values = {name: _metric(result, name) for name in metrics}
+        result = point.job.run()
+        values = {metric.name: metric.read(result) for metric in metrics}
     except Exception as exc:  # any failure of a point is data, not a crash
         if interrupted(exc):  # the user stopped the sweep: stop, resumable, not a failed point
             raise
@@ -123,30 +127,10 @@ def run_point(job: str, point: SweepPoint, metrics: tuple[str, ...], attempt: in
     )
 
 
-def _metric(result: dict[str, Any], name: str) -> float:
-    """``result[name]`` as a float; a dotted name looks into nested tables."""
-    value: Any = result
-    for part in name.split("."):
-        if not isinstance(value, dict) or part not in value:
-            keys = ", ".join(sorted(k for k, v in result.items() if _is_scalar(v)))
-            raise ConfigError(f"metric {name!r} is not in the job's result; scalar keys: {keys}")
-        value = value[part]
-    if not _is_scalar(value):
-        raise ConfigError(f"metric {name!r} is {value!r}, not a number")
-    return float("nan") if value is None else float(value)
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, bool | int | float)
-
-
 def _check_engines(sweep: SweepConfig) -> None:
     """An engine that the points name and this machine cannot run (cuda without a GPU) is
     one error before any point runs, not a failed record for every point."""
-    engines = set()
-    for point in sweep.points:
-        words = point.argv
-        engines |= {words[i + 1] for i, word in enumerate(words[:-1]) if word == "--engine"}
+    engines = {getattr(point.job.options, "engine", "cpu") for point in sweep.points}
     if engines - {"cpu"}:
         from wafersim.fabric.engine import chunk_runner
 
@@ -296,7 +280,7 @@ def _run_serial(sweep: SweepConfig, jobs: list[tuple[SweepPoint, int]]) -> Itera
     _prepare_process(sweep.job)
     batch, start = [], time.perf_counter()
     for point, attempt in jobs:
-        batch.append(run_point(sweep.job, point, sweep.metrics, attempt))
+        batch.append(run_point(point, sweep.metrics, attempt))
         if time.perf_counter() - start >= CHUNK_TARGET_S:
             yield batch
             batch, start = [], time.perf_counter()
@@ -384,18 +368,18 @@ class _ChunkFeed:
         return records
 
 
-def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[str, ...]):
-    """Run a chunk of (point, attempt) on a worker: one record per point."""
+def run_points(job: str, chunk: list[tuple[SweepPoint, int]], metrics: tuple[Metric, ...]):
+    """Run a chunk of (point, attempt) of ``job`` on a worker: one record per point."""
     _prepare_worker(job)
-    return [run_point(job, point, metrics, attempt) for point, attempt in chunk]
+    return [run_point(point, metrics, attempt) for point, attempt in chunk]
 
 
 def _prepare_process(job: str) -> None:
     """Set-up before a process runs points (cheap after the first call): malloc thresholds
     (:mod:`wafersim.sweeps.heap`), Numba's set-up (its first call in a process) and the job's
-    CLI parser (building it imports the job's modules). Those two landed in the first
-    point's ``wall_s``, and the chunk sizer, fed that, sent small chunks for the next dozens
-    of points."""
+    modules, imported by building its CLI parser (a point itself is not parsed again). Those
+    two landed in the first point's ``wall_s``, and the chunk sizer, fed that, sent small
+    chunks for the next dozens of points."""
     from wafersim.sweeps import _numba_start  # not at import: `wafersim presets` needs no Numba
 
     keep_freed_memory()
