@@ -17,7 +17,7 @@ from typing import Literal, overload
 
 import numpy as np
 from wafersim.fabric.program import WORD_BYTES
-from wafersim.kernels import collectives, gemv, stencil
+from wafersim.kernels import collectives, fft, gemv, stencil
 from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
 from wafersim.kernels.gemm_shape import GemmShape
@@ -76,6 +76,21 @@ def _stencil(algo: str) -> Algorithm:
     return Algorithm(run, cycles)
 
 
+def _fft(algo: str) -> Algorithm:
+    def run(shape, grid, spec, dtype, seed):
+        _fp32_only("fft", dtype)
+        rng = np.random.default_rng(seed)
+        n = shape["n"]
+        x = rng.standard_normal((n, n, n)) + 1j * rng.standard_normal((n, n, n))
+        return fft.fft3d(x.astype(np.complex64), grid, spec)
+
+    def cycles(shape, rows, cols, spec, dtype):
+        _fp32_only("fft", dtype)
+        return fft.fft3d_cycles(shape["n"], rows, cols, spec)
+
+    return Algorithm(run, cycles)
+
+
 def _fp32_only(kernel: str, dtype: DType) -> None:
     if dtype != "fp32":
         raise ConfigError(f"dtype={excerpt(dtype)}: {kernel} runs in fp32 only")
@@ -89,6 +104,7 @@ KERNELS: dict[str, Mapping[str, Algorithm | GemmAlgorithm]] = {
         for op in ("broadcast", "scatter", "gather", "reduce", "allreduce")
     },
     "stencil": {algo: _stencil(algo) for algo in stencil.RADIUS},
+    "fft": {"pencil": _fft("pencil")},
 }
 SHAPE_KEYS = {"gemm": ("m", "k", "n"), "gemv": ("m", "n")}  # collectives, stencils: ("n",)
 DEFAULT_DIMENSION = 64  # m, k and n not given: enough for every algorithm on an 8x8 grid
@@ -226,7 +242,7 @@ def check_host_memory(kernel: str, shape: dict[str, int], rows: int, cols: int) 
 def sram_words(kernel, algo, shape, rows, cols, spec, dtype, options: dict) -> int:
     """SRAM words of the busiest PE, by the kernel's own footprint function (a GEMM's
     record, :func:`kernels.gemv.gemv_words`, :func:`kernels.stencil.stencil_words`,
-    :func:`kernels.collectives.collective_words`)."""
+    :func:`kernels.fft.fft3d_words`, :func:`kernels.collectives.collective_words`)."""
     record = algorithm(kernel, algo)
     if kernel == "gemm":
         timed = {k: v for k, v in options.items() if k != "density"}  # sram_words takes none
@@ -236,6 +252,9 @@ def sram_words(kernel, algo, shape, rows, cols, spec, dtype, options: dict) -> i
     if kernel == "stencil":  # a column that does not fit: one line naming n and its range
         stencil.check_column(shape["n"], spec, algo)
         return stencil.stencil_words(shape["n"], rows, cols, algo)
+    if kernel == "fft":  # a pencil that does not fit: one line naming n and its range
+        fft.check_pencil(shape["n"], spec)
+        return fft.fft3d_words(shape["n"], rows, cols)
     return collectives.collective_words(kernel, shape["n"])
 
 
@@ -246,6 +265,8 @@ def _drawn_values(kernel: str, shape: dict[str, int], rows: int, cols: int) -> i
         return m * k + k * n
     if kernel == "gemv":
         return shape["m"] * shape["n"] + shape["n"]
+    if kernel == "fft":
+        return 2 * shape["n"] ** 3  # real and imaginary parts
     return rows * cols * shape["n"]  # a stencil's columns, a collective's vectors
 
 

@@ -13,7 +13,7 @@ import wafersim.kernels.kernel_plan as kernel_plan
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.registry import KERNELS, run_kernel
 
-SHAPES = {"gemm": {"m": 32, "k": 32, "n": 32}, "gemv": {"m": 32, "n": 32}}
+SHAPES = {"gemm": {"m": 32, "k": 32, "n": 32}, "gemv": {"m": 32, "n": 32}, "fft": {"n": 4}}
 
 
 def cases():
