@@ -206,10 +206,32 @@ def stencil25_flops(strategies: tuple[str, ...] | None = None) -> Row:
     return Row(published, flops / est.seconds, "analytic", command)
 
 
+FFT_N = 512  # [Q] the paper's 512^3 on a 512 x 512 subgrid
+
+
+def fft3d_seconds(strategies: tuple[str, ...] | None = None) -> Row:
+    """A3: a 3D FFT of 512^3 complex fp32 values on 512 x 512 PEs of a CS-2 (Orenes-Vera et
+    al., ICS 2023); a kernel, no GEMM placement (``strategies`` does not apply)."""
+    published = Published(
+        "A3", "3D FFT 512^3 time", "CS-2, 512 x 512 PEs, fp32", 959e-6, "s",
+        "two transposes (the paper and the vendor's README count three: the third, back to "
+        "the input's layout, is left out); each transposed value passes every PE's ramp on "
+        "its way (the vendor's router filters let it pass by); the vendor's scalar loop over "
+        "a pass's blocks left out",
+    )  # fmt: skip
+    spec = preset("wse2")
+    grid = kernel_grid(FFT_N, FFT_N)
+    est = estimate("fft", "pencil", {"n": FFT_N}, grid, spec, tier="analytic")
+    command = (f"wafersim kernel fft --n {FFT_N} --grid {FFT_N}x{FFT_N} --tier analytic  "
+               "(seconds)")  # fmt: skip
+    return Row(published, est.seconds, "analytic", command)
+
+
 ROWS: tuple[Callable[[], Row], ...] = (
     *(functools.partial(training_row, run) for run in TRAINING_RUNS),
     *(functools.partial(cluster_row, run) for run in CLUSTER_RUNS),
     stencil25_flops,
+    fft3d_seconds,
 )
 
 
