@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from wafersim.wafer.yield_models import predicted_yield as predicted_yield
 
 
-__version__ = "0.4.0"  # 0.4.0: one namespace; plans, kernels and sweeps report anew
+__version__ = "0.5.0"  # 0.5.0: PE costs per instruction; typed values; wafersim in subpackages
 
 # Names a script needs, by the module defining each (``repair`` is left out: the package's
 # attribute ``repair`` is the module ``wafer.repair`` once that is imported).
