@@ -1,5 +1,6 @@
-"""Programs for the fabric (GEMMs, GEMVs, collectives), their analytic costs and the fast
-tier: run one on a kernel grid, or estimate it."""
+"""Programs for the fabric (GEMMs, GEMVs, collectives, stencils, FFTs), each family's record
+(its builders, analytic costs and SRAM footprints) and the fast tier: run one on a kernel
+grid, or estimate it."""
 
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,8 @@ from wafersim.wafer.lazy import lazy_exports
 if TYPE_CHECKING:
     from wafersim.fabric.engine import engine_used as engine_used
     from wafersim.kernels.algorithm import GemmAlgorithm as GemmAlgorithm
+    from wafersim.kernels.family import KernelAlgorithm as KernelAlgorithm
+    from wafersim.kernels.family import KernelFamily as KernelFamily
     from wafersim.kernels.fast_tier import fast_cycles as fast_cycles
     from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS as GEMM_ALGORITHMS
     from wafersim.kernels.gemm_algorithms import register as register
@@ -37,6 +40,8 @@ EXPORTS = {
     "KernelResult": "wafersim.kernels.result",
     "KERNELS": "wafersim.kernels.registry",
     "GemmAlgorithm": "wafersim.kernels.algorithm",
+    "KernelFamily": "wafersim.kernels.family",
+    "KernelAlgorithm": "wafersim.kernels.family",
     "GemmShape": "wafersim.kernels.gemm_shape",
     "GEMM_ALGORITHMS": "wafersim.kernels.gemm_algorithms",
     "register": "wafersim.kernels.gemm_algorithms",

@@ -142,8 +142,9 @@ class FastTierSampling:
 class GemmAlgorithm:
     """Everything known about one GEMM algorithm (see the module docstring for each field).
 
-    Records compare and hash by identity. ``run`` and ``cycles`` are the interface of
-    :class:`kernels.registry.Algorithm`, so a record is the registry's GEMM entry."""
+    Records compare and hash by identity. ``run``, ``cycles`` and ``footprint`` are the
+    interface of :class:`kernels.family.KernelAlgorithm`, so a record is the registry's GEMM
+    entry (the ``gemm`` family, :data:`kernels.gemm_algorithms.GEMM`)."""
 
     name: str
     apply: Callable[..., KernelResult]
@@ -215,6 +216,12 @@ class GemmAlgorithm:
             options["density"] = density
         self._check_inputs(options)
         return self.analytic_cycles(m, k, n, rows, cols, spec, dtype, **options)
+
+    def footprint(self, shape: GemmShape | Mapping[str, int], rows: int, cols: int,
+                  spec: WaferSpec, dtype: DType, density=1.0, **options) -> int:  # fmt: skip
+        """SRAM words of the busiest PE for GEMM ``shape`` (``sram_words``; ``density``
+        changes none of them: a pruned ``B`` still has its tiles' room)."""
+        return self.sram_words(*GemmShape.of(shape), rows, cols, spec, dtype, **options)
 
     def hops(self, shape: GemmShape | Mapping[str, int], rows: int, cols: int, dtype: DType,
              density=1.0, **options) -> int:  # fmt: skip

@@ -27,16 +27,20 @@ its lower level's colors again, in a new switch position of the routers where th
 Data come from ``np.random.default_rng(seed)``; ``dtype="fp16"`` packs two values a word for
 the data movements (a reduction adds fp32 words, so it takes ``fp32`` only).
 :func:`collective_cycles` is the analytic estimate: the sum of its levels' line estimates.
+:data:`COLLECTIVES` holds a family record an op (:mod:`kernels.family`): what the kernels'
+registry runs, estimates and refuses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric.program import WORD_BYTES, value_bytes
+from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name, columns_drawn
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, decode, encode, split
 from wafersim.kernels.lines import (
@@ -55,7 +59,7 @@ from wafersim.kernels.lines import (
 )
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
 from wafersim.kernels.wiring import palette_size
-from wafersim.wafer.dtypes import DType
+from wafersim.wafer.dtypes import DTYPE_NAMES, DType
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
@@ -134,12 +138,17 @@ def collective_cycles(
     of its levels' line estimates (:mod:`kernels.lines`), the levels running one after the
     other; a tree broadcast is one multicast, ``p2p`` over the farthest PE's hops."""
     _check(op, algo, scope, n_words, dtype, rows, cols)
+    lines = _scope_lines(op, algo, scope, rows, cols)
+    _check_colors(op, algo, scope, lines, spec)
+    return OPS[op].cycles(algo, lines, n_words, spec)
+
+
+def _scope_lines(op: str, algo: str, scope: str, rows: int, cols: int) -> list[tuple[int, int]]:
+    """The scope's levels as (length, root), bottom first, without one-PE lines."""
     at = _root_at(op, algo, rows, cols)
     dims = {"row": [(cols, at[1])], "column": [(rows, at[0])]}
     dims["grid"] = dims["row"] + dims["column"]
-    lines = [(n, root) for n, root in dims[scope] if n > 1]
-    _check_colors(op, algo, scope, lines, spec)
-    return OPS[op].cycles(algo, lines, n_words, spec)
+    return [(n, root) for n, root in dims[scope] if n > 1]
 
 
 def collective_words(op: str, n_words: int) -> int:
@@ -176,13 +185,18 @@ def _check(op, algo, scope, n_words, dtype, rows, cols) -> None:
     if not isinstance(n_words, int) or n_words < 1:
         raise ConfigError(f"n_words={excerpt(n_words)} must be an integer >= 1")
     if value_bytes(dtype) != WORD_BYTES and op in REDUCING:
-        raise ConfigError(f"dtype={excerpt(dtype)}: {op} adds fp32 words, so dtype must be 'fp32'")
+        raise ConfigError(f"dtype={excerpt(dtype)}: {_adds_fp32(op)}")
     shape = _scope_shape(scope, rows, cols)
     if shape[0] * shape[1] < 2:
         raise ConfigError(
             f"scope={scope!r} of a {rows}x{cols} grid has {shape[0] * shape[1]} PE: "
             "a collective needs at least 2"
         )
+
+
+def _adds_fp32(op: str) -> str:
+    """Why a reduction refuses a dtype of two values a word."""
+    return f"{op} adds fp32 words, so dtype must be 'fp32'"
 
 
 def _scope_shape(scope: str, rows: int, cols: int) -> tuple[int, int]:
@@ -477,3 +491,58 @@ OPS: dict[str, _Op] = {
     "reduce": _Op(_reduce, _reduce_cycles),
     "allreduce": _Op(_allreduce, _allreduce_cycles),
 }
+
+
+# ---- the records: a family an op, what the kernels' registry runs, estimates and refuses
+
+
+def run_collective(op: str, algo: str, shape: Shape, grid: KernelGrid, spec: WaferSpec,
+                   dtype: DType, seed: int, scope: str = "grid") -> KernelResult:  # fmt: skip
+    """:func:`collective` of ``shape["n"]`` words with data drawn from ``seed``."""
+    return collective(op, algo, shape["n"], grid, spec, dtype, scope, seed)
+
+
+def _shape_cycles(op: str, algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
+                  dtype: DType, scope: str = "grid") -> int:  # fmt: skip
+    return collective_cycles(op, algo, shape["n"], rows, cols, spec, dtype, scope)
+
+
+def _shape_words(op: str, algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
+                 dtype: DType, scope: str = "grid") -> int:  # fmt: skip
+    return collective_words(op, shape["n"])
+
+
+def collective_colors(op: str, algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
+                      scope: str = "grid") -> int:  # fmt: skip
+    """Colors :func:`collective` takes from the palette on a clean ``rows x cols`` grid
+    (:func:`colors_needed`, a reduction's upper level on its lower one's where the router
+    leaves too few): more than the router leaves kernels, and it is refused."""
+    _check(op, algo, scope, shape["n"], "fp32", rows, cols)
+    lines = _scope_lines(op, algo, scope, rows, cols)
+    return colors_needed(op, algo, lines, reuses_colors(op, algo, lines, palette_size(spec)))
+
+
+def _family(op: str) -> KernelFamily:
+    """The family of ``op``: one record per algorithm (:data:`ALGOS`)."""
+    reducing = op in REDUCING
+    return KernelFamily(
+        name=op,
+        algorithms=by_name(
+            KernelAlgorithm(
+                name=algo,
+                build=partial(run_collective, op),
+                analytic_cycles=partial(_shape_cycles, op),
+                sram_words=partial(_shape_words, op),
+                dtypes=("fp32",) if reducing else DTYPE_NAMES,
+                dtype_refusal=_adds_fp32(op) if reducing else "",
+                option_names=("scope",),
+                colors=partial(collective_colors, op),
+            )
+            for algo in ALGOS
+        ),
+        shape_keys=("n",),
+        drawn_values=columns_drawn,  # a vector a PE: a scatter's or gather's whole is less
+    )
+
+
+COLLECTIVES: tuple[KernelFamily, ...] = tuple(_family(op) for op in OPS)

@@ -73,9 +73,11 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric.program import WORD_BYTES, vector_cycles
+from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name
 from wafersim.kernels.grid import KernelGrid, kernel_grid
 from wafersim.kernels.kernel_plan import KernelPlan
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import PESpec, WaferSpec
 
@@ -487,3 +489,61 @@ def check_pencil(n: int, spec: WaferSpec) -> None:
             f"(two pencils, twiddle tables and relay slots: 15.5 n - 11 words a PE): it needs "
             f"{need} bytes of SRAM, available {spec.pe.sram_bytes} (pe.sram_bytes)"
         )
+
+
+# ---- the record: what the kernels' registry runs, estimates and refuses
+
+
+def run_fft3d(algo: str, shape: Shape, grid: KernelGrid, spec: WaferSpec, dtype: DType,
+              seed) -> KernelResult:  # fmt: skip
+    """:func:`fft3d` of an ``n x n x n`` complex64 grid (``n = shape["n"]``) whose real and
+    imaginary parts are standard normal, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    n = shape["n"]
+    x = rng.standard_normal((n, n, n)) + 1j * rng.standard_normal((n, n, n))
+    return fft3d(x.astype(np.complex64), grid, spec)
+
+
+def _shape_cycles(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
+                  dtype: DType) -> int:  # fmt: skip
+    return fft3d_cycles(shape["n"], rows, cols, spec)
+
+
+def _shape_words(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
+                 dtype: DType) -> int:  # fmt: skip
+    """:func:`fft3d_words`; a pencil that does not fit: one line naming n and its range."""
+    check_pencil(shape["n"], spec)
+    return fft3d_words(shape["n"], rows, cols)
+
+
+def fft3d_colors(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec) -> int:
+    """Colors :func:`fft3d` takes: each phase's hops alternate between two colors a
+    direction (:data:`PHASE_COLORS`), one where a line has a single hop."""
+    n = shape["n"]
+    check_grid(n, rows, cols)
+    return sum(min(n - 1, len(pair)) for phase in PHASE_COLORS.values() for pair in phase)
+
+
+def _drawn(shape: Shape, rows: int, cols: int) -> int:
+    """Real and imaginary parts of ``n^3`` values."""
+    return 2 * shape["n"] ** 3
+
+
+FFT = KernelFamily(
+    name="fft",
+    algorithms=by_name(
+        [
+            KernelAlgorithm(
+                name="pencil",
+                build=run_fft3d,
+                analytic_cycles=_shape_cycles,
+                sram_words=_shape_words,
+                dtypes=("fp32",),
+                dtype_refusal="fft runs in fp32 only",
+                colors=fft3d_colors,
+            )
+        ]
+    ),
+    shape_keys=("n",),
+    drawn_values=_drawn,
+)

@@ -1,4 +1,5 @@
-"""Every GEMM algorithm's record (:class:`kernels.algorithm.GemmAlgorithm`), by name.
+"""Every GEMM algorithm's record (:class:`kernels.algorithm.GemmAlgorithm`), by name, and
+the ``gemm`` kernel family (:data:`GEMM`) they make up.
 
 The kernels' registry (``kernels.registry.KERNELS["gemm"]``), the compiler and the fast tier
 all read this one table, so a record registered here (below, or at run time by a script or a
@@ -9,7 +10,9 @@ this one.
 from __future__ import annotations
 
 from wafersim.kernels.algorithm import GemmAlgorithm
+from wafersim.kernels.family import KernelFamily, Shape
 from wafersim.kernels.gemm_cannon import CANNON_INTERLEAVED, CANNON_NAIVE
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.gemm_summa import SUMMA
 from wafersim.kernels.gemm_systolic import SYSTOLIC
 from wafersim.kernels.gemm_weight_stream import WEIGHT_STREAM
@@ -55,3 +58,15 @@ register(SUMMA)
 register(CANNON_NAIVE)
 register(CANNON_INTERLEAVED)
 register(SYSTOLIC)
+
+
+def _drawn(shape: Shape, rows: int, cols: int) -> int:
+    """``A`` and ``B``."""
+    m, k, n = GemmShape.of(shape)
+    return m * k + k * n
+
+
+# The family: the same table, so an algorithm registered at run time is in it.
+GEMM = KernelFamily(
+    name="gemm", algorithms=GEMM_ALGORITHMS, shape_keys=("m", "k", "n"), drawn_values=_drawn
+)

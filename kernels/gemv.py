@@ -28,14 +28,21 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric.program import fmacs_cycles, words
+from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name
 from wafersim.kernels.gemm_common import matmul_cycles
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, decode, encode, split
-from wafersim.kernels.lines import line_streams, reduce_colors, reduce_cycles, reduce_line
+from wafersim.kernels.lines import (
+    REDUCE_ALGOS,
+    line_streams,
+    reduce_colors,
+    reduce_cycles,
+    reduce_line,
+)
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import OUTPUTS, check_choice
 from wafersim.wafer.arith import ceil_div
-from wafersim.wafer.dtypes import DType
+from wafersim.wafer.dtypes import DTYPE_NAMES, DType
 from wafersim.wafer.geometry import E, S
 from wafersim.wafer.spec import WaferSpec
 
@@ -296,3 +303,60 @@ def _gathered(at: _Placement, grid: KernelGrid, spec, ends: np.ndarray, mi: int)
         arrive = int(ends[i]) + p2p_cycles(spec, hops, mi)
         out[i] = busy[port] = max(busy.get(port, 0) + spec.pe.op_startup_cycles + mi, arrive)
     return out
+
+
+# ---- the record: what the kernels' registry runs, estimates and refuses
+
+
+def run_gemv(algo: str, shape: Shape, grid: KernelGrid, spec: WaferSpec, dtype: DType, seed,
+             **timed) -> KernelResult:  # fmt: skip
+    """:func:`gemv` of ``shape`` (``m``, ``n``) with standard normal float32 ``A`` and ``x``
+    drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((shape["m"], shape["n"])).astype(np.float32)
+    x = rng.standard_normal(shape["n"]).astype(np.float32)
+    return gemv(a, x, grid, spec, algo, dtype, **timed)
+
+
+def _shape_cycles(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec, dtype: DType,
+                  **timed) -> int:  # fmt: skip
+    return gemv_cycles(shape["m"], shape["n"], rows, cols, spec, algo, dtype, **timed)
+
+
+def _shape_words(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec, dtype: DType,
+                 **timed) -> int:  # fmt: skip
+    return gemv_words(shape["m"], shape["n"], rows, cols, dtype, **timed)
+
+
+def gemv_colors(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
+                inputs: str = "streamed", outputs: str = "in_place") -> int:  # fmt: skip
+    """Colors :func:`gemv` takes from the palette on a clean grid: the row reduction's
+    (:func:`kernels.lines.reduce_colors`), ``x``'s (streamed) and the gathered ``y``'s."""
+    check_choice("inputs", inputs, INPUTS)
+    check_choice("outputs", outputs, OUTPUTS)
+    stream, gathered = inputs == "streamed", outputs == "gathered"
+    return reduce_colors(algo, cols, 0) + stream + gathered
+
+
+def _drawn(shape: Shape, rows: int, cols: int) -> int:
+    """``A`` and ``x``."""
+    return shape["m"] * shape["n"] + shape["n"]
+
+
+GEMV = KernelFamily(
+    name="gemv",
+    algorithms=by_name(
+        KernelAlgorithm(
+            name=algo,
+            build=run_gemv,
+            analytic_cycles=_shape_cycles,
+            sram_words=_shape_words,
+            dtypes=DTYPE_NAMES,
+            option_names=("inputs", "outputs"),
+            colors=gemv_colors,
+        )
+        for algo in REDUCE_ALGOS
+    ),
+    shape_keys=("m", "n"),
+    drawn_values=_drawn,
+)

@@ -1,134 +1,74 @@
 """Every kernel by name: run one on the cycle engine, or get its analytic cycle count.
 
-``KERNELS[kernel][algo]`` has ``run(shape, grid, spec, dtype, seed, **opts)`` on the engine
-and ``cycles(shape, rows, cols, spec, dtype, **opts)`` analytically. Inputs are drawn from the
-seed (standard normal float32), so a run is reproducible from its arguments. GEMV and the
-collectives are :class:`Algorithm` entries built here; ``KERNELS["gemm"]`` is the table of
-GEMM records (:mod:`kernels.gemm_algorithms`), each of which also holds everything the
-compiler and the fast tier need (:mod:`kernels.algorithm`).
+A table of kernel families (:class:`kernels.family.KernelFamily`), each defined beside its
+builder: ``gemm`` (:mod:`kernels.gemm_algorithms`), ``gemv``, the collectives, ``stencil``
+and ``fft``. ``KERNELS[kernel][algo]`` is an algorithm's record, with
+``run(shape, grid, spec, dtype, seed, **opts)`` on the engine,
+``cycles(shape, rows, cols, spec, dtype, **opts)`` analytically and
+``footprint(shape, rows, cols, spec, dtype, **opts)``, its busiest PE's SRAM words. Inputs
+are drawn from the seed (standard normal float32), so a run is reproducible from its
+arguments. A GEMM's record (:class:`kernels.algorithm.GemmAlgorithm`) also holds everything
+the compiler and the fast tier need. Nothing here is particular to one kernel: every fact
+is read from its family's record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal, overload
 
-import numpy as np
 from wafersim.fabric.program import WORD_BYTES
-from wafersim.kernels import collectives, fft, gemv, stencil
 from wafersim.kernels.algorithm import GemmAlgorithm
-from wafersim.kernels.gemm_algorithms import GEMM_ALGORITHMS
-from wafersim.kernels.gemm_shape import GemmShape
+from wafersim.kernels.collectives import COLLECTIVES
+from wafersim.kernels.family import Algorithm, KernelFamily
+from wafersim.kernels.fft import FFT
+from wafersim.kernels.gemm_algorithms import GEMM
+from wafersim.kernels.gemv import GEMV
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.result import KernelResult
+from wafersim.kernels.stencil import STENCIL
 from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
-
-@dataclass(frozen=True)
-class Algorithm:
-    """A GEMV or collective: ``run`` draws its inputs from a seed, ``cycles`` estimates. (A
-    GEMM record has both too, and ``apply(a, b, grid, spec, dtype, **opts)``, which
-    multiplies the operands given: a training run's activations and weights.)"""
-
-    run: Callable[..., KernelResult]
-    cycles: Callable[..., int]
-    option_names: tuple[str, ...] = ()  # the keyword options run and cycles take
-
-
-def _gemv(algo: str) -> Algorithm:
-    def run(shape, grid, spec, dtype, seed, **timed):
-        rng = np.random.default_rng(seed)
-        a = rng.standard_normal((shape["m"], shape["n"])).astype(np.float32)
-        x = rng.standard_normal(shape["n"]).astype(np.float32)
-        return gemv.gemv(a, x, grid, spec, algo, dtype, **timed)
-
-    def cycles(shape, rows, cols, spec, dtype, **timed):
-        return gemv.gemv_cycles(shape["m"], shape["n"], rows, cols, spec, algo, dtype, **timed)
-
-    return Algorithm(run, cycles, ("inputs", "outputs"))
-
-
-def _collective(op: str, algo: str) -> Algorithm:
-    def run(shape, grid, spec, dtype, seed, scope="grid"):
-        return collectives.collective(op, algo, shape["n"], grid, spec, dtype, scope, seed)
-
-    def cycles(shape, rows, cols, spec, dtype, scope="grid"):
-        return collectives.collective_cycles(op, algo, shape["n"], rows, cols, spec, dtype, scope)
-
-    return Algorithm(run, cycles, ("scope",))
-
-
-def _stencil(algo: str) -> Algorithm:
-    def run(shape, grid, spec, dtype, seed):
-        _fp32_only("stencil", dtype)
-        rng = np.random.default_rng(seed)
-        u = rng.standard_normal((grid.rows, grid.cols, shape["n"])).astype(np.float32)
-        return stencil.stencil(u, grid, spec, algo)
-
-    def cycles(shape, rows, cols, spec, dtype):
-        _fp32_only("stencil", dtype)
-        return stencil.stencil_cycles(shape["n"], rows, cols, spec, algo)
-
-    return Algorithm(run, cycles)
-
-
-def _fft(algo: str) -> Algorithm:
-    def run(shape, grid, spec, dtype, seed):
-        _fp32_only("fft", dtype)
-        rng = np.random.default_rng(seed)
-        n = shape["n"]
-        x = rng.standard_normal((n, n, n)) + 1j * rng.standard_normal((n, n, n))
-        return fft.fft3d(x.astype(np.complex64), grid, spec)
-
-    def cycles(shape, rows, cols, spec, dtype):
-        _fp32_only("fft", dtype)
-        return fft.fft3d_cycles(shape["n"], rows, cols, spec)
-
-    return Algorithm(run, cycles)
-
-
-def _fp32_only(kernel: str, dtype: DType) -> None:
-    if dtype != "fp32":
-        raise ConfigError(f"dtype={excerpt(dtype)}: {kernel} runs in fp32 only")
-
-
-KERNELS: dict[str, Mapping[str, Algorithm | GemmAlgorithm]] = {
-    "gemm": GEMM_ALGORITHMS,  # the same table: an algorithm registered at run time is here
-    "gemv": {algo: _gemv(algo) for algo in ("chain", "tree", "ktree")},
-    **{
-        op: {algo: _collective(op, algo) for algo in ("chain", "tree", "ktree")}
-        for op in ("broadcast", "scatter", "gather", "reduce", "allreduce")
-    },
-    "stencil": {algo: _stencil(algo) for algo in stencil.RADIUS},
-    "fft": {"pencil": _fft("pencil")},
+FAMILIES: dict[str, KernelFamily] = {
+    record.name: record for record in (GEMM, GEMV, *COLLECTIVES, STENCIL, FFT)
 }
-SHAPE_KEYS = {"gemm": ("m", "k", "n"), "gemv": ("m", "n")}  # collectives, stencils: ("n",)
+# Each family's algorithms by name; ``KERNELS["gemm"]`` is the GEMM table itself, so an
+# algorithm registered at run time is here.
+KERNELS: dict[str, Mapping[str, Algorithm]] = {
+    name: record.algorithms for name, record in FAMILIES.items()
+}
+HOST_BYTES_PER_VALUE = 12  # a drawn input value: float64 as drawn, then float32
 DEFAULT_DIMENSION = 64  # m, k and n not given: enough for every algorithm on an 8x8 grid
+
+
+def family(kernel: str) -> KernelFamily:
+    """The registered family; an unknown name is an error listing the valid ones."""
+    if kernel not in FAMILIES:
+        raise ConfigError(f"kernel={excerpt(kernel)} is not one of: {', '.join(FAMILIES)}")
+    return FAMILIES[kernel]
 
 
 @overload
 def algorithm(kernel: Literal["gemm"], algo: str) -> GemmAlgorithm: ...
 @overload
-def algorithm(kernel: str, algo: str) -> Algorithm | GemmAlgorithm: ...
-def algorithm(kernel: str, algo: str) -> Algorithm | GemmAlgorithm:
+def algorithm(kernel: str, algo: str) -> Algorithm: ...
+def algorithm(kernel: str, algo: str) -> Algorithm:
     """The registered algorithm; an unknown name is an error listing the valid ones."""
-    if kernel not in KERNELS:
-        raise ConfigError(f"kernel={excerpt(kernel)} is not one of: {', '.join(KERNELS)}")
-    if algo not in KERNELS[kernel]:
+    algorithms = family(kernel).algorithms
+    if algo not in algorithms:
         raise ConfigError(
-            f"algo={excerpt(algo)} is not one of the {kernel} algorithms: "
-            f"{', '.join(KERNELS[kernel])}"
+            f"algo={excerpt(algo)} is not one of the {kernel} algorithms: {', '.join(algorithms)}"
         )
-    return KERNELS[kernel][algo]
+    return algorithms[algo]
 
 
 def shape_keys(kernel: str) -> tuple[str, ...]:
-    """The dimensions ``kernel`` takes: m, k, n for a GEMM, m, n for a GEMV, n for the rest."""
-    return SHAPE_KEYS.get(kernel, ("n",))
+    """The dimensions ``kernel`` takes (its family's): m, k, n for a GEMM, m, n for a GEMV,
+    n for the rest."""
+    return family(kernel).shape_keys
 
 
 def shape_of(kernel: str, m: int | None, k: int | None, n: int | None) -> dict[str, int]:
@@ -231,7 +171,8 @@ def check_sram(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype
 def check_host_memory(kernel: str, shape: dict[str, int], rows: int, cols: int) -> None:
     """ConfigError when the inputs an engine run draws (float64, then float32) exceed the
     host's available memory: a 100k^3 GEMM on 2 x 2 PEs asked numpy for 74.5 GiB."""
-    need, have = _drawn_values(kernel, shape, rows, cols) * 12, _available_memory()
+    drawn = family(kernel).drawn_values(shape, rows, cols)
+    need, have = drawn * HOST_BYTES_PER_VALUE, _available_memory()
     if have is not None and need > have:
         raise ConfigError(
             f"{kernel} {shape} needs about {need / 2**30:.1f} GiB of host memory for its "
@@ -240,34 +181,10 @@ def check_host_memory(kernel: str, shape: dict[str, int], rows: int, cols: int) 
 
 
 def sram_words(kernel, algo, shape, rows, cols, spec, dtype, options: dict) -> int:
-    """SRAM words of the busiest PE, by the kernel's own footprint function (a GEMM's
-    record, :func:`kernels.gemv.gemv_words`, :func:`kernels.stencil.stencil_words`,
-    :func:`kernels.fft.fft3d_words`, :func:`kernels.collectives.collective_words`)."""
-    record = algorithm(kernel, algo)
-    if kernel == "gemm":
-        timed = {k: v for k, v in options.items() if k != "density"}  # sram_words takes none
-        return record.sram_words(*GemmShape.of(shape), rows, cols, spec, dtype, **timed)
-    if kernel == "gemv":
-        return gemv.gemv_words(shape["m"], shape["n"], rows, cols, dtype, **options)
-    if kernel == "stencil":  # a column that does not fit: one line naming n and its range
-        stencil.check_column(shape["n"], spec, algo)
-        return stencil.stencil_words(shape["n"], rows, cols, algo)
-    if kernel == "fft":  # a pencil that does not fit: one line naming n and its range
-        fft.check_pencil(shape["n"], spec)
-        return fft.fft3d_words(shape["n"], rows, cols)
-    return collectives.collective_words(kernel, shape["n"])
-
-
-def _drawn_values(kernel: str, shape: dict[str, int], rows: int, cols: int) -> int:
-    """Input values an engine run draws on the host."""
-    if kernel == "gemm":
-        m, k, n = GemmShape.of(shape)
-        return m * k + k * n
-    if kernel == "gemv":
-        return shape["m"] * shape["n"] + shape["n"]
-    if kernel == "fft":
-        return 2 * shape["n"] ** 3  # real and imaginary parts
-    return rows * cols * shape["n"]  # a stencil's columns, a collective's vectors
+    """SRAM words of the busiest PE, by the algorithm record's own footprint (which refuses
+    a shape no PE could hold with a line of its own, as a stencil's column or an FFT's
+    pencil too long)."""
+    return algorithm(kernel, algo).footprint(shape, rows, cols, spec, dtype, **options)
 
 
 def _available_memory() -> int | None:

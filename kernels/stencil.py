@@ -61,9 +61,11 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric.program import WORD_BYTES, matmul_column_cycles
+from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name, columns_drawn
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, decode, encode
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
@@ -264,3 +266,54 @@ def _streams(p: int, q: int, r: int) -> int:
     """Neighbour columns the PE in the middle of a ``p x q`` grid takes in, the most any
     PE does: up to ``r`` a side along its column and along its row."""
     return min(p - 1, 2 * r) + min(q - 1, 2 * r)
+
+
+# ---- the record: what the kernels' registry runs, estimates and refuses
+
+
+def run_stencil(algo: str, shape: Shape, grid: KernelGrid, spec: WaferSpec, dtype: DType,
+                seed) -> KernelResult:  # fmt: skip
+    """:func:`stencil` of standard normal float32 columns of ``shape["n"]`` cells, one a PE
+    of ``grid``, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((grid.rows, grid.cols, shape["n"])).astype(np.float32)
+    return stencil(u, grid, spec, algo)
+
+
+def _shape_cycles(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
+                  dtype: DType) -> int:  # fmt: skip
+    return stencil_cycles(shape["n"], rows, cols, spec, algo)
+
+
+def _shape_words(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
+                 dtype: DType) -> int:  # fmt: skip
+    """:func:`stencil_words`; a column that does not fit: one line naming n and its range."""
+    check_column(shape["n"], spec, algo)
+    return stencil_words(shape["n"], rows, cols, algo)
+
+
+def stencil_colors(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec) -> int:
+    """Colors :func:`stencil` takes on a clean grid: a direction's streams take color
+    ``(line position) mod (r + 1)`` of its own ``r + 1``, so a line of ``L`` PEs takes
+    ``min(L - 1, r + 1)`` of them each way."""
+    r = _radius(algo)
+    return 2 * min(cols - 1, r + 1) + 2 * min(rows - 1, r + 1)
+
+
+STENCIL = KernelFamily(
+    name="stencil",
+    algorithms=by_name(
+        KernelAlgorithm(
+            name=algo,
+            build=run_stencil,
+            analytic_cycles=_shape_cycles,
+            sram_words=_shape_words,
+            dtypes=("fp32",),
+            dtype_refusal="stencil runs in fp32 only",
+            colors=stencil_colors,
+        )
+        for algo in RADIUS
+    ),
+    shape_keys=("n",),
+    drawn_values=columns_drawn,  # a column a PE
+)
