@@ -114,16 +114,26 @@ class WorkingGrid:
         }
 
 
+def largest_island(mesh: Mesh) -> np.ndarray:
+    """bool (H, W): the working PEs of ``mesh``'s largest island (:func:`fabric.reroute.islands`),
+    the one work goes to; of islands of one size, the first in row-major order. All False
+    when no PE works."""
+    labels = islands(mesh)
+    sizes = np.bincount(labels[labels >= 0])
+    if sizes.size == 0:
+        return np.zeros(labels.shape, bool)
+    return labels == int(sizes.argmax())
+
+
 def _cut_off(holes: np.ndarray, dead_link: np.ndarray) -> np.ndarray:
     """bool (H, W): working PEs outside the largest island of working PEs and links."""
     if not dead_link.any() and not holes.any():
         return np.zeros(holes.shape, bool)
     height, width = holes.shape
-    labels = islands(Mesh(width, height, ~holes, mirror_links(dead_link)))
-    sizes = np.bincount(labels[labels >= 0])
-    if sizes.size == 0:
+    island = largest_island(Mesh(width, height, ~holes, mirror_links(dead_link)))
+    if not island.any():
         raise ConfigError("the logical grid has no working PE: nothing to compile onto")
-    return (labels >= 0) & (labels != int(sizes.argmax()))
+    return ~holes & ~island
 
 
 class Lines:

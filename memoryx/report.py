@@ -29,10 +29,10 @@ from wafersim.compiler.plan_records import GemmPlacement, Plan, to_json
 from wafersim.compiler.tile_order import IN_PASSES
 from wafersim.fabric.engine import REASON_NAMES
 from wafersim.fabric.program import value_bytes
-from wafersim.memoryx.data import input_bound, input_pipeline
+from wafersim.memoryx.data import input_bound
 from wafersim.memoryx.energy import cost_report, energy_report, layer_energy, segment_events
 from wafersim.memoryx.run import RunResult, Wafer, optimizer_of, stream_edge
-from wafersim.memoryx.run_config import write_config
+from wafersim.memoryx.run_config import RunConfig, write_config
 from wafersim.memoryx.run_events import write_events
 from wafersim.memoryx.streaming import no_stall_threshold
 from wafersim.memoryx.swarmx import scaling, tree_levels
@@ -50,8 +50,8 @@ def performance(result: RunResult) -> dict[str, Any]:
     slowest = max(range(len(result.streams)), key=lambda w: result.streams[w].total_cycles)
     stream = result.streams[slowest]
     summary = stream.summary()
-    steps, wafers = config["steps"], len(result.wafers)
-    samples = steps * config["batch"] * wafers
+    steps, wafers = config.steps, len(result.wafers)
+    samples = steps * config.batch * wafers
     seconds = summary["total_cycles"] / spec.clock_hz
     est_step_s = result.wafers[slowest].plan.totals.seconds
     fed = _input(result, samples / seconds)
@@ -61,7 +61,7 @@ def performance(result: RunResult) -> dict[str, Any]:
     out = {
         "compile_time_s": result.compile_time_s,
         "programming_time_s": programming_time_s(result.wafers[slowest].plan, spec),
-        "est_samples_per_sec": config["batch"] * wafers / est_step_s,
+        "est_samples_per_sec": config.batch * wafers / est_step_s,
         "samples_per_sec": rate,
         "wafer_samples_per_sec": samples / seconds,
         "total_samples": samples,
@@ -83,22 +83,29 @@ def performance(result: RunResult) -> dict[str, Any]:
         "wafers": wafers,
         "slowest_wafer": slowest,
         **_working(result.wafers[slowest].plan, spec),
-        "tier": config["tier"],
+        "tier": config.tier,
         "activations_kept": to_json(result.wafers[slowest].plan.activations),
         "swarmx": _swarmx(result, summary["total_cycles"]),
         "sparsity": _sparsity(result),
         "pe_cycles_by_reason": _reasons(result),
         "energy": energy_report(plan, events, spec, steps, samples / rate),
-        "cost": cost_report(spec, config["wafer"].get("defects"), rate, wafers),
+        "cost": cost_report(spec, _defects(config), rate, wafers),
         "layers": _layers(stream, layer_energy(events, spec, steps)),
         **fed,
         **_training(result),
         "config": config.raw,
         "spec": spec.to_dict(),
-        "seed": config["seed"],
+        "seed": config.seed,
         "wafersim_version": wafer.__version__,
     }
     return out
+
+
+def _defects(config: RunConfig) -> dict[str, Any] | None:
+    """The run's defect model as :func:`memoryx.energy.cost_report` reads it (None: the
+    wafers are defect-free)."""
+    defects = config.wafer.defects
+    return None if defects is None else defects.to_dict()
 
 
 def _layers(stream, energies: list[dict[str, float]]) -> list[dict[str, Any]]:
@@ -111,7 +118,7 @@ def run_seconds(result: RunResult) -> float:
     the input pipeline's where that is slower (performance.json's ``total_time_s``)."""
     config, spec = result.config, result.config.spec
     cycles = max(stream.total_cycles for stream in result.streams)
-    samples = config["steps"] * config["batch"] * len(result.wafers)
+    samples = config.steps * config.batch * len(result.wafers)
     wafer_rate = samples / (cycles / spec.clock_hz)
     return samples / min(wafer_rate, _input(result, wafer_rate)["input_samples_per_s"])
 
@@ -159,11 +166,11 @@ def _sparsity(result: RunResult) -> dict[str, Any] | None:
     (the compressed stream, indices included, against the dense one) and, on the cycle tier,
     cycles (each sparse pass also ran once with its dense program); on the other tiers the
     plan's compressed bytes (its cycles already count the skipped zeros)."""
-    if not result.config["sparsity"]:
+    if result.config.sparsity is None:
         return None
     history, wafer_plan = result.history, result.wafers[0].plan
     size = value_bytes(wafer_plan.options["dtype"])
-    steps = result.config["steps"] * wafer_plan.activations.micro_batches
+    steps = result.config.steps * wafer_plan.activations.micro_batches
     passes = {f"{lay.name}/{p}": placed for lay, p, placed in wafer_plan.placements()}
     if history is not None:
         streamed = history.stream_bytes
@@ -178,7 +185,7 @@ def _sparsity(result: RunResult) -> dict[str, Any] | None:
     dense = sum(passes[key].gemm.k * passes[key].gemm.n * size for key in streamed) * steps
     sent = sum(streamed.values()) * steps
     out = {
-        "config": result.config["sparsity"],
+        "config": result.config.raw["sparsity"],  # the section as written
         "dense_bytes": dense,
         "streamed_bytes": sent,
         "streamed_fraction": sent / dense if dense else 1.0,
@@ -203,8 +210,7 @@ def _reasons(result: RunResult) -> dict[str, int] | None:
 
 
 def _input(result: RunResult, wafer_samples_per_s: float) -> dict[str, Any]:
-    pipeline = input_pipeline(result.config["input"])
-    return input_bound(pipeline, result.data.bytes_per_sample, wafer_samples_per_s)
+    return input_bound(result.config.input, result.data.bytes_per_sample, wafer_samples_per_s)
 
 
 def _training(result: RunResult) -> dict[str, Any]:

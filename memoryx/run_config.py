@@ -73,6 +73,7 @@ from wafersim.memoryx.store import check_init_std
 from wafersim.memoryx.swarmx import MAX_WAFERS
 from wafersim.wafer.atomic import atomic_path, write_json
 from wafersim.wafer.config_io import flatten, load_mapping
+from wafersim.wafer.dtypes import DTYPE_NAMES, DType
 from wafersim.wafer.errors import EXCERPT_CHARS, ConfigError, excerpt
 from wafersim.wafer.presets import DEFAULT_PRESET, PRESETS, preset
 from wafersim.wafer.repair import DEFAULT_REPAIR
@@ -144,6 +145,10 @@ class DefectsSection:
     repair: str
     params: dict[str, Any]
 
+    def to_dict(self) -> dict[str, Any]:
+        """The section as a table, its defaults filled in (the model's parameters last)."""
+        return {"model": self.model, "seed": self.seed, "repair": self.repair, **self.params}
+
 
 @dataclass(frozen=True)
 class WaferSection:
@@ -199,7 +204,7 @@ class RunConfig:
     input: InputPipeline
     batch: int
     seq: int | None  # None: the model's context
-    dtype: str
+    dtype: DType
     optimizer: Optimizer
     steps: int
     tier: str
@@ -215,11 +220,6 @@ class RunConfig:
     activations: str
     micro_batches: int | None  # None: the fewest that fit
     files: tuple[Path, ...] = ()  # every file it names (:func:`named_files`)
-
-    def __getitem__(self, key: str) -> Any:
-        """The resolved table's ``key`` as written, for readers of the JSON-ready table
-        (:mod:`memoryx.report` echoes it); the run reads the typed attributes."""
-        return self.raw[key]
 
     @property
     def training(self) -> dict[str, Any]:
@@ -273,10 +273,10 @@ def config_path(value: Any, base_dir: Path) -> Path | None:
 def _resolve_paths(raw: dict[str, Any], base_dir: Path) -> None:
     """Make the :data:`PATH_KEYS` in ``raw`` absolute, the one place the run reads them from."""
     for *tables, key in PATH_KEYS:
-        table = _lookup(raw, tables)
+        table = _lookup(raw, tuple(tables))
         value = table.get(key) if isinstance(table, dict) else None
         path = config_path(value, base_dir)
-        if path is not None and not Path(value).is_absolute():
+        if path is not None and isinstance(value, str) and not Path(value).is_absolute():
             table[key] = str(_absolute(path, ".".join((*tables, key))))
 
 
@@ -375,7 +375,7 @@ def _sections(raw: dict[str, Any]) -> dict[str, Any]:
     """The typed values of ``raw`` but the integers, the wafer and the data set, by field
     name of :class:`RunConfig`."""
     tier = _choice("tier", raw["tier"], TIERS)
-    dtype = _choice("dtype", raw["dtype"], DTYPES)
+    dtype = _dtype(raw["dtype"])
     memoryx = MemoryXSection(**_int_section("memoryx", raw["memoryx"], MEMORYX_KEYS))
     swarmx = SwarmXSection(**_int_section("swarmx", raw["swarmx"], SWARMX_KEYS))
     optimizer = _optimizer(raw["optimizer"])
@@ -396,9 +396,9 @@ def _sections(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _int_section(name: str, value: Any, keys: tuple[str, ...]) -> dict[str, int | None]:
+def _int_section(name: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     """The ``memoryx`` or ``swarmx`` table's integers, each in its :data:`SECTION_RANGES`
-    (``memoryx`` ones may be null: the default)."""
+    (``memoryx`` ones may be null: the default), as keyword arguments of its record."""
     _check_section(name, value, keys)
     for key, number in value.items():
         _check_int(f"{name}.{key}", number, *SECTION_RANGES[key], none_ok=name == "memoryx")
@@ -422,6 +422,13 @@ def _model_path(model: Any, base_dir: Path) -> Path:
     if not _is_file(path):
         raise ConfigError(f"model={excerpt(model)}: no such file {excerpt(str(path))}")
     return path
+
+
+def _dtype(value: Any) -> DType:
+    """``dtype``, checked: its name as :data:`wafer.dtypes.DTYPE_NAMES` spells it (a
+    :data:`~wafer.dtypes.DType` from here on)."""
+    _choice("dtype", value, DTYPES)
+    return next(name for name in DTYPE_NAMES if name == value)
 
 
 def _choice(key: str, value: Any, allowed) -> str:

@@ -20,10 +20,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from wafersim.memoryx import _stream_kernel as K
 from wafersim.wafer.atomic import output_errors
+
+if TYPE_CHECKING:  # annotations only: the writer needs none of the run's machinery
+    from wafersim.memoryx.run import RunResult
 
 EVENTS_GLOB = "events.out.tfevents.*"  # TensorBoard reads the files whose name holds tfevents
 EVENTS_NAME = "events.out.tfevents"  # what an error names before the file has its full name
@@ -31,7 +35,7 @@ FILE_VERSION = "brain.Event:2"  # the first event of every events file, TensorBo
 TMP_GLOB = ".events.*.tmp"  # the temporary folder in DIR
 
 
-def write_events(result, out_dir: Path) -> str:
+def write_events(result: RunResult, out_dir: Path) -> str:
     """Event files in ``out_dir``; returns what was written, or why not (no extra)."""
     try:
         import tensorboardX  # noqa: F401
@@ -56,7 +60,7 @@ def _temporary_folder(out_dir: Path) -> Path:
         return Path(tempfile.mkdtemp(prefix=".events.", suffix=".tmp", dir=out_dir))
 
 
-def event_scalars(result) -> Iterator[tuple[str, float, int]]:
+def event_scalars(result: RunResult) -> Iterator[tuple[str, float, int]]:
     """``(tag, value, step)`` of every scalar the run's events hold, in writing order."""
     samples, per_step_s, stalls = step_rates(result)
     for step, (seconds, stall) in enumerate(zip(per_step_s, stalls, strict=True), 1):
@@ -101,7 +105,7 @@ def _replace(written: Path, out_dir: Path) -> None:
         os.replace(written, target)
 
 
-def step_rates(result) -> tuple[int, np.ndarray, np.ndarray]:
+def step_rates(result: RunResult) -> tuple[int, np.ndarray, np.ndarray]:
     """Samples a step (all wafers), each step's simulated seconds and stall fraction (the
     slowest wafer's stream)."""
     config = result.config
@@ -110,4 +114,4 @@ def step_rates(result) -> tuple[int, np.ndarray, np.ndarray]:
     ends = np.maximum(t[:, :, K.COMPUTE_END].max(axis=1), t[:, :, K.OUT_END].max(axis=1))
     cycles = np.diff(np.concatenate([[0.0], ends]))
     stalls = t[:, :, K.STALL].sum(axis=1) / np.maximum(cycles, 1.0)
-    return config["batch"] * len(result.wafers), cycles / config.spec.clock_hz, stalls
+    return config.batch * len(result.wafers), cycles / config.spec.clock_hz, stalls

@@ -24,6 +24,7 @@ from wafersim.memoryx import _stream_kernel as K
 from wafersim.memoryx.energy import segment_joules
 from wafersim.memoryx.report import run_seconds
 from wafersim.memoryx.run import RunResult, optimizer_of
+from wafersim.memoryx.run_config import RunConfig
 from wafersim.memoryx.streaming import StreamResult
 from wafersim.memoryx.training import step_due
 
@@ -70,12 +71,12 @@ def _swarmx(timeline: Timeline, streams: list[StreamResult]) -> None:
         timeline.lane_span("SwarmX", row, name, start, end, bytes=moved, step=s)
 
 
-def _checkpoints(timeline: Timeline, stream: StreamResult, config) -> None:
+def _checkpoints(timeline: Timeline, stream: StreamResult, config: RunConfig) -> None:
     """An instant where each checkpoint was written: after its step's last pass (MemoryX
     holds the weights and writes them off the wafer's path, so no time is charged)."""
     steps = stream.times.shape[0]
     for s in range(steps):
-        if step_due(s + 1, config["checkpoint_every"], steps):
+        if step_due(s + 1, config.checkpoint_every, steps):
             end = stream.times[s, -1, K.COMPUTE_END]
             timeline.instant("MemoryX", "checkpoints", f"checkpoint after step {s}", end,
                              step=s, steps_done=s + 1)  # fmt: skip

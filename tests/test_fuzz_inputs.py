@@ -527,7 +527,7 @@ def _read_named_data(path: Path) -> None:
     from wafersim.memoryx.run_config import load_run_config
 
     config = load_run_config(path)
-    assert dataset_size(config["data"], config["seed"]).train_samples == 4
+    assert dataset_size(config.data, config.seed).train_samples == 4
     assert path.parent.resolve() / "mnist" / "train-images-idx3-ubyte" in config.files
 
 

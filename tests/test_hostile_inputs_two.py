@@ -298,8 +298,9 @@ def test_a_run_config_s_digests_and_reads_name_the_same_files(tmp_path, monkeypa
     path = _project(project, absolute=True)
     monkeypatch.chdir(tmp_path)
     config = load_run_config(Path("project") / "run.yaml")
-    assert config["wafer"]["defects"]["path"] == str((project / "dead.yaml").resolve())
-    assert config["data"]["path"] == str(project / "mnist")
+    assert config.wafer.defects is not None
+    assert config.wafer.defects.params["path"] == str((project / "dead.yaml").resolve())
+    assert config.data["path"] == str(project / "mnist")
     names = {p.name for p in config.files}
     assert {"model.yaml", "dead.yaml", "train-images-idx3-ubyte"} <= names
     assert set(config_files(path, {})) == {path.resolve(), *config.files}
@@ -309,16 +310,16 @@ def test_a_run_config_s_digests_and_reads_name_the_same_files(tmp_path, monkeypa
 
 
 def _result(steps: int) -> SimpleNamespace:
-    """The parts of a run's result that its events read: ``steps`` steps of one stream."""
+    """The parts of a run's result that its events read: ``steps`` steps of one stream, of a
+    real run config."""
+    from wafersim.memoryx.run_config import run_config
 
-    class Config(dict):
-        spec = SimpleNamespace(clock_hz=1e9)
-
+    config = run_config({"model": str(SMALL_MODEL), "batch": 4}, ROOT)
     times = np.cumsum(np.ones((steps, 1, 8)), axis=0)
     stream = SimpleNamespace(total_cycles=steps, times=times)
     history = SimpleNamespace(losses=[1.0 / (i + 1) for i in range(steps)],
                               accuracy=[(steps, 0.5)])  # fmt: skip
-    return SimpleNamespace(config=Config(batch=4), streams=[stream], wafers=[0],
+    return SimpleNamespace(config=config, streams=[stream], wafers=[0],
                            history=history)  # fmt: skip
 
 

@@ -8,12 +8,14 @@ import math
 import h5py
 import numpy as np
 import pytest
+from wafersim.compiler.working import WorkingGrid
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.traffic import ROUTINGS
 from wafersim.wafer.defects import generate
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import NUM_DIRS, E, S, W, mirror_links
 from wafersim.wafer.presets import preset
+from wafersim.wafer.repair import repair
 
 from wafersim.plots.study import plot_study
 from wafersim.stats import T_CRITICAL_95, mean_ci, t_critical_95
@@ -26,7 +28,7 @@ from wafersim.studies.result import (
     StudyResult,
     column_ranges,
 )
-from wafersim.studies.routes import route_stretch
+from wafersim.studies.routes import main_island, route_stretch
 from wafersim.studies.run import run_study
 from wafersim.studies.traffic import (
     CLEAN_ROUTING,
@@ -300,6 +302,23 @@ def test_route_stretch_counts_stranded_pes_and_routes_the_main_island():
     assert stretch["routes"] == 8
     assert stretch["mean_route_stretch_hops"] == 0
     assert stretch["max_route_stretch_hops"] == 0
+
+
+def test_the_study_strands_exactly_the_pes_a_compile_cuts_off():
+    """On random repaired maps, the island a study routes is the compiler's working grid
+    (one largest island, compiler.working's): it strands the PEs a compile cuts off."""
+    spec = preset("tiny").replace({"logical_width_pes": 12, "logical_height_pes": 12})
+    stranded_somewhere = False
+    for seed in range(8):
+        defects = generate(spec, "poisson", seed, pe_defect_prob=0.15, link_defect_fraction=0.6)
+        for strategy in ("none", "row", "column_shift"):
+            grid = repair(defects, strategy)
+            main, stranded = main_island(Mesh.from_logical_grid(grid))
+            working = WorkingGrid.from_logical(grid)
+            assert (main.alive == ~working.hole).all()
+            assert stranded == working.cut_off
+            stranded_somewhere |= stranded > 0
+    assert stranded_somewhere  # the maps do cut PEs off
 
 
 def test_a_window_keeps_only_its_inner_faults():

@@ -215,6 +215,10 @@ DEFECTS: tuple[Field, ...] = (
     Field("physical_grid[]", "PEs", "the physical wafer, width then height", 1),
     Field("wall_s", "s", "wall time of the command"),
     Field("seed", "", "the seed the map was drawn from", 0, 2**63 - 1),
+    Field("points", "rows", "--study: rows of its table, one a density, seed and repair "
+          "strategy", 1),
+    Field("traffic_window.*", "", "--study: how traffic was measured: window side (PEs), "
+          "windows a map, packet size (flits), rates (flits/PE/cycle), positions (all >= 0)"),
 )
 
 RUN: tuple[Field, ...] = (
@@ -334,6 +338,7 @@ COMPILE: tuple[Field, ...] = (
         "the spec's colors - 1",
     ),
     Field("params", "parameters", "the model's parameters"),
+    Field("layers", "layers", "--validate-only: the model's layers", 1),
     Field("compiler_version", "", "the plan format's version", 1),
     Field("seed", "", "the defect map's seed", 0, 2**63 - 1),
 )
@@ -344,6 +349,14 @@ DOCUMENTS: dict[str, tuple[Field, ...]] = {
     "defects": DEFECTS,
     "run": RUN,
     "compile": COMPILE,
+}
+# Yes/no answers a result holds beside its figures: true or false in the JSON (a sweep's
+# metric keeps them as 1 and 0), so no unit or range
+FLAGS: dict[str, dict[str, str]] = {
+    "traffic": {"saturated": "the accepted rate fell short of the offered one (below "
+                "fabric.traffic's SATURATION_RATIO of it): the fabric saturated"},
+    "run": {"suspected_input_bottleneck": "the input pipeline supplies fewer samples a second "
+            "than the wafers take"},
 }
 # fmt: on
 ECHOED = ("spec.", "config.", "options.")  # inputs echoed back, checked when they came in
@@ -447,6 +460,9 @@ def page() -> str:
             "|---|---|---|---|",
         ]
         lines += [f"| `{f.path}` | {f.unit} | {_range_text(f)} | {f.meaning} |" for f in fields]
+        if kind in FLAGS:
+            lines += ["", "Flags, `true` or `false` (a sweep's metric keeps them as 1 and 0):", ""]
+            lines += [f"- `{name}`: {meaning}" for name, meaning in FLAGS[kind].items()]
     return "\n".join(lines) + "\n"
 
 

@@ -8,23 +8,22 @@ from typing import Any
 
 import numpy as np
 
+from wafersim.compiler.working import largest_island
 from wafersim.fabric.mesh import Mesh
-from wafersim.fabric.reroute import islands, multicast_requests, plan_routes
+from wafersim.fabric.reroute import multicast_requests, plan_routes
 from wafersim.wafer.errors import ConnectivityError
 
 log = logging.getLogger(__name__)
 
 
 def main_island(mesh: Mesh) -> tuple[Mesh, int]:
-    """``mesh`` with every working PE outside its largest island made a hole, and how many
-    working PEs that strands."""
-    labels = islands(mesh)
-    working = labels >= 0
-    if not working.any():
+    """``mesh`` with every working PE outside its largest island
+    (:func:`compiler.working.largest_island`, the island a compile gives work) made a hole,
+    and how many working PEs that strands."""
+    keep = largest_island(mesh)
+    if not keep.any():
         return mesh, 0
-    sizes = np.bincount(labels[working])
-    keep = labels == int(np.argmax(sizes))
-    stranded = int(np.count_nonzero(working)) - int(sizes.max())
+    stranded = int(np.count_nonzero(mesh.alive)) - int(np.count_nonzero(keep))
     return Mesh(mesh.width, mesh.height, keep, mesh.dead_link), stranded
 
 

@@ -4,10 +4,11 @@
 A name is checked then against what the job's result can hold, so a misspelled metric is
 refused before any point runs, not found missing from every point's result after all of them
 ran: the figures of the commands' fields table (:data:`wafersim.fields.DOCUMENTS`,
-docs/fields.md; list elements cannot be metrics), the inputs a result echoes
-(:data:`wafersim.fields.ECHOED`) and :data:`OTHER_SCALARS`, the scalars that table leaves
-out. A known name that one point's result lacks (a figure only some runs report) fails that
-point, naming the result's keys.
+docs/fields.md; list elements cannot be metrics), its yes/no flags
+(:data:`wafersim.fields.FLAGS`, kept as 1 and 0), the inputs a result echoes
+(:data:`wafersim.fields.ECHOED`) and the numbers of ``run``'s own modes (``--validate-only``,
+``--compile-only``: :class:`memoryx.run_modes.ModeResult`). A known name that one point's
+result lacks (a figure only some runs report) fails that point, naming the result's keys.
 """
 
 from __future__ import annotations
@@ -21,15 +22,6 @@ from typing import Any
 from wafersim.wafer.errors import ConfigError, excerpt
 
 NAME_CHARS = 100  # longer metric names are compared with no known name (none is that long)
-# Scalars of the jobs' results that the fields table (the figures of each command's main
-# document) leaves out: flags, kept as 1 and 0, and the figures of a mode's own document
-# (run's --validate-only and --compile-only add memoryx.run_modes.ModeResult's numbers).
-OTHER_SCALARS: dict[str, tuple[str, ...]] = {
-    "traffic": ("saturated",),  # the offered rate saturated the fabric
-    "run": ("suspected_input_bottleneck",),  # the input pipeline is slower than the wafers
-    "compile": ("layers",),  # --validate-only: the model's layer count
-    "defects": ("points", "traffic_window.*"),  # --study: its points and traffic windows
-}
 
 
 @dataclass(frozen=True)
@@ -88,11 +80,11 @@ def _like(name: str, known: tuple[str, ...]) -> str:
 
 def result_names(job: str) -> tuple[str, ...]:
     """The scalar names (fnmatch patterns) that ``job``'s result may hold, echoed inputs
-    aside."""
-    from wafersim.fields import DOCUMENTS
+    aside: its figures and flags (:mod:`wafersim.fields`) and ``run``'s modes' numbers."""
+    from wafersim.fields import DOCUMENTS, FLAGS
 
     documented = [field.path for field in DOCUMENTS[job] if "[]" not in field.path]
-    names = [*documented, *OTHER_SCALARS.get(job, ()), *(_mode_figures() if job == "run" else ())]
+    names = [*documented, *FLAGS.get(job, {}), *(_mode_figures() if job == "run" else ())]
     return tuple(dict.fromkeys(names))  # each once, in the table's order
 
 
