@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from wafersim.compiler.graph import LayerGraph
 from wafersim.compiler.model_file import load_model
@@ -44,6 +45,7 @@ from wafersim.memoryx.swarmx import effective_edge
 from wafersim.memoryx.training import Checkpoints, History, Trainer, check_resume, train
 from wafersim.memoryx.wafer_gemm import WaferGemm
 from wafersim.wafer.defects import generate
+from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.repair import LogicalGrid, repair
 
@@ -235,10 +237,11 @@ def _placement_key(placed: GemmPlacement) -> tuple:
     return (placed.algorithm, g.m, g.k, g.n, g.density, *placed.rows_cols, options)
 
 
-def _fast(placed: GemmPlacement, spec, dtype: str, holes: float) -> int:
+def _fast(placed: GemmPlacement, spec, dtype: DType, holes: float) -> int:
     rows, cols = placed.rows_cols
+    options: dict[str, Any] = {**placed.options, **placed.gemm.options()}
     return fast_cycles(placed.algorithm, placed.gemm.shape(), rows, cols, spec, dtype, holes,
-                       **placed.options, **placed.gemm.options()).cycles  # fmt: skip
+                       **options).cycles  # fmt: skip
 
 
 def _strategies(config: RunConfig) -> tuple[str, ...] | None:
@@ -360,4 +363,5 @@ def stream_edge(config: RunConfig, plan: Plan, count: int) -> tuple[Edge, frozen
 
 def _by_pass(record: dict[str, int]) -> dict[tuple[str, str], int]:
     """A history record keyed ``layer/pass`` keyed by (layer, pass) again."""
-    return {tuple(key.split("/")): value for key, value in record.items()}
+    pairs = ((key.rsplit("/", 1), value) for key, value in record.items())
+    return {(layer, name): value for (layer, name), value in pairs}

@@ -21,7 +21,7 @@ import dataclasses
 import logging
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,7 +79,7 @@ class Trainer:
     graph: LayerGraph
     data: Dataset
     optimizer: Optimizer
-    matmuls: list[Matmul]
+    matmuls: Sequence[Matmul]
     batch: int
     seed: int
     fanout: int

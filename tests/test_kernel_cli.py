@@ -64,7 +64,10 @@ def test_kernel_with_defects_is_deterministic(capsys):
         ),
         (["gemv", "--m", "100000000", "--grid", "2x2"], "bytes of SRAM on its busiest PE"),
         (["allreduce", "--n", "10000000000", "--grid", "2x2"], "(pe.sram_bytes)"),
-        (["stencil", "--algo", "star25", "--n", "7000", "--grid", "9x9"], "n=7000: the z column must be in"),
+        (
+            ["stencil", "--algo", "star25", "--n", "7000", "--grid", "9x9"],
+            "n=7000: the z column must be in",
+        ),
     ],
 )
 def test_kernel_bad_input_is_one_line(capsys, argv, message):

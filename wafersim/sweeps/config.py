@@ -57,7 +57,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -179,7 +179,7 @@ def _build(path: Path, data: dict[str, Any]) -> SweepConfig:
         job=job,
         base=base,
         sampling=sampling,
-        axes=axes,
+        axes=cast(dict[str, Any], axes),  # a table: _panels refuses anything else
         samples=samples,
         sample_seed=sample_seed,
         metrics=job_metrics(job, names),
@@ -309,6 +309,7 @@ def _panel_points(sampling: str, axes: dict, samples: int | None) -> int:
     """Points one panel expands to, counted without expanding it (``list``: its longest axis,
     the zip checks their lengths)."""
     if sampling == "random":
+        assert samples is not None  # _samples requires it for random sampling
         return samples
     lengths = [len(values) if isinstance(values, list) else 1 for values in axes.values()]
     return math.prod(lengths) if sampling == "grid" else max(lengths)
@@ -326,6 +327,7 @@ def _check_key_lengths(base: dict, axes: dict) -> None:
 
 def _axis_values(sampling: str, axes: dict, samples: int | None, seed: int) -> list[dict]:
     if sampling == "random":
+        assert samples is not None  # _samples requires it for random sampling
         return _random_values(axes, samples, seed)
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
@@ -356,7 +358,7 @@ def _draw(key: str, spec: Any, samples: int, rng: np.random.Generator) -> list[A
     kind, bounds = next(iter(spec.items()))
     lo, hi = _bounds(f"axes.{key}.{kind}", kind, bounds)
     if kind == "integers":
-        return [int(v) for v in rng.integers(lo, hi + 1, size=samples)]
+        return [int(v) for v in rng.integers(int(lo), int(hi) + 1, size=samples)]
     if kind == "loguniform":
         return [float(v) for v in np.exp(rng.uniform(np.log(lo), np.log(hi), size=samples))]
     return [float(v) for v in rng.uniform(lo, hi, size=samples)]

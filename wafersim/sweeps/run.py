@@ -325,7 +325,8 @@ class _ChunkFeed:
     def __init__(self, client: Any, sweep: SweepConfig, queue: deque) -> None:
         self.client, self.sweep, self.queue = client, sweep, queue
         self.alone: deque = deque()  # points of a lost chunk: each goes out by itself
-        self.sizer, self.flying = ChunkSizer(), {}
+        self.sizer = ChunkSizer()
+        self.flying: dict[Any, list[tuple[SweepPoint, int]]] = {}  # future -> its points
 
     def top_up(self, done: Any) -> None:
         """Keep ``CHUNKS_IN_FLIGHT_PER_WORKER`` chunks per worker now connected in flight."""
@@ -350,7 +351,7 @@ class _ChunkFeed:
         left."""
         full = self.sizer.size()
         share = ceil_div(len(self.queue), CHUNKS_IN_FLIGHT_PER_WORKER * workers)
-        return max(1, min(full, len(self.queue), max(share, full // MIN_CHUNK_SHARE)))
+        return int(max(1, min(full, len(self.queue), max(share, full // MIN_CHUNK_SHARE))))
 
     def finished(self, future: Any) -> list[PointRecord]:
         """The chunk's records; none if its worker died and its points go out again."""
