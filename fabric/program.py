@@ -25,6 +25,7 @@ thousand programs; one op table row a PE and op would take hundreds of gigabytes
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric import _kernels as K
@@ -42,6 +43,7 @@ DTYPES: dict[DType, tuple[int, int]] = {
     for name, code in zip(DTYPE_NAMES, (K.FP32, K.FP16, K.BF16), strict=True)
 }
 VECTOR_OPS = (K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL, K.OP_SPMACS)
+COLUMN_DTYPES = (np.int8, np.int16, np.int32, np.int64)  # how a builder keeps op columns
 MAX_SPARSE_INDEX = 1 << 16  # an spmacs index is 16 bits (a half of a wavelet)
 
 
@@ -181,11 +183,12 @@ class ProgramBuilder:
         )
         self._count = np.zeros((pes, tasks), np.int64)  # ops added per (PE, task)
         self._like = np.arange(pes)  # the PE whose programs each PE runs (share)
-        # ops in the order added: one-PE ops in the lists, many-PE ones as blocks of arrays
+        # ops in the order added: one-PE ops in the lists, many-PE ones as blocks
         self._keys: list[int] = []  # pe * tasks + task
         self._rows: list[list[int]] = []
         self._scalars: list[float] = []
-        self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._blocks: list[_Block] = []
+        self._key_dtype = np.int32 if pes * tasks <= np.iinfo(np.int32).max else np.int64
 
     def send(self, pe, task: int, color, src, n, dtype: DType = "fp32") -> None:
         """Send ``n`` values from ``src`` on ``color``, one wavelet per cycle."""
@@ -348,11 +351,11 @@ class ProgramBuilder:
             return
         self._flush()
         pe = np.asarray(pe, np.int64)
-        rows = np.empty((pe.size, K.NUM_OP_COLUMNS), np.int64)
-        for column, value in enumerate(row):
-            rows[:, column] = value
-        scalars = np.full(pe.size, scalar, np.float32)
-        self._blocks.append((pe * self.tasks + task, rows, scalars))
+        columns = tuple(_stored(value, pe.size) for value in row)
+        if _is_array(scalar):
+            scalar = np.broadcast_to(scalar, pe.shape).astype(np.float32)
+        keys = (pe * self.tasks + task).astype(self._key_dtype)
+        self._blocks.append(_Block(keys, columns, scalar))
         np.add.at(self._count[:, task], pe, 1)
 
     def _check(self, pe, task, op, ranges) -> None:
@@ -393,26 +396,78 @@ class ProgramBuilder:
     def _flush(self) -> None:
         """Move the one-PE ops added since the last block into a block."""
         if self._rows:
-            block = (
-                np.array(self._keys, np.int64),
-                np.array(self._rows, np.int64).reshape(-1, K.NUM_OP_COLUMNS),
-                np.array(self._scalars, np.float32),
-            )
-            self._blocks.append(block)
+            rows = np.array(self._rows, np.int64).reshape(-1, K.NUM_OP_COLUMNS)
+            keys = np.array(self._keys, self._key_dtype)
+            self._blocks.append(_Block(keys, tuple(rows.T), np.array(self._scalars, np.float32)))
             self._keys, self._rows, self._scalars = [], [], []
 
     def build(self) -> ProgramArrays:
-        """Pack the ops in (PE, task) order into the kernel's op table."""
+        """Pack the ops in (PE, task) order into the kernel's op table: each block's rows go
+        straight to their places (a whole wafer's table is gigabytes: no sorted copies)."""
         self._flush()
-        end = np.cumsum(self._count.reshape(-1)).reshape(self.pes, self.tasks)
-        start = end - self._count
-        start, end = start[self._like], end[self._like]  # shared programs: their model's rows
+        end = np.cumsum(self._count.reshape(-1))
+        start = end - self._count.reshape(-1)
+        shape = (self.pes, self.tasks)
+        # shared programs: their model's rows
+        starts, ends = start.reshape(shape)[self._like], end.reshape(shape)[self._like]
         if not self._blocks:
             ops = np.zeros((1, K.NUM_OP_COLUMNS), np.int64)
-            return ProgramArrays(ops, np.zeros(1, np.float32), start, end)
-        keys, rows, scalars = (np.concatenate(parts) for parts in zip(*self._blocks, strict=True))
-        order = np.argsort(keys, kind="stable")  # each (PE, task) keeps its ops in order added
-        return ProgramArrays(rows[order], scalars[order], start, end)
+            return ProgramArrays(ops, np.zeros(1, np.float32), starts, ends)
+        ops = np.empty((int(end[-1]), K.NUM_OP_COLUMNS), np.int64)
+        scalars = np.empty(len(ops), np.float32)
+        fill = start  # each (PE, task)'s next row: its ops keep the order they were added in
+        for block in self._blocks:
+            at = _places(block.keys, fill)
+            rows = np.empty((len(at), K.NUM_OP_COLUMNS), np.int64)
+            for column, values in enumerate(block.columns):
+                rows[:, column] = values
+            ops[at] = rows
+            scalars[at] = block.scalars
+        return ProgramArrays(ops, scalars, starts, ends)
+
+
+class _Block(NamedTuple):
+    """Ops added together: their keys (``pe * tasks + task``), each op-table column (one
+    int for all, or an array of one value an op) and their scalars (likewise)."""
+
+    keys: np.ndarray
+    columns: tuple
+    scalars: float | np.ndarray
+
+
+def _stored(value, n: int):
+    """An op-table column of ``n`` ops as a block keeps it: an int where all are alike, else
+    a copy of the array in the smallest int type its values fit (the table is int64)."""
+    if not _is_array(value):
+        return int(value)
+    value = np.broadcast_to(np.asarray(value), (n,))
+    if value.dtype.kind not in "iub":
+        value = value.astype(np.int64)
+    if not n:
+        return value.astype(np.int64)
+    low, high = value.min(), value.max()
+    if low == high:
+        return int(low)
+    fits = (t for t in COLUMN_DTYPES if np.iinfo(t).min <= low and high <= np.iinfo(t).max)
+    return value.astype(next(fits, np.int64))
+
+
+def _places(keys: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    """The op-table rows of ops with ``keys``, in the order given: each key's next rows from
+    ``fill``, which moves past them."""
+    if keys.size > 1 and not (keys[1:] > keys[:-1]).all():
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        first = np.flatnonzero(np.append(True, ordered[1:] != ordered[:-1]))
+        if len(first) < keys.size:  # a key more than once: its later ops after the earlier
+            runs = np.diff(np.append(first, keys.size))
+            at = np.empty(keys.size, np.int64)
+            at[order] = fill[ordered] + np.arange(keys.size) - np.repeat(first, runs)
+            fill[ordered[first]] += runs
+            return at
+    at = fill[keys]
+    fill[keys] += 1
+    return at
 
 
 def _each(fn, values):

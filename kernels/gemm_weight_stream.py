@@ -36,6 +36,7 @@ its multiply-adds (:meth:`fabric.program.ProgramBuilder.fmacs`); random operands
 
 from __future__ import annotations
 
+import functools
 from numbers import Real
 from typing import NamedTuple
 
@@ -45,6 +46,7 @@ from wafersim.fabric.program import (
     WORD_BYTES,
     fmacs_cycles,
     index_wavelets_per_value,
+    pack_half,
     spmacs_cycles,
     value_bytes,
     vector_cycles,
@@ -65,7 +67,7 @@ from wafersim.kernels.gemm_common import ceil_div, check_operands, gather_c, gem
 from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, encode, split
-from wafersim.kernels.lines import LineRoutes, reduce_colors, reduce_lines
+from wafersim.kernels.lines import LineRoutes, kept, reduce_colors, reduce_lines
 from wafersim.kernels.result import KernelResult, max_cycles_for, p2p_cycles
 from wafersim.kernels.staging import STAGING_WORDS, Staging, staging_cycles
 from wafersim.wafer.dtypes import HALF_DTYPES, DType
@@ -75,6 +77,8 @@ from wafersim.wafer.spec import WaferSpec
 W_COLOR = 0  # the weight multicast along each row
 REDUCES = ("chain", "tree")
 MAX_CHUNK_COLS = 32  # chunk width cap: partial buffers stay small, the pipeline fills fast
+MODES = (sparse_weights.DENSE, sparse_weights.SPARSE, sparse_weights.EMPTY)  # a block's, coded
+SIGNLESS_HALF = np.uint16(0x7FFF)  # a 16-bit value's bits but its sign: zero only for zero
 
 
 class StreamWords(NamedTuple):
@@ -107,22 +111,23 @@ def weight_stream(
     m, k = a.shape
     n = b.shape[1]
     ms, ks, chunks = split(m, grid.cols, "m"), split(k, grid.rows, "k"), chunk_offsets(n, grid.rows)
-    blocks = encode_blocks(b, ks, chunks, dtype)
     plan = KernelPlan(grid, spec, tasks=2)
     staging = Staging(plan, inputs, outputs)
     layout = _Layout(plan, ms, ks, chunks, reduce, dtype)
-    layout.load(staging, a, blocks)
+    layout.load(staging, a, b)
     staging.stream_in()
     layout.wire(staging)
     for c in range(len(chunks) - 1):
         layout.chunk(c)
-    placed = staging.gather_out(layout.c_tiles())
-    density = sum(block.nonzeros for row in blocks for block in row) / b.size
-    multiplied = sum(block.multiplied for row in blocks for block in row)
+    # C's tiles in place are read after the run (a whole wafer's: 1.5 M tuples)
+    placed = staging.gather_out(layout.c_tiles()) if outputs == "gathered" else None
+    density = int(layout.nonzeros.sum()) / b.size
+    multiplied = int(layout.multiplied.sum())
     detour = grid.tree_detour if reduce == "tree" else grid.detour
     analytic = weight_stream_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, reduce, density,
                                     detour, inputs, outputs)  # fmt: skip
     sim = plan.run(max_cycles_for(analytic))
+    placed = placed or staging.gather_out(layout.c_tiles())
     output, flops = gather_c(sim, placed, m, n), 2 * m * multiplied
     return gemm_result("weight_stream", dtype, a, b, plan, sim, analytic, output, flops)
 
@@ -150,6 +155,7 @@ class _Layout:
             owned = np.flatnonzero(self.owner == row)
             self.c_offset[owned] = np.cumsum(widths[owned]) - widths[owned]
         self.ports = [plan.grid.west_port(i) for i in range(rows)]  # (a search each call)
+        self.port_ids = np.array(self.ports, np.int64)
         # per mesh PE (-1 where none): A tile, the two partial buffers, C of its owned chunks,
         # and task 1's ops once the chunk that last used each partial buffer was reduced
         self.mat = np.full(pes, -1, np.int64)
@@ -163,26 +169,49 @@ class _Layout:
         self.col_of = np.tile(np.arange(grid.cols), rows)
         self.own = np.ones((rows, grid.cols), bool)
 
-    def load(self, staging: Staging, a: np.ndarray, blocks: list[list[sparse_weights.Block]]):
-        """Place ``A``'s tiles (through ``staging``) and the blocks of ``B`` (``blocks[i][c]``:
-        row ``i``, chunk ``c``, as :func:`encode_blocks` gives them) at the ports; allocate
-        ``C``, the partial buffers and (fp32 sparse blocks) the word an index waits in."""
+    def load(self, staging: Staging, a: np.ndarray, b: np.ndarray):
+        """Place the blocks of ``B`` at the ports (row ``i``'s one after another, as
+        :func:`encode_row_blocks` gives them; the SRAM image holds their only copy) and
+        ``A``'s tiles (through ``staging``); allocate ``C``, the partial buffers and (fp32
+        sparse blocks) the word an index waits in. Keeps each block's mode (an index into
+        :data:`MODES`), words, nonzero values and values multiplied (rows, chunks)."""
         plan, grid, dt = self.plan, self.plan.grid, self.dtype
-        self.port_addr = np.zeros((grid.rows, len(self.chunks) - 1), np.int64)
-        self.blocks = blocks
-        scratch = dt == "fp32" and any(x.mode == sparse_weights.SPARSE for r in blocks for x in r)
+        shape = (grid.rows, len(self.chunks) - 1)
+        self.port_addr = np.zeros(shape, np.int64)
+        self.mode = np.zeros(shape, np.int8)
+        self.sizes, self.nonzeros, self.multiplied = (np.zeros(shape, np.int64) for _ in range(3))
         for i in range(grid.rows):
-            ki = slice(self.ks[i], self.ks[i + 1])
-            port, row = self.ports[i], blocks[i]
-            sizes = np.array([len(block.data) for block in row], np.int64)
-            base = plan.alloc(port, int(sizes.sum()), "weights")  # the blocks one after another
-            self.port_addr[i] = base + np.cumsum(sizes) - sizes
-            fixed = np.concatenate([block.index_words for block in row])
-            plan.load(port, base, np.concatenate([block.data for block in row]), fixed=fixed)
-            for j in range(grid.cols):
-                pe, tile = int(grid.pe[i, j]), a[self.ms[j] : self.ms[j + 1], ki]
-                self.mat[pe] = staging.place(pe, encode(tile.T, dt), f"A tile {tile.shape}", "A")
+            weights = b[self.ks[i] : self.ks[i + 1]]
+            row = encode_row_blocks(weights, self.chunks, dt)
+            total = int(row.sizes.sum())
+            base = plan.alloc(self.ports[i], total, "weights")
+            self.port_addr[i] = base + np.cumsum(row.sizes) - row.sizes
+            if row.packed:  # packed again into the SRAM image, not kept (a wafer's: a GB)
+                encoded = functools.partial(_dense_words, weights, self.chunks, dt)
+                plan.load_later(self.ports[i], base, total, encoded)
+            else:
+                plan.load(self.ports[i], base, row.data, fixed=row.fixed)
+            self.mode[i], self.sizes[i] = row.mode, row.sizes
+            self.nonzeros[i], self.multiplied[i] = row.nonzeros, row.multiplied
+        scratch = dt == "fp32" and bool((self.mode == MODES.index(sparse_weights.SPARSE)).any())
+        for i in range(grid.rows):
+            self._place_a(staging, a, i)
             self._alloc_outputs(grid.pe[i], i, scratch)
+
+    def _place_a(self, staging: Staging, a: np.ndarray, i: int) -> None:
+        """Row ``i``'s tiles of ``A``, each column major, the PEs with tiles of one shape
+        at once (a whole wafer is 745,500 tiles)."""
+        grid, dt, ki = self.plan.grid, self.dtype, int(self.ks[i + 1] - self.ks[i])
+        rows, mj = a[:, self.ks[i] : self.ks[i + 1]], np.diff(self.ms)
+        for size in dict.fromkeys(mj.tolist()):  # split's tiles: the larger first
+            cols = np.flatnonzero(mj == size)
+            tiles = rows[self.ms[cols[0]] : self.ms[cols[-1] + 1]].reshape(len(cols), size, ki)
+            values = tiles.transpose(0, 2, 1).reshape(len(cols), size * ki)
+            if dt in HALF_DTYPES and size * ki % 2:  # each tile's words its own: a zero half
+                values = np.concatenate([values, np.zeros((len(cols), 1), np.float32)], axis=1)
+            data, pes = encode(values, dt), grid.pe[i, cols]
+            what = f"A tile {(size, ki)}"
+            self.mat[pes] = staging.place_many(pes, data, len(data) // len(cols), what, "A")
 
     def _alloc_outputs(self, pes: np.ndarray, i: int, scratch: bool) -> None:
         """Row ``i``'s ``C``, partial buffers and (``scratch``) index words."""
@@ -212,6 +241,7 @@ class _Layout:
         self.row_of, self.col_of = self.row_of[mine], self.col_of[mine]
         self.mj = np.diff(self.ms)[self.col_of]  # each model PE's rows of A and C
         self.addr_grid = np.zeros((grid.cols, grid.rows), np.int64)  # reduce_lines' addrs
+        self.kept = kept(self.own.T)  # the columns' PEs that get ops
 
     def _share(self) -> None:
         """The first PE of each kind is the model of the others (see the class)."""
@@ -241,7 +271,7 @@ class _Layout:
         n_words = np.diff(self.ms) * self._width(c)
         reduce_lines(
             plan, grid.pe.T, int(self.owner[c]), self.addr_grid, n_words, self.reduce,
-            self.colors, self.owners, task=1, routes=self.routes, keep=self.own.T,
+            self.colors, self.owners, task=1, routes=self.routes, keep=self.kept,
         )  # fmt: skip
         self.freed[pes, c % 2] = plan.prog.ops_in(pes, 1)
 
@@ -258,21 +288,19 @@ class _Layout:
         out = self._c_addr(self.pes, self.mj, c)
         return np.where(self.row_of == self.owner[c], out, self.acc[self.pes, c % 2])
 
-    def _c_addr(self, pes, mj, c: int):
+    def _c_addr(self, pes, mj, c):
         """Where PEs ``pes`` (``mj`` rows of C each) of chunk ``c``'s owner row keep it."""
         return self.c_base[pes] + mj * self.c_offset[c]
 
     def _stream(self, c: int) -> None:
         """Each row's port sends its block of the chunk (an empty block: nothing)."""
-        grid, dt = self.plan.grid, self.dtype
-        sending = [i for i in range(grid.rows) if self.blocks[i][c].mode != sparse_weights.EMPTY]
-        if not sending:
+        dt = self.dtype
+        sending = np.flatnonzero(self.mode[:, c] != MODES.index(sparse_weights.EMPTY))
+        if not sending.size:
             return
-        ports = np.array([self.ports[i] for i in sending], np.int64)
-        per_word = WORD_BYTES // value_bytes(dt)
-        values = [len(self.blocks[i][c].data) * per_word for i in sending]
+        values = self.sizes[sending, c] * (WORD_BYTES // value_bytes(dt))
         src = self.port_addr[sending, c]
-        self.plan.prog.send(ports, 0, self.row_colors[sending], src, np.array(values), dt)
+        self.plan.prog.send(self.port_ids[sending], 0, self.row_colors[sending], src, values, dt)
 
     def _zero(self, c: int, target: np.ndarray) -> None:
         """Rows other than the owner zero their partial buffer, once the reduction of chunk
@@ -289,9 +317,9 @@ class _Layout:
         """Every PE multiplies its row's block into its target: one ``fmacs`` (dense) or
         ``spmacs`` (sparse) per PE, the rows of each kind in one call."""
         prog, dt, width = self.plan.prog, self.dtype, self._width(c)
-        modes = np.array([row[c].mode for row in self.blocks])[self.row_of]
+        modes = self.mode[self.row_of, c]
         for mode in (sparse_weights.DENSE, sparse_weights.SPARSE):
-            on = modes == mode
+            on = modes == MODES.index(mode)
             if not on.any():
                 continue
             pes, rows = self.pes[on], self.row_of[on]
@@ -300,21 +328,76 @@ class _Layout:
             if mode == sparse_weights.DENSE:
                 prog.fmacs(pes, 0, color, acc, mat, mj, ki, dt, width, skip_zeros=True)
             else:
-                count = np.array([self.blocks[i][c].nonzeros for i in range(len(self.blocks))])
                 prog.spmacs(pes, 0, color, acc, mat, self.scratch[pes], mj, ki, width,
-                            count[rows], dt, skip_zeros=True)  # fmt: skip
+                            self.nonzeros[rows, c], dt, skip_zeros=True)  # fmt: skip
 
     def c_tiles(self) -> list[tuple[int, int, int, int, int, int]]:
         """Where ``C`` is: fp32 column-major tiles ``(pe, addr, r0, r1, c0, c1)``, each owner
         PE's ``C[M_j, chunk]`` (:func:`kernels.gemm_common.gather_c`)."""
-        grid, ms = self.plan.grid, self.ms
-        return [
-            (pe, int(self._c_addr(pe, ms[j + 1] - ms[j], c)), int(ms[j]), int(ms[j + 1]),
-             int(self.chunks[c]), int(self.chunks[c + 1]))
-            for c, i in enumerate(self.owner.tolist())
-            for j in range(grid.cols)
-            for pe in [int(grid.pe[i, j])]
-        ]  # fmt: skip
+        grid, ms, cols = self.plan.grid, self.ms, self.plan.grid.cols
+        c = np.repeat(np.arange(len(self.owner)), cols)  # chunk by chunk, column by column
+        j = np.tile(np.arange(cols), len(self.owner))
+        pe = grid.pe[self.owner[c], j]
+        addr = self._c_addr(pe, ms[j + 1] - ms[j], c)
+        parts = (pe, addr, ms[j], ms[j + 1], self.chunks[c], self.chunks[c + 1])
+        return list(zip(*(part.tolist() for part in parts), strict=True))
+
+
+class RowBlocks(NamedTuple):
+    """A grid row's blocks of ``B`` (one a chunk) as its port sends them: their words one
+    after another, which of those are index words (None: none), and per block its mode (an
+    index into :data:`MODES`), words, nonzero values and values multiplied (int arrays);
+    ``packed``: a row without a zero, packed at once (:func:`_dense_words` again)."""
+
+    data: np.ndarray
+    fixed: np.ndarray | None
+    mode: np.ndarray
+    sizes: np.ndarray
+    nonzeros: np.ndarray
+    multiplied: np.ndarray
+    packed: bool
+
+
+def encode_row_blocks(row: np.ndarray, chunks: np.ndarray, dtype: DType) -> RowBlocks:
+    """:func:`kernels.sparse_weights.encode_row`'s blocks of a grid row's weights, as
+    arrays: a row without a zero (as stored) is packed at once, without an object a block
+    (a whole wafer's GPT-3 layer is 2 M blocks)."""
+    dense = _dense_row(row, chunks, dtype)
+    if dense is not None:
+        data, values = dense
+        mode = np.full(len(values), MODES.index(sparse_weights.DENSE), np.int8)
+        return RowBlocks(data, None, mode, words(values, dtype), values, values, True)
+    blocks = sparse_weights.encode_row(row, chunks, dtype)
+    fixed = np.concatenate([block.index_words for block in blocks])
+    column = lambda f: np.array([f(block) for block in blocks], np.int64)  # noqa: E731
+    return RowBlocks(
+        np.concatenate([block.data for block in blocks]), fixed if fixed.any() else None,
+        column(lambda x: MODES.index(x.mode)).astype(np.int8), column(lambda x: len(x.data)),
+        column(lambda x: x.nonzeros), column(lambda x: x.multiplied), False,
+    )  # fmt: skip
+
+
+def _dense_row(row: np.ndarray, chunks: np.ndarray, dtype: DType):
+    """A row without a zero as stored: its blocks' words one after another (each column
+    major; a 16-bit block of an odd count ends with a zero half, as ``encode_row`` packs
+    them) and each block's values; None for a row with a zero."""
+    row = np.asarray(row, np.float32)
+    flat = row.T.reshape(-1)
+    values = np.diff(chunks) * row.shape[0]
+    if dtype not in HALF_DTYPES:
+        value_bytes(dtype)  # an unknown dtype names the valid ones
+        return (flat, values) if (flat != 0).all() else None
+    with np.errstate(over="ignore"):  # an overflow to inf is nonzero, as the kernel sends it
+        bits = pack_half(flat, dtype).view(np.uint16)[: flat.size]
+    if not (bits & SIGNLESS_HALF).all():  # a zero of either sign
+        return None
+    odd = np.flatnonzero(values % 2)
+    return np.insert(bits, np.cumsum(values)[odd], np.uint16(0)).view(np.float32), values
+
+
+def _dense_words(row: np.ndarray, chunks: np.ndarray, dtype: DType) -> np.ndarray:
+    """The words of a row that :func:`_dense_row` packs."""
+    return _dense_row(row, chunks, dtype)[0]
 
 
 def encode_blocks(b: np.ndarray, ks: np.ndarray, chunks: np.ndarray, dtype: DType):

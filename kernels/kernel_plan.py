@@ -25,6 +25,7 @@ from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
 PORT_SRAM_WORDS = 2**40  # edge ports are not limited by a PE's SRAM
+COMPACT_ROWS = 1 << 20  # op-table rows renumbered at once (a whole wafer's table is GBs)
 RECORDER: ContextVar = ContextVar("kernel_plan_recorder", default=None)
 
 
@@ -73,7 +74,9 @@ class KernelPlan:
         self.budget[grid.ports] = PORT_SRAM_WORDS
         self.prog = ProgramBuilder(mesh.pes, spec.pe, spec.router.colors, tasks, self.budget)
         self.used = np.zeros(mesh.pes, np.int64)
-        self._images: list[tuple[int, int, np.ndarray]] = []
+        # initial SRAM contents: (pes, addrs, words, sizes), PE ``pes[i]`` taking ``sizes[i]``
+        # of the words at ``addrs[i]`` (one PE: ints and all the words)
+        self._images: list[tuple] = []
         self._fixed: list[tuple[int, int, np.ndarray]] = []  # (pe, addr, word indices)
 
     def alloc(self, pe: int, n_words: int, what: str) -> int:
@@ -107,9 +110,25 @@ class KernelPlan:
     def load(self, pe: int, addr: int, data: np.ndarray, fixed: np.ndarray | None = None) -> None:
         """Initial SRAM contents: float32 words at ``addr``; ``fixed`` (bool per word) marks
         words that hold no operand value (sparse indices), which a replay keeps as they are."""
-        self._images.append((pe, addr, np.asarray(data, np.float32)))
+        data = np.asarray(data, np.float32)
+        self._images.append((pe, addr, data, len(data)))
         if fixed is not None and np.any(fixed):
             self._fixed.append((pe, addr, np.flatnonzero(fixed)))
+
+    def load_later(self, pe: int, addr: int, n_words: int, words: Callable[[], np.ndarray]):
+        """:meth:`load` of the ``n_words`` float32 words ``words()`` returns, called when the
+        SRAM image is built: the image then holds the only copy (a whole wafer's weights
+        are a gigabyte; the kernel keeps what they are made from)."""
+        self._images.append((pe, addr, words, n_words))
+
+    def load_many(self, pes: np.ndarray, addrs: np.ndarray, data: np.ndarray, sizes) -> None:
+        """:meth:`load` on each of ``pes`` at once: PE ``pes[i]`` takes the next ``sizes[i]``
+        float32 words of ``data`` (one after another) at ``addrs[i]``."""
+        pes, addrs = np.asarray(pes, np.int64), np.asarray(addrs, np.int64)
+        sizes = np.broadcast_to(np.asarray(sizes, np.int64), pes.shape)
+        data = np.asarray(data, np.float32)
+        assert sizes.sum() == len(data), "load_many: sizes must cover the words"
+        self._images.append((pes, addrs, data, sizes))
 
     def fixed_slots(self, base: np.ndarray) -> np.ndarray:
         """Flat positions, in an SRAM image laid out by ``base`` (``SramImage.base``), of the
@@ -125,11 +144,8 @@ class KernelPlan:
     def run(self, max_cycles: int, threads: int = 1) -> SimResult:
         """Simulate the kernel; under :func:`kernels.replay.recording` it is recorded for
         later runs with other operands instead (see there)."""
-        memory = sram.zeros(self.used)
-        for pe, addr, data in self._images:
-            assert addr + len(data) <= self.used[pe], f"PE {pe}: a load past its allocations"
-            memory.flat[memory.base[pe] + addr : memory.base[pe] + addr + len(data)] = data
         routes, program = self._compact_colors()
+        memory = self._memory()
         recorder = RECORDER.get()
         if recorder is not None:
             return recorder(self, routes, program, memory, max_cycles)
@@ -143,6 +159,24 @@ class KernelPlan:
             threads=threads,
         )
 
+    def _memory(self) -> sram.SramImage:
+        """Every PE's SRAM as :meth:`alloc` sized it, holding what was loaded."""
+        memory = sram.zeros(self.used)
+        for pe, addr, data, sizes in self._images:
+            if not isinstance(pe, np.ndarray):
+                assert addr + sizes <= self.used[pe], f"PE {pe}: a load past its allocations"
+                if callable(data):  # load_later's
+                    data = np.asarray(data(), np.float32)
+                    assert len(data) == sizes, f"PE {pe}: {len(data)} words, not {sizes}"
+                memory.flat[memory.base[pe] + addr : memory.base[pe] + addr + sizes] = data
+                continue
+            past = pe[addr + sizes > self.used[pe]]
+            assert not past.size, f"PE {past[:1]}: a load past its allocations"
+            first = np.cumsum(sizes) - sizes  # each PE's words in ``data``
+            shift = np.repeat(memory.base[pe] + addr - first, sizes)
+            memory.flat[shift + np.arange(len(data))] = data
+        return memory
+
     def _compact_colors(self) -> tuple[ColorRoutes, ProgramArrays]:
         """Renumber the colors in use to ``0..u-1``: the engine's per-color loops and arrays
         then scale with what the kernel uses, not with the router's 24 colors."""
@@ -150,11 +184,12 @@ class KernelPlan:
         renumber = np.zeros(self.wiring.routes.colors, np.int64)
         renumber[used] = np.arange(len(used))
         routes = ColorRoutes(self.grid.mesh, len(used))
-        routes.table = self.wiring.routes.table[:, :, used].copy()
-        program = self.prog.build()
-        ops = program.ops.copy()
-        ops[:, K.C_COLOR] = renumber[ops[:, K.C_COLOR]]
-        return routes, program._replace(ops=ops)
+        routes.table = self.wiring.routes.table[:, :, used]  # a copy (a list index)
+        program = self.prog.build()  # a table of its own: renumbered in place, in slices
+        color = program.ops[:, K.C_COLOR]
+        for at in range(0, len(color), COMPACT_ROWS):
+            color[at : at + COMPACT_ROWS] = renumber[color[at : at + COMPACT_ROWS]]
+        return routes, program
 
 
 def encode(values: np.ndarray, dtype: DType) -> np.ndarray:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from wafersim.kernels.kernel_plan import KernelPlan
@@ -79,7 +80,7 @@ def reduce_lines(
     task: int = 0,
     prepare: Callable[[], None] | None = None,
     routes: LineRoutes | None = None,
-    keep: np.ndarray | None = None,
+    keep: np.ndarray | Kept | None = None,
 ) -> None:
     """:func:`reduce_line` on each of the disjoint, equally long ``lines`` (``addrs[k]``,
     ``owners[k]`` and ``n_words``, an int or one per line, going with ``lines[k]``): the
@@ -87,23 +88,21 @@ def reduce_lines(
     ``prepare`` runs once the routes are built, before any op is added (a kernel's switch
     to the new positions the routes took: ``Wiring.new_position``). ``routes``: the lines'
     streams routed already (:class:`LineRoutes`, for every root a kernel takes); ``keep``
-    (bool, the shape of ``lines``): the PEs that get ops, the others sharing programs
+    (bool, the shape of ``lines``, or its :func:`kept` for calls on the same lines): the
+    PEs that get ops, the others sharing programs
     (:meth:`fabric.program.ProgramBuilder.share`)."""
     lines, addrs = np.asarray(lines, np.int64), np.asarray(addrs, np.int64)
-    streams = line_streams(algo, lines.shape[1], root, colors)
     if routes is None:
         routes = LineRoutes(plan, lines, algo, colors, owners, [root])
+    streams, columns = routes.streams_to(algo, lines.shape[1], root, colors)
     if prepare is not None:
         prepare()
     if not streams:
         return
-    columns = routes.columns(streams)
-    keep = np.ones(lines.shape, bool) if keep is None else np.asarray(keep, bool)
+    if not isinstance(keep, Kept):
+        keep = kept(np.ones(lines.shape, bool) if keep is None else keep)
+    line_at, count, first = keep
     n_words = np.broadcast_to(np.asarray(n_words, np.int64).reshape(-1, 1), (len(lines), 1))
-    # the kept (line, position) pairs grouped by position: each stream's in one slice
-    line_at, pos_at = np.nonzero(keep.T)[::-1]
-    count = np.bincount(pos_at, minlength=lines.shape[1])
-    first = np.cumsum(count) - count
     # program order: each PE first receives everything it adds, in round order, then sends
     # (a PE's receives come in rounds before its send): one call for each, stream by stream
     for op, at in ((plan.prog.recv_add, 2), (plan.prog.send, 1)):
@@ -113,6 +112,24 @@ def reduce_lines(
         line = line_at[first[pos[k]] + within]
         where = (line, pos[k])
         op(lines[where], task, routes.colors[line, columns[k]], addrs[where], n_words[line, 0])
+
+
+class Kept(NamedTuple):
+    """The PEs of equally long lines that get ops (:func:`reduce_lines`' ``keep``), grouped
+    by position along the lines: position ``p``'s are lines ``line_at[first[p]:][:counts[p]]``."""
+
+    line_at: np.ndarray
+    counts: np.ndarray
+    first: np.ndarray
+
+
+def kept(keep: np.ndarray) -> Kept:
+    """:class:`Kept` of a bool ``(lines, length)`` mask: found once for a kernel that reduces
+    along the same lines chunk after chunk (a whole wafer's mask is 745,500 PEs)."""
+    keep = np.asarray(keep, bool)
+    line_at, pos_at = np.nonzero(keep.T)[::-1]
+    count = np.bincount(pos_at, minlength=keep.shape[1])
+    return Kept(line_at, count, np.cumsum(count) - count)
 
 
 def line_streams(algo: str, length: int, root: int, colors: Sequence[int]) -> list[tuple]:
@@ -145,10 +162,11 @@ class LineRoutes:
 
     def __init__(self, plan, lines, algo, colors, owners, roots) -> None:
         self.index: dict[tuple[int, int, int], int] = {}  # (src, dst, color) -> column
+        self._streams: dict[tuple, tuple[list[tuple], np.ndarray]] = {}  # streams_to's
         listed, columns = np.asarray(lines).tolist(), [np.zeros((len(lines), 0), np.int64)]
         for root in roots:  # routed in the order the chunks first use them
-            new = [s for s in line_streams(algo, len(listed[0]), root, colors)
-                   if s[1:] not in self.index]  # fmt: skip
+            streams = line_streams(algo, len(listed[0]), root, colors)
+            new = [s for s in streams if s[1:] not in self.index]
             for s in new:
                 self.index[s[1:]] = len(self.index)
             if new:
@@ -156,7 +174,18 @@ class LineRoutes:
                     [_connect(plan, line, new, owner)
                      for line, owner in zip(listed, owners, strict=True)], np.int64,
                 ))  # fmt: skip
+            key = (algo, len(listed[0]), root, tuple(colors))
+            self._streams[key] = (streams, self.columns(streams))
         self.colors = np.concatenate(columns, axis=1)
+
+    def streams_to(self, algo, length: int, root: int, colors) -> tuple[list, np.ndarray]:
+        """:func:`line_streams` to ``root`` and their :meth:`columns`, found once a root
+        (a kernel reduces chunk after chunk to the same roots)."""
+        key = (algo, length, root, tuple(colors))
+        if key not in self._streams:
+            streams = line_streams(algo, length, root, colors)
+            self._streams[key] = (streams, self.columns(streams))
+        return self._streams[key]
 
     def columns(self, streams: list[tuple]) -> np.ndarray:
         """int64 (streams,): the columns of :attr:`colors` that hold ``streams``."""

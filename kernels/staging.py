@@ -86,6 +86,21 @@ class Staging:
             self._placed[operand].append(Block(pe, addr, np.asarray(data, np.float32)))
         return addr
 
+    def place_many(self, pes: np.ndarray, data: np.ndarray, sizes, what: str, operand: str):
+        """:meth:`place` on each of the distinct ``pes`` at once: PE ``pes[i]`` takes the next
+        ``sizes[i]`` words of ``data`` (encoded, one block after another); returns their
+        first words."""
+        pes = np.asarray(pes, np.int64)
+        sizes = np.broadcast_to(np.asarray(sizes, np.int64), pes.shape)
+        if self.inputs != "resident":
+            ends = np.cumsum(sizes)
+            return np.array([self.place(int(pe), data[end - size : end], what, operand)
+                             for pe, size, end in zip(pes, sizes, ends, strict=True)],
+                            np.int64)  # fmt: skip
+        addrs = self.plan.alloc_many(pes, sizes, what)
+        self.plan.load_many(pes, addrs, data, sizes)
+        return addrs
+
     def stream_in(self) -> None:
         """The relays that deliver every placed block, then every task of every PE of the
         grid waits for them; nothing when the inputs are resident."""
