@@ -1,10 +1,11 @@
 """The CPU engine's router-level functions as CUDA device functions.
 
-The router-level functions are not written again here. ``fabric/_kernels.py`` and
+The router-level functions are not written again here. ``fabric/_engine_jit.py`` and
 ``fabric/_fp16.py`` are executed a second time, from their own source, in modules where the
-decorator (``kernel``, resp. ``njit``) makes a CUDA device function: every ``@kernel``
-function of the CPU engine (``_program_cycle``, ``_traffic_cycle``, ``_catch_up`` and what they
-call) is then also compiled for the GPU, and the CPU engine stays the one source of truth.
+decorator (``engine_function``, resp. ``njit``) makes a CUDA device function: every
+``@engine_function`` function of the CPU engine (``_program_cycle``, ``_traffic_cycle``,
+``_catch_up`` and what they call) is then also compiled for the GPU, and the CPU engine stays
+the one source of truth.
 Device functions compile on first use, so the CPU-only host loop (``run_cycles``, the row loops,
 ``_pending_work``, whose array reductions a device cannot do) is defined there but never built.
 
@@ -29,8 +30,8 @@ import numba
 import numpy as np
 from numba import cuda
 from numba.cuda import libdevice
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric import _fp16, numba_compat
-from wafersim.fabric import _kernels as K
 
 SIMULATED = numba.config.ENABLE_CUDASIM
 if SIMULATED:  # the simulator's module swap races; its barrier polls (fabric._cudasim_fixes)
@@ -38,7 +39,8 @@ if SIMULATED:  # the simulator's module swap races; its barrier polls (fabric._c
 
 
 def _device(**_options):
-    """The CUDA stand-in for ``_kernels.kernel`` and ``_fp16``'s ``njit``: a device function.
+    """The CUDA stand-in for ``_engine_jit.engine_function`` and ``_fp16``'s ``njit``:
+    a device function.
 
     The CPU options (cache, NRT, IR inlining, parallel) do not apply; NVVM inlines by itself.
     """
@@ -91,7 +93,7 @@ def _numpy_for_devices() -> types.ModuleType:
 
 @cuda.jit(device=True)
 def _record_packet(r, t, created, injected, tr):
-    """``_kernels._record_packet`` with atomic adds: the routers of a row share its counters."""
+    """``_engine_jit._record_packet`` with atomic adds: the routers of a row share its counters."""
     latency = t - created
     row = r // tr.width
     cuda.atomic.add(tr.packets, row, 1)
@@ -102,7 +104,7 @@ def _record_packet(r, t, created, injected, tr):
 
 @cuda.jit(device=True)
 def _mul_rn(a, b):
-    """``_kernels.mul_rn``: libdevice's ``fmul_rn``, a product NVVM never fuses into an FMA."""
+    """``_engine_jit.mul_rn``: libdevice's ``fmul_rn``, a product NVVM never fuses into an FMA."""
     if SIMULATED:  # the simulator's libdevice functions are stubs that return None
         return a * b
     return libdevice.fmul_rn(a, b)
@@ -112,7 +114,7 @@ _FP16 = _device_module(_fp16, {"njit": _device})
 DEVICE = _device_module(
     K,
     {
-        "kernel": _device,
+        "engine_function": _device,
         "np": _numpy_for_devices(),
         "get_half": _FP16.get_half,
         "half_bits": _FP16.half_bits,

@@ -47,9 +47,9 @@ import numpy as np
 from numba import cuda
 from numba.core.extending import overload
 from wafersim.fabric import _cuda_device, _cuda_traffic, _fp16, numba_compat
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric._cuda_device import DEVICE, SIMULATED
-from wafersim.fabric._kernels import NEVER, STATUS_DEADLOCK, STATUS_DONE, STATUS_MAX_CYCLES
+from wafersim.fabric._engine_jit import NEVER, STATUS_DEADLOCK, STATUS_DONE, STATUS_MAX_CYCLES
 
 RUNNING = -1  # status while the loop goes on
 # a thread's loop state (a local array; every thread holds the same values)
@@ -127,7 +127,7 @@ def specialized(kernel, args: tuple):
 @_cached
 @cuda.jit
 def run_cycles_block(t0, t1, fab, st, prog, tr, want, ctl):
-    """``_kernels.run_cycles`` from cycle ``t0`` to at most ``t1`` in one thread block.
+    """``_engine_jit.run_cycles`` from cycle ``t0`` to at most ``t1`` in one thread block.
 
     ``fab``, ``st``, ``prog``, ``tr`` are the engine's structs of device arrays (see
     ``fabric.state``); ``want`` int64 (P, 2, 5C) is each router's arbitration scratch;
@@ -249,10 +249,10 @@ def _is_nothing(value) -> bool:
 
 @cuda.jit(device=True)
 def _program_routers(t, read, write, first, stride, fab, st, prog, want, slot):
-    """``_kernels._program_row`` over this thread's routers instead of a row."""
+    """``_engine_jit._program_row`` over this thread's routers instead of a row."""
     events, moves, until, next_wake = 0, 0, t, NEVER
     for i in range(first, fab.alive.shape[0], stride):
-        r = np.uint32(i)  # unsigned, as in _kernels._next_due: no negative-index test
+        r = np.uint32(i)  # unsigned, as in _engine_jit._next_due: no negative-index test
         if st.wake[r] > t and st.link_any[read, r] == 0:
             next_wake = min(next_wake, st.wake[r])
             continue
@@ -269,7 +269,7 @@ def _program_routers(t, read, write, first, stride, fab, st, prog, want, slot):
 
 @cuda.jit(device=True)
 def _traffic_routers(t, read, write, first, stride, fab, st, tr, want, slot):
-    """``_kernels._traffic_row`` over this thread's routers instead of a row."""
+    """``_engine_jit._traffic_row`` over this thread's routers instead of a row."""
     events = 0
     for i in range(first, fab.alive.shape[0], stride):
         r = np.uint32(i)
@@ -359,7 +359,7 @@ def _find_pending(run, first, stride, fab, st, prog, tr, ctl):
 
 @cuda.jit(device=True)
 def _router_pending(r, fab, st, prog, tr):
-    """``_kernels._pending_work`` for router ``r``: wavelets queued or on a wire into it,
+    """``_engine_jit._pending_work`` for router ``r``: wavelets queued or on a wire into it,
     flits still to inject, or tasks not finished (an op cost still counting down included)."""
     if st.occupancy[r]:
         return True
@@ -419,7 +419,7 @@ def _advance(run):
 
 @cuda.jit(device=True)
 def _finish(run, first, stride, fab, st, ctl):
-    """``_kernels._settle`` for this thread's routers (it touches only their own state); the
+    """``_engine_jit._settle`` for this thread's routers (it touches only their own state); the
     first thread writes the outcome."""
     if not fab.traffic:
         for r in range(first, fab.alive.shape[0], stride):

@@ -1,7 +1,7 @@
-"""A router's synthetic-traffic cycle on one color, for the GPU: ``_kernels._traffic_cycle``
+"""A router's synthetic-traffic cycle on one color, for the GPU: ``_engine_jit._traffic_cycle``
 with the router's queue pointers, output locks and credits held in registers.
 
-Traffic on one color (the default, ``_kernels.TRAFFIC_COLORS``) leaves an input port one
+Traffic on one color (the default, ``_engine_jit.TRAFFIC_COLORS``) leaves an input port one
 candidate, its head's one output (dimension order or up*/down*), so the round-robin needs no
 scratch list: the requests are packed in one integer, ``REQUEST_BITS`` a port. The shared step
 (``fabric._cuda_device``) lists them in the ``want`` array in global memory, and, as
@@ -11,7 +11,7 @@ registers and stored once, so a router's dependent loads are a few rounds instea
 The PE's part (the sink drains, the source injects) works on the same register values; a new
 packet's destination and arrival are drawn by the shared ``_start_packet``.
 
-Everything else follows ``_kernels`` line by line (ingest, then route, then the PE), and every
+Everything else follows ``_engine_jit`` line by line (ingest, then route, then the PE), and every
 state and traffic array ends bit for bit as the CPU engine leaves it (tests/cuda_cases.py).
 ``served`` is not stored: wormhole colors never set it, so the shared step's ``served = 0``
 leaves it zero.
@@ -22,7 +22,14 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 from wafersim.fabric._cuda_device import DEVICE
-from wafersim.fabric._kernels import NEVER, NUM_PORTS, RAMP, REASON_OUTPUT, STALL_BITS, STALL_MASK
+from wafersim.fabric._engine_jit import (
+    NEVER,
+    NUM_PORTS,
+    RAMP,
+    REASON_OUTPUT,
+    STALL_BITS,
+    STALL_MASK,
+)
 
 REQUEST_BITS = 3  # a port's field in the packed requests: the output it asks for
 NO_REQUEST = 7  # the field of a port that asks for none
@@ -43,7 +50,7 @@ route_port = DEVICE.route_port
 @cuda.jit(device=True)
 def one_color_cycle(r, t, read, write, flags, fab, st, tr):
     """One cycle of router ``r`` (``flags``: its link flags of this cycle) and its traffic
-    source and sink; returns its events, as ``_kernels._traffic_cycle`` does."""
+    source and sink; returns its events, as ``_engine_jit._traffic_cycle`` does."""
     occupancy = st.occupancy[r]
     received = st.rx_count[r, 0]
     left, arrival = tr.left[r], tr.next_arrival[r]
@@ -103,7 +110,7 @@ def _store(r, occupancy, head, count, lock, owner, credits, st):
 @cuda.jit(device=True)
 def _fabric_step(r, read, write, flags, occupancy, received, head, count, lock, owner, credits,
                  fab, st):  # fmt: skip
-    """``_kernels._fabric_step`` (ingest, then route) on the router's values in registers,
+    """``_engine_jit._fabric_step`` (ingest, then route) on the router's values in registers,
     stored back when they changed; ``received``: wavelets in the PE's receive queue.
     Returns the wavelets taken in and moved, and the occupancy and ``received`` after them.
 
@@ -145,7 +152,7 @@ def _fabric_step(r, read, write, flags, occupancy, received, head, count, lock, 
 
 @cuda.jit(device=True)
 def _pe_step(r, t, received, left, arrival, head, count, fab, st, tr):
-    """``_kernels._traffic_step`` on one color: the sink drains the ``received`` wavelets
+    """``_engine_jit._traffic_step`` on one color: the sink drains the ``received`` wavelets
     of the receive queue, then the source (``left`` flits of its packet to inject, its next
     packet due at ``arrival``) injects one flit into the ramp queue (``head`` and ``count``
     of port ``RAMP``: its values in registers). Returns the events; the receive queue is then
@@ -188,7 +195,7 @@ def _pe_step(r, t, received, left, arrival, head, count, fab, st, tr):
 
 @cuda.jit(device=True)
 def _ingest(r, read, flags, head, count, credits, data, meta, fab, st):
-    """``_kernels._ingest``: the wavelets and credits that landed this cycle, all read before
+    """``_engine_jit._ingest``: the wavelets and credits that landed this cycle, all read before
     any is stored; a wavelet into an empty queue becomes its head (``data``, ``meta``).
     Returns the wavelets queued."""
     in_data = cuda.local.array(LINKS, np.float32)
@@ -225,7 +232,7 @@ def _landed(flags, i):
 
 @cuda.jit(device=True)
 def _route(r, write, received, head, count, lock, owner, credits, data, meta, fab, st):
-    """``_kernels._route`` on one color: each queue's head (``data``, ``meta``) asks for its
+    """``_engine_jit._route`` on one color: each queue's head (``data``, ``meta``) asks for its
     one output; each output grants one request round-robin. Returns the wavelets moved, the
     packed stalls and the wavelets moved into the PE's receive queue (0 or 1; ``received``
     are there)."""
@@ -271,7 +278,7 @@ def _has_room(r, o, received, credits, fab):
 
 @cuda.jit(device=True)
 def _grant(r, o, p, write, received, head, count, lock, owner, credits, data, meta, fab, st):
-    """``_kernels._grant`` on one wormhole color: the head of port ``p`` (``data[p]``,
+    """``_engine_jit._grant`` on one wormhole color: the head of port ``p`` (``data[p]``,
     ``meta[p]``) out through ``o`` (the PE's receive queue holds ``received``; the caller
     counts the one added). The counters and the credit back are atomic adds, which the
     router does not wait for (no other router adds to them in the cycle)."""
@@ -303,7 +310,7 @@ def _grant(r, o, p, write, received, head, count, lock, owner, credits, data, me
 
 @cuda.jit(device=True)
 def _add_stalls(r, packed, st):
-    """``_kernels._add_stalls`` for one cycle, the ports that stalled only."""
+    """``_engine_jit._add_stalls`` for one cycle, the ports that stalled only."""
     for o in range(NUM_PORTS):
         stalls = (packed >> (STALL_BITS * o)) & STALL_MASK
         if stalls:

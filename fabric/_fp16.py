@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-FP16, BF16 = 1, 2  # the engine's dtype codes (fabric._kernels; FP32 is 0)
+FP16, BF16 = 1, 2  # the engine's dtype codes (fabric._engine_jit; FP32 is 0)
 
 
 @njit(cache=True, _nrt=False, inline="always")

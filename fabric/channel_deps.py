@@ -3,7 +3,7 @@
 A *channel* is one input queue of the fabric, ``(pe, in_port, color)``: ports 0..3 hold the
 wavelets arriving on the link from that side, port 4 (``RAMP``) those the PE sends. A
 wavelet at the head of a channel waits for room in the downstream channel of each output
-it needs (``fabric/_kernels.py``), so the channel *depends* on those channels: the graph
+it needs (``fabric/_engine_jit.py``), so the channel *depends* on those channels: the graph
 has an edge from the channel to ``(neighbour across o, opposite(o), color)`` for each link
 output ``o``.
 
@@ -46,7 +46,7 @@ from typing import NoReturn
 
 import networkx as nx
 import numpy as np
-from wafersim.fabric._channel_kernels import unresolved_channels
+from wafersim.fabric._channel_jit import unresolved_channels
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.wafer.errors import ConfigError, WaferSimError
@@ -154,7 +154,7 @@ def check_routes(routes: ColorRoutes) -> None:
     """Reject static color routes that can deadlock: a dependency cycle or a dead end.
 
     Linear in the channels: Kahn's algorithm runs over the route table in a Numba kernel
-    (``fabric._channel_kernels``); the graph is built only to name a cycle that exists.
+    (``fabric._channel_jit``); the graph is built only to name a cycle that exists.
     """
     stuck, received = _resolve(routes)
     if stuck.any():

@@ -32,7 +32,7 @@ import numba
 import numpy as np
 from numba import cuda
 from wafersim.fabric import _cuda_kernels as CK
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.deadlock import raise_deadlock
 from wafersim.fabric.state import EngineState, FabricArrays, ProgramArrays, TrafficArrays
 from wafersim.wafer.arith import ceil_div

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.wafer.errors import DeadlockError
 from wafersim.wafer.geometry import DIR_NAMES
 

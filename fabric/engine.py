@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.channel_deps import check_routes as check_deadlock_free_routes
 from wafersim.fabric.compile_once import compile_once
 from wafersim.fabric.deadlock import raise_deadlock
@@ -34,7 +34,7 @@ from wafersim.fabric.trace import TRACE_IN_USE, SentProbe, TraceRecorder, reason
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
-ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._kernels) or a GPU
+ENGINES = ("cpu", "cuda")  # Numba kernels on the CPU (fabric._engine_jit) or a GPU
 # the engine of runs that name none (simulate, run_traffic and the kernels above them)
 ENGINE_IN_USE: ContextVar[str] = ContextVar("fabric_engine_in_use", default="cpu")
 # where the CPU engine's compiles (or cache loads) that runs wait for are noted, if anywhere
@@ -104,7 +104,7 @@ def fabric_arrays(
 def link_extra(mesh: Mesh, latency: int) -> np.ndarray:
     """uint8 (P, 4): the cycles each link adds to the hop latency, ``(hops - 1) x latency``
     for a link of ``hops`` physical hops (the longer end's count, should the two differ).
-    Programs only: synthetic traffic takes every link as one hop (see ``_kernels._grant``)."""
+    Programs only: synthetic traffic takes every link as one hop (see ``_engine_jit._grant``)."""
     hops, nbr = mesh.hops(), mesh.neighbors()
     far = hops[np.maximum(nbr, 0), [2, 3, 0, 1]]  # the same wire, seen from its other end
     extra = np.where(nbr >= 0, (np.maximum(hops, far) - 1) * latency, 0)

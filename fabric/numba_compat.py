@@ -241,10 +241,10 @@ def available(part: PosixCall) -> bool:
 
 
 def _register_noalias() -> bool:
-    """Let ``fabric._kernels.kernel`` take ``noalias=True``: Numba's compiler flag (its parfors
-    set it) that marks a function's array arguments as not overlapping, so that LLVM keeps a
-    value read from one array in a register across stores to another. Numba does not offer it
-    as a decorator option; this registers it as its own are."""
+    """Let ``fabric._engine_jit.engine_function`` take ``noalias=True``: Numba's compiler flag
+    (its parfors set it) that marks a function's array arguments as not overlapping, so that
+    LLVM keeps a value read from one array in a register across stores to another. Numba does
+    not offer it as a decorator option; this registers it as its own are."""
     from numba.core.compiler import Flags
     from numba.core.cpu import CPUTargetOptions
     from numba.core.options import TargetOptions

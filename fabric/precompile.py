@@ -23,7 +23,7 @@ from typing import Any
 
 import numba
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric import numba_compat
 from wafersim.fabric.compile_once import compile_once
 from wafersim.fabric.engine import _kernel_args, fabric_arrays, simulate

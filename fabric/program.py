@@ -28,7 +28,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.state import ProgramArrays
 from wafersim.fabric.switches import pack_position
 from wafersim.wafer.dtypes import DTYPE_BYTES, DTYPE_NAMES, HALF_DTYPES, DType
@@ -234,7 +234,7 @@ class ProgramBuilder:
         """``fmacs`` of a compressed stream: ``nonzeros`` of the ``n * blocks`` scalars, each
         with its flat index ``j + n * b`` (16 bits, so ``n * blocks <= 65536``), the others
         zero and neither sent nor multiplied. The stream's layout is
-        :func:`fabric._kernels._consume_sparse`'s; fp32 keeps each index word at ``scratch``
+        :func:`fabric._engine_jit._consume_sparse`'s; fp32 keeps each index word at ``scratch``
         (one word) until its values have come. ``skip_zeros`` as in :meth:`fmacs`."""
         if np.any(np.asarray(n) * blocks > MAX_SPARSE_INDEX):
             raise ConfigError(

@@ -45,7 +45,7 @@ import operator
 from dataclasses import dataclass, field
 
 import numpy as np
-from wafersim.fabric import _reroute_kernels as kernels
+from wafersim.fabric import _reroute_jit as jit
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.wafer.errors import ConfigError, ConnectivityError
@@ -288,7 +288,7 @@ def _wire_ok(mesh: Mesh) -> np.ndarray:
 
 def islands(mesh: Mesh) -> np.ndarray:
     """int64 (H, W): island number of each working PE (row-major first-seen order), -1 holes."""
-    labels = kernels.label_islands(mesh.alive.reshape(-1), _wire_ok(mesh), mesh.width)
+    labels = jit.label_islands(mesh.alive.reshape(-1), _wire_ok(mesh), mesh.width)
     return labels.reshape(mesh.height, mesh.width)
 
 
@@ -324,13 +324,13 @@ def plan_routes(mesh: Mesh, requests) -> RoutePlan:
         if not isinstance(request, RouteRequest):
             raise ConfigError(f"requests[{i}] is a {type(request).__name__}, not a RouteRequest")
     wire_ok = _wire_ok(mesh)
-    labels = kernels.label_islands(mesh.alive.reshape(-1), wire_ok, mesh.width)
+    labels = jit.label_islands(mesh.alive.reshape(-1), wire_ok, mesh.width)
     targets = [np.asarray(r.targets, np.int64) for r in requests]
     for i, request in enumerate(requests):
         _check_request(mesh, labels, i, request, targets[i])
     trees = []
     for request, wanted in zip(requests, targets, strict=True):
-        tree = kernels.route_tree(
+        tree = jit.route_tree(
             wire_ok, mesh.width, mesh.height, request.source, wanted, FIRST_MARGIN_PES
         )
         if (tree[2] < 0).any():  # cannot happen: _check_request refused other islands

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from wafersim.fabric._kernels import MAX_COLORS
+from wafersim.fabric._engine_jit import MAX_COLORS
 from wafersim.fabric.mesh import Mesh
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import DIR_NAMES, NUM_PORTS, RAMP

@@ -1,4 +1,4 @@
-"""The engine's data: structs of typed arrays handed to the kernels in ``_kernels.py``.
+"""The engine's data: structs of typed arrays handed to the kernels in ``_engine_jit.py``.
 
 ``FabricArrays`` is what does not change during a run (the mesh, routes, constants);
 ``EngineState`` is everything a cycle updates; ``ProgramArrays`` the PE programs;
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.sram import zeros
 
 LATENCY_BINS = 4096  # packet-latency histogram: exact below this many cycles
@@ -80,7 +80,7 @@ class EngineState(NamedTuple):
     seen: np.ndarray  # int64 (P,): program mode: the last cycle the router was stepped
     rate_busy: np.ndarray  # int64 (P,): busy cycles each skipped cycle adds
     rate_stall: np.ndarray  # int64 (P,): PE stall cycles each skipped cycle adds
-    # int64 (P, 8): PE cycles by what the PE did (columns _kernels.REASON_*), then the
+    # int64 (P, 8): PE cycles by what the PE did (columns _engine_jit.REASON_*), then the
     # reason of each skipped cycle, of the current stretch of cycles and the stretch's first
     # cycle (not yet counted): one array, as each array the state passes costs every call
     # (four arrays cost a small GEMM about twice what one does)
@@ -88,7 +88,7 @@ class EngineState(NamedTuple):
 
 
 class ProgramArrays(NamedTuple):
-    ops: np.ndarray  # int64 (K, 10): see _kernels.C_* columns
+    ops: np.ndarray  # int64 (K, 10): see _engine_jit.C_* columns
     scalars: np.ndarray  # float32 (K,)
     task_start: np.ndarray  # int64 (P, T)
     task_end: np.ndarray  # int64 (P, T)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.state import ProgramArrays
 from wafersim.wafer.errors import ConfigError

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import atomic_hdf5
 from wafersim.wafer.errors import ConfigError

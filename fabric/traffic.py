@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.engine import (
     ENGINE_IN_USE,
     REASON_NAMES,

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from wafersim.kernels import _detour_kernels
+from wafersim.kernels import _detour_jit
 from wafersim.wafer.geometry import E, S
 
 
@@ -50,7 +50,7 @@ NO_DETOUR = Detour()
 
 class LineHops(NamedTuple):
     """The extra hops of each logical hop of a kernel frame, int64 (depth, lines) each
-    (:func:`kernels._detour_kernels.line_hops`): ``position`` of kernel row ``i`` on line
+    (:func:`kernels._detour_jit.line_hops`): ``position`` of kernel row ``i`` on line
     ``j``; ``down``, of the hop into row ``i`` from row ``i - 1`` (row 0: from the edge
     port above the line); ``across``, of the hop into line ``j`` from line ``j - 1`` (line
     0: from the edge port west of it)."""
@@ -83,7 +83,7 @@ class LineTables:
         how the streams of binomial-tree reductions down the first block's columns crowd
         the links round holes (:meth:`tree_shares`)."""
         lines = np.ascontiguousarray(lines, np.int64)
-        found = _detour_kernels.frame_detour(self.hole, self.east, self.south, lines,
+        found = _detour_jit.frame_detour(self.hole, self.east, self.south, lines,
                                              depth, rows, cols)  # fmt: skip
         crowding = self.tree_shares(lines[:cols], rows) if tree else ((), 0)
         return Detour(*(int(value) for value in found), *crowding)
@@ -92,13 +92,13 @@ class LineTables:
         """The :class:`LineHops` of a kernel frame ``depth`` rows deep on ``lines``: the
         per-hop rule that :meth:`detour` sums."""
         lines = np.ascontiguousarray(lines, np.int64)
-        found = _detour_kernels.line_hops(self.hole, self.east, self.south, lines, depth)
+        found = _detour_jit.line_hops(self.hole, self.east, self.south, lines, depth)
         return LineHops(*found)
 
     def tree_shares(self, lines: np.ndarray, rows: int) -> tuple[tuple[int, ...], int]:
         """Per kernel row, the most streams of its round that share a link of its binomial
         tree stream to row 0 (1 on a clean frame), and the most streams of all rounds on any
-        one link (:func:`kernels._detour_kernels.tree_shares`)."""
+        one link (:func:`kernels._detour_jit.tree_shares`)."""
         lines = np.ascontiguousarray(lines, np.int64)
-        share, most = _detour_kernels.tree_shares(self.hole, lines, rows)
+        share, most = _detour_jit.tree_shares(self.hole, lines, rows)
         return tuple(share.tolist()), int(most)

@@ -52,7 +52,7 @@ from wafersim.fabric.program import (
     vector_cycles,
     words,
 )
-from wafersim.kernels import _weight_stream_kernels, sparse_weights
+from wafersim.kernels import _weight_stream_jit, sparse_weights
 from wafersim.kernels.algorithm import (
     Families,
     FastTierSampling,
@@ -451,7 +451,7 @@ def weight_stream_cycles(
     the chunk's owner) the zeroing of a partial buffer, once the reduction two chunks back
     has freed it; the column reductions run beside, store and forward, and the run ends with
     the last one. With one row there is no reduction and no zeroing (it computes in place).
-    With more, the recurrence of :func:`kernels._weight_stream_kernels.stream_cycles` follows
+    With more, the recurrence of :func:`kernels._weight_stream_jit.stream_cycles` follows
     every row and chunk: a chain's reduction takes as many hops as the owner is far from the
     column's end, which with short chunks outlasts the two buffers and stalls the rows near
     the owner (on 64 x 64 at m = k = n = 512 it adds 14 %).
@@ -493,7 +493,7 @@ def weight_stream_schedule(
                      for w in widths.tolist()], np.int64)  # fmt: skip
     shares = np.array(detour.shares or (1,) * p, np.int64)
     ends = np.zeros(len(widths), np.int64)
-    end = _weight_stream_kernels.stream_cycles(
+    end = _weight_stream_jit.stream_cycles(
         p, reduce == "chain", s, latency, fill, np.round(per_chunk).astype(np.int64), zero,
         mj * widths.astype(np.int64), shares, detour.crowd, ends,
     )  # fmt: skip

@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric import sram
 from wafersim.fabric.engine import SimResult, simulate
 from wafersim.fabric.program import WORD_BYTES, ProgramBuilder, pack_half, unpack_half
@@ -184,7 +184,9 @@ class KernelPlan:
         renumber = np.zeros(self.wiring.routes.colors, np.int64)
         renumber[used] = np.arange(len(used))
         routes = ColorRoutes(self.grid.mesh, len(used))
-        routes.table = self.wiring.routes.table[:, :, used]  # a copy (a list index)
+        # a list index copies, but not always in C order: the engine's compiled step takes
+        # C-contiguous tables (another layout compiles it again; the GPU refuses it)
+        routes.table = np.ascontiguousarray(self.wiring.routes.table[:, :, used])
         program = self.prog.build()  # a table of its own: renumbered in place, in slices
         color = program.ops[:, K.C_COLOR]
         for at in range(0, len(color), COMPACT_ROWS):

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.engine import simulate
 from wafersim.fabric.state import ProgramArrays
 from wafersim.fabric.trace import SentProbe

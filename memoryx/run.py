@@ -24,7 +24,7 @@ from wafersim.compiler.plan import CompileOptions, compile_cached
 from wafersim.compiler.plan_records import GemmPlacement, Plan
 from wafersim.kernels.fast_tier import fast_cycles
 from wafersim.kernels.gemm_algorithms import sparse_strategies
-from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx import _stream_jit as K
 from wafersim.memoryx.data import Dataset, DatasetSize, dataset_size, load_dataset
 from wafersim.memoryx.functional import check_functional, weight_shapes
 from wafersim.memoryx.optimizer import Optimizer

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx import _stream_jit as K
 from wafersim.wafer.atomic import output_errors
 
 if TYPE_CHECKING:  # annotations only: the writer needs none of the run's machinery

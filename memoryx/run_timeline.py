@@ -20,7 +20,7 @@ counters' last values are ``memoryx_bytes_in``, ``memoryx_bytes_out`` and
 from __future__ import annotations
 
 from wafersim.fabric.timeline import Timeline
-from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx import _stream_jit as K
 from wafersim.memoryx.energy import segment_joules
 from wafersim.memoryx.report import run_seconds
 from wafersim.memoryx.run import RunResult, optimizer_of

@@ -30,7 +30,7 @@ import numpy as np
 from wafersim.compiler.plan import PASSES, RECOMPUTE
 from wafersim.compiler.plan_records import GemmPlacement, Plan
 from wafersim.compiler.tile_order import IN_PASSES  # weights stream in; backward_weight streams out
-from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx import _stream_jit as K
 from wafersim.wafer.errors import ConfigError, excerpt
 
 DEFAULT_TILE_BYTES = 4 * 2**20  # assumption: MemoryX streams in 4 MiB tiles

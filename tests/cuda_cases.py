@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wafersim.fabric import _kernels as K  # noqa: E402
+from wafersim.fabric import _engine_jit as K  # noqa: E402
 from wafersim.fabric import cuda_engine  # noqa: E402
 from wafersim.fabric.engine import fabric_arrays, run_kernel, simulate  # noqa: E402
 from wafersim.fabric.mesh import Mesh  # noqa: E402

@@ -1,6 +1,6 @@
 """A slow, plainly written model of the fabric's cycle semantics, to check the engine against.
 
-It shares no code with ``fabric/_kernels.py``. Routers are Python objects holding a deque
+It shares no code with ``fabric/_engine_jit.py``. Routers are Python objects holding a deque
 per (input port, color); credits are a dict; wires are a calendar of what arrives when.
 The rules, each written once below:
 

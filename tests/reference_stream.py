@@ -16,7 +16,7 @@ One training step runs its segments in order; a segment's bytes and compute are 
 
 Times are floats (cycles); buffer bytes are counted exactly (a tile of ``in / n`` bytes is a
 ``Fraction``), so whether a tile fits is never a rounding accident. Each row reports what
-``memoryx._stream_kernel`` reports, by name: ``in_start`` is -1 and ``in_end`` 0 for a
+``memoryx._stream_jit`` reports, by name: ``in_start`` is -1 and ``in_end`` 0 for a
 segment without weights, ``out_end`` 0 for one without gradients.
 """
 

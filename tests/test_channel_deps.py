@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from wafersim.fabric import _kernels as K
-from wafersim.fabric._channel_kernels import unresolved_channels
+from wafersim.fabric import _engine_jit as K
+from wafersim.fabric._channel_jit import unresolved_channels
 from wafersim.fabric.channel_deps import (
     TURN_RULES,
     RouteCycleError,

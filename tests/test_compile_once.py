@@ -1,4 +1,4 @@
-"""fabric.compile_once: processes that start together compile a cached kernel once between
+"""fabric.compile_once: processes that start together compile a cached function once between
 them; the others load it from Numba's cache (pytest-xdist and Dask workers start together)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from wafersim.fabric.compile_once import _machine_lock, signature_key
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL = """\
+PROBE = """\
 import numba
 
 @numba.njit(cache=True)
@@ -24,7 +24,7 @@ def square(v):
     return v * v
 
 @numba.njit(cache=True)
-def kernel(x):
+def sum_squares(x):
     total = 0.0
     for i in range(x.size):
         total += square(x[i])
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from numba.core.caching import IndexDataCacheFile
 from wafersim.fabric.compile_once import compile_once
-from probe_kernel import kernel, square
+from probe_jit import square, sum_squares
 if os.environ.get("SLOW_INDEX"):  # widen the window between reading and writing an index
     load = IndexDataCacheFile._load_index
     IndexDataCacheFile._load_index = lambda self: (load(self), time.sleep(1.0))[0]
@@ -44,19 +44,19 @@ go = Path(sys.argv[1])
 while not go.exists():  # start the compile together with the other worker
     time.sleep(0.01)
 for dtype in sys.argv[2:] or ["float64"]:
-    compile_once(kernel, (np.ones(4, dtype),))
+    compile_once(sum_squares, (np.ones(4, dtype),))
     compile_once(square, (np.ones(1, dtype)[0],))
-print(json.dumps({"hits": sum(kernel.stats.cache_hits.values()),
-                  "misses": sum(kernel.stats.cache_misses.values()),
+print(json.dumps({"hits": sum(sum_squares.stats.cache_hits.values()),
+                  "misses": sum(sum_squares.stats.cache_misses.values()),
                   "inner_hits": sum(square.stats.cache_hits.values())}))
 """
 
 
 def run_workers(tmp_path, dtypes: list[list[str]], wait: float = 3.0, **env) -> list[dict]:
     """Start one worker per entry of ``dtypes`` (the argument types it compiles, in order)
-    at the same moment; their outcomes: cache hits and misses of the kernel, and the hits of
+    at the same moment; their outcomes: cache hits and misses of ``sum_squares``, and the hits of
     the function it calls."""
-    (tmp_path / "probe_kernel.py").write_text(KERNEL)
+    (tmp_path / "probe_jit.py").write_text(PROBE)
     (tmp_path / "worker.py").write_text(textwrap.dedent(WORKER))
     go = tmp_path / f"go{len(list(tmp_path.glob('go*')))}"
     env = os.environ | {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
@@ -86,12 +86,12 @@ def test_two_processes_starting_together_compile_once(tmp_path):
 def test_another_signature_compiles_while_one_is_being_compiled(tmp_path, monkeypatch):
     """The lock is per signature: while a process holds the float64 one (compiling), another
     compiles the int64 specialization of the same function; a later process loads each."""
-    (tmp_path / "probe_kernel.py").write_text(KERNEL)
+    (tmp_path / "probe_jit.py").write_text(PROBE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    from probe_kernel import kernel  # the same function, here not compiled
+    from probe_jit import sum_squares  # the same function, here not compiled
 
     float64 = (numba.typeof(np.ones(4)),)
-    with _machine_lock(signature_key(kernel, float64)):
+    with _machine_lock(signature_key(sum_squares, float64)):
         (other,) = run_workers(tmp_path, [["int64"]], wait=0.5)
     assert (other["hits"], other["misses"]) == (0, 1)
     (first,) = run_workers(tmp_path, [["float64"]], wait=0.5)

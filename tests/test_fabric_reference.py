@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_fabric import ReferenceFabric, ReferenceProgram
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.engine import fabric_arrays, run_kernel, simulate
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.program import ProgramBuilder

@@ -122,7 +122,7 @@ def test_summa_successive_broadcasts_never_mix():
 # Cycle-exact runs on a 2 x 2 grid, m = k = n = 2, fp32, every tile 1 x 1, on BARE. A send,
 # receive or wait does steps of one cycle; a multiply (a one-instruction matmul column, or
 # an fmacs wavelet) does a step of s + 1 = 3 cycles: its instruction's start-up s = 2 and
-# one FMAC. Engine rules (fabric/_kernels.py) the tables use:
+# one FMAC. Engine rules (fabric/_engine_jit.py) the tables use:
 #  * a task's first op acts in cycle 2 (op startup 2); a step of cost c in cycle t lets the
 #    op's next step act in cycle t + c and, after the op's last step, the task's next op in
 #    cycle t + c + 2 (startup 2): t + 3 after a wait, send or receive, t + 5 after a

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from reference_stream import COLUMNS, reference_stream
 from wafersim.compiler.model_file import load_model
 from wafersim.compiler.plan import CompileOptions, compile_plan
-from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx import _stream_jit as K
 from wafersim.memoryx.streaming import (
     Edge,
     Segment,

@@ -75,7 +75,7 @@ def test_a_variable_of_another_scope_keeps_its_own():
 
 
 def test_it_is_installed_for_the_engine():
-    import wafersim.fabric._kernels  # noqa: F401 (installs it)
+    import wafersim.fabric._engine_jit  # noqa: F401 (installs it)
 
     assert vars(ir.Scope).get("__deepcopy__") is _numba_scope_copy._copy_scope
     assert inline_closurecall.copy is _numba_scope_copy._SHARED

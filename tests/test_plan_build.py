@@ -3,7 +3,7 @@ one-at-a-time path gives, op for op and word for word."""
 
 import numpy as np
 import pytest
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.program import ProgramBuilder, pack_half
 from wafersim.kernels import sparse_weights
 from wafersim.kernels.gemm_weight_stream import (

@@ -10,7 +10,7 @@ import sys
 import numba
 import pytest
 import wafersim.fabric.engine as engine
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric import precompile
 from wafersim.fabric.traffic import TrafficConfig, run_traffic
 from wafersim.wafer.presets import preset
@@ -81,10 +81,10 @@ def test_each_mode_passes_the_other_modes_arrays_as_none():
 
 
 def test_program_and_traffic_kernels_share_one_compile_of_the_router_step():
-    """``_fabric_step`` is a block (``fabric._kernels.kernel``) with one signature for both
-    modes: its ``traffic`` argument a plain bool (typed as a literal, True and False would be
-    two signatures, each a compile of the router's step). Read from Numba's cache index, which
-    holds what any process compiled (the engine of either mode may have loaded from it)."""
+    """``_fabric_step`` is a block (``fabric._engine_jit.engine_function``) with one signature
+    for both modes: its ``traffic`` argument a plain bool (typed as a literal, True and False
+    would be two signatures, each a compile of the router's step). Read from Numba's cache index,
+    which holds what any process compiled (the engine of either mode may have loaded from it)."""
     for mode in ("programs", "traffic"):
         precompile.compile_engine(mode)
     signatures = [key[0] for key in K._fabric_step._cache._cache_file._load_index()]

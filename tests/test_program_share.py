@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.engine import simulate
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.program import ProgramBuilder

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from wafersim.wafer import _repair_kernels as kernels
+from wafersim.wafer import _repair_jit as jit
 from wafersim.wafer.defects import DefectMap
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import DX, DY, NUM_DIRS, E, N, S, W, mirror_links
@@ -444,8 +444,8 @@ def test_bfs_budget_does_not_change_answers(dm: DefectMap, data: st.DataObject) 
     dst = np.array(picks[1:], dtype=np.int64)
     keep = src != dst
     args = (dm.dead_pe, dm.dead_link, src[keep], dst[keep])
-    early = kernels.resolve_pairs(*args, 1)
-    late = kernels.resolve_pairs(*args, BFS_BUDGET_PES)
+    early = jit.resolve_pairs(*args, 1)
+    late = jit.resolve_pairs(*args, BFS_BUDGET_PES)
     assert np.array_equal(early[0], late[0])
     assert np.array_equal(early[1], late[1])
     graph = working_graph(dm.dead_pe, dm.dead_link)

@@ -15,7 +15,7 @@ from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.timeline import Timeline, engine_counters
 from wafersim.fabric.trace import TraceRecorder
-from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx import _stream_jit as K
 from wafersim.memoryx.run import run
 from wafersim.memoryx.run_config import load_run_config
 from wafersim.memoryx.run_timeline import run_timeline

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from wafersim.wafer import _repair_kernels as kernels
+from wafersim.wafer import _repair_jit as jit
 from wafersim.wafer.defects import DefectMap
 from wafersim.wafer.errors import ConfigError, DefectMapError
 from wafersim.wafer.geometry import NUM_DIRS
@@ -111,7 +111,7 @@ def _map_row(dead_pe: np.ndarray, spec: WaferSpec) -> np.ndarray:
     """Whole rows with a dead PE in the used columns are skipped while spare rows last."""
     width, height = spec.logical_width_pes, spec.logical_height_pes
     bad = np.ascontiguousarray(dead_pe[:, :width].any(axis=1, keepdims=True))
-    rows = kernels.skip_dead_rows(bad, height, dead_pe.shape[0] - height)
+    rows = jit.skip_dead_rows(bad, height, dead_pe.shape[0] - height)
     return _physical_ids(rows, dead_pe.shape[1], width)
 
 
@@ -119,7 +119,7 @@ def _map_column_shift(dead_pe: np.ndarray, spec: WaferSpec) -> np.ndarray:
     """Each column skips its own dead PEs while its spare rows last."""
     width, height = spec.logical_width_pes, spec.logical_height_pes
     bad = dead_pe[:, :width].copy()
-    rows = kernels.skip_dead_rows(bad, height, dead_pe.shape[0] - height)
+    rows = jit.skip_dead_rows(bad, height, dead_pe.shape[0] - height)
     return _physical_ids(rows, dead_pe.shape[1], width)
 
 
@@ -176,10 +176,10 @@ def _build_grid(
 ) -> LogicalGrid:
     """Holes, inverse map, spare usage and link tables for a finished mapping."""
     height, width = logical_to_physical.shape
-    physical_to_logical, hole, in_range = kernels.inverse_map(logical_to_physical, dead_pe)
+    physical_to_logical, hole, in_range = jit.inverse_map(logical_to_physical, dead_pe)
     if not in_range:  # a strategy's bug: the kernel would write outside its arrays
         raise ValueError(f"repair strategy {strategy!r} placed a logical PE off the wafer")
-    link_hops, neighbour_hops, dead, unrepaired_links, longest = kernels.link_tables(
+    link_hops, neighbour_hops, dead, unrepaired_links, longest = jit.link_tables(
         dead_pe, dead_link, logical_to_physical, hole, BFS_BUDGET_PES
     )
     return LogicalGrid(
@@ -204,9 +204,9 @@ def warm_up() -> None:
     """Compile (or load from the cache) every repair kernel on a tiny 3 x 3 grid."""
     dead_pe = np.zeros((3, 3), dtype=np.bool_)
     dead_pe[1, 1] = True
-    kernels.skip_dead_rows(dead_pe.copy(), 2, 1)
+    jit.skip_dead_rows(dead_pe.copy(), 2, 1)
     dead_pe = _readonly(dead_pe)
     dead_link = _readonly(np.zeros((3, 3, NUM_DIRS), dtype=np.bool_))
     to_physical = np.array([[0, 1], [3, 5]], dtype=np.int64)
-    kernels.inverse_map(to_physical, dead_pe)
-    kernels.link_tables(dead_pe, dead_link, to_physical, np.zeros((2, 2), np.bool_), 1)
+    jit.inverse_map(to_physical, dead_pe)
+    jit.link_tables(dead_pe, dead_link, to_physical, np.zeros((2, 2), np.bool_), 1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from wafersim.fabric.engine import REASON_NAMES
-from wafersim.memoryx import _stream_kernel as K
+from wafersim.memoryx import _stream_jit as K
 from wafersim.memoryx.report import assigned_cycles
 from wafersim.memoryx.run import RunResult
 from wafersim.memoryx.streaming import StreamResult

@@ -1,6 +1,6 @@
-"""Numba kernels behind :mod:`fabric.reroute`: island labels, boxed BFS and route trees.
+"""Numba-compiled functions behind :mod:`fabric.reroute`: island labels, boxed BFS and route trees.
 
-Kernels take and return only arrays and scalars and never raise user-facing errors. PE ids
+They take and return only arrays and scalars and never raise user-facing errors. PE ids
 are ``pe = y * width + x`` and directions ``N, E, S, W`` from :mod:`wafer.geometry`; ``-1``
 means "none". A *box* is the rectangle ``x0 <= x <= x1, y0 <= y <= y1`` a search may use;
 inside it PEs have local ids ``(y - y0) * (x1 - x0 + 1) + (x - x0)``.

@@ -1,5 +1,6 @@
-"""Numba kernels of :mod:`kernels.detour`: the extra hops of a kernel frame's logical hops,
-their sums per row and column, and how tree reductions crowd the links round holes."""
+"""Numba-compiled functions of :mod:`kernels.detour`: the extra hops of a kernel frame's
+logical hops, their sums per row and column, and how tree reductions crowd the links round
+holes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Numba kernel of :mod:`memoryx.streaming`: tile-by-tile event times of a weight stream."""
+"""The Numba-compiled function of :mod:`memoryx.streaming`: tile-by-tile event times of a
+weight stream."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Numba kernel of :func:`kernels.gemm_weight_stream.weight_stream_cycles`: the dataflow of
-the chunks and their column reductions, as a recurrence over chunks and grid rows."""
+"""Numba-compiled function of :func:`kernels.gemm_weight_stream.weight_stream_cycles`: the
+dataflow of the chunks and their column reductions, as a recurrence over chunks and grid rows."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Numba kernels behind :mod:`wafer.repair`: row skipping, monotone-path checks and BFS.
+"""Numba-compiled functions behind :mod:`wafer.repair`: row skipping, monotone-path checks and BFS.
 
-Kernels take and return only arrays and scalars and never raise user-facing errors. Physical
+They take and return only arrays and scalars and never raise user-facing errors. Physical
 PE ids are ``pe = y * width + x`` and directions are ``N, E, S, W`` from
 :mod:`wafer.geometry`; ``-1`` means "none".
 """

@@ -1,4 +1,4 @@
-"""Numba kernels of the cycle engine. Arrays and scalars in, arrays and status codes out.
+"""The cycle engine's Numba-compiled functions. Arrays and scalars in, arrays and status codes out.
 
 Cycle semantics (the pure-Python reference in tests/reference_fabric.py follows them line by
 line). With hop latency ``L`` every link is a delay line of ``S = L + X + 1`` slots, where a
@@ -36,13 +36,15 @@ from wafersim.fabric import numba_compat
 from wafersim.fabric._fp16 import BF16, FP16, get_half, half_bits, set_half, word_half  # noqa: F401
 
 numba_compat.install(numba_compat.SCOPE_COPY)  # the engine's IR inlining copies scopes faster
-NOALIAS = numba_compat.install(numba_compat.NOALIAS)  # kernel's noalias=True, where Numba takes it
+NOALIAS = numba_compat.install(numba_compat.NOALIAS)  # noalias=True, where Numba takes it
 
 
-def kernel(block=False, **options):
-    """``njit`` with the cache on and Numba's reference counting off.
+def engine_function(block=False, **options):
+    """Compile an engine function for the CPU: ``njit`` with the cache on and Numba's
+    reference counting off. ``fabric._cuda_device`` runs this module again with this
+    decorator replaced, which compiles the same functions as CUDA device functions.
 
-    These kernels never allocate, so they need no NRT. With it on, every call (and every
+    These functions never allocate, so they need no NRT. With it on, every call (and every
     inlined call) that passes the state's tuples of arrays increfs and decrefs each array
     atomically, which made the engine several hundred times slower on an idle mesh.
     ``noalias=True`` (see ``numba_compat.NOALIAS``) is dropped where Numba cannot take it.
@@ -61,8 +63,8 @@ def kernel(block=False, **options):
     fp32 and in 16 bits, traffic on one thread and on several) share its compile, where IR
     inlining would type and lower it again in each, so the four compile in much less time
     and the engine runs as many instructions as with IR inlining.
-    ``forceinline`` is passed on to callees that do not set it, so every other kernel sets
-    it off.
+    ``forceinline`` is passed on to callees that do not set it, so every other engine
+    function sets it off.
     """
     if not NOALIAS:
         options.pop("noalias", None)
@@ -105,38 +107,38 @@ STALL_BITS = 12  # per output port in a packed count of one cycle's stalls (<= 5
 STALL_MASK = (1 << STALL_BITS) - 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def pack_meta(color, head, tail, dst, created):
     """Wavelet metadata in one int64: color 6 bits, head, tail, dst+1 24 bits, created 32."""
     return color | (head << 6) | (tail << 7) | ((dst + 1) << 8) | (created << 32)
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def meta_color(meta):
     return meta & 63
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def meta_head(meta):
     return (meta >> 6) & 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def meta_tail(meta):
     return (meta >> 7) & 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def meta_dst(meta):
     return ((meta >> 8) & 0xFFFFFF) - 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def meta_created(meta):
     return meta >> 32
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def dor_output(x, y, dx, dy, yx):
     """Dimension-order output port from the router at column ``x``, row ``y`` toward the
     one at ``dx``, ``dy`` (XY or YX)."""
@@ -147,7 +149,7 @@ def dor_output(x, y, dx, dy, yx):
     return 2 if dy > y else 0
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def coordinates(r, fab):
     """Column and row of router ``r``, computed rather than looked up: a packet's destination
     is anywhere on the mesh, and a table load there misses the cache (a noticeable share of
@@ -158,7 +160,7 @@ def coordinates(r, fab):
     return r - y * fab.width, y
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def route_port(r, p, dst, fab):
     """Output port toward ``dst`` for a packet that entered router ``r`` on port ``p``:
     dimension order (XY/YX), or the up*/down* table, whose phase follows the input link."""
@@ -169,7 +171,7 @@ def route_port(r, p, dst, fab):
     return dor_output(x, y, dx, dy, fab.dor_mode)
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def round_robin_distance(i, start, n):
     """How far candidate ``i`` comes after an output's round-robin pointer ``start``, of
     ``n`` candidates (``0 <= i, start < n``): the output grants the nearest."""
@@ -177,13 +179,13 @@ def round_robin_distance(i, start, n):
     return distance + n if distance < 0 else distance
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _wrap(i, n):
     """``i % n`` for ``0 <= i < 2n``, without a division in the hot loop."""
     return i - n if i >= n else i
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth):
     slot = _wrap(q_head[r, p, c] + q_count[r, p, c], depth)
     q_data[r, p, c, slot] = data
@@ -191,7 +193,7 @@ def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth):
     q_count[r, p, c] += 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _inject(r, c, data, meta, fab, st):
     """The PE puts one wavelet into its router's ramp queue of color ``c``."""
     _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, RAMP, c, data, meta, fab.depth)
@@ -199,13 +201,13 @@ def _inject(r, c, data, meta, fab, st):
     st.stuck[r] = 0
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _dequeue(q_head, q_count, r, p, c, depth):
     q_head[r, p, c] = _wrap(q_head[r, p, c] + 1, depth)
     q_count[r, p, c] -= 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _ingest(r, read, fab, st):
     """Step 1: wavelets and credits that entered this router's links at ``t - L``.
 
@@ -229,7 +231,7 @@ def _ingest(r, read, fab, st):
     return events
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _absorb_credits(r, read, flags, st):
     """Add the credits returned on each out-port whose flag (bytes 4-7) is set."""
     for p in range(4):
@@ -239,19 +241,19 @@ def _absorb_credits(r, read, flags, st):
                 st.credit_ret[read, r, p, c] = 0
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _colors(st):
     """The state's color count (traffic: the colors its packets spread over)."""
     return st.credits.shape[2]
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _wormhole(traffic, c, fab):
     """Whether color ``c`` is destination-routed: always in traffic mode, and known there."""
     return traffic or fab.color_dor[c] != 0
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _requests(r, fab, st, want, traffic):
     """List the input queues whose head asks for outputs that can take it now.
 
@@ -280,7 +282,7 @@ def _requests(r, fab, st, want, traffic):
     return n, any_request, stalled
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _dor_request(r, p, c, fab, st):
     """The one output a wormhole head (or the body behind it) needs if it has room, and
     the packed stall if it has not."""
@@ -295,7 +297,7 @@ def _dor_request(r, p, c, fab, st):
     return 0, np.int64(1) << (STALL_BITS * np.int64(o))  # o may be int8: widen first
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _static_request(r, p, c, fab, st):
     """The outputs a static-color head still needs and that have room (multicast), and
     the packed stalls of those that have not."""
@@ -308,21 +310,21 @@ def _static_request(r, p, c, fab, st):
     return mask, blocked
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _add_stalls(r, packed, times, st):
     """Add ``times`` cycles of the packed per-port stall counts ``packed``."""
     for o in range(NUM_PORTS):
         st.stalls[r, o] += ((packed >> (STALL_BITS * o)) & STALL_MASK) * times
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _has_room(r, o, c, fab, st):
     if o == RAMP:
         return st.rx_count[r, c] < fab.depth
     return fab.link_ok[r, o] and st.credits[r, o, c] > 0
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _route(r, write, fab, st, want, traffic):
     """Step 2: each output grants one request, round-robin; returns the wavelets moved and
     the packed stalls."""
@@ -351,7 +353,7 @@ def _route(r, write, fab, st, want, traffic):
     return moved, stalled
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _port_of(mask):
     """The port of a one-port ``mask``, without a branch: on the path of a single head (most
     routers that route at all, at 30 % load) the scan of ``_route`` took a branch per port,
@@ -362,7 +364,7 @@ def _port_of(mask):
     return port
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _route_unless_stuck(r, write, fab, st, want, traffic):
     """``_route``, or, when the last one moved nothing and nothing that it reads changed
     since (no wavelet or credit came in, the PE neither sent nor received), the same
@@ -379,7 +381,7 @@ def _route_unless_stuck(r, write, fab, st, want, traffic):
     return moved
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _grant(r, o, p, c, write, fab, st, traffic):
     """Move the head of queue (p, c) out through port ``o``."""
     h = st.q_head[r, p, c]
@@ -425,7 +427,7 @@ def _grant(r, o, p, c, write, fab, st, traffic):
                 _credit_late(r, p, up, q, c, write, fab, st)
 
 
-@kernel()
+@engine_function()
 def _send_late(r, o, n, q, write, data, meta, fab, st):
     """A wavelet onto a link of a mesh where some are stretched: it lands as much later as
     the link adds. A real call, off the path of meshes without stretched links: inlined,
@@ -436,7 +438,7 @@ def _send_late(r, o, n, q, write, data, meta, fab, st):
     st.in_meta[slot, n, q] = meta
 
 
-@kernel()
+@engine_function()
 def _credit_late(r, p, up, q, c, write, fab, st):
     """A credit back over a link of a mesh where some are stretched (see ``_send_late``)."""
     slot = _link_slot(write, r, p, fab)
@@ -444,7 +446,7 @@ def _credit_late(r, p, up, q, c, write, fab, st):
     st.link_flags[slot, up, 4 + q] = 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _link_slot(write, r, o, fab):
     """The slot for what router ``r`` sends at ``write`` over port ``o``: later by the
     cycles a link that repair stretched adds (``link_ok`` holds one more than them).
@@ -453,7 +455,7 @@ def _link_slot(write, r, o, fab):
     return _wrap(write + fab.link_ok[r, o] - 1, fab.slots)
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _rx_pop(r, c, fab, st):
     h = st.rx_head[r, c]
     data, meta = st.rx_data[r, c, h], st.rx_meta[r, c, h]
@@ -463,7 +465,7 @@ def _rx_pop(r, c, fab, st):
     return data, meta
 
 
-@kernel(block=True)
+@engine_function(block=True)
 def _task_step(r, task, fab, st, prog, half):
     """Step 3 for one task: advance its current op by one cycle (``half``: see
     :func:`run_cycles`). Returns ``COUNTDOWN`` for a cycle of an op's cost, ``PROGRESS`` when
@@ -514,7 +516,7 @@ def _task_step(r, task, fab, st, prog, half):
     return PROGRESS
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _switch_blocked(r, c, masks, fab, st):
     """Whether an input port whose route on color ``c`` the switch changes still holds
     wavelets of it: they came in under the old position, so the switch waits for them to
@@ -526,7 +528,7 @@ def _switch_blocked(r, c, masks, fab, st):
     return False
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _switch(r, c, masks, fab, st):
     """Set router ``r``'s routes of color ``c`` to the switch position packed in
     ``masks``; the router's cached outcome of its last futile route (``stuck``) is stale."""
@@ -535,7 +537,7 @@ def _switch(r, c, masks, fab, st):
     st.stuck[r] = 0
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _load_op(r, task, pc, st, prog):
     """Copy row ``pc`` of the op table into the task's own row ``st.op[r, task]`` when the
     task reaches the op. The table's rows lie megabytes apart in a big run: reading a row on
@@ -547,7 +549,7 @@ def _load_op(r, task, pc, st, prog):
         st.op_pc[r, task] = pc
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _consume(op, k, value, mem, scalar, half):
     """Use the ``k``-th wavelet of a receiving op (one fp32 or two 16-bit values); returns
     the cycles it takes. ``scalar``, the op's: recv_add adds the wavelet times it (one
@@ -574,7 +576,7 @@ def _consume(op, k, value, mem, scalar, half):
     return op[C_COST]
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _all_zero(mem, base, m):
     """Whether the fp32 words ``mem[base:base+m]`` are all zero (a dense one stops at once)."""
     for i in range(m):  # noqa: SIM110 (a generator does not compile for the GPU)
@@ -583,7 +585,7 @@ def _all_zero(mem, base, m):
     return True
 
 
-@kernel(noalias=True)
+@engine_function(noalias=True)
 def _consume_sparse(op, k, value, mem, skip, half):
     """Wavelet ``k`` of an spmacs: a compressed ``C_PERIOD x cols`` block of scalars, each
     nonzero ``s`` at flat index ``e = row + C_PERIOD * col`` doing
@@ -613,7 +615,7 @@ def _consume_sparse(op, k, value, mem, skip, half):
     return op[C_COST] if nonzero or not skip else 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def mul_rn(a, b):
     """``a * b`` rounded on its own, for a product that is then added. The CUDA engine
     replaces it with libdevice's ``fmul_rn``, which the GPU compiler never fuses with the add
@@ -621,7 +623,7 @@ def mul_rn(a, b):
     return a * b
 
 
-@kernel(noalias=True)
+@engine_function(noalias=True)
 def _consume_fp16(op, k, value, mem, op_scalar, half):
     """fp16 or bf16 storage, fp32 arithmetic: recv_add of two halves (times ``op_scalar``), or
     fmacs of two scalars (rows ``2k`` and ``2k + 1`` of the 16-bit matrix) into an fp32
@@ -651,7 +653,7 @@ def _consume_fp16(op, k, value, mem, op_scalar, half):
     return op[C_COST] if nonzero or op_scalar == 0 else 1
 
 
-@kernel(noalias=True)
+@engine_function(noalias=True)
 def _matmul_column(op, j, mem, half):
     """Column ``j`` of ``C += A @ B``, all column-major: ``C[:, j] += A (m, k) @ B[:, j]``.
 
@@ -672,7 +674,7 @@ def _matmul_column(op, j, mem, half):
                 mem[c + i] += mul_rn(mem[a + i], b)
 
 
-@kernel(noalias=True)
+@engine_function(noalias=True)
 def _local_op(op, scalar, mem, half):
     code, dst, a, b, m = op[C_CODE], op[C_DST], op[C_A], op[C_B], op[C_M]
     fmt = op[C_DTYPE]
@@ -696,7 +698,7 @@ def _local_op(op, scalar, mem, half):
             mem[dst + i] += mul_rn(mem[a + i], mem[b + i])
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _next_op(r, task, fab, st, prog):
     st.pc[r, task] += 1
     st.progress[r, task] = 0
@@ -704,7 +706,7 @@ def _next_op(r, task, fab, st, prog):
         st.wait[r, task] += fab.startup  # after the last element's remaining cost
 
 
-@kernel(block=True)
+@engine_function(block=True)
 def _traffic_step(r, t, fab, st, tr):
     """Step 3 in traffic mode: the sink drains the ramp of every color, the source injects
     one flit, on its packet's color (the creation cycle modulo the colors: packets spread
@@ -737,7 +739,7 @@ def _traffic_step(r, t, fab, st, tr):
     return events
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _received(r, st):
     """Wavelets waiting in router ``r``'s ramp toward its PE, over every color."""
     waiting = 0
@@ -746,7 +748,7 @@ def _received(r, st):
     return waiting
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _record_packet(r, t, created, injected, tr):
     latency = t - created
     row = r // tr.width  # once per packet: the division is not in the hot path
@@ -756,7 +758,7 @@ def _record_packet(r, t, created, injected, tr):
     tr.hist[row, min(latency, tr.hist.shape[1] - 1)] += 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _start_packet(r, t, fab, tr):
     created = tr.next_arrival[r]
     dst = _destination(r, tr)
@@ -769,7 +771,7 @@ def _start_packet(r, t, fab, tr):
     tr.next_arrival[r] = created + _geometric(tr.rng, r, tr.packet_prob)
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _path_hops(r, dst, fab):
     """Links a packet from ``r`` to ``dst`` crosses (walks the table for up*/down*)."""
     if fab.dor_mode != DOR_TABLE:
@@ -786,7 +788,7 @@ def _path_hops(r, dst, fab):
     return hops
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _next_random(rng, r):
     """xorshift64* on the PE's own stream; a uniform float in (0, 1]."""
     x = rng[r]
@@ -798,7 +800,7 @@ def _next_random(rng, r):
     return ((z >> np.uint64(11)) + np.uint64(1)) * (1.0 / 9007199254740992.0)
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _geometric(rng, r, p):
     """Cycles to the next Bernoulli(p) success, at least 1."""
     if p >= 1.0:
@@ -807,21 +809,21 @@ def _geometric(rng, r, p):
     return max(1, int(np.ceil(np.log(u) / np.log1p(-p))))
 
 
-@kernel()
+@engine_function()
 def first_arrivals(rng, p, out):
     """Each PE's first Bernoulli(p) success at cycle >= 0."""
     for r in range(out.shape[0]):
         out[r] = _geometric(rng, r, p) - 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _uniform_target(r, tr):
     n = tr.targets.shape[0]
     d = int(_next_random(tr.rng, r) * (n - 1)) % (n - 1)
     return tr.targets[d + 1 if d >= tr.target_rank[r] else d]
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _destination(r, tr):
     w, h = tr.width, tr.height
     x, y = r % w, r // w
@@ -839,7 +841,7 @@ def _destination(r, tr):
     return y * w + (x + 1) % w  # neighbor: one step east, wrapping
 
 
-@kernel(block=True)
+@engine_function(block=True)
 def _fabric_step(r, read, write, fab, st, want, traffic):
     """Steps 1 and 2 for router ``r``; returns the wavelets it took in and moved.
 
@@ -859,7 +861,7 @@ def _fabric_step(r, read, write, fab, st, want, traffic):
     return moves
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _traffic_cycle(r, t, read, write, fab, st, tr, want):
     """One cycle of router ``r`` and its traffic source and sink; returns its events."""
     # bool(): see _fabric_step
@@ -872,7 +874,7 @@ def _traffic_cycle(r, t, read, write, fab, st, tr, want):
     return events
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _program_cycle(r, t, read, write, fab, st, prog, want, half):
     """One cycle of router ``r`` and its PE; returns ``(events, moves, until)``: every
     change, the changes other than op-cost countdowns, and the last cycle of an op cost now
@@ -904,7 +906,7 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
     return events, moves, until
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _catch_up(r, t, st):
     """Apply the cycles router ``r`` skipped before cycle ``t`` (see ``_program_cycle``)."""
     gap = t - 1 - st.seen[r]
@@ -921,7 +923,7 @@ def _catch_up(r, t, st):
     st.seen[r] = t - 1
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _note_reason(r, reason, t, st):
     """PE ``r`` does ``reason`` from cycle ``t`` on: the stretch of another reason before it
     is counted. Counting stretches, not cycles, keeps a store out of most router steps (a
@@ -932,7 +934,7 @@ def _note_reason(r, reason, t, st):
         st.reasons[r, R_NOW], st.reasons[r, R_SINCE] = reason, t
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def settle_router(r, t, st):
     """Bring router ``r``'s counters and op costs up to cycle ``t`` (exclusive), its
     reasons counted to there."""
@@ -942,7 +944,7 @@ def settle_router(r, t, st):
     row[R_SINCE] = t
 
 
-@kernel(parallel=True)
+@engine_function(parallel=True)
 def _cycle_parallel(t, half, fab, st, prog, tr, row_events, want_rows):
     for y in prange(fab.height):
         # int64 as in the serial call (not the literal 0 there, nor the uint64 index of the
@@ -951,7 +953,7 @@ def _cycle_parallel(t, half, fab, st, prog, tr, row_events, want_rows):
         _rows(row, row + 1, t, half, fab, st, prog, tr, row_events, want_rows)
 
 
-@kernel(noalias=True)
+@engine_function(noalias=True)
 def _rows(y0, y1, t, half, fab, st, prog, tr, row_events, want_rows):
     """One cycle of rows ``[y0, y1)``: the whole mesh in a serial run, one row per task in a
     parallel one. A real call, compiled once for both: Numba's parfor pass must not see the
@@ -975,7 +977,7 @@ def _rows(y0, y1, t, half, fab, st, prog, tr, row_events, want_rows):
             out[EVENTS], out[MOVES], out[UNTIL], out[NEXT_WAKE] = events, events, t, NEVER
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _traffic_row(y, t, read, write, fab, st, tr, want):
     events = 0
     wake, flags = st.wake, st.link_any[read]
@@ -987,7 +989,7 @@ def _traffic_row(y, t, read, write, fab, st, tr, want):
     return events
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _program_row(y, t, read, write, fab, st, prog, want, out, half):
     events, moves, until = 0, 0, t
     wake, flags = st.wake, st.link_any[read]
@@ -1006,7 +1008,7 @@ def _program_row(y, t, read, write, fab, st, prog, want, out, half):
     out[EVENTS], out[MOVES], out[UNTIL], out[NEXT_WAKE] = events, moves, until, next_wake
 
 
-@kernel()
+@engine_function()
 def _next_due(wake, flags, r, end, t):
     """The first router from ``r`` on (``end`` if none) that is due in cycle ``t``: its
     wake-up cycle has come, or a wavelet or credit came in. Also the earliest wake-up of
@@ -1026,7 +1028,7 @@ def _next_due(wake, flags, r, end, t):
     return np.uint32(r), earliest
 
 
-@kernel()
+@engine_function()
 def _pending_work(fab, st, prog, tr):
     """Wavelets queued or on a wire, flits still to inject, or tasks not finished (an op
     cost still counting down included)."""
@@ -1042,7 +1044,7 @@ def _pending_work(fab, st, prog, tr):
     return False
 
 
-@kernel()
+@engine_function()
 def run_cycles(t0, max_cycles, parallel, half, fab, st, prog, tr, row_events, want_rows):
     """Advance from cycle ``t0`` until done, ``max_cycles`` or a deadlock.
 
@@ -1087,7 +1089,7 @@ def run_cycles(t0, max_cycles, parallel, half, fab, st, prog, tr, row_events, wa
     return STATUS_MAX_CYCLES, max_cycles
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _column_max(a, col):
     best = a[0, col]
     for y in range(a.shape[0]):
@@ -1095,7 +1097,7 @@ def _column_max(a, col):
     return best
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _column_min(a, col):
     best = a[0, col]
     for y in range(a.shape[0]):
@@ -1103,7 +1105,7 @@ def _column_min(a, col):
     return best
 
 
-@kernel()
+@engine_function()
 def _settle(t, fab, st):
     """Program mode: bring every sleeping router's counters and op costs up to cycle ``t``."""
     if fab.traffic:  # (a runtime test: this loop is small, and fab is the same type)
@@ -1113,7 +1115,7 @@ def _settle(t, fab, st):
             settle_router(r, t + 1, st)
 
 
-@kernel(inline="always")
+@engine_function(inline="always")
 def _cycle(t, parallel, half, fab, st, prog, tr, row_events, want_rows):
     """One cycle of the whole mesh: by rows on the threads where ``parallel`` is true, in one
     serial call where it is None, which Numba prunes by the type before compiling, so that a

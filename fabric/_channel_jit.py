@@ -1,7 +1,7 @@
-"""Numba kernel behind :mod:`fabric.channel_deps`: Kahn's algorithm over a route table.
+"""Numba-compiled function behind :mod:`fabric.channel_deps`: Kahn's algorithm over a route table.
 
 Channels are the input queues ``(pe, in_port, color)``, numbered ``(pe * 5 + in_port) * C +
-color``; a channel depends on the channel across each link output of its route. The kernel
+color``; a channel depends on the channel across each link output of its route. The function
 takes and returns only arrays and never raises user-facing errors.
 """
 
