@@ -214,10 +214,10 @@ def fft3d_seconds(strategies: tuple[str, ...] | None = None) -> Row:
     al., ICS 2023); a kernel, no GEMM placement (``strategies`` does not apply)."""
     published = Published(
         "A3", "3D FFT 512^3 time", "CS-2, 512 x 512 PEs, fp32", 959e-6, "s",
-        "two transposes (the paper and the vendor's README count three: the third, back to "
-        "the input's layout, is left out); each transposed value passes every PE's ramp on "
-        "its way (the vendor's router filters let it pass by); the vendor's scalar loop over "
-        "a pass's blocks left out",
+        "the output back in the input's layout, as the vendor's run.py reads it (four line "
+        "all-to-alls: three cannot restore it); each transposed value passes every PE's ramp "
+        "on its way (the vendor's router filters let it pass by); the vendor's scalar loop "
+        "over a pass's blocks left out",
     )  # fmt: skip
     spec = preset("wse2")
     grid = kernel_grid(FFT_N, FFT_N)

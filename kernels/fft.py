@@ -5,14 +5,24 @@ does it (Orenes-Vera et al., "Wafer-Scale Fast Fourier Transforms", ICS 2023: 51
 
 PE ``(i, j)`` of the n x n kernel grid holds the pencil ``x[i, j, :]``: n complex values as
 two fp32 arrays, real and imaginary parts. Three supersteps, each a radix-2 FFT of every
-pencil, with an all-to-all within the lines of PEs between them:
+pencil, with an all-to-all within the lines of PEs between them, and a third transpose after
+the last, as the vendor's ``fft-3d`` README counts them (FFT, transpose, three times):
 
 1. FFT along axis 2; PE ``(i, j)`` then holds ``X1[i, j, :]``.
 2. Row transpose: PE ``(i, j)`` sends its value ``k`` to PE ``(i, k)``, which keeps it at
    ``j``; then the FFT along axis 1.
 3. Column transpose: PE ``(i, k)`` sends its value ``l`` to PE ``(l, k)``, which keeps it
-   at ``i``; then the FFT along axis 0. PE ``(b, c)`` ends with ``fftn(x)[:, b, c]``: the
-   result stays in the last superstep's layout, as the paper's supersteps leave it.
+   at ``i``; then the FFT along axis 0: PE ``(b, c)`` holds ``fftn(x)[:, b, c]``.
+4. The third transpose, back to the input's layout, where the vendor's ``run.py`` reads the
+   result (with the input's mapping of PEs and words): PE ``(a, b)`` ends with
+   ``fftn(x)[a, b, :]``. Value ``a`` of PE ``(b, c)`` goes to word ``c`` of PE ``(a, b)``,
+   from row ``b`` into column ``b``. No all-to-all within lines does that: one keeps the
+   axis its lines stand for and swaps the other two, and an odd number of swaps cannot
+   bring the axes back. Here it is the first two undone in reverse order, a column
+   transpose (PE ``(b, c)``'s value ``a`` to word ``b`` of PE ``(a, c)``), then a row
+   transpose (value ``b`` to word ``c`` of PE ``(a, b)``): four line all-to-alls in all.
+   The vendor's library (``<kernels/fft/fft3d_layout>``) is not public, and its README does
+   not say how its third is done.
 
 The local FFT (:func:`fft_cycles`). The SDK's ``fft.csl`` keeps ``N`` complex values
 interleaved, one table of ``N / 2`` twiddles (``f[2k], f[2k+1] = cos, sin (2 pi k / N)``, ``N``
@@ -35,28 +45,36 @@ pair of blocks ``E, O`` becomes ``lo = E + w O`` and ``hi = E - w O`` in
     hi.im = 2 E.im;  hi.im += lo.im * (-1)        vector of -1.0 in SRAM, n / 2 words)
 
 The copies and doublings are ``vscale`` (the PE's ``@fmovs``, ``@fmuls``); every op pays its
-start-up, so the first passes' many short blocks cost more than their values.
+start-up, so the first passes' many short blocks cost more than their values. The vendor
+issues each block from a scalar loop (``while (offset < N)``: two twiddle loads, three DSD
+ops, six DSD offsets moved), which wafersim's costs would charge ``pe.issue_cycles`` an
+iteration, ``n - 1`` iterations an FFT here; the program builder has no way to add cycles to
+an op, so neither tier charges them.
 
-The transposes (:func:`line_cycles`). A line (a row, then a column) of n PEs exchanges all
-to all. The SDK's 2D example (``ucode_2d.csl``) streams each PE's whole pencil along the row,
-the PEs one after another, and a counter filter on each router hands one value in every
-``n - 1`` to its PE. The engine has no router filters, so here each PE relays: PE ``k``
-sends to ``k + 1`` one block for each PE beyond it, farthest first, the block for ``d``
-holding the values of PEs ``0..k`` for ``d`` (what came in from ``k - 1``, its own value
-appended); ``d`` keeps the last block that reaches it, in order. The same runs west, each PE's
-own value first. A block's real half goes on as soon as it is in, before its imaginary half
-(:class:`Stream`), and :data:`SLOTS` slots a direction let a block come in while the one
-before goes out. Every hop is one neighbour to the next; a router takes a color from one
-input only, so consecutive hops alternate between two colors: east, west, south and north,
-two each, eight in all. The PEs' tasks: the compute task (the FFTs), and a send and a
-receive task a direction.
+The transposes (:func:`line_cycles`). A line (a row, a column, then a column and a row) of n
+PEs exchanges all to all. The SDK's 2D example (``ucode_2d.csl``) streams each PE's whole
+pencil along the row, the PEs one after another, and a counter filter on each router hands
+one value in every ``n - 1`` to its PE. The engine has no router filters, so here each PE
+relays: PE ``k`` sends to ``k + 1`` one block for each PE beyond it, farthest first, the
+block for ``d`` holding the values of PEs ``0..k`` for ``d`` (what came in from ``k - 1``,
+its own value appended); ``d`` keeps the last block that reaches it, in order. The same runs
+west, each PE's own value first. A block's real half goes on as soon as it is in, before its
+imaginary half (:class:`Stream`), and :data:`SLOTS` slots a direction let a block come in
+while the one before goes out. Every hop is one neighbour to the next; a router takes a
+color from one input only, so consecutive hops alternate between two colors: east, west,
+south and north, two each, eight in all. The PEs' tasks: the compute task (the FFTs), and a
+send and a receive task a direction.
 
 Each value crossing PE ``k`` enters through its ramp, which delivers one wavelet a cycle, so
-the middle PE of a line takes ``n^2 - 2`` wavelets (:func:`ramp_wavelets`), twice what
+the middle PE of a line takes ``n^2 - 2`` wavelets (:func:`ramp_in`), twice what
 crosses the middle link one way (a router filter would let them pass by). The analytic tier
-keeps that ramp busy from the moment the forward stream's first block reaches it, the blocks
-growing by one value a hop on the way (:func:`fill_cycles`); one line alone on the engine
-(:func:`run_line`) gives the same within 1 % at n = 128 to 512.
+keeps each PE's ramp busy from the moment the forward stream's first block reaches it, the
+blocks growing by one value a hop on the way (:func:`first_block_cycles`), or, on short
+lines, its send task relaying (:func:`line_ends`); one line alone on the engine
+(:func:`run_line`) gives the same within 1.2 % at n = 128 to 512. Two all-to-alls back to
+back (:func:`pair_cycles`) overlap: a PE starts the second as it ends the first, and the
+PEs nearer a line's ends, done sooner, have the second's blocks on their way to the middle
+before it is done, so its ramp goes on almost at once.
 
 SRAM (:func:`fft3d_words`): two pencil buffers ``4n``, the twiddle tables ``3 (n - 1)``, the
 -1.0 vector ``n / 2``, two relay slots a direction ``8 (n - 1)``: ``15.5 n - 11`` words, so
@@ -96,7 +114,10 @@ FLOPS_PER_VALUE_AND_PASS = 5  # the FFT's customary 5 n log2 n flops a pencil
 MIN_N = 2
 SLOTS = 2  # relay slots a direction: a block comes in while the one before goes out
 SUPERSTEPS = 3  # an FFT along each axis
-TRANSPOSES = 2  # a row all-to-all, then a column one
+FORWARD_PHASES = ("row", "column")  # the all-to-alls between the FFTs
+# the third transpose, after the last FFT, back to the input's layout: the first two undone
+RETURN_PHASES = ("column", "row")
+LINE_PAIRS = 2  # the rows' all-to-alls (the first and the last), the columns' (the middle two)
 WAIT_OP_CYCLES = 1  # a wait's own cycle after its start-up (fabric.program's wait op)
 SEND_WORD_CYCLES = 1  # a send or receive moves one wavelet a cycle
 TASK_LAG_CYCLES = 1  # a PE steps its tasks in order: a later task's op done is seen a cycle on
@@ -116,7 +137,8 @@ class Layout(NamedTuple):
 
 def fft3d(x: np.ndarray, grid: KernelGrid, spec: WaferSpec) -> KernelResult:
     """``numpy.fft.fftn(x)`` of ``x`` (n, n, n), complex, on an n x n kernel grid, in fp32;
-    the output is the (n, n, n) transform in numpy's order."""
+    the output is the (n, n, n) transform in numpy's order, as the PEs end with it (PE
+    ``(a, b)`` the pencil ``[a, b, :]``, the input's layout)."""
     x = np.asarray(x)
     n = _check_input(x, grid)
     check_pencil(n, spec)
@@ -130,7 +152,7 @@ def fft3d(x: np.ndarray, grid: KernelGrid, spec: WaferSpec) -> KernelResult:
     re, im = at.buffers[out]
     pencils = np.stack([[sim.mem[int(pe), re : re + n] + 1j * sim.mem[int(pe), im : im + n]
                          for pe in row] for row in grid.pe])  # fmt: skip
-    output = pencils.transpose(2, 0, 1).astype(np.complex64)  # PE (b, c) holds [:, b, c]
+    output = pencils.astype(np.complex64)  # PE (a, b) holds [a, b, :], as the input
     return kernel_result(kernel="fft", algo="pencil", dtype="fp32", shape={"n": n}, plan=plan,
                          sim=sim, flops=fft3d_flops(n), analytic=analytic, output=output,
                          expected=np.fft.fftn(x.astype(np.complex128)))  # fmt: skip
@@ -203,14 +225,20 @@ def _load(plan: KernelPlan, grid: KernelGrid, at: Layout, x: np.ndarray) -> None
 
 
 def _supersteps(plan: KernelPlan, grid: KernelGrid, at: Layout, n: int) -> int:
-    """FFT, row transpose, FFT, column transpose, FFT; returns the result's buffer."""
+    """FFT, row transpose, FFT, column transpose, FFT, then back to the input's layout (a
+    column transpose and a row transpose); returns the result's buffer."""
     pes = grid.pe.reshape(-1)
+    lines = {"row": grid.pe, "column": grid.pe.T}
     pencil = 0
-    for lines, phase in ((grid.pe, "row"), (grid.pe.T, "column")):
+    for phase in FORWARD_PHASES:
         out = _fft(plan, pes, at, pencil, n)
         pencil = 1 - out  # the transpose fills the other buffer
-        _transpose(plan, at, lines, phase, out, pencil)
-    return _fft(plan, pes, at, pencil, n)
+        _transpose(plan, at, lines[phase], phase, out, pencil)
+    pencil = _fft(plan, pes, at, pencil, n)
+    for phase in RETURN_PHASES:
+        _transpose(plan, at, lines[phase], phase, pencil, 1 - pencil)
+        pencil = 1 - pencil
+    return pencil
 
 
 def _fft(plan: KernelPlan, pes: np.ndarray, at: Layout, src: int, n: int) -> int:
@@ -250,11 +278,12 @@ def _transpose(plan: KernelPlan, at: Layout, lines: np.ndarray, phase: str, out:
                new: int) -> None:  # fmt: skip
     """All-to-all within each of ``lines`` (PE ids (lines, n), in line order): PE ``k``'s
     value ``d`` (buffer ``out``) goes to PE ``d``'s word ``k`` (buffer ``new``). The relay
-    tasks start once the FFT is done; the compute task copies its own value across, then
-    waits for every relay task before the next FFT overwrites ``out``."""
+    tasks start once the compute task's ops so far are done (the FFT, or the transpose
+    before, that filled ``out``); the compute task copies its own value across, then waits
+    for every relay task before the next FFT or transpose overwrites ``out``."""
     prog, n = plan.prog, lines.shape[1]
     fwd, bwd = _routes(plan, lines, phase)
-    gate = int(prog.ops_in(int(lines[0, 0]), COMPUTE))  # the FFT's ops: its output is ready
+    gate = int(prog.ops_in(int(lines[0, 0]), COMPUTE))  # ``out`` is ready after these
     for k in range(n):
         pes = lines[:, k]
         _forward(plan, at, pes, k, n, (fwd[k - 1] if k else None, fwd[k] if k < n - 1 else None),
@@ -366,16 +395,19 @@ def _send_half(prog, pes, stream: Stream, own: int, got, slot: int):
     return done
 
 
-def run_line(n: int, spec: WaferSpec) -> int:
-    """Engine cycles of one line's all-to-all alone (a 1 x n grid, no FFT before it): the
-    transposes' model checked at line lengths whose 3D run is too big for the host; the
-    compute task's wait on the relays adds :func:`resume_cycles`, as in a 3D run."""
+def run_line(n: int, spec: WaferSpec, transposes: int = 1) -> int:
+    """Engine cycles of one line's all-to-all alone (a 1 x n grid, no FFT before it), or of
+    ``transposes`` of them back to back (the next from the buffer the last filled, as the
+    return to the input's layout runs): the transposes' model checked at line lengths whose
+    3D run is too big for the host; the compute task's wait on the relays adds
+    :func:`resume_cycles` after each, as in a 3D run."""
     _check_power_of_two(n)
     grid = kernel_grid(1, n)
     plan = KernelPlan(grid, spec, tasks=TASKS)
     at = _alloc(plan, grid.pe.reshape(-1), n)
-    _transpose(plan, at, grid.pe, "row", 0, 1)
-    return plan.run(max_cycles_for(line_cycles(n, spec))).cycles
+    for t in range(transposes):
+        _transpose(plan, at, grid.pe, "row", t % 2, 1 - t % 2)
+    return plan.run(max_cycles_for(transposes * line_cycles(n, spec))).cycles
 
 
 def fft3d_flops(n: int) -> int:
@@ -398,14 +430,59 @@ def fft_cycles(pe: PESpec, n: int) -> int:
 
 def fft3d_cycles(n: int, p: int, q: int, spec: WaferSpec) -> int:
     """Analytic cycles of :func:`fft3d` on a clean n x n grid: three FFTs
-    (:func:`fft_cycles`) and two line transposes (:func:`line_cycles`), each followed by the
-    compute task's waits on the relay tasks (:func:`resume_cycles`). Every line of a phase
-    runs alike, and a column's PEs sit at one place in their rows, so each column starts its
-    transpose together: the slowest row's and the slowest column's transposes add up."""
+    (:func:`fft_cycles`) and four line all-to-alls, which add up as two pairs
+    (:func:`pair_cycles`). With ``E(j)`` the cycles until PE ``j`` of a line that starts
+    together ends its all-to-all (:func:`line_ends`), PE ``(i, j)`` ends the row's ``E(j)``
+    after FFT 1 and the column's ``E(i)`` after FFT 2 (a column's PEs sit at one place in
+    their rows: they start together). Column ``j`` starts the third at ``E(i)`` a PE, the
+    second's ends, and its PE ``l`` ends at ``E(j) + G(l)``, with ``G`` the ends of a line
+    whose PEs start at ``E``; row ``l`` starts the fourth at ``E(j)``, the first's ends, and
+    its PE ``j`` ends at ``G(l) + G(j)``. So the run takes the three FFTs and twice the
+    slowest ``G``: a line's two all-to-alls back to back, the second starting at each PE as
+    the first ends there."""
     _check_power_of_two(n)
     check_grid(n, p, q)
-    transpose = line_cycles(n, spec) + resume_cycles(spec)
-    return SUPERSTEPS * fft_cycles(spec.pe, n) + TRANSPOSES * transpose
+    return SUPERSTEPS * fft_cycles(spec.pe, n) + LINE_PAIRS * pair_cycles(n, spec)
+
+
+def pair_cycles(n: int, spec: WaferSpec) -> int:
+    """Cycles of a line's two all-to-alls back to back (:func:`fft3d_cycles`), each PE
+    starting the second as it ends the first: the slowest PE of :func:`line_ends` started
+    at the ends of the first, the compute task's waits after each."""
+    return int(line_ends(n, spec, line_ends(n, spec)).max())
+
+
+def line_cycles(n: int, spec: WaferSpec) -> int:
+    """Cycles of one line's all-to-all (:func:`_transpose`) from the FFT's end to the last
+    relay's end: the slowest PE of :func:`line_ends` less the compute task's waits."""
+    return int(line_ends(n, spec).max()) - resume_cycles(spec)
+
+
+def line_ends(n: int, spec: WaferSpec, starts: np.ndarray | None = None) -> np.ndarray:
+    """Cycles (n / 2 + 1,) until PE ``j = 0 .. n / 2`` of a line passes its waits on its
+    relay tasks, its PEs starting the all-to-all at ``starts`` (together if None). The
+    line's other half mirrors this one, PE ``n - 1 - j`` starting with PE ``j``. A PE ends
+    after its first forward block is in (:func:`first_block_cycles`) and its work is done
+    (:func:`work_cycles`; PE 0 takes no forward block), and after its first backward block
+    is in (the mirror) and its backward blocks' wavelets have followed through its ramp, its
+    own the last; then :func:`resume_cycles`."""
+    half = n // 2
+    starts = np.zeros(half + 1, np.int64) if starts is None else np.asarray(starts, np.int64)
+    pes = np.arange(n)
+    everywhere = starts[np.where(pes <= half, pes, n - 1 - pes)]
+    forward = first_block_cycles(everywhere[: half + 1], spec)
+    backward = first_block_cycles(everywhere[::-1], spec)[::-1][: half + 1]
+    j = pes[: half + 1]
+    work = np.array([work_cycles(n, int(k), spec) for k in j], np.int64)
+    ends = np.maximum(np.where(j > 0, forward + work, 0), backward + 2 * (j + 1) * (n - 1 - j))
+    return ends + resume_cycles(spec)
+
+
+def work_cycles(n: int, j: int, spec: WaferSpec) -> int:
+    """Cycles PE ``j`` of a line takes once its first forward block is in: its ramp busy to
+    its last wavelet in (:func:`ramp_in`), or, on short lines, its forward send task
+    relaying (:func:`relay_cycles`), whichever is longer."""
+    return max(ramp_in(n, j), relay_cycles(n, j, spec))
 
 
 def resume_cycles(spec: WaferSpec) -> int:
@@ -413,16 +490,6 @@ def resume_cycles(spec: WaferSpec) -> int:
     takes its own cycle, the other three their start-up and theirs."""
     pe = spec.pe
     return WAIT_OP_CYCLES + (len(RELAY_TASKS) - 1) * (pe.op_startup_cycles + WAIT_OP_CYCLES)
-
-
-def line_cycles(n: int, spec: WaferSpec) -> int:
-    """Cycles of one line's all-to-all (:func:`_transpose`) from the FFT's end. The middle
-    PE's ramp delivers one wavelet a cycle; it is kept busy from the moment the forward
-    stream's first block reaches it (:func:`fill_cycles`; the backward one, its own value
-    sent first, gets there sooner) to its last wavelet in (:func:`ramp_wavelets`), or, on
-    short lines, for as long as its forward send task takes (:func:`relay_cycles`)."""
-    k = n // 2
-    return fill_cycles(k, spec) + max(ramp_wavelets(n), relay_cycles(n, k, spec))
 
 
 def relay_cycles(n: int, k: int, spec: WaferSpec) -> int:
@@ -433,25 +500,30 @@ def relay_cycles(n: int, k: int, spec: WaferSpec) -> int:
     return (n - 1 - k) * 2 * half
 
 
-def fill_cycles(k: int, spec: WaferSpec) -> int:
-    """Cycles until PE ``k`` of a line has the real half of its first forward block: PE 0's
-    send task passes its wait on the FFT and sends its own value (after the start-up) over
-    the link; then each PE ``j`` passes its wait on its receive (a cycle later: a PE steps
-    its tasks in order), sends its ``j`` relayed values and its own, each send after its
-    start-up, and the last value crosses the link."""
-    pe, latency = spec.pe, spec.link.hop_latency_cycles
-    first = WAIT_OP_CYCLES + pe.op_startup_cycles + SEND_WORD_CYCLES + latency
-    hops = sum(TASK_LAG_CYCLES + WAIT_OP_CYCLES + 2 * pe.op_startup_cycles
-               + (j + 1) * SEND_WORD_CYCLES + latency for j in range(1, k))  # fmt: skip
-    return first + hops if k else 0
+def first_block_cycles(starts: np.ndarray, spec: WaferSpec) -> np.ndarray:
+    """Cycles until PE ``j`` of a line has the real half of its first forward block in (0 for
+    PE 0, which takes none), its PEs starting the all-to-all at ``starts``: PE 0's send task
+    passes its wait and sends its own value (after the start-up) over the link; then each PE
+    ``j`` has the block in (or, if it came before PE ``j`` started, takes it in after the
+    receive's start-up), passes its wait on the receive a cycle later (a PE steps its tasks
+    in order), sends its ``j`` relayed values and its own, each send after its start-up, and
+    the last value crosses the link: store and forward, the block growing by a value a hop."""
+    startup, latency = spec.pe.op_startup_cycles, spec.link.hop_latency_cycles
+    got = np.zeros(len(starts), np.int64)
+    if len(starts) > 1:
+        got[1] = starts[0] + WAIT_OP_CYCLES + startup + SEND_WORD_CYCLES + latency
+    for j in range(1, len(starts)):
+        got[j] = max(got[j], starts[j] + startup + j * SEND_WORD_CYCLES)
+        if j + 1 < len(starts):
+            got[j + 1] = (got[j] + TASK_LAG_CYCLES + WAIT_OP_CYCLES + 2 * startup
+                          + (j + 1) * SEND_WORD_CYCLES + latency)  # fmt: skip
+    return got
 
 
-def ramp_wavelets(n: int) -> int:
-    """Wavelets the busiest PE of a line takes in through its ramp: PE ``k`` takes ``n - k``
-    forward blocks of ``2k`` words (its own the last) and ``k + 1`` backward blocks of
-    ``2 (n - 1 - k)``; the middle PE the most, ``n^2 - 2``."""
-    k = np.arange(n)
-    return int((2 * k * (n - k) + 2 * (k + 1) * (n - 1 - k)).max())
+def ramp_in(n: int, k: int) -> int:
+    """Wavelets PE ``k`` of a line takes in through its ramp: ``n - k`` forward blocks of
+    ``2k`` words (its own the last) and ``k + 1`` backward blocks of ``2 (n - 1 - k)``."""
+    return 2 * k * (n - k) + 2 * (k + 1) * (n - 1 - k)
 
 
 def fft3d_words(n: int, p: int, q: int) -> int:

@@ -1,6 +1,7 @@
-"""The 3D FFT (one pencil a PE, radix-2 Stockham passes, relayed line transposes): equal to
-numpy, on patches with holes too; its ops counted by hand on the smallest case; the analytic
-cycles within 10 % of the engine, the transposes' model checked on lines alone; the SRAM
+"""The 3D FFT (one pencil a PE, radix-2 Stockham passes, relayed line transposes, the third
+transpose back to the input's layout): equal to numpy, on patches with holes too; its ops
+counted by hand on the smallest case; the analytic cycles within 2.5 % of the engine, the
+transposes' model checked on lines alone, one all-to-all and two back to back; the SRAM
 refusal naming n and its range."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from wafersim.fabric import _kernels as K
+from wafersim.fabric import _engine_jit as K
 from wafersim.kernels.fft import (
     BUTTERFLY_OPS,
     COMPUTE,
@@ -24,6 +25,7 @@ from wafersim.kernels.fft import (
     fft_cycles,
     line_cycles,
     max_pencil,
+    pair_cycles,
     resume_cycles,
     run_line,
 )
@@ -34,6 +36,8 @@ from wafersim.wafer.errors import ConfigError
 ROOT = Path(__file__).resolve().parent.parent
 WSE2_SRAM_WORDS = 48 * 1024 // 4  # a WSE-2 PE's SRAM (wafer.presets)
 KERNEL_COLORS = 20  # the WSE-2 router's 24 colors less the detour colors (kernels.wiring)
+ANALYTIC_TOLERANCE = 0.025  # the analytic tier against the engine in 3D (docs/fft.md)
+LINE_TOLERANCE = 0.05  # the transposes' model against one line alone
 
 
 def cube(n: int, seed: int = 0) -> np.ndarray:
@@ -53,7 +57,8 @@ def assert_fp32_exact(output: np.ndarray, x: np.ndarray) -> None:
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_equals_numpy(n, wse2):
-    """fftn of a random complex cube, in numpy's order, on n x n PEs with 8 colors."""
+    """fftn of a random complex cube on n x n PEs with 8 colors; the PEs end in the input's
+    layout (PE (a, b) with [a, b, :]), which is numpy's order."""
     x = cube(n, seed=n)
     result = fft3d(x, kernel_grid(n, n), wse2)
     assert result.output.shape == (n, n, n)
@@ -74,16 +79,18 @@ def test_holes_are_skipped_and_the_result_holds(wse2):
 
 
 # Ops of each task at n = 2 on 2 x 2 PEs, counted by hand. Compute: three FFTs of one pass,
-# one pair of one-value blocks (10 ops each), and after each FFT two copies of its own value
-# and four waits (42). A PE first on its line in a phase sends its one block forward (a wait
-# on the FFT and two one-word sends) and takes one block backward (a wait and two receives);
-# the last PE on the line the other way round. PE (0, 0) is first on its row and column,
-# (1, 1) last on both, (0, 1) last on its row and first on its column, (1, 0) the converse.
+# one pair of one-value blocks (10 ops each), and in each of the four line transposes (row,
+# column, then column and row back) two copies of its own value and four waits (54). A PE
+# first on its line in a phase sends its one block forward (a wait on the compute task and
+# two one-word sends) and takes one block backward (a wait and two receives); the last PE on
+# the line the other way round. PE (0, 0) is first on its row and column, (1, 1) last on
+# both, (0, 1) last on its row and first on its column, (1, 0) the converse; each PE does
+# two row phases and two column phases.
 HAND_OPS = {  # (i, j): compute, forward send, forward receive, backward send, backward receive
-    (0, 0): (42, 6, 0, 0, 6),
-    (0, 1): (42, 3, 3, 3, 3),
-    (1, 0): (42, 3, 3, 3, 3),
-    (1, 1): (42, 0, 6, 6, 0),
+    (0, 0): (54, 12, 0, 0, 12),
+    (0, 1): (54, 6, 6, 6, 6),
+    (1, 0): (54, 6, 6, 6, 6),
+    (1, 1): (54, 0, 12, 12, 0),
 }
 # Cycles at n = 2, by hand: each op takes its 2 start-up cycles, then 1 (one value, one wait
 # or one word). FFT 1's 10 ops run at cycles 2, 5, .., 29. Its last op done, the first PE's
@@ -91,8 +98,11 @@ HAND_OPS = {  # (i, j): compute, forward send, forward receive, backward send, b
 # next PE takes each 2 cycles later (a cycle in each router), at 34 and 37. The compute task
 # copies its own value at 32 and 35, passes its first wait at 38 (the receive ended at 37, a
 # later task: seen a cycle on), the other three at 41, 44, 47; FFT 2 runs at 50 .. 77; the
-# column transpose repeats the row's 21 cycles; FFT 3 runs at 98 .. 125: 126 cycles.
-HAND_CYCLES = 126
+# column transpose repeats the row's 21 cycles; FFT 3 runs at 98 .. 125. The return's
+# column transpose takes the same 18 cycles from 125 as the row's from 29 (its last wait at
+# 143); its row transpose's send task passes its wait on that wait at 143, and 18 more end
+# at 161: 162 cycles.
+HAND_CYCLES = 162
 
 
 def test_hand_count_of_ops_and_cycles_on_the_smallest_case(wse2):
@@ -122,11 +132,12 @@ def test_fft_cycles_are_the_programs_ops(wse2):
     assert fft_cycles(wse2.pe, n) == charged
 
 
-@pytest.mark.parametrize("n", [8, 16, pytest.param(32, marks=pytest.mark.slow)])
-def test_analytic_cycles_within_ten_percent(n, wse2):
+@pytest.mark.parametrize("n", [2, 4, 8, 16, pytest.param(32, marks=pytest.mark.slow)])
+def test_analytic_cycles_within_two_and_a_half_percent(n, wse2):
+    """The analytic tier (three FFTs, the four all-to-alls as two pairs) against the engine."""
     result = fft3d(cube(n), kernel_grid(n, n), wse2)
     assert result.analytic_cycles == fft3d_cycles(n, n, n, wse2)
-    assert abs(result.analytic_cycles / result.cycles - 1) < 0.10
+    assert abs(result.analytic_cycles / result.cycles - 1) < ANALYTIC_TOLERANCE
 
 
 LINES = [32, 64, *(pytest.param(n, marks=pytest.mark.slow) for n in (128, 256))]
@@ -138,7 +149,17 @@ def test_a_line_alone_takes_what_the_transposes_model_says(n, wse2):
     stream's first block on, within 5 % (the 3D runs stop at 64 for the host's memory)."""
     engine = run_line(n, wse2)
     model = line_cycles(n, wse2) + resume_cycles(wse2)
-    assert abs(model / engine - 1) < 0.05
+    assert abs(model / engine - 1) < LINE_TOLERANCE
+
+
+@pytest.mark.parametrize("n", [8, 32, 64, pytest.param(128, marks=pytest.mark.slow)])
+def test_two_all_to_alls_back_to_back_take_what_the_pair_model_says(n, wse2):
+    """A line's two all-to-alls back to back, each PE starting the second as it ends the
+    first (the return to the input's layout makes each line of a 3D run do so): the second's
+    blocks, started sooner near the ends, keep the middle's ramp going, within 5 %."""
+    engine = run_line(n, wse2, transposes=2)
+    assert abs(pair_cycles(n, wse2) / engine - 1) < LINE_TOLERANCE
+    assert engine < 2 * run_line(n, wse2)
 
 
 def test_sram_refusal_names_n_and_its_range(wse2):
