@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 from wafersim.wafer.atomic import write_json
@@ -81,14 +82,42 @@ def copy_tree(checkout: Path, into: Path, revision: str = "HEAD") -> Path:
     return into
 
 
+def import_path(tree: Path) -> str:
+    """Where a copy's code imports from: the copy itself, or, for a revision whose
+    ``pyproject.toml`` maps folders into the package (``[tool.setuptools.package-dir]``), a
+    tree of links in the installed shape inside it. The copy's root alone would leave those
+    subpackages to this checkout's editable install, mixing two revisions in one run (and
+    the commands run with ``python -P``, so the working folder, the copy, does not come
+    first either)."""
+    config = tomllib.loads((tree / "pyproject.toml").read_text())
+    mapped = config.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+    if not mapped:
+        return str(tree)
+    installed = tree / "build" / "installed"
+    if installed.exists():  # built by an earlier call on this copy
+        return str(installed)
+    for package, folder in sorted(mapped.items()):  # parents first: "wafersim" before its own
+        target = installed.joinpath(*package.split("."))
+        if package == folder:  # the folder is the package: link its entries
+            target.mkdir(parents=True, exist_ok=True)
+            for entry in (tree / folder).iterdir():
+                (target / entry.name).symlink_to(entry)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink():
+                target.unlink()
+            target.symlink_to(tree / folder, target_is_directory=True)
+    return str(installed)
+
+
 def timed(tree: Path, cache: Path, argv: list[str], out: Path) -> float:
     """Wall seconds of one command; a run writes to ``out`` (a fresh folder: a run into its
     own earlier folder would resume from its last checkpoint)."""
     if argv[0] == "run":
         argv = [*argv, "--out", str(out)]
-    env = os.environ | {"NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(tree)}
+    env = os.environ | {"NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": import_path(tree)}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", cli_module(tree), *argv, "--json"], cwd=tree,
+    done = subprocess.run([sys.executable, "-P", "-m", cli_module(tree), *argv, "--json"], cwd=tree,
                           env=env, capture_output=True, text=True, check=False)  # fmt: skip
     wall = time.perf_counter() - start
     if done.returncode != 0:
@@ -144,8 +173,8 @@ print(span[1] - span[0], file=sys.stderr)
 
 def engine_compile(tree: Path, cache: Path) -> float:
     """Seconds of the engine's first compile (``ENGINE_PROBE``) with an empty cache."""
-    env = os.environ | {"NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", ENGINE_PROBE], cwd=tree, env=env,
+    env = os.environ | {"NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": import_path(tree)}
+    done = subprocess.run([sys.executable, "-P", "-c", ENGINE_PROBE], cwd=tree, env=env,
                           capture_output=True, text=True, check=False)  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"{tree}: the engine compile probe failed: {done.stderr[-500:]}")
@@ -198,8 +227,8 @@ def compile_profile(job: str, steps: int) -> None:
         if argv[0] == "run":
             argv = [*argv, "--out", str(Path(scratch) / "run")]
         env = os.environ | {"NUMBA_CACHE_DIR": str(Path(scratch) / "cache"),
-                            "PYTHONPATH": str(tree)}  # fmt: skip
-        done = subprocess.run([sys.executable, "-c", PROFILER, *argv], cwd=tree, env=env,
+                            "PYTHONPATH": import_path(tree)}  # fmt: skip
+        done = subprocess.run([sys.executable, "-P", "-c", PROFILER, *argv], cwd=tree, env=env,
                               capture_output=True, text=True, check=False)  # fmt: skip
         print(done.stderr.strip()[-6000:])
 

@@ -7,7 +7,8 @@ checkout's HEAD and for another revision, side by side, on that revision's tests
 
 Each run gets a fresh copy of the revision's tracked files (``git archive``), so Numba's cache
 (in the copy's ``__pycache__``, as in a clean clone) starts empty, and runs ``python -m pytest``
-there with this interpreter and its installed packages (``PYTHONPATH`` the copy). The tests
+there with this interpreter and its installed packages (``PYTHONPATH`` the copy, in the
+installed shape: :func:`bench_startup.import_path`). The tests
 timed are the other revision's (the tests it had): that revision runs its whole
 suite; this one the tests of its test functions that the other revision had too (under the
 same name, or renamed since: :data:`RENAMED`), in the files it had, parameters included, so a
@@ -26,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_startup import ROOT, copy_tree
+from bench_startup import ROOT, copy_tree, import_path
 from wafersim.wafer.atomic import write_json
 
 # Test functions renamed since the baseline the start-up work was timed against (the one
@@ -46,9 +47,9 @@ RENAMED = {
 
 def pytest(tree: Path, *args: str) -> tuple[float, str]:
     """Wall seconds and output of ``python -m pytest ARGS`` in ``tree`` (its code imported)."""
-    env = os.environ | {"PYTHONPATH": str(tree)}
+    env = os.environ | {"PYTHONPATH": import_path(tree)}
     start = time.perf_counter()
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    argv = [sys.executable, "-P", "-m", "pytest", "-p", "no:cacheprovider", *args]
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False)
     return time.perf_counter() - start, done.stdout
 
