@@ -19,17 +19,20 @@ compile events and prints the functions whose compile took longest, each with it
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 from wafersim.wafer.atomic import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
+_SPEC = importlib.util.spec_from_file_location("api_tree", ROOT / "docs" / "api_tree.py")
+API_TREE = importlib.util.module_from_spec(_SPEC)  # the installed shape's one home
+_SPEC.loader.exec_module(API_TREE)
 
 
 def jobs(steps: int | None) -> dict[str, list[str]]:
@@ -84,30 +87,14 @@ def copy_tree(checkout: Path, into: Path, revision: str = "HEAD") -> Path:
 
 def import_path(tree: Path) -> str:
     """Where a copy's code imports from: the copy itself, or, for a revision whose
-    ``pyproject.toml`` maps folders into the package (``[tool.setuptools.package-dir]``), a
-    tree of links in the installed shape inside it. The copy's root alone would leave those
-    subpackages to this checkout's editable install, mixing two revisions in one run (and
-    the commands run with ``python -P``, so the working folder, the copy, does not come
-    first either)."""
-    config = tomllib.loads((tree / "pyproject.toml").read_text())
-    mapped = config.get("tool", {}).get("setuptools", {}).get("package-dir", {})
-    if not mapped:
+    ``pyproject.toml`` maps folders into the package, a tree of links in the installed
+    shape inside it (``docs/api_tree.py``'s, the docs' and mypy's). The copy's root alone
+    would leave those subpackages to this checkout's editable install, mixing two revisions
+    in one run (and the commands run with ``python -P``, so the working folder, the copy,
+    does not come first either)."""
+    if not API_TREE.package_dirs(tree):
         return str(tree)
-    installed = tree / "build" / "installed"
-    if installed.exists():  # built by an earlier call on this copy
-        return str(installed)
-    for package, folder in sorted(mapped.items()):  # parents first: "wafersim" before its own
-        target = installed.joinpath(*package.split("."))
-        if package == folder:  # the folder is the package: link its entries
-            target.mkdir(parents=True, exist_ok=True)
-            for entry in (tree / folder).iterdir():
-                (target / entry.name).symlink_to(entry)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.is_symlink():
-                target.unlink()
-            target.symlink_to(tree / folder, target_is_directory=True)
-    return str(installed)
+    return str(API_TREE.link_tree(tree, tree / "build" / "installed"))
 
 
 def timed(tree: Path, cache: Path, argv: list[str], out: Path) -> float:

@@ -6,11 +6,11 @@ without MkDocs."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = ROOT / "build" / "api_tree"
-MAPPED = ("wafer", "fabric", "kernels", "compiler", "memoryx", "examples")
 
 try:
     from mkdocs.plugins import event_priority
@@ -20,21 +20,37 @@ except ImportError:  # run as a script for mypy, where the docs extra may be mis
         return lambda hook: hook
 
 
-def link_tree() -> Path:
-    """Link wafersim/'s entries and the mapped folders into build/api_tree/wafersim; returns
-    the tree's root."""
-    package = TREE / "wafersim"
-    package.mkdir(parents=True, exist_ok=True)
-    entries = {p.name: p for p in (ROOT / "wafersim").iterdir() if p.name != "__pycache__"}
-    entries.update({name: ROOT / name for name in MAPPED})
-    for name, target in entries.items():
-        link = package / name
-        if link.is_symlink() and link.resolve() == target.resolve():
-            continue
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(target, target_is_directory=target.is_dir())
-    return TREE
+def package_dirs(root: Path) -> dict[str, str]:
+    """The folders a checkout installs as packages (``[tool.setuptools.package-dir]`` of its
+    pyproject.toml: package -> folder), empty where it maps none."""
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    return config.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+
+
+def link_tree(root: Path = ROOT, tree: Path = TREE) -> Path:
+    """Link the checkout ``root``'s packages into ``tree`` in their installed shape (a folder
+    installed as itself: its entries; a folder mapped into a package: the folder); returns
+    ``tree``."""
+    for package, folder in sorted(package_dirs(root).items()):  # "wafersim" before its own
+        source, place = root / folder, tree.joinpath(*package.split("."))
+        if package == folder:
+            place.mkdir(parents=True, exist_ok=True)
+            links = {p.name: p for p in source.iterdir() if p.name != "__pycache__"}
+            for name, target in links.items():
+                _link(place / name, target)
+        else:
+            place.parent.mkdir(parents=True, exist_ok=True)
+            _link(place, source)
+    return tree
+
+
+def _link(link: Path, target: Path) -> None:
+    """``link`` points at ``target`` (made again where it pointed elsewhere)."""
+    if link.is_symlink() and link.resolve() == target.resolve():
+        return
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(target, target_is_directory=target.is_dir())
 
 
 @event_priority(100)  # before mkdocstrings fixes its search paths (a missing one is dropped)
