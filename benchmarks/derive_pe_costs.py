@@ -6,7 +6,8 @@ n x n fp32 matrix on a mesh x mesh rectangle of PEs (``benchmarks/data/vendor_si
 names the source). This script ports the programs' structure as cost models (one function per
 program part: ``memcpy_h2d``, ``compute_C``, ``shift``, ...), fits the few costs nobody publishes
 by least squares on relative error over NAMED series, and holds the other series out to test
-the fit. Every other constant is quoted with its source; none is chosen to make a row match.
+the fit. Every other constant is quoted with its source or marked an assumption with its reason
+(two of them are wafer/presets.py's); none is chosen to make a row match.
 
     python benchmarks/derive_pe_costs.py                        # the table and the constants
     python benchmarks/derive_pe_costs.py --json out/pe_costs.json
@@ -25,6 +26,8 @@ Sources (full references in ``docs/pe_costs.md``):
   [SDK-CSL]  Cerebras SDK docs, CSL appendix "SIMD Mode": two 32-bit reads, one write a cycle.
   [SDK-EX]   github.com/Cerebras/sdk-examples, benchmarks/benchmark-libs/allreduce/pe.csl: an
              fp32 division about 50 cycles.
+  [SDK-CV]   Cerebras SDK docs, "A Conceptual View": the hardware selects a runnable task when
+             the running one ends.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pathlib import Path
 import numpy as np
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import write_json, write_text
+from wafersim.wafer.presets import WSE2_PE, WSE_ROUTER
 
 DATA = Path(__file__).resolve().parent / "data" / "vendor_sim_cycles.csv"
 START = "<!-- tables: written by benchmarks/derive_pe_costs.py -->"
@@ -57,7 +61,8 @@ LOG_BOUND = 20.0  # fitted costs stay within exp(-20) to exp(20) cycles while th
 
 @dataclass(frozen=True)
 class Costs:
-    """The costs the ported programs are charged with (cycles of the PE clock)."""
+    """The costs the ported programs are charged with (cycles of the PE clock), and the one
+    capacity they use (a receiver's input queue)."""
 
     channel_cycles_per_word: float  # fitted
     row_cycles_per_word: float  # fitted
@@ -66,6 +71,9 @@ class Costs:
     fabric_cycles_per_wavelet: float = 1.0  # [Rocki20] one wavelet a link a cycle
     hop_latency_cycles: float = 1.0  # [Rocki20]
     division_cycles: float = 50.0  # [SDK-EX] "the division is very expensive, about 50 cycles"
+    dsd_update_cycles: float = 1.0  # assumption: one scalar instruction rewrites a DSD's field
+    task_activation_cycles: float = WSE2_PE.task_activation_cycles  # assumption (presets)
+    queue_depth_wavelets: float = WSE_ROUTER.queue_depth_wavelets  # assumption (presets)
 
 
 # name: (unit, meaning, source) of each cost; printed, and written to the JSON and the page.
@@ -84,7 +92,8 @@ MEANING = {
     "loop_iteration_cycles": (
         "cycles",
         "one iteration of a scalar loop that loads a scalar, issues one @fmacs and moves a "
-        "DSD's offset, apart from the fmacs' elements",
+        "DSD's offset, apart from the fmacs' elements; LU's division loops pay it around "
+        "each division",
         "fitted",
     ),
     "fmac_cycles_per_element": (
@@ -102,6 +111,25 @@ MEANING = {
         "cycles",
         "an fp32 division (LU's scaling loops)",
         "[SDK-EX] benchmark-libs/allreduce/pe.csl: about 50 cycles",
+    ),
+    "dsd_update_cycles": (
+        "cycles",
+        "an @set_dsd_length or @increment_dsd_offset outside a loop (LU's per-column length "
+        "and offset updates)",
+        "assumption: a DSD's length or offset is one 16-bit field, rewritten by one scalar "
+        "instruction",
+    ),
+    "task_activation_cycles": (
+        "cycles",
+        "from a wavelet's arrival (or an @activate) to its task's first instruction",
+        "assumption, wafer/presets.py's: the hardware selects a runnable task when the running "
+        "one ends [SDK-CV]",
+    ),
+    "queue_depth_wavelets": (
+        "wavelets",
+        "the wavelets a stream's sender may put ahead of a receiver that is not yet reading "
+        "(its input queue)",
+        "assumption, wafer/presets.py's: the depth is not published",
     ),
 }
 
@@ -241,53 +269,99 @@ def cannon(costs: Costs, n: int, mesh: int) -> float:
 
 
 # --- LU without pivoting (lu_factorization/many_elements_per_pe/pe_program.csl) -------------
+# The numbers in comments are that file's lines. Block step k has four roles, each a PE or a
+# set of PEs that move in step: D, the diagonal PE (k, k), runs ``compute``; L, the PEs under
+# it, run ``division_step`` a column; U, the PEs right of it, run ``send_row_to_south`` a
+# column; I, the trailing PEs, run ``elimination_step``.
+
+
+def division_loop(costs: Costs, iterations: int) -> float:
+    """``A[row*N_per_pe + col] /= pivot`` over ``iterations`` rows (135, 190): a scalar loop,
+    so each iteration pays a loop iteration besides its division."""
+    return iterations * (costs.loop_iteration_cycles + costs.division_cycles)
+
+
+def update_sub_matrix(costs: Costs, iterations: int, length: int, advance: bool) -> float:
+    """``update_sub_matrix`` (113-123): set ``to_add``'s length and copy ``row_dsd`` (moving the
+    copy a row on when ``advance``), then a scalar loop of ``iterations`` @fmacs of ``length``
+    elements, Cannon's loop."""
+    updates = 3 if advance else 2
+    return updates * costs.dsd_update_cycles + fmacs_loop(costs, iterations, length)
+
+
+def meet(
+    costs: Costs, sender: float, receiver: float, words: int, hops: int
+) -> tuple[float, float]:
+    """A blocking @fmovs of ``words`` wavelets, from a sender that reaches it at ``sender`` to
+    receivers that reach theirs at ``receiver``: the sender may run a queue's depth ahead of a
+    receiver not yet reading, and is done when its last wavelet leaves; the receivers when the
+    farthest has it. Returns when the sender and the receivers are done."""
+    if words == 0:
+        return sender, receiver
+    wavelets = words * costs.fabric_cycles_per_wavelet
+    received = max(receiver, sender + hops * costs.hop_latency_cycles) + wavelets
+    if words <= costs.queue_depth_wavelets:  # all of it waits in the queue
+        return sender + wavelets, received
+    behind = (words - costs.queue_depth_wavelets) * costs.fabric_cycles_per_wavelet
+    return max(sender + wavelets, receiver + behind), received
 
 
 def lu_diagonal_alone(costs: Costs, tile: int) -> float:
-    """The last diagonal PE's ``compute`` (bottom row, right column: it sends nothing): for
-    each column, divide the m = tile - col - 1 entries below the pivot and update the m x m
-    block under and right of it."""
+    """The last diagonal PE's ``compute`` (bottom row, right column: it sends nothing, 129 and
+    139): for each column its DSD moves (127-128, 137-138, 146-147), the division of the
+    m = tile - col - 1 entries below the pivot, and the update of the m x m block."""
     total = 0.0
     for col in range(tile):
         m = tile - col - 1
-        total += m * costs.division_cycles + fmacs_loop(costs, m, m)
+        total += (6 * costs.dsd_update_cycles + division_loop(costs, m)
+                  + update_sub_matrix(costs, m, m, advance=True))  # fmt: skip
     return total
 
 
 def lu_column(costs: Costs, tile: int, hops: int, m: int, free: list[float]) -> list[float]:
-    """One column of a block step: the diagonal PE (D), the PEs under it (L, ``division_step``),
-    right of it (U, ``send_row_to_south``) and the rest (I, ``elimination_step``), each waiting
-    for the streams it receives. ``free`` holds when D, L, U and I are free; returns the next."""
+    """One column of a block step, each role in its program's order, each stream meeting its
+    receivers (:func:`meet`; m = the entries below the pivot). ``free`` holds when D, L, U and
+    I are free; returns the next."""
     d, low, up, inner = free
-    one = costs.fabric_cycles_per_wavelet  # the pivot (south) and the signal (east)
-    ready_low = max(low, d + hops * costs.hop_latency_cycles) + tile * costs.division_cycles
-    row_done = max(d + one, ready_low) + stream(costs, m, hops)  # D's row south, to L
-    signal = row_done + m * costs.division_cycles  # D divides its column, signals east
-    ready_up = max(up, signal + hops * costs.hop_latency_cycles)
-    col_done = max(signal + one, ready_up) + stream(costs, m, hops)  # D's column east, to U
-    left_done = max(row_done, inner) + stream(costs, tile, hops)  # L's multipliers east, to I
-    top_done = max(col_done, left_done) + stream(costs, tile, hops)  # U's row south, to I
+    dsd, one = costs.dsd_update_cycles, costs.fabric_cycles_per_wavelet
+    latency, activation = hops * costs.hop_latency_cycles, costs.task_activation_cycles
+    pivot = d + 2 * dsd + one  # 127-130: D moves row_dsd, sends the pivot south
+    low = max(low, pivot + latency) + activation  # the pivot wavelet starts division_step
+    low += 2 * dsd + division_loop(costs, tile)  # 188-193: L divides its tile's column
+    d, low = meet(costs, pivot + dsd, low, m, hops)  # 131-132 with 194: the pivot row south
+    signal = d + division_loop(costs, m) + 2 * dsd + one  # 134-140: D divides, signals east
+    up = max(up, signal + latency) + activation + 3 * dsd  # 210-214: send_row_to_south
+    d, up = meet(costs, signal + dsd, up, m, hops)  # 141-142 with 215: D's column east
+    low, inner = meet(costs, low, inner, tile, hops)  # 195 with 161: L's multipliers east
+    up, inner = meet(costs, up, inner, tile, hops)  # 216 with 162: U's row south
+    low_update = 2 * dsd + update_sub_matrix(costs, tile, m, advance=False) if m else 0.0
+    up_update = update_sub_matrix(costs, m, tile, advance=True) + dsd if m else 0.0
     return [
-        col_done + fmacs_loop(costs, m, m),
-        left_done + fmacs_loop(costs, tile, m),
-        top_done + fmacs_loop(costs, m, tile),
-        top_done + fmacs_loop(costs, tile, tile),
+        d + update_sub_matrix(costs, m, m, advance=True) + 2 * dsd,  # 144-147
+        low + dsd + low_update,  # 196-201: the last column updates nothing (198, 203)
+        up + up_update,  # 218-220: nor here (218, 222)
+        inner + update_sub_matrix(costs, tile, tile, advance=False),  # 163
     ]
 
 
 def lu_compute(costs: Costs, tile: int, mesh: int) -> float:
-    """Block step k: diagonal PE (k, k) factors its tile column by column while the PEs under
-    and right of it scale their tiles and the trailing PEs update theirs, all in step (each
-    stream waits for all its receivers); step k + 1 starts when the trailing PEs are done. The
-    last diagonal PE ends alone."""
-    clock = 0.0
+    """Block step k, column by column (:func:`lu_column`); the I PEs of column and row k + 1
+    first advance their switches (154-158, two control wavelets on PE (k + 1, k + 1)). Step
+    k + 1 starts when the step's I PEs are done: they leave ``elimination_step`` with their
+    control wavelets (166-175) and PE (k + 1, k + 1) activates ``compute`` (179). The last
+    diagonal PE ends alone."""
+    one, activation = costs.fabric_cycles_per_wavelet, costs.task_activation_cycles
+    end, leader, panels = 0.0, activation, 0.0  # start() activates compute on (0, 0) (230)
     for k in range(mesh - 1):
         hops = mesh - 1 - k  # the farthest receiver of a stream along a row or a column
-        free = [clock] * 4
+        free = [leader, panels, panels, end + 2 * one]
         for col in range(tile):
             free = lu_column(costs, tile, hops, tile - col - 1, free)
-        clock = max(free)
-    return clock + lu_diagonal_alone(costs, tile)
+        end = max(free)
+        controls = 1 if k == mesh - 2 else 2  # the last diagonal PE sends east only (174)
+        leader = end + controls * one + activation
+        panels = end + one  # the next L and U PEs leave with a control wavelet (171, 174)
+    return leader + lu_diagonal_alone(costs, tile)
 
 
 def lu(costs: Costs, n: int, mesh: int) -> float:
@@ -297,8 +371,10 @@ def lu(costs: Costs, n: int, mesh: int) -> float:
     return copies + launch(costs, mesh, mesh) + lu_compute(costs, n // mesh, mesh)
 
 
-# Ported programs by the series' first word; QR's Givens pipeline is not ported (a series of a
-# program not here is listed, unmodelled).
+# Ported programs by the series' first word; QR's Givens rotations are not ported: each of
+# their loop iterations issues six vector instructions, and the Cannon fit does not split its
+# loop iteration between scalar control and an instruction's issue (a series of a program not
+# here is listed, unmodelled).
 PROGRAMS: dict[str, Callable[[Costs, int, int], float]] = {"cannon": cannon, "lu": lu}
 
 
@@ -454,35 +530,44 @@ def sensitivity() -> Derivation:
 
 
 def what_ifs(derivation: Derivation, other: Derivation) -> dict[str, Costs]:
-    """Costs under which to rerun the held-out LU rows, to see which missing mechanism moves
-    them: diagnostics, not fits (no constant here is chosen to match a row)."""
-
-    def slower_division(costs: Costs) -> Costs:  # a division loop pays the loop's iteration too
-        return dataclasses.replace(costs, division_cycles=costs.division_cycles
-                                   + costs.loop_iteration_cycles)  # fmt: skip
-
+    """Costs under which to rerun the held-out LU rows, each taking one mechanism of the port
+    out or pricing it otherwise, to show what moves them: diagnostics, not fits."""
+    costs = derivation.costs
+    replace = dataclasses.replace
+    # division_cycles appears only in division_loop: less the loop iteration, an iteration
+    # there costs the division alone, as the earlier port charged it
+    bare = costs.division_cycles - costs.loop_iteration_cycles
     return {
-        "as fitted": derivation.costs,
-        "division loops also pay `loop_iteration_cycles` an iteration": slower_division(
-            derivation.costs
+        "as ported": costs,
+        "division loops pay the division alone (no loop iteration)": replace(
+            costs, division_cycles=bare
+        ),
+        "streams wait for their receivers (no input queue)": replace(costs, queue_depth_wavelets=0),
+        "no DSD updates, no task activations": replace(
+            costs, dsd_update_cycles=0.0, task_activation_cycles=0.0
         ),
         "the sensitivity's costs (`fmac_cycles_per_element` fitted)": other.costs,
-        "both": slower_division(other.costs),
+        "divisions at twice the quoted 50 cycles": replace(
+            costs, division_cycles=2 * costs.division_cycles
+        ),
     }
 
 
 def what_if_table(derivation: Derivation, other: Derivation) -> list[str]:
-    """LU's median and largest |error| under each of :func:`what_ifs`' costs."""
+    """LU's median |error| and its errors' range under each of :func:`what_ifs`' costs (the
+    signs tell a missing cost from an extra one)."""
     lu_rows = [row.published for row in derivation.rows if row.published.program == "lu"]
     series = list(dict.fromkeys(row.series for row in lu_rows))
-    lines = ["| costs | " + " | ".join(f"{s} median, largest \\|error\\|" for s in series)
+    lines = ["| costs | " + " | ".join(f"{s} median \\|error\\| (lowest to highest)"
+                                     for s in series)
              + " |", "|---|" + "---|" * len(series)]  # fmt: skip
     for label, costs in what_ifs(derivation, other).items():
         cells = []
         for name in series:
-            errors = [abs(lu(costs, r.n_matrix, r.n_mesh) / r.cycles - 1)
+            errors = [lu(costs, r.n_matrix, r.n_mesh) / r.cycles - 1
                       for r in lu_rows if r.series == name]  # fmt: skip
-            cells.append(f"{statistics.median(errors):.1%}, {max(errors):.1%}")
+            median = statistics.median(abs(e) for e in errors)
+            cells.append(f"{median:.1%} ({min(errors):+.1%} to {max(errors):+.1%})")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
 

@@ -29,7 +29,8 @@ def _script():
 
 D = _script()
 ZERO = D.Costs(0.0, 0.0, 0.0, fmac_cycles_per_element=0.0, fabric_cycles_per_wavelet=0.0,
-               hop_latency_cycles=0.0, division_cycles=0.0)  # fmt: skip
+               hop_latency_cycles=0.0, division_cycles=0.0, dsd_update_cycles=0.0,
+               task_activation_cycles=0.0, queue_depth_wavelets=0.0)  # fmt: skip
 
 
 def only(**cost: float):
@@ -133,7 +134,7 @@ def test_bad_splits_are_rejected_naming_the_choices(fit_series, free, message):
 
 def test_held_out_errors_are_the_ported_models_own(derivation):
     """Each held-out row's error is its program's cycles under the fitted costs against the
-    published ones; Cannon's are within 15 %, LU's within 50 % (the page says why they miss)."""
+    published ones; Cannon's are within 15 %, LU's within 25 % (the page says what is left)."""
     held = [row for row in derivation.rows if row.role == "held out"]
     assert {row.published.series for row in held} == {"cannon_increasing", "lu_const",
                                                       "lu_increasing"}  # fmt: skip
@@ -141,7 +142,7 @@ def test_held_out_errors_are_the_ported_models_own(derivation):
         p = row.published
         model = {"cannon": D.cannon, "lu": D.lu}[p.program]
         assert row.error == model(derivation.costs, p.n_matrix, p.n_mesh) / p.cycles - 1
-        assert abs(row.error) < (0.15 if p.program == "cannon" else 0.5), p
+        assert abs(row.error) < (0.15 if p.program == "cannon" else 0.25), p
 
 
 def test_a_run_in_both_series_is_shared_not_held_out(derivation):
@@ -225,10 +226,38 @@ def test_cannon_on_a_2_by_2_mesh_by_hand():
 
 def test_lu_last_diagonal_by_hand():
     """The last diagonal PE of a 3 x 3 tile: columns of 2, 1, 0 entries below the pivot:
-    3 divisions, 3 loop iterations, 4 + 1 fmacs elements."""
+    3 divisions, 3 + 3 loop iterations (each division's and each fmacs'), 4 + 1 fmacs
+    elements, 3 x (6 + 3) DSD updates (the column's moves and update_sub_matrix's)."""
     assert D.lu_diagonal_alone(only(division_cycles=1.0), 3) == 3
-    assert D.lu_diagonal_alone(only(loop_iteration_cycles=1.0), 3) == 3
+    assert D.lu_diagonal_alone(only(loop_iteration_cycles=1.0), 3) == 6
     assert D.lu_diagonal_alone(only(fmac_cycles_per_element=1.0), 3) == 5
+    assert D.lu_diagonal_alone(only(dsd_update_cycles=1.0), 3) == 27
+
+
+def test_a_division_loop_pays_a_loop_iteration_a_division():
+    """A scalar loop of divisions is charged like Cannon's loop: an iteration each."""
+    costs = only(loop_iteration_cycles=10.0, division_cycles=1.0)
+    assert D.division_loop(costs, 4) == 4 * (10 + 1)
+
+
+@pytest.mark.parametrize(
+    ("words", "queue", "expected"),
+    [
+        # no queue: the sender waits for the receiver (at 100), both done 3 wavelets later
+        (3, 0.0, (103, 103)),
+        # the queue holds all 3: the sender is done at once, the receiver when it has read
+        (3, 4.0, (3, 103)),
+        # 10 wavelets, 4 queued: the sender waits until the receiver has read 6
+        (10, 4.0, (106, 110)),
+        # nothing to move: neither waits
+        (0, 4.0, (0, 100)),
+    ],
+)
+def test_a_stream_meets_its_receivers_through_their_queue(words, queue, expected):
+    """A sender free at 0, a receiver at 100, a wavelet a cycle, no hops: the sender runs
+    at most a queue's depth ahead of its receiver."""
+    costs = only(fabric_cycles_per_wavelet=1.0, queue_depth_wavelets=queue)
+    assert D.meet(costs, 0.0, 100.0, words, 0) == expected
 
 
 @pytest.mark.parametrize(
@@ -238,16 +267,41 @@ def test_lu_last_diagonal_by_hand():
         # D: pivot at 1 wavelet = 0 cycles here; row sent when L is ready (2); signal at 3;
         # column sent at 3: D, L, U, I free at 3, 2, 3, 3
         ("division_cycles", [3, 2, 3, 3]),
+        # loop iterations only: the division loops pay them as the divisions did (3, 2, 3,
+        # 3), then the updates: D 1 iteration, L 2, U 1, I 2
+        ("loop_iteration_cycles", [4, 4, 4, 5]),
         # wavelets only: pivot sent by 1, row of m = 1 done at 2, signal sent by 3, column of
         # 1 done at 4; L's column of t = 2 to I done at 4; U's row of 2 to I after both, 6
         ("fabric_cycles_per_wavelet", [4, 4, 6, 6]),
         # elements only: D m x m = 1, L t x m = 2, U m x t = 2, I t x t = 4
         ("fmac_cycles_per_element", [1, 2, 2, 4]),
+        # DSD updates only: D sends the pivot at 2 (127-128), L ready at 4 (188, 193), the
+        # row meets at 4; D signals at 6 (137-138); U ready at 9 (212-214), the column meets
+        # at 9; then D 3 + 2, L 1 + 2 + 2, U 3 + 1, I 2
+        ("dsd_update_cycles", [14, 9, 13, 11]),
+        # task activations only: L's division_step at 1, U's send_row_to_south at 2
+        ("task_activation_cycles", [2, 1, 2, 2]),
     ],
 )
 def test_lu_column_by_hand(cost, expected):
-    """One column (tile 2, m = 1 entry below the pivot, 0 hops) of a block step."""
+    """One column (tile 2, m = 1 entry below the pivot, 0 hops, no queue) of a block step."""
     assert D.lu_column(only(**{cost: 1.0}), 2, 0, 1, [0.0] * 4) == expected
+
+
+@pytest.mark.parametrize(
+    ("cost", "expected"),
+    [
+        # compute on PE (0, 0), then division_step and send_row_to_south side by side, then
+        # compute on PE (1, 1)
+        ("task_activation_cycles", 3),
+        # PE (1, 1) advances its two switches (2), receives L's multiplier (3) and U's row
+        # (4), and leaves elimination_step with one control wavelet east (5)
+        ("fabric_cycles_per_wavelet", 5),
+    ],
+)
+def test_lu_compute_by_hand(cost, expected):
+    """A 1 x 1 tile on a mesh of 2: one block step of one column, then PE (1, 1) alone."""
+    assert D.lu_compute(only(**{cost: 1.0}), 1, 2) == expected
 
 
 def test_lu_is_its_copies_launch_and_block_steps(derivation):
