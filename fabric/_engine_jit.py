@@ -90,13 +90,18 @@ FP32 = 0  # FP16 and BF16 (fabric._fp16): two 16-bit values a word
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
 IDLE, COUNTDOWN, PROGRESS, STALL_IN, STALL_OUT = range(5)  # what a task did in a cycle
+BLOCKED = 5  # a task whose arithmetic waits for another task's to free the datapath
 # what a PE did in a cycle, counted once a cycle (the first that holds): a task computes or
 # moves a wavelet, else one waits for an input wavelet, else for room in an output queue
 # (or for its router's switch), else for SRAM (not modelled: always 0), else nothing
 REASON_COMPUTING, REASON_INPUT, REASON_OUTPUT, REASON_SRAM, REASON_IDLE = range(5)
 REASONS = 5
 R_SKIPPED, R_NOW, R_SINCE = 5, 6, 7  # further columns of st.reasons (fabric.state)
-REASON_COLUMNS = 8
+# and the PE's arithmetic datapath, taken a cycle at a time: the first cycle it is free, the
+# task that last held it, the tasks waiting for it and the tasks whose op cost now counting
+# down is arithmetic (a bit each), so that they take turns (fabric.state)
+R_DATAPATH, R_OWNER, R_WANT, R_ARITH = 8, 9, 10, 11
+REASON_COLUMNS = 12
 EVENTS, MOVES, UNTIL, NEXT_WAKE = 0, 1, 2, 3  # columns of the per-row cycle summary
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
@@ -466,13 +471,19 @@ def _rx_pop(r, c, fab, st):
 
 
 @engine_function(block=True)
-def _task_step(r, task, fab, st, prog, half):
-    """Step 3 for one task: advance its current op by one cycle (``half``: see
+def _task_step(r, task, t, fab, st, prog, half):
+    """Step 3 for one task in cycle ``t``: advance its current op by one cycle (``half``: see
     :func:`run_cycles`). Returns ``COUNTDOWN`` for a cycle of an op's cost, ``PROGRESS`` when
     the op moved on, ``STALL_IN`` when it waits for an input wavelet and ``STALL_OUT`` for
-    room in its output queue or for its router's switch (both counted as a stall), ``IDLE``
-    when it waits for another task or is done."""
+    room in its output queue or for its router's switch (both counted as a stall),
+    ``BLOCKED`` when its arithmetic waits for another task's (the PE's tasks share one
+    datapath: moving wavelets runs beside arithmetic, arithmetic does not run beside
+    arithmetic), ``IDLE`` when it waits for another task or is done."""
     if st.wait[r, task] > 0:
+        if (st.reasons[r, R_ARITH] >> task) & 1:
+            if _datapath_busy(r, task, t, st):
+                return BLOCKED
+            _take_datapath(r, task, t, st)
         st.wait[r, task] -= 1
         st.busy[r] += 1
         return COUNTDOWN
@@ -497,9 +508,13 @@ def _task_step(r, task, fab, st, prog, half):
         if st.rx_count[r, c] == 0:
             st.pe_stalls[r] += 1
             return STALL_IN
+        if code != OP_RECV and _datapath_busy(r, task, t, st):
+            return BLOCKED
         value, _meta = _rx_pop(r, c, fab, st)
         cost = _consume(op, k, value, st.mem[lo:hi], prog.scalars[pc], half)
     elif code == OP_MATMUL:
+        if _datapath_busy(r, task, t, st):
+            return BLOCKED
         _matmul_column(op, k, st.mem[lo:hi], half)
     elif code == OP_SWITCH:
         if _switch_blocked(r, c, op[C_A], fab, st):
@@ -507,13 +522,60 @@ def _task_step(r, task, fab, st, prog, half):
             return STALL_OUT
         _switch(r, c, op[C_A], fab, st)
     else:
+        if _datapath_busy(r, task, t, st):
+            return BLOCKED
         _local_op(op, prog.scalars[pc], st.mem[lo:hi], half)
+    _mark_arithmetic(r, task, t, code, st)
     st.wait[r, task] = cost - 1
     st.busy[r] += 1
     st.progress[r, task] = k + 1
     if k + 1 >= op[C_N]:
         _next_op(r, task, fab, st, prog)
     return PROGRESS
+
+
+@engine_function(inline="always")
+def _datapath_busy(r, task, t, st):
+    """Whether ``task``'s arithmetic must wait in cycle ``t``: another task took the PE's one
+    datapath this cycle, or waits for it and comes first in turn after the last holder
+    (round robin a cycle at a time, an assumption: the SDK gives its microthreads
+    priorities but not how the core picks between them each cycle). A task that must wait
+    is marked as waiting."""
+    row = st.reasons[r]
+    others = row[R_WANT] & ~(1 << task)
+    if row[R_DATAPATH] <= t and others == 0:
+        return False
+    if row[R_DATAPATH] <= t:
+        tasks = st.wait.shape[1]
+        for d in range(1, tasks + 1):
+            j = (row[R_OWNER] + d) % tasks
+            if j == task:
+                return False
+            if (others >> j) & 1:
+                break
+    row[R_WANT] |= 1 << task
+    return True
+
+
+@engine_function(inline="always")
+def _take_datapath(r, task, t, st):
+    """``task`` holds the PE's datapath in cycle ``t``."""
+    row = st.reasons[r]
+    row[R_DATAPATH], row[R_OWNER] = t + 1, task
+    row[R_WANT] &= ~(1 << task)
+
+
+@engine_function(inline="always")
+def _mark_arithmetic(r, task, t, code, st):
+    """An element of op ``code`` starts in cycle ``t``: an arithmetic one holds the datapath
+    now and in each cycle of its cost (and the next op's start-up) counting down; a move of
+    wavelets (send, recv, switch, wait) runs beside the others' arithmetic."""
+    row = st.reasons[r]
+    if code in (OP_SEND, OP_RECV, OP_SWITCH, OP_WAIT):
+        row[R_ARITH] &= ~(1 << task)
+    else:
+        _take_datapath(r, task, t, st)
+        row[R_ARITH] |= 1 << task
 
 
 @engine_function(inline="always")
@@ -884,12 +946,12 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
     # bool(): see _fabric_step
     moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, bool(False))  # noqa: UP018
     events, next_step, until = moves, NEVER, t
-    counting, stalled, waited_in, waited_out = 0, 0, 0, 0
+    counting, stalled, waited_in, waited_out, blocked = 0, 0, 0, 0, False
     for task in range(prog.task_end.shape[1]):
-        step = _task_step(r, task, fab, st, prog, half)
+        step = _task_step(r, task, t, fab, st, prog, half)
         events += step in (COUNTDOWN, PROGRESS)
         moves += step == PROGRESS
-        stalled += step >= STALL_IN
+        stalled += STALL_IN <= step <= STALL_OUT
         waited_in |= step == STALL_IN
         waited_out |= step == STALL_OUT
         wait = st.wait[r, task]
@@ -898,6 +960,9 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
             until = max(until, t + wait)
         if wait > 0 or step == COUNTDOWN:
             next_step = min(next_step, t + 1 + wait)
+        blocked |= step == BLOCKED
+    if blocked:  # the datapath's next holder steps in the cycle it is free
+        next_step = min(next_step, max(t + 1, st.reasons[r, R_DATAPATH]))
     waits = REASON_INPUT if waited_in else (REASON_OUTPUT if waited_out else REASON_IDLE)
     _note_reason(r, REASON_COMPUTING if events > fabric_moves else waits, t, st)
     st.reasons[r, R_SKIPPED] = REASON_COMPUTING if counting else waits

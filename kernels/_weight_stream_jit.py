@@ -43,38 +43,42 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
         Written: each chunk's last multiply's end.
     """
     s = startup
+    chunks = len(compute)
     root_done = 0
     done0 = np.zeros(rows, np.int64)  # task 0: end of the last multiply
     done1 = np.zeros(rows, np.int64)  # task 1: end of the last reduction
     freed = np.zeros((2, rows), np.int64)  # when each partial buffer was last freed
     cursor = np.zeros(rows, np.int64)
+    busy = np.zeros(rows, np.int64)  # when each row's next multiply ends, adds not counted
+    stolen = np.zeros(rows, np.int64)  # datapath cycles the reduction takes from it
     end = 0
-    for c in range(len(compute)):
+    for c in range(chunks):
         root = c % rows if chain else 0
         for x in range(rows):
-            start = done0[x]
-            if x != root:
-                if c >= 2:
-                    start = max(start, freed[c % 2, x]) + s + 1
-                start += s + zero[c]
-            done0[x] = start + s + compute[c] + (fill if c == 0 else 0)
+            done0[x] = _multiply_end(c, x, root, done0[x], freed, s, zero, compute, fill)
+            done0[x] += stolen[x]
+            stolen[x] = 0
             cursor[x] = max(done0[x], done1[x]) + s + 1
             ends[c] = max(ends[c], done0[x])
+            busy[x] = 0
+            if c + 1 < chunks:
+                after = (c + 1) % rows if chain else 0
+                busy[x] = _multiply_end(c + 1, x, after, done0[x], freed, s, zero, compute, 0)
         n = words[c]
         if chain:
             left, right = root + 1, rows - root
             for r in range(1, max(left, right)):
                 if left - r >= 1:
                     src = root - (left - r)
-                    _stream(cursor, src, src + 1, 1, s, hop, n)
+                    _stream(cursor, src, src + 1, 1, s, hop, n, 1, busy, stolen)
                 if right - r >= 1:
                     src = root + (right - r)
-                    _stream(cursor, src, src - 1, 1, s, hop, n)
+                    _stream(cursor, src, src - 1, 1, s, hop, n, 1, busy, stolen)
         else:
             span = 1
             while span < rows:
                 for d in range(span, rows, 2 * span):
-                    _stream(cursor, d, d - span, span, s, hop, n * shares[d])
+                    _stream(cursor, d, d - span, span, s, hop, n, shares[d], busy, stolen)
                 span *= 2
             cursor[0] = max(cursor[0], root_done + crowd * n)
             root_done = cursor[0]
@@ -86,10 +90,39 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
 
 
 @njit(cache=True, inline="always")
-def _stream(cursor, src, dst, hops, s, hop, paced):
-    """``src`` sends to ``dst`` over ``hops``, ``paced`` cycles for its words: its send
-    starts once it has received all it adds; the receive ends at the later of the
-    receiver's pace and the stream's arrival."""
+def _multiply_end(c, x, root, done, freed, s, zero, compute, fill):
+    """When row ``x``'s task 0 ends chunk ``c``'s multiply, its last one ending at ``done``:
+    a row other than the chunk's owner zeroes its partial buffer first, once the reduction
+    two chunks back has freed it."""
+    start = done
+    if x != root:
+        if c >= 2:
+            start = max(start, freed[c % 2, x]) + s + 1
+        start += s + zero[c]
+    return start + s + compute[c] + fill * (c == 0)
+
+
+@njit(cache=True, inline="always")
+def _stream(cursor, src, dst, hops, s, hop, n, share, busy, stolen):
+    """``src`` sends ``n`` words to ``dst`` over ``hops``, a word every ``share`` cycles on
+    the link: its send starts once it has received all it adds; the receive starts at the
+    later of the receiver's last one and the stream's arrival, and its adds (a cycle each)
+    take turns a cycle at a time with the receiver's next multiply on its one datapath until
+    that ends (:func:`_shared_adds`), which they slow by as many cycles."""
     start = cursor[src]
-    cursor[dst] = max(cursor[dst] + s + paced, start + s + 1 + hops * hop + paced)
-    cursor[src] = start + s + paced
+    begin = max(cursor[dst] + s, start + s + 1 + hops * hop)
+    took, inside = _shared_adds(begin, n, share, busy[dst])
+    cursor[dst] = begin + took
+    stolen[dst] += inside
+    cursor[src] = start + s + n * share
+
+
+@njit(cache=True, inline="always")
+def _shared_adds(begin, n, share, until):
+    """Cycles ``n`` adds take from ``begin``, a word arriving every ``share`` cycles, when
+    another task computes until ``until``: before then an add waits for every other cycle
+    (at most a word every ``max(share, 2)`` cycles); and the adds done before then."""
+    if share >= 2 or until <= begin:
+        return n * share, min(n, max(0, until - begin) // share)
+    inside = min(n, (until - begin) // 2)
+    return 2 * inside + (n - inside) * share, inside

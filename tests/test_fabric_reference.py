@@ -416,8 +416,41 @@ def test_scaled_recv_add_is_one_instruction_over_the_stream(dtype):
         np.testing.assert_array_equal(run.mem[1, 8 : 8 + values], want)
 
 
+def test_arithmetic_takes_turns_and_moves_run_beside_it():
+    """Two tasks' arithmetic on one PE runs one after the other (one datapath: vadd of 6 in
+    cycles 2-7, then vscale of 4 in 8-11), while a third task's send streams beside it."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    calls = [
+        ("vadd", 0, 0, 40, 0, 10, 6),
+        ("vscale", 0, 1, 50, 0, 2.0, 4),
+        ("send", 0, 2, 0, 0, 5),
+        ("recv", 1, 0, 0, 64, 5),
+    ]
+    run = lockstep(mesh, spec_with(), routes, calls, random_memory(2, 4), tasks=3)
+    assert run.cycles == STARTUP + 6 + 4  # the receiver's last wavelet came at s + 1 + L + 5
+
+
+def test_the_datapath_is_shared_a_cycle_at_a_time():
+    """A short op beside a long one takes every other cycle, not the long op's end: vscale
+    of 2 ends 4 cycles in, so its send reaches PE 1 long before the vadd of 10 (slowed by
+    the 2 cycles it gave up) ends; holding the datapath for a whole op would end later."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    calls = [
+        ("vadd", 0, 0, 40, 0, 10, 10),
+        ("vscale", 0, 1, 50, 0, 2.0, 2),
+        ("wait", 0, 2, 1, 1),
+        ("send", 0, 2, 0, 50, 1),
+        ("recv", 1, 0, 0, 64, 1),
+    ]
+    run = lockstep(mesh, spec_with(), routes, calls, random_memory(2, 4), tasks=3)
+    assert run.cycles == STARTUP + 10 + 2
+
+
 def test_fp16_local_ops_on_concurrent_tasks():
-    """fp16 vadd and vscale of 9 values cost 3 cycles (8 bytes written a cycle), vfma 4."""
+    """fp16 vadd and vscale of 9 values cost 3 cycles (8 bytes written a cycle), vfma 4; the
+    four tasks share the PE's one datapath, so their ops run one after another."""
     mesh, routes = line(1)
     calls = [
         ("vadd", 0, 0, 40, 0, 10, 9, "fp16"),
@@ -426,7 +459,8 @@ def test_fp16_local_ops_on_concurrent_tasks():
         ("vfma", 0, 3, 70, 0, 10, 2),
     ]
     run = lockstep(mesh, spec_with(), routes, calls, random_memory(1, 2, "fp16"), tasks=4)
-    assert run.cycles == STARTUP + 4  # vfma reads 54 bytes at 16 a cycle
+    # vfma reads 54 bytes at 16 a cycle; the fp32 vfma of 2 reads 24 bytes
+    assert run.cycles == STARTUP + 3 + 3 + 4 + 2
 
 
 def test_reference_pays_compute_cost_before_the_next_op():

@@ -27,10 +27,12 @@ def test_fast_tier_is_within_ten_percent_of_the_engine(algo, shape, tiny):
 
 
 def test_fast_tier_sees_holes(tiny):
-    """Dead PEs in the reduced runs cost detours the analytic model does not know."""
+    """Dead PEs in the reduced runs cost detours the analytic model does not know (a fifth
+    of them: with fewer, the longer reductions hide behind the multiplies they share the
+    datapath with)."""
     shape = {"m": 64, "k": 64, "n": 128}
     clean = fast_cycles("weight_stream", shape, 8, 8, tiny, reduced_side=4)
-    holed = fast_cycles("weight_stream", shape, 8, 8, tiny, hole_fraction=0.1, reduced_side=4)
+    holed = fast_cycles("weight_stream", shape, 8, 8, tiny, hole_fraction=0.2, reduced_side=4)
     assert holed.analytic_cycles == clean.analytic_cycles
     assert holed.cycles > clean.cycles
 
