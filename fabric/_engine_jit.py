@@ -97,11 +97,10 @@ BLOCKED = 5  # a task whose arithmetic waits for another task's to free the data
 REASON_COMPUTING, REASON_INPUT, REASON_OUTPUT, REASON_SRAM, REASON_IDLE = range(5)
 REASONS = 5
 R_SKIPPED, R_NOW, R_SINCE = 5, 6, 7  # further columns of st.reasons (fabric.state)
-# and the PE's arithmetic datapath, taken a cycle at a time: the first cycle it is free, the
-# task that last held it, the tasks waiting for it and the tasks whose op cost now counting
-# down is arithmetic (a bit each), so that they take turns (fabric.state)
-R_DATAPATH, R_OWNER, R_WANT, R_ARITH = 8, 9, 10, 11
-REASON_COLUMNS = 12
+# and the PE's arithmetic datapath, taken a cycle at a time: the first cycle it is free and
+# the tasks whose op cost now counting down is arithmetic (a bit each) (fabric.state)
+R_DATAPATH, R_ARITH = 8, 9
+REASON_COLUMNS = 10
 EVENTS, MOVES, UNTIL, NEXT_WAKE = 0, 1, 2, 3  # columns of the per-row cycle summary
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
@@ -536,33 +535,18 @@ def _task_step(r, task, t, fab, st, prog, half):
 
 @engine_function(inline="always")
 def _datapath_busy(r, task, t, st):
-    """Whether ``task``'s arithmetic must wait in cycle ``t``: another task took the PE's one
-    datapath this cycle, or waits for it and comes first in turn after the last holder
-    (round robin a cycle at a time, an assumption: the SDK gives its microthreads
-    priorities but not how the core picks between them each cycle). A task that must wait
-    is marked as waiting."""
-    row = st.reasons[r]
-    others = row[R_WANT] & ~(1 << task)
-    if row[R_DATAPATH] <= t and others == 0:
-        return False
-    if row[R_DATAPATH] <= t:
-        tasks = st.wait.shape[1]
-        for d in range(1, tasks + 1):
-            j = (row[R_OWNER] + d) % tasks
-            if j == task:
-                return False
-            if (others >> j) & 1:
-                break
-    row[R_WANT] |= 1 << task
-    return True
+    """Whether ``task``'s arithmetic must wait in cycle ``t``: a task of a lower number
+    (stepped first: :func:`_program_cycle`) took the PE's one datapath this cycle. A lower
+    task number is a higher priority, as a CSL program gives its microthreads priorities
+    (that a cycle's arbitration follows them strictly is an assumption: the SDK does not
+    say)."""
+    return st.reasons[r, R_DATAPATH] > t
 
 
 @engine_function(inline="always")
 def _take_datapath(r, task, t, st):
     """``task`` holds the PE's datapath in cycle ``t``."""
-    row = st.reasons[r]
-    row[R_DATAPATH], row[R_OWNER] = t + 1, task
-    row[R_WANT] &= ~(1 << task)
+    st.reasons[r, R_DATAPATH] = t + 1
 
 
 @engine_function(inline="always")
@@ -947,7 +931,7 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
     moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, bool(False))  # noqa: UP018
     events, next_step, until = moves, NEVER, t
     counting, stalled, waited_in, waited_out, blocked = 0, 0, 0, 0, False
-    for task in range(prog.task_end.shape[1]):
+    for task in range(prog.task_end.shape[1]):  # also the datapath's priority order
         step = _task_step(r, task, t, fab, st, prog, half)
         events += step in (COUNTDOWN, PROGRESS)
         moves += step == PROGRESS

@@ -13,10 +13,10 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
     ``ends`` (int64 (chunks,), written) gets when each chunk's multiply ends on its slowest
     row: its weights all streamed in.
 
-    Row ``x``'s task 0 zeroes its partial buffer (not the chunk's owner row: it computes
-    into ``C``), after a wait for that buffer's reduction two chunks back, then multiplies
-    the chunk; task 1 waits for that, then runs the reduction's store-and-forward streams in
-    program order: each PE receives (``recv_add``) what it adds, round by round, then sends.
+    Row ``x``'s multiply task zeroes its partial buffer (not the chunk's owner row: it
+    computes into ``C``), after a wait for that buffer's reduction two chunks back, then
+    multiplies the chunk; its reduce task waits for that, then runs the reduction's
+    store-and-forward streams in program order: each PE receives (``recv_add``) what it adds, round by round, then sends.
     A stream of ``w`` words over ``h`` hops ends at the later of the receiver's own pace and
     the sender's start plus ``p2p(h)``. Round holes a tree's streams detour through the next
     column, whose own streams then share the links: a stream that shares a link with
@@ -45,8 +45,8 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
     s = startup
     chunks = len(compute)
     root_done = 0
-    done0 = np.zeros(rows, np.int64)  # task 0: end of the last multiply
-    done1 = np.zeros(rows, np.int64)  # task 1: end of the last reduction
+    done0 = np.zeros(rows, np.int64)  # the multiply task: end of its last multiply
+    done1 = np.zeros(rows, np.int64)  # the reduce task: end of its last reduction
     freed = np.zeros((2, rows), np.int64)  # when each partial buffer was last freed
     cursor = np.zeros(rows, np.int64)
     busy = np.zeros(rows, np.int64)  # when each row's next multiply ends, adds not counted
@@ -91,7 +91,7 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
 
 @njit(cache=True, inline="always")
 def _multiply_end(c, x, root, done, freed, s, zero, compute, fill):
-    """When row ``x``'s task 0 ends chunk ``c``'s multiply, its last one ending at ``done``:
+    """When row ``x``'s multiply task ends chunk ``c``'s multiply, its last one ending at ``done``:
     a row other than the chunk's owner zeroes its partial buffer first, once the reduction
     two chunks back has freed it."""
     start = done
@@ -106,23 +106,11 @@ def _multiply_end(c, x, root, done, freed, s, zero, compute, fill):
 def _stream(cursor, src, dst, hops, s, hop, n, share, busy, stolen):
     """``src`` sends ``n`` words to ``dst`` over ``hops``, a word every ``share`` cycles on
     the link: its send starts once it has received all it adds; the receive starts at the
-    later of the receiver's last one and the stream's arrival, and its adds (a cycle each)
-    take turns a cycle at a time with the receiver's next multiply on its one datapath until
-    that ends (:func:`_shared_adds`), which they slow by as many cycles."""
+    later of the receiver's last one and the stream's arrival. Its adds (a cycle each, the
+    reduce task's) come first on the receiver's one datapath, so each one made before the receiver's
+    next multiply ends at ``busy`` slows that multiply by a cycle."""
     start = cursor[src]
     begin = max(cursor[dst] + s, start + s + 1 + hops * hop)
-    took, inside = _shared_adds(begin, n, share, busy[dst])
-    cursor[dst] = begin + took
-    stolen[dst] += inside
+    cursor[dst] = begin + n * share
+    stolen[dst] += min(n, max(0, busy[dst] - begin) // share)
     cursor[src] = start + s + n * share
-
-
-@njit(cache=True, inline="always")
-def _shared_adds(begin, n, share, until):
-    """Cycles ``n`` adds take from ``begin``, a word arriving every ``share`` cycles, when
-    another task computes until ``until``: before then an add waits for every other cycle
-    (at most a word every ``max(share, 2)`` cycles); and the adds done before then."""
-    if share >= 2 or until <= begin:
-        return n * share, min(n, max(0, until - begin) // share)
-    inside = min(n, (until - begin) // 2)
-    return 2 * inside + (n - inside) * share, inside

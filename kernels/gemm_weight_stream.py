@@ -15,10 +15,12 @@ every PE of the row multiplies it into an fp32 partial ``C[M_j, chunk]`` as it p
   fp32 words must fit in one PE's SRAM; a rotating root would let the flows of successive
   chunks interleave in one receive queue).
 
-Two tasks per PE overlap streaming and reduction: task 0 zeroes a partial buffer and
-``fmacs`` the chunk into it; task 1 waits for that, then reduces the chunk. Two buffers per
-PE alternate, so chunk ``c + 1`` computes while chunk ``c`` is reduced; task 0 waits for task 1
-to free a buffer before reusing it. The owner row accumulates straight into its ``C``
+Two tasks per PE overlap streaming and reduction: the multiply task zeroes a partial buffer
+and ``fmacs`` the chunk into it; the reduce task waits for that, then reduces the chunk. Two
+buffers per PE alternate, so chunk ``c + 1`` computes while chunk ``c`` is reduced; the
+multiply task waits for the reduce task to free a buffer before reusing it. The reduce task
+is task 0, first on the PE's one datapath (:mod:`fabric.program`): its adds come in from the
+fabric, and the column behind it waits for them. The owner row accumulates straight into its ``C``
 (allocated, never loaded: it starts at zero like all SRAM).
 
 Sparse weights, exactly (:mod:`kernels.sparse_weights`). A *block* is the ``k_i x w`` values
@@ -75,6 +77,7 @@ from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
 W_COLOR = 0  # the weight multicast along each row
+REDUCE, MULTIPLY = 0, 1  # the tasks: a lower number comes first on the datapath
 REDUCES = ("chain", "tree")
 MAX_CHUNK_COLS = 32  # chunk width cap: partial buffers stay small, the pipeline fills fast
 MODES = (sparse_weights.DENSE, sparse_weights.SPARSE, sparse_weights.EMPTY)  # a block's, coded
@@ -157,7 +160,8 @@ class _Layout:
         self.ports = [plan.grid.west_port(i) for i in range(rows)]  # (a search each call)
         self.port_ids = np.array(self.ports, np.int64)
         # per mesh PE (-1 where none): A tile, the two partial buffers, C of its owned chunks,
-        # and task 1's ops once the chunk that last used each partial buffer was reduced
+        # and the reduce task's ops once the chunk that last used each partial buffer was
+        # reduced
         self.mat = np.full(pes, -1, np.int64)
         self.acc = np.full((pes, 2), -1, np.int64)
         self.c_base = np.full(pes, -1, np.int64)
@@ -266,14 +270,14 @@ class _Layout:
         self._stream(c)
         self._zero(c, target)
         self._multiply(c, target)
-        plan.prog.wait(pes, 1, 0, plan.prog.ops_in(pes, 0))
+        plan.prog.wait(pes, REDUCE, MULTIPLY, plan.prog.ops_in(pes, MULTIPLY))
         self.addr_grid[self.col_of, self.row_of] = target
         n_words = np.diff(self.ms) * self._width(c)
         reduce_lines(
             plan, grid.pe.T, int(self.owner[c]), self.addr_grid, n_words, self.reduce,
-            self.colors, self.owners, task=1, routes=self.routes, keep=self.kept,
+            self.colors, self.owners, task=REDUCE, routes=self.routes, keep=self.kept,
         )  # fmt: skip
-        self.freed[pes, c % 2] = plan.prog.ops_in(pes, 1)
+        self.freed[pes, c % 2] = plan.prog.ops_in(pes, REDUCE)
 
     def _connect_row(self, i: int) -> int:
         """Route row ``i``'s weight multicast; its color."""
@@ -309,9 +313,9 @@ class _Layout:
         others = self.row_of != self.owner[c]
         pes = self.pes[others]
         if c >= 2:
-            prog.wait(pes, 0, 1, self.freed[pes, c % 2])
+            prog.wait(pes, MULTIPLY, REDUCE, self.freed[pes, c % 2])
         size = self.mj[others] * self._width(c)
-        prog.vscale(pes, 0, target[others], target[others], 0.0, size)
+        prog.vscale(pes, MULTIPLY, target[others], target[others], 0.0, size)
 
     def _multiply(self, c: int, target: np.ndarray) -> None:
         """Every PE multiplies its row's block into its target: one ``fmacs`` (dense) or
@@ -326,9 +330,9 @@ class _Layout:
             mj, ki = self.mj[on], np.diff(self.ks)[rows]
             color, acc, mat = self.row_colors[rows], target[on], self.mat[pes]
             if mode == sparse_weights.DENSE:
-                prog.fmacs(pes, 0, color, acc, mat, mj, ki, dt, width, skip_zeros=True)
+                prog.fmacs(pes, MULTIPLY, color, acc, mat, mj, ki, dt, width, skip_zeros=True)
             else:
-                prog.spmacs(pes, 0, color, acc, mat, self.scratch[pes], mj, ki, width,
+                prog.spmacs(pes, MULTIPLY, color, acc, mat, self.scratch[pes], mj, ki, width,
                             self.nonzeros[rows, c], dt, skip_zeros=True)  # fmt: skip
 
     def c_tiles(self) -> list[tuple[int, int, int, int, int, int]]:

@@ -183,8 +183,8 @@ class ReferenceProgram:
 class Task:
     """A list of ops run in order; ``busy_for`` cycles pass before the next element."""
 
-    def __init__(self, ops: list[Op], startup: int, index_in_pe: int = 0) -> None:
-        self.ops, self.startup, self.index_in_pe = ops, startup, index_in_pe
+    def __init__(self, ops: list[Op], startup: int) -> None:
+        self.ops, self.startup = ops, startup
         self.index = 0  # the op now running
         self.done = 0  # its elements finished
         self.busy_for = startup if ops else 0
@@ -269,8 +269,6 @@ class ReferenceFabric:
         self.busy = [0] * self.pes
         self.pe_stalls = [0] * self.pes
         self.datapath_free = [0] * self.pes  # the first cycle each PE's datapath is free
-        self.datapath_owner = [0] * self.pes  # the task that last held it
-        self.datapath_want: list[set[int]] = [set() for _ in range(self.pes)]  # waiting
         self.tasks: list[list[Task]] = [[] for _ in range(self.pes)]
         self.mem = np.zeros((self.pes, 1), np.float32)
         self.sources: list[Source] | None = None
@@ -280,10 +278,7 @@ class ReferenceFabric:
         fabric = cls(mesh, spec, route_table.shape[2], route_table)
         fabric.mem = np.array(memory, np.float32)
         fabric.tasks = [
-            [
-                Task(list(program.ops.get((pe, t), ())), fabric.startup, t)
-                for t in range(program.tasks)
-            ]
+            [Task(list(program.ops.get((pe, t), ())), fabric.startup) for t in range(program.tasks)]
             for pe in range(fabric.pes)
         ]
         return fabric
@@ -464,7 +459,7 @@ class ReferenceFabric:
         if self.sources is not None:
             return self._traffic_cycle(router, t)
         active = False
-        for task in self.tasks[router.pe]:
+        for task in self.tasks[router.pe]:  # also the datapath's priority order
             active |= self._task_cycle(router, task, t)
         return active
 
@@ -472,13 +467,13 @@ class ReferenceFabric:
         """One cycle of a task: sit out a busy cycle, or try the next element of its op. The
         PE's tasks share one arithmetic datapath a cycle at a time: an element that computes
         takes it in its first cycle and in each cycle of its cost (and the next op's
-        start-up), taking turns with the other tasks that want it."""
+        start-up), unless a task of a lower number (stepped first) took it this cycle."""
         pe, op = router.pe, task.op
         if task.busy_for > 0:
             if task.arithmetic:
-                if not self._datapath_turn(pe, task, t):
+                if self.datapath_free[pe] > t:
                     return False
-                self._take_datapath(pe, task, t)
+                self._take_datapath(pe, t)
             task.busy_for -= 1
             self.busy[pe] += 1
             return True
@@ -491,35 +486,21 @@ class ReferenceFabric:
         elif op.kind in RECEIVE_OPS and not router.receive[op.color]:
             self.pe_stalls[pe] += 1
             return False
-        elif computes and not self._datapath_turn(pe, task, t):
+        elif computes and self.datapath_free[pe] > t:
             return False
         elif not self._element(router, op, task.done):
             self.pe_stalls[pe] += 1
             return False
         if computes:
-            self._take_datapath(pe, task, t)
+            self._take_datapath(pe, t)
         task.arithmetic = computes
         self.busy[pe] += 1
         task.finish_element()
         return True
 
-    def _take_datapath(self, pe: int, task: Task, t: int) -> None:
-        """``task`` holds the datapath in cycle ``t``."""
-        self.datapath_free[pe], self.datapath_owner[pe] = t + 1, task.index_in_pe
-        self.datapath_want[pe].discard(task.index_in_pe)
-
-    def _datapath_turn(self, pe: int, task: Task, t: int) -> bool:
-        """Whether ``task`` may compute now: no task took the datapath this cycle and no
-        waiting task comes before it in turn after the last holder; otherwise it waits."""
-        me, want = task.index_in_pe, self.datapath_want[pe]
-        if self.datapath_free[pe] <= t:
-            tasks = len(self.tasks[pe])
-            order = [(self.datapath_owner[pe] + d) % tasks for d in range(1, tasks + 1)]
-            first = next(j for j in order if j == me or j in want)
-            if first == me:
-                return True
-        want.add(me)
-        return False
+    def _take_datapath(self, pe: int, t: int) -> None:
+        """A task holds the datapath in cycle ``t``."""
+        self.datapath_free[pe] = t + 1
 
     def _element(self, router: Router, op: Op, k: int) -> bool:
         """Element ``k`` of ``op``; False when its queue is full (send) or empty (receive)."""

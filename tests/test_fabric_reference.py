@@ -417,8 +417,9 @@ def test_scaled_recv_add_is_one_instruction_over_the_stream(dtype):
 
 
 def test_arithmetic_takes_turns_and_moves_run_beside_it():
-    """Two tasks' arithmetic on one PE runs one after the other (one datapath: vadd of 6 in
-    cycles 2-7, then vscale of 4 in 8-11), while a third task's send streams beside it."""
+    """Two tasks' arithmetic on one PE runs one after the other (one datapath: task 0's vadd
+    of 6 in cycles 2-7, then task 1's vscale of 4 in 8-11), while a third task's send
+    streams beside it."""
     mesh, routes = line(2)
     routes.add_path(0, [0, 1])
     calls = [
@@ -431,21 +432,21 @@ def test_arithmetic_takes_turns_and_moves_run_beside_it():
     assert run.cycles == STARTUP + 6 + 4  # the receiver's last wavelet came at s + 1 + L + 5
 
 
-def test_the_datapath_is_shared_a_cycle_at_a_time():
-    """A short op beside a long one takes every other cycle, not the long op's end: vscale
-    of 2 ends 4 cycles in, so its send reaches PE 1 long before the vadd of 10 (slowed by
-    the 2 cycles it gave up) ends; holding the datapath for a whole op would end later."""
+def test_a_lower_task_number_comes_first_on_the_datapath():
+    """Task 0's short vscale runs before task 1's long vadd, which waits for it: task 2's
+    send after the vscale reaches PE 1 long before the vadd ends (2 + 10 cycles of
+    arithmetic); in the other order the send would start only after both."""
     mesh, routes = line(2)
     routes.add_path(0, [0, 1])
     calls = [
-        ("vadd", 0, 0, 40, 0, 10, 10),
-        ("vscale", 0, 1, 50, 0, 2.0, 2),
-        ("wait", 0, 2, 1, 1),
+        ("vadd", 0, 1, 40, 0, 10, 10),
+        ("vscale", 0, 0, 50, 0, 2.0, 2),
+        ("wait", 0, 2, 0, 1),
         ("send", 0, 2, 0, 50, 1),
         ("recv", 1, 0, 0, 64, 1),
     ]
     run = lockstep(mesh, spec_with(), routes, calls, random_memory(2, 4), tasks=3)
-    assert run.cycles == STARTUP + 10 + 2
+    assert run.cycles == STARTUP + 2 + 10
 
 
 def test_fp16_local_ops_on_concurrent_tasks():

@@ -23,7 +23,7 @@ def test_a_prefix_projects_the_whole_run_from_its_pace(wse2):
     assert 0.4 < half.edge_share < 0.6  # the rows stream at one pace from the start
     assert 0.4 < half.ops_share < 0.6
     # the drain is not projected: the last reductions' adds, which no multiply slows
-    assert abs(half.projected_cycles / whole - 1) < 0.05
+    assert abs(half.projected_cycles / whole - 1) < 0.06
     assert half.steady
     assert half.fast_cycles > 0
     assert half.summary()["fast_error"] == half.fast_cycles / half.projected_cycles - 1
