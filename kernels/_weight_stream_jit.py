@@ -16,13 +16,13 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
     Row ``x``'s multiply task zeroes its partial buffer (not the chunk's owner row: it
     computes into ``C``), after a wait for that buffer's reduction two chunks back, then
     multiplies the chunk; its reduce task waits for that, then runs the reduction's
-    store-and-forward streams in program order: each PE receives (``recv_add``) what it adds, round by round, then sends.
-    A stream of ``w`` words over ``h`` hops ends at the later of the receiver's own pace and
-    the sender's start plus ``p2p(h)``. Round holes a tree's streams detour through the next
-    column, whose own streams then share the links: a stream that shares a link with
-    ``k - 1`` others moves a word every ``k`` cycles, and the busiest link, carrying
-    ``crowd`` streams of a chunk, lets row 0 finish a chunk's sum no sooner than ``crowd``
-    streams after the last.
+    store-and-forward streams in program order: each PE receives (``recv_add``) what it
+    adds, round by round, then sends. A stream of ``w`` words over ``h`` hops ends at the
+    later of the receiver's own pace and the sender's start plus ``p2p(h)``. Round holes a
+    tree's streams detour through the next column, whose own streams then share the links:
+    a stream that shares a link with ``k - 1`` others moves a word every ``k`` cycles, and
+    the busiest link, carrying ``crowd`` streams of a chunk, lets row 0 finish a chunk's sum
+    no sooner than ``crowd`` streams after the last.
 
     Parameters
     ----------
