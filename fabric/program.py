@@ -319,22 +319,34 @@ class ProgramBuilder:
             raise ConfigError(f"PE {pes[i]} is a model other PEs share: it keeps its own programs")
         self._like[pes] = like
 
-    def vadd(self, pe, task: int, dst, a, b, m, dtype: DType = "fp32") -> None:
+    # ``iteration`` (the local ops): the op opens an iteration of a scalar loop, whose
+    # control costs ``pe.issue_cycles`` besides the op (as a matmul column's loop does)
+
+    def vadd(
+        self, pe, task: int, dst, a, b, m, dtype: DType = "fp32", iteration: bool = False
+    ) -> None:
         """``dst[0:m] = a[0:m] + b[0:m]``."""
-        self._local(pe, task, K.OP_VADD, dst, a, b, m, 0.0, dtype, reads=2)
+        self._local(pe, task, K.OP_VADD, dst, a, b, m, 0.0, dtype, 2, iteration)
 
-    def vscale(self, pe, task: int, dst, a, scalar: float, m, dtype: DType = "fp32") -> None:
+    def vscale(
+        self, pe, task: int, dst, a, scalar: float, m, dtype: DType = "fp32",
+        iteration: bool = False,
+    ) -> None:  # fmt: skip
         """``dst[0:m] = a[0:m] * scalar``."""
-        self._local(pe, task, K.OP_VSCALE, dst, a, a, m, scalar, dtype, reads=1)
+        self._local(pe, task, K.OP_VSCALE, dst, a, a, m, scalar, dtype, 1, iteration)
 
-    def vfma(self, pe, task: int, dst, a, b, m, dtype: DType = "fp32") -> None:
+    def vfma(
+        self, pe, task: int, dst, a, b, m, dtype: DType = "fp32", iteration: bool = False
+    ) -> None:
         """``dst[0:m] += a[0:m] * b[0:m]``."""
-        self._local(pe, task, K.OP_VFMA, dst, a, b, m, 0.0, dtype, reads=3)
+        self._local(pe, task, K.OP_VFMA, dst, a, b, m, 0.0, dtype, 3, iteration)
 
-    def _local(self, pe, task, code, dst, a, b, m, scalar, dtype, reads) -> None:
+    def _local(self, pe, task, code, dst, a, b, m, scalar, dtype, reads, iteration) -> None:
         size = value_bytes(dtype)
+        loop = self.pe_spec.issue_cycles if iteration else 0
         cost = _each(
-            lambda mm: vector_cycles(self.pe_spec, mm, mm * size * reads, mm * size, dtype), m
+            lambda mm: loop + vector_cycles(self.pe_spec, mm, mm * size * reads, mm * size, dtype),
+            m,
         )
         w = words(m, dtype)
         ranges = [(dst, w), (a, w), (b, w)]

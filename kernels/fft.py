@@ -262,7 +262,7 @@ def _butterflies(plan, pes, at: Layout, bufs, pair, ends, m: int) -> None:
     e, o = pair
     lo, hi = ends
     t = m - 1  # the pass's first table word
-    prog.vscale(pes, task, yr + lo, xr + e, COPY, m)
+    prog.vscale(pes, task, yr + lo, xr + e, COPY, m, iteration=True)  # the pair's loop iteration
     prog.vfma(pes, task, yr + lo, xr + o, at.cos + t, m)
     prog.vfma(pes, task, yr + lo, xi + o, at.sin + t, m)
     prog.vscale(pes, task, yi + lo, xi + e, COPY, m)
@@ -417,14 +417,15 @@ def fft3d_flops(n: int) -> int:
 
 def fft_cycles(pe: PESpec, n: int) -> int:
     """Cycles of one pencil's FFT on the compute task: pass ``L`` has ``n / L`` pairs of
-    blocks of ``m = L / 2`` values, each :data:`BUTTERFLY_OPS` vector ops of ``m`` elements
-    (:data:`BUTTERFLY_SCALES` ``vscale``, the rest ``vfma``) after their start-up."""
+    blocks of ``m = L / 2`` values, each an iteration of the pass's scalar loop
+    (``pe.issue_cycles``) issuing :data:`BUTTERFLY_OPS` vector ops of ``m`` elements
+    (:data:`BUTTERFLY_SCALES` ``vscale``, the rest ``vfma``), each after its start-up."""
     total = 0
     for m in _halves(n):
         scale = vector_cycles(pe, m, m * WORD_BYTES, m * WORD_BYTES, "fp32")
         fma = vector_cycles(pe, m, VFMA_READS * m * WORD_BYTES, m * WORD_BYTES, "fp32")
         pair = BUTTERFLY_SCALES * scale + (BUTTERFLY_OPS - BUTTERFLY_SCALES) * fma
-        total += n // (2 * m) * (BUTTERFLY_OPS * pe.op_startup_cycles + pair)
+        total += n // (2 * m) * (pe.issue_cycles + BUTTERFLY_OPS * pe.op_startup_cycles + pair)
     return total
 
 

@@ -142,24 +142,27 @@ class ReferenceProgram:
         """Blocks until task ``other`` has finished ``ops_done`` ops (not counted a stall)."""
         self.ops[pe, task].append(Op("wait", a=other, b=ops_done))
 
-    def vadd(self, pe, task, dst, a, b, m, dtype="fp32"):
-        self._local(pe, task, Op("vadd", dst=dst, a=a, b=b, m=m), 2, dtype)
+    def vadd(self, pe, task, dst, a, b, m, dtype="fp32", iteration=False):
+        self._local(pe, task, Op("vadd", dst=dst, a=a, b=b, m=m), 2, dtype, iteration)
 
-    def vscale(self, pe, task, dst, a, scalar, m, dtype="fp32"):
-        self._local(pe, task, Op("vscale", dst=dst, a=a, m=m, scalar=scalar), 1, dtype)
+    def vscale(self, pe, task, dst, a, scalar, m, dtype="fp32", iteration=False):
+        op = Op("vscale", dst=dst, a=a, m=m, scalar=scalar)
+        self._local(pe, task, op, 1, dtype, iteration)
 
-    def vfma(self, pe, task, dst, a, b, m, dtype="fp32"):
-        self._local(pe, task, Op("vfma", dst=dst, a=a, b=b, m=m), 3, dtype)
+    def vfma(self, pe, task, dst, a, b, m, dtype="fp32", iteration=False):
+        self._local(pe, task, Op("vfma", dst=dst, a=a, b=b, m=m), 3, dtype, iteration)
 
     def _stream(self, pe, task, op: Op, n: int, dtype: str) -> None:
         wavelets = math.ceil(n * VALUE_BYTES[dtype] / WORD_BYTES)
         op = replace(op, values=n, elements=wavelets, fp16=dtype == "fp16")
         self.ops[pe, task].append(op)
 
-    def _local(self, pe, task, op: Op, reads: int, dtype: str) -> None:
-        """m results, each reading ``reads`` values and writing one."""
+    def _local(self, pe, task, op: Op, reads: int, dtype: str, iteration: bool) -> None:
+        """m results, each reading ``reads`` values and writing one; an op that opens a
+        scalar loop's iteration pays the loop's control too."""
         size = VALUE_BYTES[dtype]
         cycles = self._cycles(dtype, op.m, op.m * reads * size, op.m * size)
+        cycles += self.pe_spec.issue_cycles if iteration else 0
         self.ops[pe, task].append(replace(op, cycles=cycles, fp16=dtype == "fp16"))
 
     def _instruction(self, dtype: str, m: int) -> int:

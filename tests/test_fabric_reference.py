@@ -449,6 +449,15 @@ def test_a_lower_task_number_comes_first_on_the_datapath():
     assert run.cycles == STARTUP + 2 + 10
 
 
+def test_a_local_op_opening_a_loop_iteration_pays_its_control():
+    """vadd of 4 as one iteration of a scalar loop: start-up, the loop's 7 cycles of control
+    (``pe.issue_cycles``), then its 4 elements."""
+    mesh, routes = line(1)
+    calls = [("vadd", 0, 0, 40, 0, 8, 4, "fp32", True)]
+    run = lockstep(mesh, spec_with(issue_cycles=7), routes, calls, random_memory(1))
+    assert run.cycles == STARTUP + 7 + 4
+
+
 def test_fp16_local_ops_on_concurrent_tasks():
     """fp16 vadd and vscale of 9 values cost 3 cycles (8 bytes written a cycle), vfma 4; the
     four tasks share the PE's one datapath, so their ops run one after another."""

@@ -93,16 +93,17 @@ HAND_OPS = {  # (i, j): compute, forward send, forward receive, backward send, b
     (1, 1): (54, 0, 12, 12, 0),
 }
 # Cycles at n = 2, by hand: each op takes its 2 start-up cycles, then 1 (one value, one wait
-# or one word). FFT 1's 10 ops run at cycles 2, 5, .., 29. Its last op done, the first PE's
-# send task passes its wait (29) and sends the real part at 32 and the imaginary at 35; the
-# next PE takes each 2 cycles later (a cycle in each router), at 34 and 37. The compute task
-# copies its own value at 32 and 35, passes its first wait at 38 (the receive ended at 37, a
-# later task: seen a cycle on), the other three at 41, 44, 47; FFT 2 runs at 50 .. 77; the
-# column transpose repeats the row's 21 cycles; FFT 3 runs at 98 .. 125. The return's
-# column transpose takes the same 18 cycles from 125 as the row's from 29 (its last wait at
-# 143); its row transpose's send task passes its wait on that wait at 143, and 18 more end
-# at 161: 162 cycles.
-HAND_CYCLES = 162
+# or one word); an FFT's one pair of blocks is one iteration of its scalar loop, whose 66
+# cycles of control (pe.issue_cycles) its first op pays. FFT 1's 10 ops run at cycles 2, 71,
+# 74, .., 95. Its last op done, the first PE's send task passes its wait (95) and sends the
+# real part at 98 and the imaginary at 101; the next PE takes each 2 cycles later (a cycle
+# in each router), at 100 and 103. The compute task copies its own value at 98 and 101,
+# passes its first wait at 104 (the receive ended at 103, a later task: seen a cycle on),
+# the other three at 107, 110, 113; FFT 2 runs at 116 .. 209; the column transpose repeats
+# the row's 21 cycles; FFT 3 runs at 230 .. 323. The return's column transpose takes the
+# same 18 cycles from 323 as the row's from 95 (its last wait at 341); its row transpose's
+# send task passes its wait on that wait at 341, and 18 more end at 359: 360 cycles.
+HAND_CYCLES = 360
 
 
 def test_hand_count_of_ops_and_cycles_on_the_smallest_case(wse2):
@@ -115,7 +116,8 @@ def test_hand_count_of_ops_and_cycles_on_the_smallest_case(wse2):
     for (i, j), expected in HAND_OPS.items():
         assert tuple(counts[grid.pe[i, j]]) == expected, (i, j)
     assert counts.shape[1] == TASKS == 1 + len(RELAY_TASKS)
-    assert fft_cycles(wse2.pe, 2) == BUTTERFLY_OPS * (wse2.pe.op_startup_cycles + 1)
+    loop = wse2.pe.issue_cycles  # one pair of blocks: one iteration of the pass's loop
+    assert fft_cycles(wse2.pe, 2) == loop + BUTTERFLY_OPS * (wse2.pe.op_startup_cycles + 1)
     assert fft3d(x, grid, wse2).cycles == HAND_CYCLES
 
 
