@@ -97,10 +97,8 @@ BLOCKED = 5  # a task whose arithmetic waits for another task's to free the data
 REASON_COMPUTING, REASON_INPUT, REASON_OUTPUT, REASON_SRAM, REASON_IDLE = range(5)
 REASONS = 5
 R_SKIPPED, R_NOW, R_SINCE = 5, 6, 7  # further columns of st.reasons (fabric.state)
-# and the PE's arithmetic datapath, taken a cycle at a time: the first cycle it is free and
-# the tasks whose op cost now counting down is arithmetic (a bit each) (fabric.state)
-R_DATAPATH, R_ARITH = 8, 9
-REASON_COLUMNS = 10
+R_DATAPATH = 8  # and the first cycle the PE's arithmetic datapath is free (fabric.state)
+REASON_COLUMNS = 9
 EVENTS, MOVES, UNTIL, NEXT_WAKE = 0, 1, 2, 3  # columns of the per-row cycle summary
 DOR_XY, DOR_YX, DOR_TABLE = 0, 1, 2
 assert sys.byteorder == "little", "link flags are read as little-endian words"
@@ -479,7 +477,7 @@ def _task_step(r, task, t, fab, st, prog, half):
     datapath: moving wavelets runs beside arithmetic, arithmetic does not run beside
     arithmetic), ``IDLE`` when it waits for another task or is done."""
     if st.wait[r, task] > 0:
-        if (st.reasons[r, R_ARITH] >> task) & 1:
+        if _arithmetic(st.op[r, task, C_CODE]):  # the op whose cost counts down
             if _datapath_busy(r, task, t, st):
                 return BLOCKED
             _take_datapath(r, task, t, st)
@@ -524,7 +522,8 @@ def _task_step(r, task, t, fab, st, prog, half):
         if _datapath_busy(r, task, t, st):
             return BLOCKED
         _local_op(op, prog.scalars[pc], st.mem[lo:hi], half)
-    _mark_arithmetic(r, task, t, code, st)
+    if _arithmetic(code):
+        _take_datapath(r, task, t, st)
     st.wait[r, task] = cost - 1
     st.busy[r] += 1
     st.progress[r, task] = k + 1
@@ -550,16 +549,11 @@ def _take_datapath(r, task, t, st):
 
 
 @engine_function(inline="always")
-def _mark_arithmetic(r, task, t, code, st):
-    """An element of op ``code`` starts in cycle ``t``: an arithmetic one holds the datapath
-    now and in each cycle of its cost (and the next op's start-up) counting down; a move of
-    wavelets (send, recv, switch, wait) runs beside the others' arithmetic."""
-    row = st.reasons[r]
-    if code in (OP_SEND, OP_RECV, OP_SWITCH, OP_WAIT):
-        row[R_ARITH] &= ~(1 << task)
-    else:
-        _take_datapath(r, task, t, st)
-        row[R_ARITH] |= 1 << task
+def _arithmetic(code):
+    """Whether an op of ``code`` holds the datapath in its elements' cycles (and in the next
+    op's start-up, counted down with them); moves of wavelets (send, recv, switch, wait)
+    run beside the other tasks' arithmetic."""
+    return code != OP_SEND and code != OP_RECV and code != OP_SWITCH and code != OP_WAIT
 
 
 @engine_function(inline="always")
