@@ -82,6 +82,7 @@ OPPOSITE = (2, 3, 0, 1)
 OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA, OP_WAIT, OP_MATMUL = range(9)
 OP_SWITCH = 9  # move the PE's router to another switch position of one color
 OP_SPMACS = 10  # fmacs of a compressed stream: each value with its 16-bit index (see _consume)
+OP_VAXPY = 11  # dst += a * scalar: a vector times the op's scalar (CSL's @fmacs with a scalar)
 SWITCH_BITS = 8  # an OP_SWITCH packs the new output mask of input port p at bits 8p..8p+7
 # columns of the op table
 C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE, C_PERIOD = range(10)
@@ -721,11 +722,13 @@ def _local_op(op, scalar, mem, half):
     if half is not None and fmt != FP32:  # None: fp32 only, pruned (run_cycles)
         for i in range(m):
             x = get_half(mem, a, i, fmt)
-            y = get_half(mem, b, i, fmt) if code != OP_VSCALE else np.float32(0.0)
+            y = get_half(mem, b, i, fmt) if code in (OP_VADD, OP_VFMA) else np.float32(0.0)
             if code == OP_VADD:
                 set_half(mem, dst, i, x + y, fmt)
             elif code == OP_VSCALE:
                 set_half(mem, dst, i, x * scalar, fmt)
+            elif code == OP_VAXPY:
+                set_half(mem, dst, i, get_half(mem, dst, i, fmt) + mul_rn(x, scalar), fmt)
             else:  # OP_VFMA
                 set_half(mem, dst, i, get_half(mem, dst, i, fmt) + mul_rn(x, y), fmt)
         return
@@ -734,6 +737,8 @@ def _local_op(op, scalar, mem, half):
             mem[dst + i] = mem[a + i] + mem[b + i]
         elif code == OP_VSCALE:
             mem[dst + i] = mem[a + i] * scalar
+        elif code == OP_VAXPY:
+            mem[dst + i] += mul_rn(mem[a + i], scalar)
         else:  # OP_VFMA
             mem[dst + i] += mul_rn(mem[a + i], mem[b + i])
 

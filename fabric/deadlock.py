@@ -9,7 +9,7 @@ from wafersim.wafer.geometry import DIR_NAMES
 
 OP_NAMES = (
     "send", "recv", "recv_add", "fmacs", "vadd", "vscale", "vfma", "wait", "matmul", "switch",
-    "spmacs",
+    "spmacs", "vaxpy",
 )  # fmt: skip
 MAX_LISTED = 6
 

@@ -42,7 +42,9 @@ DTYPES: dict[DType, tuple[int, int]] = {
     name: (code, DTYPE_BYTES[name])
     for name, code in zip(DTYPE_NAMES, (K.FP32, K.FP16, K.BF16), strict=True)
 }
-VECTOR_OPS = (K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL, K.OP_SPMACS)
+VECTOR_OPS = (
+    K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL, K.OP_SPMACS, K.OP_VAXPY,
+)  # fmt: skip
 COLUMN_DTYPES = (np.int8, np.int16, np.int32, np.int64)  # how a builder keeps op columns
 MAX_SPARSE_INDEX = 1 << 16  # an spmacs index is 16 bits (a half of a wavelet)
 
@@ -340,6 +342,14 @@ class ProgramBuilder:
     ) -> None:
         """``dst[0:m] += a[0:m] * b[0:m]``."""
         self._local(pe, task, K.OP_VFMA, dst, a, b, m, 0.0, dtype, 3, iteration)
+
+    def vaxpy(
+        self, pe, task: int, dst, a, scalar: float, m, dtype: DType = "fp32",
+        iteration: bool = False,
+    ) -> None:  # fmt: skip
+        """``dst[0:m] += a[0:m] * scalar``: a vector by the op's scalar (CSL's ``@fmacs``
+        with a scalar operand), so a coefficient needs no vector of its own in SRAM."""
+        self._local(pe, task, K.OP_VAXPY, dst, a, a, m, scalar, dtype, 2, iteration)
 
     def _local(self, pe, task, code, dst, a, b, m, scalar, dtype, reads, iteration) -> None:
         size = value_bytes(dtype)

@@ -48,7 +48,7 @@ LINKS = (N, E, S, W)
 OPPOSITE = {N: S, E: W, S: N, W: E}
 STEP = {N: (0, -1), E: (1, 0), S: (0, 1), W: (-1, 0)}
 RECEIVE_OPS = ("recv", "recv_add", "fmacs")
-ARITHMETIC_OPS = ("recv_add", "fmacs", "matmul", "vadd", "vscale", "vfma")  # one datapath
+ARITHMETIC_OPS = ("recv_add", "fmacs", "matmul", "vadd", "vscale", "vfma", "vaxpy")  # one datapath
 WORD_BYTES = 4
 VALUE_BYTES = {"fp32": 4, "fp16": 2}
 HIST_BINS = 4096  # latencies at or above the last bin are counted in it, as the engine does
@@ -151,6 +151,10 @@ class ReferenceProgram:
 
     def vfma(self, pe, task, dst, a, b, m, dtype="fp32", iteration=False):
         self._local(pe, task, Op("vfma", dst=dst, a=a, b=b, m=m), 3, dtype, iteration)
+
+    def vaxpy(self, pe, task, dst, a, scalar, m, dtype="fp32", iteration=False):
+        op = Op("vaxpy", dst=dst, a=a, m=m, scalar=scalar)
+        self._local(pe, task, op, 2, dtype, iteration)
 
     def _stream(self, pe, task, op: Op, n: int, dtype: str) -> None:
         wavelets = math.ceil(n * VALUE_BYTES[dtype] / WORD_BYTES)
@@ -679,6 +683,8 @@ def _compute(mem: np.ndarray, op: Op) -> None:
                 result = x + np.float32(halves[2 * op.b + i])
             elif op.kind == "vscale":
                 result = x * scalar
+            elif op.kind == "vaxpy":
+                result = np.float32(halves[2 * op.dst + i]) + x * scalar
             else:  # vfma
                 result = np.float32(halves[2 * op.dst + i]) + x * np.float32(halves[2 * op.b + i])
             halves[2 * op.dst + i] = np.float16(result)
@@ -688,5 +694,7 @@ def _compute(mem: np.ndarray, op: Op) -> None:
             mem[op.dst + i] = mem[op.a + i] + mem[op.b + i]
         elif op.kind == "vscale":
             mem[op.dst + i] = mem[op.a + i] * scalar
+        elif op.kind == "vaxpy":
+            mem[op.dst + i] += mem[op.a + i] * scalar
         else:  # vfma
             mem[op.dst + i] += mem[op.a + i] * mem[op.b + i]

@@ -449,6 +449,20 @@ def test_a_lower_task_number_comes_first_on_the_datapath():
     assert run.cycles == STARTUP + 2 + 10
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_vaxpy_adds_a_vector_times_the_ops_scalar(dtype):
+    """vaxpy of 5 values by 0.5 into 40: the same values and cycles as the reference, and
+    as numpy; 5 fp32 FMACs take 5 cycles, 5 fp16 ones 2 (4 a cycle; 20 bytes read at 16 a
+    cycle, 10 written at 8)."""
+    mesh, routes = line(1)
+    memory = random_memory(1, 3, dtype)
+    run = lockstep(mesh, spec_with(), routes, [("vaxpy", 0, 0, 40, 8, 0.5, 5, dtype)], memory)
+    if dtype == "fp32":
+        want = memory[0, 40:45] + memory[0, 8:13] * np.float32(0.5)
+        np.testing.assert_array_equal(run.mem[0, 40:45], want)
+    assert run.cycles == STARTUP + {"fp32": 5, "fp16": 2}[dtype]
+
+
 def test_a_local_op_opening_a_loop_iteration_pays_its_control():
     """vadd of 4 as one iteration of a scalar loop: start-up, the loop's 7 cycles of control
     (``pe.issue_cycles``), then its 4 elements."""
@@ -687,7 +701,7 @@ def receiver_calls(data, pe: int, color: int, wavelets: int, dtype: str) -> list
     for lo, count in split(data, wavelets):
         kind = data.draw(st.sampled_from(["recv", "recv_add", "fmacs"]))
         ops.append([kind, lo, values_in(data, count, dtype), data.draw(st.integers(1, 3))])
-    local = data.draw(st.sampled_from([None, "vadd", "vscale", "vfma"]))
+    local = data.draw(st.sampled_from([None, "vadd", "vscale", "vfma", "vaxpy"]))
     dst, acc, mat = 16 + 16 * color, 48 + 4 * color, 64 + 32 * color
     calls = []
     for kind, lo, values, m in ops:
@@ -698,8 +712,8 @@ def receiver_calls(data, pe: int, color: int, wavelets: int, dtype: str) -> list
         else:
             calls.append((kind, pe, color, color, dst + lo, values, dtype))
     m = data.draw(st.integers(1, 4))
-    if local == "vscale":
-        calls.append(("vscale", pe, color, dst, 0, -1.5, m, dtype))
+    if local in ("vscale", "vaxpy"):
+        calls.append((local, pe, color, dst, 0, -1.5, m, dtype))
     elif local is not None:
         calls.append((local, pe, color, dst, 0, 4, m, dtype))
     return calls
