@@ -1,67 +1,66 @@
-"""Star stencils on a 3D grid, one z-column per PE, as in the wafer-scale stencil work:
-the 7-point Laplacian (Rocki et al., "Fast stencil-code computation on a wafer-scale
-processor", SC20) and the 25-point star of radius 4 (Jacquelin et al., "Massively scalable
-stencil algorithm", SC22).
+"""Star stencils on a 3D grid, one z column per PE: a time step of the 3D wave equation as the
+vendor's published 25-point program takes it (Jacquelin et al., "Massively scalable stencil
+algorithm", SC22; the Cerebras SDK examples, repository ``Cerebras/sdk-examples``,
+``benchmarks/25-pt-stencil``: ``task.csl``, ``oned_exch.csl``, ``util.csl``), for the 25-point
+star of radius 4 and, as the same program at ``pattern = 2``, the 7-point star (its routes
+take patterns 2 to 7, its constants only 5).
 
-PE ``(i, j)`` of a P x Q kernel grid holds the column ``u[i, j, :]`` (``n`` values, fp32) of a
-P x Q x n grid; outside it the grid is zero (Dirichlet). One application computes
+PE ``(i, j)`` of a P x Q kernel grid holds ``u[i, j, :]`` (this step), ``u_prev[i, j, :]``
+(the last) and ``vp[i, j, :]``, ``n`` fp32 values each; outside the grid ``u`` is zero
+(Dirichlet). A step computes ``u_next = 2 u - u_prev + vp * L(u)``, with
+``L(u) = c0 u + sum_{k=1..r} c_k (the six neighbours at distance k)`` and the finite-difference
+Laplacian's coefficients of order ``2r`` (:data:`COEFFICIENTS`; ``consts.csl`` divides them
+by dx^2, which ``vp`` absorbs here).
 
-    v = c0 * u + sum_{k=1..r} c_k * (the six neighbours at distance k)
+What a PE does a step, as the published program does it (:mod:`kernels.stencil_layout` gives
+what it holds):
 
-with the finite-difference Laplacian's coefficients of order ``2r`` in each dimension
-(:data:`COEFFICIENTS`).
+1. zero the accumulator (``sendTask``: ``@fmovs(accDsd, 0.0)``, ``n`` words);
+2. for each of the column's chunks (``c`` cells; ``1 + n // 401`` of them): send its chunk of
+   ``u`` each of four ways to itself and the ``r`` PEs downstream (``send``: ``@fmovs`` to the
+   fabric); receive the ``r + 1`` chunks coming each way, its own included, into the chunk
+   buffer (``recvMode``: ``@fmuls(buffer, fabin, constants)``); once all four ways are in,
+   add the whole buffer into the accumulator's chunk (``reduceBuffer``: one ``@fadds`` of
+   ``4 (r + 1) c`` elements), and only then post the next chunk's receives (``recvFin``);
+3. once every chunk is in and sent (``epilog``): the z direction, ``2r`` multiply-adds of the
+   column shifted along z (``scaleWithZConsts``; the centre came with the own chunk of the
+   eastward way, times ``c0``), then ``@fmuls(acc, acc, vp)``, ``@fmacs(acc, acc, u, 2.0)``
+   and ``@fsubs(u_prev, acc, u_prev)``: the next level overwrites the last.
 
-Buffering, as in the published design (the Cerebras SDK examples, repository
-``Cerebras/sdk-examples``: ``benchmarks/25-pt-stencil/task.csl`` keeps ``zValues``, of shape
-``[2, paddedZDim + 2 * (pattern - 1)]`` by ``consts.csl``, two time levels with ``r`` ghost
-cells at each end of z, and ``oned_exch.csl`` multiplies each neighbour's wavelets by its
-coefficient as they arrive, ``@fmuls(buffer, fabin, constants)``; the 7-point SpMV,
-``benchmarks/benchmark-libs/stencil_3d_7pts/wse2/pe.csl``, likewise keeps ``x``, ``y`` and
-four small receive blocks, and adds each neighbour's block into ``y`` with ``@fmacs``), a PE
-holds only
+In ``fabric.program``'s vocabulary:
 
-- its ``r + 1`` coefficients,
-- the current level ``u``: ``r`` zeros, its ``n`` values, ``r`` zeros (the z halo),
-- the next level ``v``, laid out alike: ``2 (n + 2r) + r + 1`` words in all
-  (:func:`stencil_words`), whatever the grid: 1,000 cells of the 25-point star take 8,084
-  bytes of a WSE-2 PE's 48 KB.
+- A chunk is received with ``recv`` (a wavelet a cycle) and multiplied by its coefficient in
+  the second pass, ``vaxpy(acc, slot, coefficient)``: ``recv_add`` adds into its
+  destination, so the reused buffer would need a zeroing pass the published program does not
+  pay, and no op overwrites with a fabric operand's product. A chunk takes the PE as long:
+  the receive keeps the ramp's pace (a wavelet a cycle, which the published ``@fmuls`` keep
+  too) and the second pass is ``4 (r + 1) c`` elements either way; the datapath idles during
+  the receive here, where the published multiplies keep it busy, and nothing else wants it
+  then. A coefficient is the op's scalar, as the published program reads each from one word.
+- The z direction is ``2r`` ``vaxpy(acc, shifted u, c_s)`` of ``n``; the update is
+  ``vscale(u_prev, u_prev, -1)``, ``vfma(u_prev, acc, vp)`` and ``vaxpy(u_prev, u, 2.0)``:
+  three passes of ``n``, as the published three (no op multiplies
+  two vectors into a third or subtracts); the zeroing is ``vscale(acc, acc, 0)``.
+- Tasks: each received column has a task of its own (lowest numbers, fabric-fed first), then
+  a send task a way, then the compute task. The published program sets no priorities: its
+  receives and sends are asynchronous operations on input and output queues, and the buffer's
+  adds run only when every receive has ended, so no two of its arithmetic passes overlap.
+- Routes: each stream has a color of its own (line position mod ``r + 1``) and multicasts to
+  its own PE too (a loopback at its router), where the published program shares one color a
+  way among the ``r + 1`` senders and turns its routers' switches with two control wavelets a
+  chunk (left out, as are the source term, one scalar add on one PE, and the timestamps).
 
-No neighbour column is stored. Each PE multicasts its column along its row and column to the
-``r`` PEs on each side (one send a direction); a receiver takes each of its ``4r`` neighbours'
-streams with one instruction whose vector operand is the fabric (a scaled ``recv_add``), ``v[z]
-+= c_k * wavelet_z``, one multiply-add a wavelet as it arrives. Once every stream is in, the z
-direction and the centre are ``2r + 1`` multiply-adds of the column shifted along z against a
-coefficient (``v += c_|s| * u[z + s]``, a ``matmul`` of one column and one scalar: the SDK's
-``@fmacs(acc, acc, srcZ, zConsts[s])`` in ``scaleWithZConsts``); the halo's zeros stand for the
-grid's edge. ``v`` is the accumulator too and starts at zero (the plan's SRAM image, as every
-kernel's accumulator does); a time-stepping loop would zero it each step (the SDK's
-``@fmovs(accDsd, 0.0)``, a pass over ``n`` words not modelled here), and the SDK's wave
-equation keeps a third column, its ``accumulator``, to fold the older level in.
-
-Where the SDK differs: its receive multiplies into a small per-direction chunk buffer
-(``buffer[4, pattern, chunkSize]``) and adds that buffer into the accumulator once the
-chunk is in, because its four receive microthreads run at once. Here each stream's task adds
-into ``v`` directly (the engine's tasks take turns on a word), so no chunk buffer and no
-second pass: an assumption that the datapath's multiply-add from the fabric keeps the
-link's rate of a wavelet a cycle.
-
-Streams going one way along a line take colors ``(line position) mod (r + 1)``, so the
-``r + 1`` streams crossing a router one way differ in color and each color has one input a
-router: ``4 (r + 1)`` colors, 8 for the 7-point star and 20 for the 25-point one (the WSE-2
-router's 24, less the detour colors). Holes are skipped as in every kernel
-(:mod:`kernels.grid`): the neighbours are kernel neighbours, and routes detour around holes,
-which the 7-point star's 8 colors leave room for; the 25-point star takes all 20 kernel
-colors, so on a patch with holes it finds no detour color and says so (its streams all run at
-once, so switch positions cannot share colors between them as a reduction's levels do).
+Holes are skipped as in every kernel (:mod:`kernels.grid`): the neighbours are kernel
+neighbours, and routes detour around holes, which the 7-point star's 8 colors leave room for;
+the 25-point star takes all 20 kernel colors, so on a patch with holes it finds no detour
+color and says so.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
-from wafersim.fabric.program import WORD_BYTES, matmul_column_cycles
-from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name, columns_drawn
+from wafersim.kernels import stencil_layout as lay
+from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, decode, encode
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for, p2p_cycles
@@ -70,78 +69,80 @@ from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
 # Central finite-difference coefficients of d2/dx2 of order 2r (Fornberg 1988), c0 for three
-# dimensions: star7 is the 2nd-order Laplacian, star25 the 8th-order one.
+# dimensions (consts.csl: c0 * 3.0): star7 is the 2nd-order Laplacian, star25 the 8th-order.
 COEFFICIENTS = {
     1: (-6.0, 1.0),
     4: (3 * -205 / 72, 8 / 5, -1 / 5, 8 / 315, -1 / 560),
 }
 RADIUS = {"star7": 1, "star25": 4}
 DIRECTIONS = ((0, 1), (0, -1), (1, 0), (-1, 0))  # (row, column) steps: E, W, S, N
-SEND_TASKS = range(4)  # a send task a direction; then a receive task a neighbour column
-TIME_LEVELS = 2  # the current level u and the next one v, each with its z halo
+CENTRE_WAY = 0  # the eastward way carries the centre (task.csl: fetchFirstHalfConsts(.., true))
+# run.py's vp (10.3703699112) over commands_wse2.sh's dx^2 (20^2): the drawn vp varies about it
+VP_PUBLISHED = 10.3703699112 / 20**2
+VP_SPREAD = 0.5  # drawn vp in VP_PUBLISHED * [1 - spread, 1 + spread): a field, not a constant
+UPDATE_OPS = 4  # wave update FLOPs a point: the vp multiply, 2u's multiply-add, the subtraction
 WAIT_OP_CYCLES = 1  # a wait's own cycle after its start-up (fabric.program's wait op)
 
 
-class Layout(NamedTuple):
-    """First SRAM words of a PE's buffers (every PE lays them out alike)."""
-
-    coef: int  # r + 1 words: c_0 .. c_r
-    u: int  # n + 2r words: r zeros, the column, r zeros
-    v: int  # n + 2r words, laid out as u; the result is v[r : r + n]
-
-
-def _recv_task(d: int, k: int, r: int) -> int:
-    """Every neighbour column is streamed in by its own task (its own color), all at once: a
-    stream multicast to ``r`` PEs moves at its slowest receiver's pace, and receivers taking
-    their columns one after another would chain those waits across the grid."""
-    return 4 + d * r + k - 1
-
-
-def _compute_task(r: int) -> int:
-    return 4 + 4 * r
-
-
-def stencil(u: np.ndarray, grid: KernelGrid, spec: WaferSpec, algo: str) -> KernelResult:
-    """Apply the star stencil ``algo`` (``star7`` or ``star25``) once to ``u`` (P, Q, n)."""
+def stencil(u: np.ndarray, u_prev: np.ndarray, vp: np.ndarray, grid: KernelGrid,
+            spec: WaferSpec, algo: str) -> KernelResult:  # fmt: skip
+    """One wave-equation step of the star stencil ``algo`` (``star7`` or ``star25``): ``u``,
+    ``u_prev`` and ``vp`` are (P, Q, n); the output is the next level."""
     r = _radius(algo)
-    rows, cols, n = u.shape
-    if (rows, cols) != (grid.rows, grid.cols):
-        raise ConfigError(f"u of {rows} x {cols} columns needs a {rows} x {cols} kernel grid")
+    _check_inputs(u, u_prev, vp, grid)
+    n = u.shape[2]
     check_column(n, spec, algo)
     plan = KernelPlan(grid, spec, tasks=_compute_task(r) + 1)
-    coef = encode(np.array(COEFFICIENTS[r]), "fp32")
-    home = {}
-    for (i, j), pe in np.ndenumerate(grid.pe):
-        home[i, j] = _alloc(plan, int(pe), n, r)
-        plan.load(int(pe), home[i, j].coef, coef)
-        plan.load(int(pe), home[i, j].u + r, encode(u[i, j], "fp32"))
-    _exchange(plan, home, n, r)
-    for key, at in home.items():
-        _z_and_centre(plan, int(grid.pe[key]), at, n, r)
+    home = {key: _alloc(plan, int(pe), u[key], u_prev[key], vp[key], r)
+            for key, pe in np.ndenumerate(grid.pe)}  # fmt: skip
+    received, sent = _route(plan, home, r)
+    _program(plan, home, received, sent, n, r)
     analytic = stencil_cycles(n, grid.rows, grid.cols, spec, algo)
     sim = plan.run(max_cycles_for(analytic))
-    v = np.stack([[decode(_result(sim.mem, int(grid.pe[i, j]), home[i, j], n, r), n, "fp32")
-                   for j in range(cols)] for i in range(rows)])  # fmt: skip
+    out = np.stack([[decode(_result(sim.mem, int(grid.pe[i, j]), home[i, j], n, r), n, "fp32")
+                     for j in range(grid.cols)] for i in range(grid.rows)])  # fmt: skip
     return kernel_result(kernel="stencil", algo=algo, dtype="fp32", shape={"n": n}, plan=plan,
-                         sim=sim, flops=_flops(rows, cols, n, r), analytic=analytic, output=v,
-                         expected=reference(u, algo))  # fmt: skip
+                         sim=sim, flops=_flops(grid.rows, grid.cols, n, r), analytic=analytic,
+                         output=out, expected=wave_step(u, u_prev, vp, algo))  # fmt: skip
 
 
-def _result(mem, pe: int, at: Layout, n: int, r: int) -> np.ndarray:
-    """The words of ``v``'s column (its halo left out) in a finished run's SRAM."""
+def _check_inputs(u, u_prev, vp, grid: KernelGrid) -> None:
+    """ConfigError unless the three inputs are (P, Q, n) alike on a P x Q grid."""
+    rows, cols = grid.rows, grid.cols
+    for name, a in (("u", u), ("u_prev", u_prev), ("vp", vp)):
+        if np.ndim(a) != 3 or np.shape(a)[:2] != (rows, cols):
+            raise ConfigError(f"{name} of shape {np.shape(a)} needs ({rows}, {cols}, n) on a "
+                              f"{rows} x {cols} kernel grid")  # fmt: skip
+        if np.shape(a) != np.shape(u):
+            raise ConfigError(f"{name} of shape {np.shape(a)}: must match u's {np.shape(u)}")
+
+
+def _result(mem, pe: int, at: lay.Layout, n: int, r: int) -> np.ndarray:
+    """The next level's words (its halo left out) in a finished run's SRAM."""
     return mem[pe, at.v + r : at.v + r + n]
 
 
-def _alloc(plan: KernelPlan, pe: int, n: int, r: int) -> Layout:
-    """The coefficients and the two time levels, halos included: all a PE holds."""
-    coef = plan.alloc(pe, r + 1, "stencil coefficients")
-    current = plan.alloc(pe, n + 2 * r, "u column with its z halo (current level)")
-    following = plan.alloc(pe, n + 2 * r, "v column with its z halo (next level)")
-    return Layout(coef, current, following)
+def _alloc(plan: KernelPlan, pe: int, u, u_prev, vp, r: int) -> lay.Layout:
+    """All a PE holds (:mod:`kernels.stencil_layout`), in its order, with its inputs loaded;
+    the rest starts at zero (the plan's SRAM image)."""
+    n = len(u)
+    ch = lay.chunks(n)
+    level = lay.level_words(n, r)
+    at = lay.Layout(
+        u=plan.alloc(pe, level, "u column with its z halo (current level)"),
+        v=plan.alloc(pe, level, "u_prev column with its z halo (becomes the next level)"),
+        acc=plan.alloc(pe, ch.padded, "stencil accumulator"),
+        vp=plan.alloc(pe, n, "vp column"),
+        buf=plan.alloc(pe, lay.buffer_slots(r) * ch.size, "chunk buffer (4 ways x r + 1)"),
+    )
+    plan.load(pe, at.u + r, encode(u, "fp32"))
+    plan.load(pe, at.v + r, encode(u_prev, "fp32"))
+    plan.load(pe, at.vp, encode(vp, "fp32"))
+    return at
 
 
 def reference(u: np.ndarray, algo: str) -> np.ndarray:
-    """The stencil in numpy (float64), zero outside the grid."""
+    """The stencil ``L(u)`` in numpy (float64), zero outside the grid."""
     r = _radius(algo)
     coef = COEFFICIENTS[r]
     padded = np.pad(np.asarray(u, np.float64), r)
@@ -156,116 +157,231 @@ def reference(u: np.ndarray, algo: str) -> np.ndarray:
     return out
 
 
+def wave_step(u: np.ndarray, u_prev: np.ndarray, vp: np.ndarray, algo: str) -> np.ndarray:
+    """The next level in numpy (float64): ``2 u - u_prev + vp L(u)``."""
+    lap = reference(u, algo)
+    return 2 * np.asarray(u, np.float64) - np.asarray(u_prev, np.float64) + vp * lap
+
+
 def _radius(algo: str) -> int:
     if algo not in RADIUS:
         raise ConfigError(f"algo={algo!r} is not one of the stencils: {', '.join(RADIUS)}")
     return RADIUS[algo]
 
 
-def _exchange(plan: KernelPlan, home: dict, n: int, r: int) -> None:
-    """Each PE multicasts its column to the ``r`` kernel neighbours on each side (one send
-    a direction); each receiver multiplies the stream by its coefficient into ``v`` as it
-    arrives (:func:`_receive`)."""
+# ---- the program: routes, then each PE's tasks
+
+
+def _recv_task(d: int, k: int, r: int) -> int:
+    """The task receiving the column ``k`` away coming way ``d`` (``k = 0``: the own one).
+    Every column has its own task, all running at once: a stream multicast to ``r + 1`` PEs
+    moves at its slowest receiver's pace, and receivers taking their columns one after
+    another would chain those waits across the grid."""
+    return d * (r + 1) + k
+
+
+def _send_task(d: int, r: int) -> int:
+    return lay.buffer_slots(r) + d
+
+
+def _compute_task(r: int) -> int:
+    return lay.buffer_slots(r) + lay.WAYS
+
+
+def _route(plan: KernelPlan, home: dict, r: int) -> tuple[dict, dict]:
+    """Each PE's stream each way, to itself and the ``r`` kernel neighbours downstream, on
+    color ``(line position) mod (r + 1)`` of the way's own. Returns, by PE ``(i, j)``, the
+    streams it receives ``[(way, distance, color)]`` and those it sends ``[(way, color)]``."""
     grid = plan.grid
+    received: dict = {key: [] for key in home}
+    sent: dict = {key: [] for key in home}
     for d, (di, dj) in enumerate(DIRECTIONS):
-        for (i, j), src in home.items():
-            reach = [(i + di * k, j + dj * k) for k in range(1, r + 1)]
+        for i, j in home:
+            reach = [(i + di * k, j + dj * k) for k in range(r + 1)]
             reach = [(a, b) for a, b in reach if 0 <= a < grid.rows and 0 <= b < grid.cols]
-            if not reach:
-                continue
             position = j if dj else i  # along the line the stream runs down
             color = d * (r + 1) + position % (r + 1)
-            pe = int(grid.pe[i, j])
             dsts = [int(grid.pe[a, b]) for a, b in reach]
-            used = plan.wiring.connect(color, pe, dsts, ("stencil", d, i, j))
-            plan.prog.send(pe, SEND_TASKS[d], used, src.u + r, n)
-            for k, (a, b) in enumerate(reach, 1):
-                _receive(plan, int(grid.pe[a, b]), home[a, b], used, d, k, n, r)
+            used = plan.wiring.connect(color, int(grid.pe[i, j]), dsts, ("stencil", d, i, j))
+            sent[i, j].append((d, used))
+            for k, key in enumerate(reach):
+                received[key].append((d, k, used))
+    return received, sent
 
 
-def _receive(plan: KernelPlan, pe: int, at: Layout, color: int, d: int, k: int, n: int,
+def _program(plan: KernelPlan, home: dict, received: dict, sent: dict, n: int,
              r: int) -> None:  # fmt: skip
-    """``v[z] += c_k * (wavelet z)`` for the column of the neighbour ``k`` away in direction
-    ``d``: one instruction with the fabric as its vector operand (a ``recv_add`` scaled by
-    the coefficient, as the SDK's ``@fmuls(buffer, fabin, constants)``), stored nowhere."""
-    scale = float(np.float32(COEFFICIENTS[r][k]))
-    plan.prog.recv_add(pe, _recv_task(d, k, r), color, at.v + r, n, scale=scale)
-
-
-def _z_and_centre(plan: KernelPlan, pe: int, at: Layout, n: int, r: int) -> None:
-    """Once every stream is in, ``v += c_|s| * u[z + s]`` for ``|s| <= r``: the centre and
-    the z neighbours, the halo's zeros standing for the grid's edge; shifts of ``n`` or more
-    read only zeros and are left out."""
+    """Every PE's program: zero, then chunk by chunk its sends, receives and the buffer's
+    pass, then the epilog."""
+    ch = lay.chunks(n)
     prog, task = plan.prog, _compute_task(r)
-    for other in range(4, task):
-        if prog.ops_in(pe, other):  # a PE near the edge has fewer streams to wait for
-            prog.wait(pe, task, other, prog.ops_in(pe, other))
-    for s in _z_shifts(n, r):
-        prog.matmul(pe, task, at.v + r, at.u + r + s, at.coef + abs(s), n, 1, 1)
+    for key, at in home.items():
+        pe = int(plan.grid.pe[key])
+        prog.vscale(pe, task, at.acc, at.acc, 0.0, n)  # sendTask: @fmovs(accDsd, 0.0)
+        _mark_end(prog, pe, r)
+        for chunk in range(ch.count):
+            _sends(plan, pe, at, sent[key], chunk, ch.size, r)
+            _receives(plan, pe, at, received[key], chunk, ch.size, r)
+            _buffer_pass(plan, pe, at, received[key], chunk, ch.size, r)
+        _epilog(plan, pe, at, n, r)
 
 
-def _z_shifts(n: int, r: int) -> list[int]:
-    """The shifts along z that reach a value of the column: the centre (0) first."""
-    return [0, *(sign * k for k in range(1, min(r, n - 1) + 1) for sign in (1, -1))]
+def _sends(plan: KernelPlan, pe: int, at: lay.Layout, outs, chunk: int, c: int,
+           r: int) -> None:  # fmt: skip
+    """Chunk ``chunk`` of ``u`` each way: the first once the accumulator is zero (sendTask),
+    each later one once every way's last chunk has left (sendFin)."""
+    prog = plan.prog
+    done = {d: prog.ops_in(pe, _send_task(d, r)) for d, _color in outs}
+    for d, color in outs:
+        task = _send_task(d, r)
+        if chunk == 0:
+            prog.wait(pe, task, _compute_task(r), prog.ops_in(pe, _compute_task(r)))
+        for other, _ in outs:
+            if chunk and other != d:
+                prog.wait(pe, task, _send_task(other, r), done[other])
+        prog.send(pe, task, color, at.u + r + chunk * c, c)
+
+
+def _receives(plan: KernelPlan, pe: int, at: lay.Layout, ins, chunk: int, c: int,
+              r: int) -> None:  # fmt: skip
+    """Each column's chunk into its buffer slot, once the last chunk's buffer pass (or the
+    zeroing) is done: recvFin posts the next receives only after reduceBuffer."""
+    prog = plan.prog
+    ready = prog.ops_in(pe, _compute_task(r))
+    for d, k, color in ins:
+        task = _recv_task(d, k, r)
+        prog.wait(pe, task, _compute_task(r), ready)
+        prog.recv(pe, task, color, at.buf + _recv_task(d, k, r) * c, c)
+
+
+def _buffer_pass(plan: KernelPlan, pe: int, at: lay.Layout, ins, chunk: int, c: int,
+                 r: int) -> None:  # fmt: skip
+    """Once every column's chunk is in, the whole buffer into the accumulator's chunk, each
+    slot times its coefficient (reduceBuffer's @fadds over the buffer of @fmuls' products);
+    a slot no stream fills (near the grid's edge) holds zeros and is added all the same."""
+    prog, task = plan.prog, _compute_task(r)
+    for d, k, _color in ins:
+        prog.wait(pe, task, _recv_task(d, k, r), prog.ops_in(pe, _recv_task(d, k, r)))
+    for d in range(lay.WAYS):
+        for k in range(r + 1):
+            prog.vaxpy(pe, task, at.acc + chunk * c, at.buf + _recv_task(d, k, r) * c,
+                       _slot_coefficient(d, k, r), c)  # fmt: skip
+    _mark_end(prog, pe, r)
+
+
+def _mark_end(prog, pe: int, r: int) -> None:
+    """A wait the compute task passes at once, after an op other tasks wait for: a wait is
+    released once the op it names has begun its last element (``fabric.program``'s wait
+    counts ops begun), and this one begins only when the op before it has ended, so waiting
+    for it waits for that op's end (recvFin posts receives after reduceBuffer returns)."""
+    prog.wait(pe, _compute_task(r), _send_task(0, r), 0)
+
+
+def _slot_coefficient(d: int, k: int, r: int) -> float:
+    """The coefficient of the buffer slot of way ``d``, distance ``k``: the own chunk
+    carries the centre on the eastward way only (zero on the others)."""
+    if k or d == CENTRE_WAY:
+        return float(COEFFICIENTS[r][k])
+    return 0.0
+
+
+def _epilog(plan: KernelPlan, pe: int, at: lay.Layout, n: int, r: int) -> None:
+    """Once every chunk is in and sent: the z direction (``2r`` shifted columns), then the
+    update ``u_prev <- 2 u - u_prev + vp acc``."""
+    prog, task = plan.prog, _compute_task(r)
+    for d in range(lay.WAYS):
+        prog.wait(pe, task, _send_task(d, r), prog.ops_in(pe, _send_task(d, r)))
+    for s in _z_shifts(r):  # scaleWithZConsts: @fmacs(acc, acc, srcZ_s, zConsts[s])
+        prog.vaxpy(pe, task, at.acc, at.u + r + s, float(COEFFICIENTS[r][abs(s)]), n)
+    prog.vscale(pe, task, at.v + r, at.v + r, -1.0, n)  # with the next two: @fsubs, @fmuls
+    prog.vfma(pe, task, at.v + r, at.acc, at.vp, n)
+    prog.vaxpy(pe, task, at.v + r, at.u + r, 2.0, n)  # @fmacs(acc, acc, u, 2.0)
+
+
+def _z_shifts(r: int) -> list[int]:
+    """The shifts along z in scaleWithZConsts' order, ``-r .. r``, the centre left out (it
+    came over the fabric)."""
+    return [s for s in range(-r, r + 1) if s]
 
 
 def _flops(rows: int, cols: int, n: int, r: int) -> int:
-    """A multiply and an add per neighbour and point (6r neighbours), and the centre's."""
-    return rows * cols * n * (2 * 6 * r + 1)
+    """The step's FLOPs: a multiply and an add per neighbour and point (6r neighbours), the
+    centre's multiply, and the update's four."""
+    return rows * cols * n * (2 * 6 * r + 1 + UPDATE_OPS)
+
+
+# ---- the analytic cost and the footprint
 
 
 def stencil_cycles(n: int, p: int, q: int, spec: WaferSpec, algo: str) -> int:
-    """Analytic cycles of the PE with the most neighbours: their streams come in through
-    the router's one ramp into the PE, a wavelet a cycle, after the farthest stream's
-    flight; each stream's scaled ``recv_add`` runs on a task of its own at a wavelet a
-    cycle, so the ramp sets the pace.
-    Then the compute task passes its wait on each stream, and the z direction's and the
-    centre's multiply-adds run, each a ``matmul`` column
-    (:func:`fabric.program.matmul_column_cycles`) after its start-up."""
+    """Analytic cycles of a step on the PE with the most neighbours: the zeroing, then each
+    chunk's receive (its columns through the router's one ramp into the PE, a wavelet a
+    cycle, after a wait to post it and, the first time, the farthest stream's flight), the
+    compute task's wait on each column, the buffer's pass and its end's mark; then the
+    epilog."""
     r = _radius(algo)
-    pe = spec.pe
-    farthest = min(r, max(p, q) - 1)
+    pe, ch = spec.pe, lay.chunks(n)
+    wait = pe.op_startup_cycles + WAIT_OP_CYCLES
     streams = _streams(p, q, r)
-    pace = streams  # cycles per cell of the column
-    receive = p2p_cycles(spec, farthest, 0) + pace * n if streams else 0
-    waits = streams * (pe.op_startup_cycles + WAIT_OP_CYCLES)  # the streams end together
-    shift = pe.op_startup_cycles + matmul_column_cycles(pe, n, 1, "fp32")
-    return receive + waits + len(_z_shifts(n, r)) * shift
+    zero = _vector_cycles(n, spec) + wait  # and its end's mark (_mark_end)
+    flight = p2p_cycles(spec, min(r, max(p, q) - 1), 0)  # the first chunk's, after its post
+    receive = WAIT_OP_CYCLES + streams * ch.size + (streams - 1) * wait
+    chunk = receive + _pass_cycles(ch.size, r, spec) + wait
+    return zero + flight + ch.count * chunk + _epilog_cycles(n, r, spec)
 
 
-def stencil_words(n: int, p: int, q: int, algo: str) -> int:
-    """SRAM words of every PE (the grid's shape ``p x q`` changes nothing: no neighbour
-    column is stored): two time levels of ``n + 2r`` words and ``r + 1`` coefficients."""
-    r = _radius(algo)
-    return TIME_LEVELS * (n + 2 * r) + r + 1
+def _vector_cycles(m: int, spec: WaferSpec) -> int:
+    """One fp32 vector op of ``m`` elements (``vscale``, ``vfma``): its start-up and an
+    element a cycle (:func:`fabric.program.vector_cycles`: the FMAC binds)."""
+    return spec.pe.op_startup_cycles + m
 
 
-def max_column(spec: WaferSpec, algo: str) -> int:
-    """The longest z column ``algo`` fits in a PE of ``spec`` (0 where none fits)."""
-    r = _radius(algo)
-    budget = spec.pe.sram_bytes // WORD_BYTES
-    return max(0, (budget - (r + 1)) // TIME_LEVELS - 2 * r)
+def _pass_cycles(c: int, r: int, spec: WaferSpec) -> int:
+    """The buffer's pass: a ``vaxpy`` of a chunk for each of its ``4 (r + 1)`` slots."""
+    return lay.buffer_slots(r) * _vector_cycles(c, spec)
 
 
-def check_column(n: int, spec: WaferSpec, algo: str) -> None:
-    """ConfigError, in one line naming ``n`` and its allowed range, for a column that does
-    not fit a PE's SRAM (the compiler's and the CLI's refusal, every tier's alike)."""
-    most = max_column(spec, algo)
-    if not 1 <= n <= most:
-        r = _radius(algo)
-        need = stencil_words(n, 1, 1, algo) * WORD_BYTES
-        raise ConfigError(
-            f"stencil n={n}: the z column must be in [1, {most}] cells for {algo} on "
-            f"{spec.name} (two time levels of n + {2 * r} words and {r + 1} coefficients a "
-            f"PE): it needs {need} bytes of SRAM on its busiest PE, available "
-            f"{spec.pe.sram_bytes} (pe.sram_bytes)"
-        )
+def _epilog_cycles(n: int, r: int, spec: WaferSpec) -> int:
+    """The wait on each way's sends, the z direction's ``2r`` passes of ``n`` and the
+    update's three."""
+    pe = spec.pe
+    waits = lay.WAYS * (pe.op_startup_cycles + WAIT_OP_CYCLES)
+    return waits + (2 * r + 3) * _vector_cycles(n, spec)
 
 
 def _streams(p: int, q: int, r: int) -> int:
-    """Neighbour columns the PE in the middle of a ``p x q`` grid takes in, the most any
-    PE does: up to ``r`` a side along its column and along its row."""
-    return min(p - 1, 2 * r) + min(q - 1, 2 * r)
+    """Columns the PE in the middle of a ``p x q`` grid takes in, the most any PE does: its
+    own each of four ways and up to ``r`` a side along its column and along its row."""
+    return lay.WAYS + min(p - 1, 2 * r) + min(q - 1, 2 * r)
+
+
+def stencil_words(n: int, p: int, q: int, algo: str) -> int:
+    """SRAM words of every PE (the grid's shape ``p x q`` changes nothing: no neighbour's
+    column is stored whole): :func:`kernels.stencil_layout.words`."""
+    return lay.words(n, _radius(algo))
+
+
+def max_column(spec: WaferSpec, algo: str) -> int:
+    """The longest z column ``algo`` fits in a PE of ``spec`` (0 where none fits); some
+    shorter ones may not fit (:func:`kernels.stencil_layout.fitting_ranges`)."""
+    ranges = lay.fitting_ranges(_radius(algo), spec)
+    return ranges[-1][1] if ranges else 0
+
+
+def check_column(n: int, spec: WaferSpec, algo: str) -> None:
+    """ConfigError, in one line naming ``n`` and the lengths that fit, for a column that does
+    not fit a PE's SRAM (the compiler's and the CLI's refusal, every tier's alike)."""
+    r = _radius(algo)
+    if lay.fits(n, r, spec):
+        return
+    ranges = ", ".join(f"[{a}, {b}]" for a, b in lay.fitting_ranges(r, spec)) or "none"
+    need = lay.words(max(n, 1), r) * lay.WORD_BYTES
+    raise ConfigError(
+        f"stencil n={n}: the z column must be in {ranges} cells for {algo} on {spec.name} "
+        f"(two time levels, the accumulator, vp and a chunk buffer of {lay.buffer_slots(r)} "
+        f"chunks a PE): it needs {need} bytes of SRAM on its busiest PE, available "
+        f"{spec.pe.sram_bytes} (pe.sram_bytes)"
+    )
 
 
 # ---- the record: what the kernels' registry runs, estimates and refuses
@@ -273,11 +389,13 @@ def _streams(p: int, q: int, r: int) -> int:
 
 def run_stencil(algo: str, shape: Shape, grid: KernelGrid, spec: WaferSpec, dtype: DType,
                 seed) -> KernelResult:  # fmt: skip
-    """:func:`stencil` of standard normal float32 columns of ``shape["n"]`` cells, one a PE
-    of ``grid``, drawn from ``seed``."""
+    """:func:`stencil` of float32 columns of ``shape["n"]`` cells, one a PE of ``grid``, drawn
+    from ``seed``: ``u`` and ``u_prev`` standard normal, ``vp`` about the published run's."""
     rng = np.random.default_rng(seed)
-    u = rng.standard_normal((grid.rows, grid.cols, shape["n"])).astype(np.float32)
-    return stencil(u, grid, spec, algo)
+    size = (grid.rows, grid.cols, shape["n"])
+    u, u_prev = (rng.standard_normal(size).astype(np.float32) for _ in range(2))
+    spread = rng.uniform(1 - VP_SPREAD, 1 + VP_SPREAD, size)
+    return stencil(u, u_prev, (VP_PUBLISHED * spread).astype(np.float32), grid, spec, algo)
 
 
 def _shape_cycles(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
@@ -287,17 +405,22 @@ def _shape_cycles(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec
 
 def _shape_words(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
                  dtype: DType) -> int:  # fmt: skip
-    """:func:`stencil_words`; a column that does not fit: one line naming n and its range."""
+    """:func:`stencil_words`; a column that does not fit: one line naming n and what fits."""
     check_column(shape["n"], spec, algo)
     return stencil_words(shape["n"], rows, cols, algo)
 
 
+def _drawn(shape: Shape, rows: int, cols: int) -> int:
+    """Input values an engine run draws: three columns a PE (u, u_prev, vp)."""
+    return 3 * rows * cols * shape["n"]
+
+
 def stencil_colors(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec) -> int:
-    """Colors :func:`stencil` takes on a clean grid: a direction's streams take color
-    ``(line position) mod (r + 1)`` of its own ``r + 1``, so a line of ``L`` PEs takes
-    ``min(L - 1, r + 1)`` of them each way."""
+    """Colors :func:`stencil` takes on a clean grid: a way's streams take color
+    ``(line position) mod (r + 1)`` of its own ``r + 1``, and every PE sends (to itself at
+    least), so a line of ``L`` PEs takes ``min(L, r + 1)`` of them each way."""
     r = _radius(algo)
-    return 2 * min(cols - 1, r + 1) + 2 * min(rows - 1, r + 1)
+    return 2 * min(cols, r + 1) + 2 * min(rows, r + 1)
 
 
 STENCIL = KernelFamily(
@@ -315,5 +438,5 @@ STENCIL = KernelFamily(
         for algo in RADIUS
     ),
     shape_keys=("n",),
-    drawn_values=columns_drawn,  # a column a PE
+    drawn_values=_drawn,  # three columns a PE
 )
