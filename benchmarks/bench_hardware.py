@@ -218,7 +218,7 @@ def fft3d_seconds(strategies: tuple[str, ...] | None = None) -> Row:
         "A3", "3D FFT 512^3 time", "CS-2, 512 x 512 PEs, fp32", 959e-6, "s",
         "the output back in the input's layout, as the vendor's run.py reads it (four line "
         "all-to-alls: three cannot restore it); each transposed value passes every PE's ramp "
-        "on its way (the vendor's router filters let it pass by); the passes' scalar loops "
+        "on its way (the vendor's 3D transpose is not public); the passes' scalar loops "
         "charged as Cannon's loop iteration (the vendor's does more scalar work)",
     )  # fmt: skip
     spec = preset("wse2")
