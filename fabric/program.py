@@ -47,6 +47,7 @@ VECTOR_OPS = (
 )  # fmt: skip
 COLUMN_DTYPES = (np.int8, np.int16, np.int32, np.int64)  # how a builder keeps op columns
 MAX_SPARSE_INDEX = 1 << 16  # an spmacs index is 16 bits (a half of a wavelet)
+WAIT_OP_CYCLES = 1  # a satisfied ``wait`` costs its start-up plus this (an assumption)
 
 
 def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dtype: DType) -> int:
@@ -282,7 +283,8 @@ class ProgramBuilder:
                 f"PE {_at(pe, i)}: wait for {_at(ops_done, i)} ops of task {other}, "
                 f"which has {_at(have, i)} so far"
             )
-        self._add(pe, task, "fp32", [K.OP_WAIT, 0, 0, other, ops_done, 1, 0, 1], 0.0, [])
+        op = [K.OP_WAIT, 0, 0, other, ops_done, 1, 0, WAIT_OP_CYCLES]
+        self._add(pe, task, "fp32", op, 0.0, [])
 
     def switch(self, pe, task: int, color, position) -> None:
         """Move ``pe``'s router to another switch position of ``color``: ``position`` is the

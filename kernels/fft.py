@@ -90,7 +90,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from wafersim.fabric.program import WORD_BYTES, vector_cycles
+from wafersim.fabric.program import WAIT_OP_CYCLES, WORD_BYTES, vector_cycles
 from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name
 from wafersim.kernels.grid import KernelGrid, kernel_grid
 from wafersim.kernels.kernel_plan import KernelPlan
@@ -118,7 +118,6 @@ FORWARD_PHASES = ("row", "column")  # the all-to-alls between the FFTs
 # the third transpose, after the last FFT, back to the input's layout: the first two undone
 RETURN_PHASES = ("column", "row")
 LINE_PAIRS = 2  # the rows' all-to-alls (the first and the last), the columns' (the middle two)
-WAIT_OP_CYCLES = 1  # a wait's own cycle after its start-up (fabric.program's wait op)
 SEND_WORD_CYCLES = 1  # a send or receive moves one wavelet a cycle
 TASK_LAG_CYCLES = 1  # a PE steps its tasks in order: a later task's op done is seen a cycle on
 

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 from wafersim.fabric.engine import SimResult
-from wafersim.fabric.program import matmul_column_cycles, value_bytes
+from wafersim.fabric.program import WAIT_OP_CYCLES, matmul_column_cycles, value_bytes
 from wafersim.kernels.algorithm import Families, FastTierSampling, Tiles, spans
 from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.kernel_plan import decode, encode, split
@@ -19,8 +19,6 @@ from wafersim.wafer.arith import ceil_div as ceil_div  # its home; still importa
 from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
-
-WAIT_OP_CYCLES = 1  # a satisfied ``wait`` costs its startup plus this
 
 
 def check_operands(a, b, dtype: DType) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from wafersim.fabric.program import WAIT_OP_CYCLES
 from wafersim.kernels.kernel_plan import KernelPlan
 from wafersim.kernels.result import p2p_cycles
 from wafersim.wafer.arith import ceil_div
@@ -40,7 +41,6 @@ OUTPUTS = ("in_place", "gathered")
 CHUNK_WORDS = 64  # a relay's store-and-forward unit (assumption: amortises an op's start-up)
 RECV, SEND = 0, 1  # the tasks a relay uses (every GEMM kernel has two or more)
 SIDES = {"A": "west", "B": "north"}
-WAIT_OP_CYCLES = 1  # a satisfied ``wait`` costs its start-up plus this (as the kernels')
 
 
 @dataclass

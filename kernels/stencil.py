@@ -59,6 +59,7 @@ color and says so.
 from __future__ import annotations
 
 import numpy as np
+from wafersim.fabric.program import WAIT_OP_CYCLES
 from wafersim.kernels import stencil_layout as lay
 from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name
 from wafersim.kernels.grid import KernelGrid
@@ -81,7 +82,6 @@ CENTRE_WAY = 0  # the eastward way carries the centre (task.csl: fetchFirstHalfC
 VP_PUBLISHED = 10.3703699112 / 20**2
 VP_SPREAD = 0.5  # drawn vp in VP_PUBLISHED * [1 - spread, 1 + spread): a field, not a constant
 UPDATE_OPS = 4  # wave update FLOPs a point: the vp multiply, 2u's multiply-add, the subtraction
-WAIT_OP_CYCLES = 1  # a wait's own cycle after its start-up (fabric.program's wait op)
 
 
 def stencil(u: np.ndarray, u_prev: np.ndarray, vp: np.ndarray, grid: KernelGrid,
