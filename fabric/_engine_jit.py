@@ -479,9 +479,9 @@ def _task_step(r, task, t, fab, st, prog, half):
     arithmetic), ``IDLE`` when it waits for another task or is done."""
     if st.wait[r, task] > 0:
         if _arithmetic(st.op[r, task, C_CODE]):  # the op whose cost counts down
-            if _datapath_busy(r, task, t, st):
+            if _datapath_busy(r, t, st):
                 return BLOCKED
-            _take_datapath(r, task, t, st)
+            _take_datapath(r, t, st)
         st.wait[r, task] -= 1
         st.busy[r] += 1
         return COUNTDOWN
@@ -506,12 +506,12 @@ def _task_step(r, task, t, fab, st, prog, half):
         if st.rx_count[r, c] == 0:
             st.pe_stalls[r] += 1
             return STALL_IN
-        if code != OP_RECV and _datapath_busy(r, task, t, st):
+        if code != OP_RECV and _datapath_busy(r, t, st):
             return BLOCKED
         value, _meta = _rx_pop(r, c, fab, st)
         cost = _consume(op, k, value, st.mem[lo:hi], prog.scalars[pc], half)
     elif code == OP_MATMUL:
-        if _datapath_busy(r, task, t, st):
+        if _datapath_busy(r, t, st):
             return BLOCKED
         _matmul_column(op, k, st.mem[lo:hi], half)
     elif code == OP_SWITCH:
@@ -520,11 +520,11 @@ def _task_step(r, task, t, fab, st, prog, half):
             return STALL_OUT
         _switch(r, c, op[C_A], fab, st)
     else:
-        if _datapath_busy(r, task, t, st):
+        if _datapath_busy(r, t, st):
             return BLOCKED
         _local_op(op, prog.scalars[pc], st.mem[lo:hi], half)
     if _arithmetic(code):
-        _take_datapath(r, task, t, st)
+        _take_datapath(r, t, st)
     st.wait[r, task] = cost - 1
     st.busy[r] += 1
     st.progress[r, task] = k + 1
@@ -534,8 +534,8 @@ def _task_step(r, task, t, fab, st, prog, half):
 
 
 @engine_function(inline="always")
-def _datapath_busy(r, task, t, st):
-    """Whether ``task``'s arithmetic must wait in cycle ``t``: a task of a lower number
+def _datapath_busy(r, t, st):
+    """Whether a task's arithmetic must wait in cycle ``t``: a task of a lower number
     (stepped first: :func:`_program_cycle`) took the PE's one datapath this cycle. A lower
     task number is a higher priority, as a CSL program gives its microthreads priorities
     (that a cycle's arbitration follows them strictly is an assumption: the SDK does not
@@ -544,8 +544,8 @@ def _datapath_busy(r, task, t, st):
 
 
 @engine_function(inline="always")
-def _take_datapath(r, task, t, st):
-    """``task`` holds the PE's datapath in cycle ``t``."""
+def _take_datapath(r, t, st):
+    """A task of PE ``r`` holds its datapath in cycle ``t``."""
     st.reasons[r, R_DATAPATH] = t + 1
 
 
@@ -944,8 +944,8 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
         if wait > 0 or step == COUNTDOWN:
             next_step = min(next_step, t + 1 + wait)
         blocked |= step == BLOCKED
-    if blocked:  # the datapath's next holder steps in the cycle it is free
-        next_step = min(next_step, max(t + 1, st.reasons[r, R_DATAPATH]))
+    if blocked:  # the datapath is free again next cycle: the waiting task tries then
+        next_step = min(next_step, t + 1)
     waits = REASON_INPUT if waited_in else (REASON_OUTPUT if waited_out else REASON_IDLE)
     _note_reason(r, REASON_COMPUTING if events > fabric_moves else waits, t, st)
     st.reasons[r, R_SKIPPED] = REASON_COMPUTING if counting else waits

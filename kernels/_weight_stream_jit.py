@@ -53,7 +53,7 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
     stolen = np.zeros(rows, np.int64)  # datapath cycles the reduction takes from it
     end = 0
     for c in range(chunks):
-        root = c % rows if chain else 0
+        root = _root(c, rows, chain)
         for x in range(rows):
             done0[x] = _multiply_end(c, x, root, done0[x], freed, s, zero, compute, fill)
             done0[x] += stolen[x]
@@ -62,7 +62,7 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
             ends[c] = max(ends[c], done0[x])
             busy[x] = 0
             if c + 1 < chunks:
-                after = (c + 1) % rows if chain else 0
+                after = _root(c + 1, rows, chain)
                 busy[x] = _multiply_end(c + 1, x, after, done0[x], freed, s, zero, compute, 0)
         n = words[c]
         if chain:
@@ -87,6 +87,12 @@ def stream_cycles(rows, chain, startup, hop, fill, compute, zero, words, shares,
             done1[x] = cursor[x]
             end = max(end, cursor[x], done0[x])
     return end
+
+
+@njit(cache=True, inline="always")
+def _root(c, rows, chain):
+    """The row chunk ``c``'s reduction ends on: its owner (chain), row 0 (tree)."""
+    return c % rows if chain else 0
 
 
 @njit(cache=True, inline="always")
