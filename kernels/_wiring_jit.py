@@ -26,6 +26,8 @@ CROSSED = 1  # a bit of the scratch's AVOID: a router the chain piece crosses
 AHEAD = 2  # and one of a PE the piece has still to reach
 FIRST_EDGES = 16  # rows of a new edge table (it doubles as it fills)
 ZERO, ONE = np.int64(0), np.int64(1)  # arguments, not literals: one compiled version for all
+# the channels as such arguments (a literal port would compile a helper once for each)
+AT_RAMP, AT_DELIVER, AT_ROUTER = np.int64(RAMP), np.int64(DELIVER), np.int64(ROUTER)
 
 
 class Channels(NamedTuple):
@@ -171,7 +173,7 @@ def _tree(ch, links, work, src, dsts, color, number, margin, near_hops):
     free for ``number``, each destination joined in turn by the nearest free path, and
     whether there is one."""
     edges, n_edges = np.empty((FIRST_EDGES, 3), np.int64), ZERO
-    if not _free(ch, src, RAMP, color, number):
+    if not _free(ch, src, AT_RAMP, color, number):
         return edges[:0], False
     n = _join(work, 0, src, RAMP)
     for dst in dsts:
@@ -182,7 +184,7 @@ def _tree(ch, links, work, src, dsts, color, number, margin, near_hops):
             if length == 0:
                 return edges[:0], _leave(work, n)
             edges, n_edges, n = _add_path(work, edges, n_edges, n, length)
-        if not _free(ch, dst, DELIVER, color, number):
+        if not _free(ch, dst, AT_DELIVER, color, number):
             return edges[:0], _leave(work, n)
         edges, n_edges = _push(edges, n_edges, dst, work[TREE_IN, dst], RAMP)
     _leave(work, n)
@@ -390,7 +392,7 @@ def _chain_edges(ch, links, work, line, first, color, number, margins, near_hops
     piece has crossed and the PEs it has still to reach; where only a path through one of
     those PEs is left, the piece takes it and ends there."""
     edges, n_edges = np.empty((FIRST_EDGES, 3), np.int64), ZERO
-    if not _free(ch, line[first], RAMP, color, number):
+    if not _free(ch, line[first], AT_RAMP, color, number):
         return edges[:0], first
     _mark(work, line, first)
     entry, last = np.int64(RAMP), len(line) - 1
@@ -404,7 +406,7 @@ def _chain_edges(ch, links, work, line, first, color, number, margins, near_hops
             bits, through = np.int64(CROSSED), True
             length = _chain_path(ch, links, work, here, entry, there, color, number, margins,
                                  near_hops, bits)  # fmt: skip
-        if length == 0 or not _free(ch, there, DELIVER, color, number):
+        if length == 0 or not _free(ch, there, AT_DELIVER, color, number):
             last = i
             break
         edges, n_edges, entry = _add_chain_path(work, edges, n_edges, length)
@@ -472,14 +474,14 @@ def _claim(ch, links, edges, src, color, number):
         table = ch.moved_table if ch.rows[pe] >= 0 else ch.table
         table[pe, in_port, color] |= np.uint8(1 << out)
         if out == RAMP:
-            _hold(ch, pe, DELIVER, color, number)
+            _hold(ch, pe, AT_DELIVER, color, number)
         else:
             there = links.nbr[pe, out]
             _hold(ch, there, (out + 2) % 4, color, number)
-            _hold(ch, there, ROUTER, color, number)
+            _hold(ch, there, AT_ROUTER, color, number)
     if bad < 0:
-        _hold(ch, src, RAMP, color, number)
-        _hold(ch, src, ROUTER, color, number)
+        _hold(ch, src, AT_RAMP, color, number)
+        _hold(ch, src, AT_ROUTER, color, number)
     return bad
 
 
