@@ -12,12 +12,15 @@ the fit. Every other constant is quoted with its source or marked an assumption 
     python benchmarks/derive_pe_costs.py                        # the table and the constants
     python benchmarks/derive_pe_costs.py --json out/pe_costs.json
     python benchmarks/derive_pe_costs.py --doc docs/pe_costs.md  # rewrite the page's tables
-    python benchmarks/derive_pe_costs.py --fit cannon_increasing  # another split (it is refused
-        # when its series cannot tell the fitted costs apart)
+    python benchmarks/derive_pe_costs.py --fit cannon_const qr_increasing  # another split (it
+        # is refused when its series cannot tell the fitted costs apart)
 
-The fit series are ``cannon_const`` by default: within ``cannon_increasing`` (a fixed 64 x 64
-mesh) the copy's words and the loop's iterations both grow as the tile's square, so that series
-cannot separate them; the mesh-size series can (see ``docs/pe_costs.md``).
+The fit series are ``cannon_const`` and ``qr_const`` by default: within ``cannon_increasing``
+(a fixed 64 x 64 mesh) the copy's words and the loop's iterations both grow as the tile's
+square, so that series cannot separate them; the mesh-size series can. Cannon's and LU's loops
+issue one vector instruction an iteration, QR's eight, so a QR series is what splits a loop
+iteration between its scalar part and an instruction's issue (``vector_issue_cycles``); a fit
+without one is refused (see ``docs/pe_costs.md``).
 
 Sources (full references in ``docs/pe_costs.md``):
   [Rocki20]  K. Rocki et al., SC20: fp32 1 FMAC a cycle, a wavelet a link a cycle, a cycle a hop.
@@ -53,8 +56,10 @@ END = "<!-- end tables -->"
 # The memcpy support PEs: three columns west of the kernel rectangle and two east (the SDK's
 # "Host Runtime and Tensor Streaming" page); a word crosses them on its way to the rectangle.
 MEMCPY_WEST_COLUMNS = 3
-DEFAULT_FIT = ("cannon_const",)
+DEFAULT_FIT = ("cannon_const", "qr_const")
 FITTED = ("channel_cycles_per_word", "row_cycles_per_word", "loop_iteration_cycles")
+SPLIT = "vector_issue_cycles"  # fitted with FITTED whenever a QR series is fitted
+DEFAULT_FREE = (*FITTED, SPLIT)
 CONDITION_LIMIT = 1e6  # a fit whose Jacobian is worse conditioned cannot separate its costs
 LOG_BOUND = 20.0  # fitted costs stay within exp(-20) to exp(20) cycles while the fit searches
 
@@ -74,6 +79,8 @@ class Costs:
     dsd_update_cycles: float = 1.0  # assumption: one scalar instruction rewrites a DSD's field
     task_activation_cycles: float = WSE2_PE.task_activation_cycles  # assumption (presets)
     queue_depth_wavelets: float = WSE_ROUTER.queue_depth_wavelets  # assumption (presets)
+    vector_issue_cycles: float = WSE2_PE.op_startup_cycles  # fitted on a QR series, else presets'
+    sqrt_cycles: float = 50.0  # assumption: no cost is published; a division's
 
 
 # name: (unit, meaning, source) of each cost; printed, and written to the JSON and the page.
@@ -98,7 +105,8 @@ MEANING = {
     ),
     "fmac_cycles_per_element": (
         "cycles/element",
-        "an fp32 @fmacs element (two 32-bit reads and one write a cycle)",
+        "an fp32 element of an @fmacs (two 32-bit reads and one write a cycle), and of QR's "
+        "@fmuls and memory-to-memory @fmovs",
         "[Rocki20] FP32 1 FMAC a cycle; SDK CSL appendix, SIMD mode",
     ),
     "fabric_cycles_per_wavelet": (
@@ -130,6 +138,18 @@ MEANING = {
         "the wavelets a stream's sender may put ahead of a receiver that is not yet reading "
         "(its input queue)",
         "assumption, wafer/presets.py's: the depth is not published",
+    ),
+    "vector_issue_cycles": (
+        "cycles",
+        "what each further vector (DSD) instruction of a loop iteration costs before its "
+        "elements (the part of loop_iteration_cycles that is one instruction's issue); QR's "
+        "iterations issue eight",
+        "assumption, wafer/presets.py's op_startup_cycles (identifiable only with a QR series)",
+    ),
+    "sqrt_cycles": (
+        "cycles",
+        "an fp32 square root (QR's compute_sin_cos, math.sqrt)",
+        "assumption: no cost is published; taken as the quoted division's (the page varies it)",
     ),
 }
 
@@ -371,11 +391,125 @@ def lu(costs: Costs, n: int, mesh: int) -> float:
     return copies + launch(costs, mesh, mesh) + lu_compute(costs, n // mesh, mesh)
 
 
-# Ported programs by the series' first word; QR's Givens rotations are not ported: each of
-# their loop iterations issues six vector instructions, and the Cannon fit does not split its
-# loop iteration between scalar control and an instruction's issue (a series of a program not
-# here is listed, unmodelled).
-PROGRAMS: dict[str, Callable[[Costs, int, int], float]] = {"cannon": cannon, "lu": lu}
+# --- QR by Givens rotations (QR_factorization/many_elements_per_pe/pe_program.csl) ---------
+# The numbers in comments are that file's lines. Block step k: the panel PEs (k, y), y >= k,
+# zero their tiles' lower triangles (make_lower_zeros), then rows of PEs pair north and south
+# column by column of the tile, in a chain up the panel column (make_upper_zeros, and
+# diagonal_recv_update on PE (k, k)); every rotation's sine and cosine go east along the row,
+# and the PEs east of the panel (recv_sin_cos_and_update) apply it to their own tiles a
+# rotation behind. A row moves as one: its panel PE and its east PEs at the slower one's pace.
+
+
+def iteration(costs: Costs, instructions: int) -> float:
+    """A loop iteration (or a recursive call) issuing ``instructions`` vector instructions:
+    Cannon's iteration holds one instruction's issue, each further one costs its issue."""
+    return costs.loop_iteration_cycles + (instructions - 1) * costs.vector_issue_cycles
+
+
+def sin_cos(costs: Costs) -> float:
+    """``compute_sin_cos`` (95-111): tau by a division, then 1 / sqrt(1 + tau^2); the
+    comparisons and products are folded into the iteration's scalar part."""
+    return 2 * costs.division_cycles + costs.sqrt_cycles
+
+
+def panel_rotations(costs: Costs, lengths: np.ndarray, east: bool, moves: int) -> np.ndarray:
+    """A panel PE's rotation of two rows of ``lengths`` words (294-297, 262-267):
+    compute_sin_cos, the two words sent east (129-130, none on the east edge), and
+    update_local_rows' six instructions (114-125); ``moves`` DSD updates, one of them
+    Cannon's iteration's."""
+    sends = 2 if east else 0
+    return (iteration(costs, 6 + sends) + sin_cos(costs) + sends * costs.fabric_cycles_per_wavelet
+            + 6 * lengths * costs.fmac_cycles_per_element
+            + (moves - 1) * costs.dsd_update_cycles)  # fmt: skip
+
+
+def east_rotation(costs: Costs, tile: int) -> float:
+    """An east PE's rotation (186-188, 218-220): two one-word receives (165-168), then
+    update_local_rows over whole rows of the tile; three DSD moves."""
+    return (iteration(costs, 8) + 2 * costs.fabric_cycles_per_wavelet
+            + 6 * tile * costs.fmac_cycles_per_element + 2 * costs.dsd_update_cycles)  # fmt: skip
+
+
+def rotations(costs: Costs, lengths: np.ndarray, tile: int, east: bool, moves: int):
+    """The row's rotations over row pairs of ``lengths`` words, each at the slower of its
+    panel PE and its east PEs (the east PEs take the sine and cosine the panel sends)."""
+    panel = panel_rotations(costs, lengths, east, moves)
+    return np.maximum(panel, east_rotation(costs, tile)) if east else panel
+
+
+def exchange(costs: Costs, words: int | np.ndarray) -> float | np.ndarray:
+    """Two PEs of a column swap a row (134-137, 146-147, 156-157): the south one sends its
+    row and a control wavelet north, then receives the north one's, a hop each way."""
+    wavelets = 2 * words + 1
+    return wavelets * costs.fabric_cycles_per_wavelet + 2 * costs.hop_latency_cycles
+
+
+def exchange_steps(costs: Costs, tile: int, east: bool) -> np.ndarray:
+    """Per column c of the tile, one pair's swap of the panel's t - c words and its update
+    (recv_A_from_south_and_update 145-153 or send_A_to_north_and_update 155-163: compute_sin_cos,
+    the sine and cosine east, three instructions over the row), at the slower of the panel
+    PE and its east PEs (which receive the two words first and swap whole rows, 212-216)."""
+    lengths = tile - np.arange(tile)
+    sends = 2 if east else 0
+    panel = (iteration(costs, 6 + sends) + sin_cos(costs) + exchange(costs, lengths)
+             + sends * costs.fabric_cycles_per_wavelet
+             + 3 * lengths * costs.fmac_cycles_per_element)  # fmt: skip
+    if not east:
+        return panel
+    other = (iteration(costs, 8) + 2 * costs.fabric_cycles_per_wavelet + exchange(costs, tile)
+             + 3 * tile * costs.fmac_cycles_per_element)  # fmt: skip
+    return np.maximum(panel, other)
+
+
+def qr_local(costs: Costs, tile: int, east: bool) -> float:
+    """make_lower_zeros (289-309) and the east PEs' first loop (182-192): for column col of
+    the tile, t - col - 1 rotations of t - col words (three DSD lengths and a move a column,
+    four DSD updates at the end)."""
+    cols = np.arange(tile - 1)
+    steps = rotations(costs, tile - cols, tile, east, moves=3)
+    return float(np.sum((tile - cols - 1) * steps) + 4 * (len(cols) + 1) * costs.dsd_update_cycles)
+
+
+def qr_chain(costs: Costs, tile: int, middle: bool) -> float:
+    """make_upper_zeros (255-287) on the row that sets the pace: for each column c of the
+    tile a swap with the row south (a middle row's only), a swap with the row north, then
+    t - c - 1 rotations restoring the tile's triangle over t - c - 1 down to 1 words (seven DSD
+    updates each, 262-267; six more after, 269-273). The row north and south move a swap
+    apart, so the chain's climb is paid once (:func:`qr_compute`)."""
+    steps = exchange_steps(costs, tile, east=True)
+    restoring = np.cumsum(rotations(costs, np.arange(1, tile), tile, east=True, moves=7))
+    restore = np.concatenate([restoring[::-1], [0.0]])  # column c: t - c - 1 rotations
+    swaps = 2 if middle else 1
+    return float(np.sum(swaps * steps + restore) + tile * 6 * costs.dsd_update_cycles)
+
+
+def qr_compute(costs: Costs, tile: int, mesh: int) -> float:
+    """start (315-326) on every PE: block steps 0 to mesh - 2 (h = mesh - k rows; the rows
+    under the diagonal are middle rows while h >= 3, then the bottom row alone sets the pace)
+    each begin when the first sine and cosine reach the farthest east PE; step k + 1 follows
+    step k row by row as each row finishes (count == x, 226-230), so the chain's climb from
+    the bottom row to the diagonal (one swap a row) is paid once, at step 0. The last
+    diagonal PE then zeros its tile alone (no east PEs, 303-305)."""
+    if mesh < 2:
+        return qr_local(costs, tile, east=False)
+    first = sin_cos(costs) + qr_local(costs, tile, east=True)
+    climb = (mesh - 2) * float(exchange_steps(costs, tile, east=True)[0])
+    middles = (mesh - 2) * (first + qr_chain(costs, tile, middle=True))
+    last_pair = first + qr_chain(costs, tile, middle=False)
+    hops = mesh * (mesh - 1) / 2 * costs.hop_latency_cycles  # mesh - 1 - k at step k
+    return climb + middles + last_pair + hops + qr_local(costs, tile, east=False)
+
+
+def qr(costs: Costs, n: int, mesh: int) -> float:
+    """run.py: copy A in, launch ``start``, copy R out."""
+    words = (n // mesh) ** 2
+    copies = memcpy_h2d(costs, words, mesh, mesh) + memcpy_d2h(costs, words, mesh, mesh)
+    return copies + launch(costs, mesh, mesh) + qr_compute(costs, n // mesh, mesh)
+
+
+# Ported programs by the series' first word (a series of a program not here would be listed,
+# unmodelled).
+PROGRAMS: dict[str, Callable[[Costs, int, int], float]] = {"cannon": cannon, "lu": lu, "qr": qr}
 
 
 # --- The fit -------------------------------------------------------------------------------
@@ -423,11 +557,14 @@ def _levenberg_marquardt(residual, x0: np.ndarray, iterations: int = 200) -> np.
     return x
 
 
-def _starts(count: int) -> list[np.ndarray]:
-    """Starting points on a grid from 0.5 to 128 cycles for each cost (the objective has kinks
-    where a copy's bound changes from the rows to the channel)."""
+def _starts(names: Sequence[str]) -> list[np.ndarray]:
+    """Starting points on a grid from 0.5 to 128 cycles for the copies' two costs (the
+    objective has kinks where a copy's bound changes from the rows to the channel), the
+    other costs from 8 cycles."""
     grid = np.log([0.5, 8.0, 128.0])
-    return [np.array(point) for point in itertools.product(grid, repeat=count)]
+    copies = [name in ("channel_cycles_per_word", "row_cycles_per_word") for name in names]
+    points = itertools.product(*[grid if copy else grid[1:2] for copy in copies])
+    return [np.array(point) for point in points]
 
 
 def _check_identifiable(residual, x: np.ndarray, names: Sequence[str], series) -> None:
@@ -445,7 +582,7 @@ def _check_identifiable(residual, x: np.ndarray, names: Sequence[str], series) -
 def fit(rows: Sequence[Published], names: Sequence[str], base: Costs, series) -> Costs:
     """The costs ``names`` that minimise the squared relative error over ``rows``."""
     residual = _residuals(rows, base, names)
-    found = [_levenberg_marquardt(residual, x0) for x0 in _starts(len(names))]
+    found = [_levenberg_marquardt(residual, x0) for x0 in _starts(names)]
     best = min(found, key=lambda x: (float(np.sum(residual(x) ** 2)), tuple(x)))
     _check_identifiable(residual, best, names, series)
     return _with(base, names, np.exp(best))
@@ -461,7 +598,7 @@ def _role(row: Published, fit_series: Sequence[str], fitted_runs: set) -> str:
     return "held out"
 
 
-def derive(fit_series: Sequence[str] = DEFAULT_FIT, free: Sequence[str] = FITTED,
+def derive(fit_series: Sequence[str] = DEFAULT_FIT, free: Sequence[str] = DEFAULT_FREE,
            path: Path = DATA) -> Derivation:  # fmt: skip
     """Fit the costs ``free`` on the series ``fit_series``; model every published row."""
     published = load(path)
@@ -476,6 +613,8 @@ def derive(fit_series: Sequence[str] = DEFAULT_FIT, free: Sequence[str] = FITTED
     if unquoted:
         raise ValueError(f"free costs must include {', '.join(unquoted)}: no source gives them")
     rows = [row for row in published if row.series in fit_series]
+    if SPLIT not in free and any(row.program == "qr" for row in rows):
+        raise ValueError(f"free costs must include {SPLIT} to fit a QR series")
     if any(row.program not in PROGRAMS for row in rows):
         raise ValueError(f"fit series must be of a ported program: {sorted(PROGRAMS)}")
     base = Costs(channel_cycles_per_word=1.0, row_cycles_per_word=1.0, loop_iteration_cycles=1.0)
@@ -525,7 +664,9 @@ def summary_table(derivation: Derivation) -> list[str]:
 
 def sensitivity() -> Derivation:
     """The fmacs element cost fitted too, on both Cannon series (each alone cannot separate
-    it from the loop iteration: the tile is fixed in one, the mesh in the other)."""
+    it from the loop iteration: the tile is fixed in one, the mesh in the other); with a QR
+    series and the split free as well the fit drives the split to nothing and is refused, so
+    the split stays wafer/presets.py's here."""
     return derive(("cannon_const", "cannon_increasing"), (*FITTED, "fmac_cycles_per_element"))
 
 
@@ -553,19 +694,39 @@ def what_ifs(derivation: Derivation, other: Derivation) -> dict[str, Costs]:
     }
 
 
-def what_if_table(derivation: Derivation, other: Derivation) -> list[str]:
-    """LU's median |error| and its errors' range under each of :func:`what_ifs`' costs (the
-    signs tell a missing cost from an extra one)."""
-    lu_rows = [row.published for row in derivation.rows if row.published.program == "lu"]
-    series = list(dict.fromkeys(row.series for row in lu_rows))
+def qr_what_ifs(derivation: Derivation) -> dict[str, Costs]:
+    """Costs under which to rerun QR: the split and the square root priced otherwise, to
+    show what moves its rows: diagnostics, not fits."""
+    costs, replace = derivation.costs, dataclasses.replace
+    startup = float(WSE2_PE.op_startup_cycles)
+    return {
+        "as fitted": costs,
+        "wafer/presets.py's split (each further instruction its start-up alone)": replace(
+            costs, vector_issue_cycles=startup
+        ),
+        "each further instruction a whole loop iteration": replace(
+            costs, vector_issue_cycles=costs.loop_iteration_cycles
+        ),
+        "a free square root": replace(costs, sqrt_cycles=0.0),
+        "a square root of twice the quoted division": replace(
+            costs, sqrt_cycles=2 * costs.division_cycles
+        ),
+    }
+
+
+def what_if_table(derivation: Derivation, program: str, what_ifs: dict[str, Costs]) -> list[str]:
+    """A program's median |error| and its errors' range, per series, under each of
+    ``what_ifs``' costs (the signs tell a missing cost from an extra one)."""
+    rows = [row.published for row in derivation.rows if row.published.program == program]
+    series = list(dict.fromkeys(row.series for row in rows))
     lines = ["| costs | " + " | ".join(f"{s} median \\|error\\| (lowest to highest)"
                                      for s in series)
              + " |", "|---|" + "---|" * len(series)]  # fmt: skip
-    for label, costs in what_ifs(derivation, other).items():
+    for label, costs in what_ifs.items():
         cells = []
         for name in series:
-            errors = [lu(costs, r.n_matrix, r.n_mesh) / r.cycles - 1
-                      for r in lu_rows if r.series == name]  # fmt: skip
+            errors = [PROGRAMS[program](costs, r.n_matrix, r.n_mesh) / r.cycles - 1
+                      for r in rows if r.series == name]  # fmt: skip
             median = statistics.median(abs(e) for e in errors)
             cells.append(f"{median:.1%} ({min(errors):+.1%} to {max(errors):+.1%})")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -574,7 +735,7 @@ def what_if_table(derivation: Derivation, other: Derivation) -> list[str]:
 
 def markdown(derivation: Derivation, other: Derivation) -> str:
     """The page's generated part: constants, rows, per-series errors, the sensitivity, and
-    LU under the what-ifs."""
+    LU and QR under the what-ifs."""
     fit_on = ", ".join(f"`{s}`" for s in derivation.fit_series)
     other_on = ", ".join(f"`{s}`" for s in other.fit_series)
     parts = [
@@ -585,7 +746,10 @@ def markdown(derivation: Derivation, other: Derivation) -> str:
         f"Sensitivity: `fmac_cycles_per_element` fitted as well, on {other_on}.", "",
         *constants_table(other), "", *summary_table(other), "",
         "LU (held out) under other costs: diagnostics, not fits.", "",
-        *what_if_table(derivation, other),
+        *what_if_table(derivation, "lu", what_ifs(derivation, other)), "",
+        "QR under other costs (`qr_const` is fitted, `qr_increasing` held out): diagnostics, "
+        "not fits.", "",
+        *what_if_table(derivation, "qr", qr_what_ifs(derivation)),
     ]  # fmt: skip
     return "\n".join(parts)
 
@@ -618,12 +782,12 @@ def summary(derivation: Derivation) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", nargs="+", default=list(DEFAULT_FIT), metavar="SERIES")
-    parser.add_argument("--free", nargs="+", default=list(FITTED), metavar="COST",
-                        help=f"costs to fit (default: {' '.join(FITTED)})")  # fmt: skip
+    parser.add_argument("--free", nargs="+", default=list(DEFAULT_FREE), metavar="COST",
+                        help=f"costs to fit (default: {' '.join(DEFAULT_FREE)})")  # fmt: skip
     parser.add_argument("--json", help="write the constants and rows here (JSON)")
     parser.add_argument("--doc", help="a page whose tables between the markers to rewrite")
     args = parser.parse_args()
-    if args.doc and (tuple(args.fit) != DEFAULT_FIT or tuple(args.free) != FITTED):
+    if args.doc and (tuple(args.fit) != DEFAULT_FIT or tuple(args.free) != DEFAULT_FREE):
         parser.error("--doc: the page shows the default fit (drop --fit and --free)")
     try:
         derivation = derive(args.fit, args.free)
