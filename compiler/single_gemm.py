@@ -2,7 +2,7 @@
 it is placed: the building block of placement experiments, and of the check of the
 compiler's estimates against the engine (``benchmarks/bench_fidelity.py``).
 
->>> from wafer.presets import preset
+>>> from wafersim.wafer.presets import preset
 >>> spec = preset("tiny").replace({"logical_width_pes": 8, "logical_height_pes": 8})
 >>> placed, working = place_single_gemm({"m": 64, "k": 64, "n": 64}, spec)
 >>> run_placed_gemm(placed, working, spec).cycles > 0

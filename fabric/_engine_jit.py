@@ -83,7 +83,10 @@ OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA, OP_WAIT, O
 OP_SWITCH = 9  # move the PE's router to another switch position of one color
 OP_SPMACS = 10  # fmacs of a compressed stream: each value with its 16-bit index (see _consume)
 OP_VAXPY = 11  # dst += a * scalar: a vector times the op's scalar (CSL's @fmacs with a scalar)
-SWITCH_BITS = 8  # an OP_SWITCH packs the new output mask of input port p at bits 8p..8p+7
+# an OP_SWITCH packs the new output mask of input port p (5 output-port bits) at bits 5p..5p+4:
+# the five ports' masks take 25 bits, so a position fits an op table's 32-bit field
+SWITCH_BITS = 5
+SWITCH_MASK = (1 << SWITCH_BITS) - 1
 # columns of the op table
 C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE, C_PERIOD = range(10)
 NUM_OP_COLUMNS = 10
@@ -564,7 +567,7 @@ def _switch_blocked(r, c, masks, fab, st):
     leave (in hardware the control wavelet that moves the switch trails them)."""
     for p in range(NUM_PORTS):
         old = fab.route[r, p, c]
-        if old != 0 and old != (masks >> (SWITCH_BITS * p)) & 0xFF and st.q_count[r, p, c]:
+        if old != 0 and old != (masks >> (SWITCH_BITS * p)) & SWITCH_MASK and st.q_count[r, p, c]:
             return True
     return False
 
@@ -574,7 +577,7 @@ def _switch(r, c, masks, fab, st):
     """Set router ``r``'s routes of color ``c`` to the switch position packed in
     ``masks``; the router's cached outcome of its last futile route (``stuck``) is stale."""
     for p in range(NUM_PORTS):
-        fab.route[r, p, c] = (masks >> (SWITCH_BITS * p)) & 0xFF
+        fab.route[r, p, c] = (masks >> (SWITCH_BITS * p)) & SWITCH_MASK
     st.stuck[r] = 0
 
 

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric import _engine_jit as K
-from wafersim.fabric.state import ProgramArrays
+from wafersim.fabric.state import OP_DTYPE, ProgramArrays
 from wafersim.fabric.switches import pack_position
 from wafersim.wafer.dtypes import DTYPE_BYTES, DTYPE_NAMES, HALF_DTYPES, DType
 from wafersim.wafer.energy import Events
@@ -45,7 +45,9 @@ DTYPES: dict[DType, tuple[int, int]] = {
 VECTOR_OPS = (
     K.OP_FMACS, K.OP_VADD, K.OP_VSCALE, K.OP_VFMA, K.OP_MATMUL, K.OP_SPMACS, K.OP_VAXPY,
 )  # fmt: skip
-COLUMN_DTYPES = (np.int8, np.int16, np.int32, np.int64)  # how a builder keeps op columns
+COLUMN_DTYPES = (np.int8, np.int16, np.int32)  # how a builder keeps op columns (OP_DTYPE's)
+OP_FIELD = np.iinfo(OP_DTYPE)  # the range an op's every field must fit
+FIELD_NAMES = ("code", "color", "dst", "a", "b", "n", "m", "cost", "dtype", "period")  # C_*
 MAX_SPARSE_INDEX = 1 << 16  # an spmacs index is 16 bits (a half of a wavelet)
 WAIT_OP_CYCLES = 1  # a satisfied ``wait`` costs its start-up plus this (an assumption)
 
@@ -192,6 +194,7 @@ class ProgramBuilder:
         self._scalars: list[float] = []
         self._blocks: list[_Block] = []
         self._key_dtype = np.int32 if pes * tasks <= np.iinfo(np.int32).max else np.int64
+        self._handed_over = False  # build(final=True) took the ops
 
     def send(self, pe, task: int, color, src, n, dtype: DType = "fp32") -> None:
         """Send ``n`` values from ``src`` on ``color``, one wavelet per cycle."""
@@ -365,6 +368,7 @@ class ProgramBuilder:
         self._add(pe, task, dtype, [code, 0, dst, a, b, 1, m, cost], scalar, ranges)
 
     def _add(self, pe, task, dtype, op, scalar, ranges, period=1) -> None:
+        self._check_open()
         self._check(pe, task, op, ranges)
         row = [*op, DTYPES[dtype][0], period]
         if not _is_array(pe):
@@ -375,7 +379,8 @@ class ProgramBuilder:
             return
         self._flush()
         pe = np.asarray(pe, np.int64)
-        columns = tuple(_stored(value, pe.size) for value in row)
+        fields = zip(row, FIELD_NAMES, strict=True)
+        columns = tuple(_stored(value, pe.size, name) for value, name in fields)
         if _is_array(scalar):
             scalar = np.broadcast_to(scalar, pe.shape).astype(np.float32)
         keys = (pe * self.tasks + task).astype(self._key_dtype)
@@ -417,35 +422,46 @@ class ProgramBuilder:
             p = _at(pe, i)
             raise ConfigError(f"PE {p} runs PE {self._like[p]}'s programs (share): add ops there")
 
+    def _check_open(self) -> None:
+        """A builder whose ops a final :meth:`build` took holds none to add to or pack."""
+        if self._handed_over:
+            raise ConfigError("this program was built with final=True: it takes no more ops")
+
     def _flush(self) -> None:
         """Move the one-PE ops added since the last block into a block."""
         if self._rows:
             rows = np.array(self._rows, np.int64).reshape(-1, K.NUM_OP_COLUMNS)
             keys = np.array(self._keys, self._key_dtype)
-            self._blocks.append(_Block(keys, tuple(rows.T), np.array(self._scalars, np.float32)))
+            _check_fields(rows, keys // self.tasks)
+            columns = tuple(rows.astype(OP_DTYPE).T)
+            self._blocks.append(_Block(keys, columns, np.array(self._scalars, np.float32)))
             self._keys, self._rows, self._scalars = [], [], []
 
-    def build(self) -> ProgramArrays:
+    def build(self, final: bool = False) -> ProgramArrays:
         """Pack the ops in (PE, task) order into the kernel's op table: each block's rows go
-        straight to their places (a whole wafer's table is gigabytes: no sorted copies)."""
+        straight to their places (a whole wafer's table is gigabytes: no sorted copies).
+        ``final``: the table takes the ops over, each block freed once packed, and the
+        builder takes no more (a plan's last build: its blocks and table never coexist)."""
+        self._check_open()
         self._flush()
         end = np.cumsum(self._count.reshape(-1))
         start = end - self._count.reshape(-1)
         shape = (self.pes, self.tasks)
         # shared programs: their model's rows
         starts, ends = start.reshape(shape)[self._like], end.reshape(shape)[self._like]
-        if not self._blocks:
-            ops = np.zeros((1, K.NUM_OP_COLUMNS), np.int64)
+        blocks, self._handed_over = self._blocks, final
+        if final:
+            self._blocks = []
+        if not blocks:
+            ops = np.zeros((1, K.NUM_OP_COLUMNS), OP_DTYPE)
             return ProgramArrays(ops, np.zeros(1, np.float32), starts, ends)
-        ops = np.empty((int(end[-1]), K.NUM_OP_COLUMNS), np.int64)
+        ops = np.empty((int(end[-1]), K.NUM_OP_COLUMNS), OP_DTYPE)
         scalars = np.empty(len(ops), np.float32)
         fill = start  # each (PE, task)'s next row: its ops keep the order they were added in
-        for block in self._blocks:
+        for block in _handed(blocks, final):
             at = _places(block.keys, fill)
-            rows = np.empty((len(at), K.NUM_OP_COLUMNS), np.int64)
             for column, values in enumerate(block.columns):
-                rows[:, column] = values
-            ops[at] = rows
+                ops[at, column] = values
             scalars[at] = block.scalars
         return ProgramArrays(ops, scalars, starts, ends)
 
@@ -459,21 +475,57 @@ class _Block(NamedTuple):
     scalars: float | np.ndarray
 
 
-def _stored(value, n: int):
+def _handed(blocks: list, consume: bool):
+    """``blocks`` in order; ``consume``: each taken out of the list as it is handed on, so
+    it is freed once the caller is done with it."""
+    if not consume:
+        yield from blocks
+        return
+    blocks.reverse()
+    while blocks:
+        yield blocks.pop()
+
+
+def _stored(value, n: int, name: str):
     """An op-table column of ``n`` ops as a block keeps it: an int where all are alike, else
-    a copy of the array in the smallest int type its values fit (the table is int64)."""
+    a copy of the array in the smallest int type its values fit (at most :data:`OP_DTYPE`,
+    the table's; a field that does not fit is refused)."""
     if not _is_array(value):
+        _check_field(name, int(value))
         return int(value)
     value = np.broadcast_to(np.asarray(value), (n,))
     if value.dtype.kind not in "iub":
         value = value.astype(np.int64)
     if not n:
-        return value.astype(np.int64)
+        return value.astype(OP_DTYPE)
     low, high = value.min(), value.max()
+    _check_field(name, int(low))
+    _check_field(name, int(high))
     if low == high:
         return int(low)
     fits = (t for t in COLUMN_DTYPES if np.iinfo(t).min <= low and high <= np.iinfo(t).max)
-    return value.astype(next(fits, np.int64))
+    return value.astype(next(fits))
+
+
+def _check_field(name: str, value: int) -> None:
+    """Refuse an op field ``value`` the op table's type cannot hold."""
+    if not OP_FIELD.min <= value <= OP_FIELD.max:
+        raise ConfigError(
+            f"op field {name}={value} does not fit the op table's {OP_FIELD.bits}-bit fields "
+            f"(at most {OP_FIELD.max})"
+        )
+
+
+def _check_fields(rows: np.ndarray, pes: np.ndarray) -> None:
+    """Refuse one-PE ops (int64 rows, on ``pes``) with a field the op table cannot hold."""
+    bad = (rows < OP_FIELD.min) | (rows > OP_FIELD.max)
+    i = _offender(bad.any(axis=1))
+    if i is not None:
+        column = int(np.flatnonzero(bad[i])[0])
+        raise ConfigError(
+            f"PE {pes[i]}: op field {FIELD_NAMES[column]}={rows[i, column]} does not fit the "
+            f"op table's {OP_FIELD.bits}-bit fields (at most {OP_FIELD.max})"
+        )
 
 
 def _places(keys: np.ndarray, fill: np.ndarray) -> np.ndarray:

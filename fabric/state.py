@@ -16,6 +16,9 @@ from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.sram import zeros
 
 LATENCY_BINS = 4096  # packet-latency histogram: exact below this many cycles
+# the op table's type: every field of an op fits it (fabric.program refuses one that does
+# not), and a whole wafer's table is hundreds of megabytes at four bytes a field
+OP_DTYPE = np.int32
 
 
 class FabricArrays(NamedTuple):
@@ -71,7 +74,7 @@ class EngineState(NamedTuple):
     mem: np.ndarray  # float32 (words,): every PE's SRAM, PE p's at mem_base[p]:mem_base[p + 1]
     mem_base: np.ndarray  # int64 (P + 1,) (fabric.sram: ragged, each PE as many words as it uses)
     pc: np.ndarray  # int64 (P, T): index into the op table
-    op: np.ndarray  # int64 (P, T, 10): a copy of op table row op_pc (the kernel takes it)
+    op: np.ndarray  # int64 (P, T, 10): a copy of op table row op_pc, widened (the kernel takes it)
     op_pc: np.ndarray  # int64 (P, T): the row ``op`` holds, -1 before the first
     progress: np.ndarray  # int64 (P, T): elements done in the current op
     wait: np.ndarray  # int64 (P, T): cycles left before the next element
@@ -88,7 +91,7 @@ class EngineState(NamedTuple):
 
 
 class ProgramArrays(NamedTuple):
-    ops: np.ndarray  # int64 (K, 10): see _engine_jit.C_* columns
+    ops: np.ndarray  # OP_DTYPE (K, 10): see _engine_jit.C_* columns
     scalars: np.ndarray  # float32 (K,)
     task_start: np.ndarray  # int64 (P, T)
     task_end: np.ndarray  # int64 (P, T)
@@ -174,7 +177,7 @@ def _reasons(pes: int) -> np.ndarray:
 
 def empty_program(pes: int) -> ProgramArrays:
     return ProgramArrays(
-        ops=np.zeros((1, K.NUM_OP_COLUMNS), np.int64),
+        ops=np.zeros((1, K.NUM_OP_COLUMNS), OP_DTYPE),
         scalars=np.zeros(1, np.float32),
         task_start=np.zeros((pes, 1), np.int64),
         task_end=np.zeros((pes, 1), np.int64),

@@ -27,8 +27,14 @@ SWITCH_POSITIONS = 4  # per color and router: positions 0-3 [SDK topic-06-switch
 
 
 def pack_position(masks) -> np.ndarray:
-    """int64 (n,): the output masks ``(n, 5)`` of each input port packed into one op field."""
+    """int64 (n,): the output masks ``(n, 5)`` of each input port packed into one op field
+    (a mask's bits are the five output ports: one past them is refused)."""
     masks = np.asarray(masks, np.int64).reshape(-1, NUM_PORTS)
+    if masks.size and not (masks.min() >= 0 and masks.max() <= K.SWITCH_MASK):
+        raise ConfigError(
+            f"switch position mask {int(masks.max())} is out of range [0, {K.SWITCH_MASK}] "
+            "(one bit an output port)"
+        )
     shifts = K.SWITCH_BITS * np.arange(NUM_PORTS, dtype=np.int64)
     return (masks << shifts).sum(axis=1)
 
@@ -37,7 +43,7 @@ def unpack_position(packed) -> np.ndarray:
     """uint8 (n, 5): the inverse of :func:`pack_position`."""
     packed = np.asarray(packed, np.int64).reshape(-1, 1)
     shifts = K.SWITCH_BITS * np.arange(NUM_PORTS, dtype=np.int64)
-    return ((packed >> shifts) & 0xFF).astype(np.uint8)
+    return ((packed >> shifts) & K.SWITCH_MASK).astype(np.uint8)
 
 
 class Switches(NamedTuple):

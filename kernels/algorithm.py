@@ -60,6 +60,8 @@ from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
 
+DRAW_VALUES = 1 << 22  # float64 draws made at once for a float32 operand
+
 Span = tuple[int, int]  # [first, stop) of one dimension
 Families = dict[str, set[int]]  # route family -> the colors it routes on
 ColorRule = Callable[[int, int, int, dict], Families]  # (rows, cols, n, options)
@@ -203,8 +205,7 @@ class GemmAlgorithm:
         self._check_inputs(options)
         m, k, n = GemmShape.of(shape)
         rng = np.random.default_rng(seed)
-        a = rng.standard_normal((m, k)).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
+        a, b = standard_normal32(rng, m, k), standard_normal32(rng, k, n)
         return self.apply(a, prune_to_density(b, density), grid, spec, dtype, **options)
 
     def cycles(self, shape: GemmShape | Mapping[str, int], rows: int, cols: int,
@@ -252,3 +253,13 @@ class GemmAlgorithm:
             raise ConfigError(f"density={density} needs an algorithm that skips zero weights, "
                               f"not {self.name}")  # fmt: skip
         return density
+
+
+def standard_normal32(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """float32 ``(rows, cols)``: ``rng.standard_normal((rows, cols))`` cast, the same values,
+    drawn a slice of rows at a time (a whole wafer's ``B`` in float64 at once is gigabytes)."""
+    out = np.empty((rows, cols), np.float32)
+    step = max(1, DRAW_VALUES // max(cols, 1))
+    for lo in range(0, rows, step):
+        out[lo : lo + step] = rng.standard_normal((min(step, rows - lo), cols))
+    return out

@@ -26,6 +26,7 @@ from wafersim.wafer.spec import WaferSpec
 
 PORT_SRAM_WORDS = 2**40  # edge ports are not limited by a PE's SRAM
 COMPACT_ROWS = 1 << 20  # op-table rows renumbered at once (a whole wafer's table is GBs)
+SCATTER_WORDS = 1 << 20  # words of a bulk load placed at once (their positions are int64)
 RECORDER: ContextVar = ContextVar("kernel_plan_recorder", default=None)
 
 
@@ -172,9 +173,7 @@ class KernelPlan:
                 continue
             past = pe[addr + sizes > self.used[pe]]
             assert not past.size, f"PE {past[:1]}: a load past its allocations"
-            first = np.cumsum(sizes) - sizes  # each PE's words in ``data``
-            shift = np.repeat(memory.base[pe] + addr - first, sizes)
-            memory.flat[shift + np.arange(len(data))] = data
+            _scatter(memory, pe, addr, data, sizes)
         return memory
 
     def _compact_colors(self) -> tuple[ColorRoutes, ProgramArrays]:
@@ -187,11 +186,29 @@ class KernelPlan:
         # a list index copies, but not always in C order: the engine's compiled step takes
         # C-contiguous tables (another layout compiles it again; the GPU refuses it)
         routes.table = np.ascontiguousarray(self.wiring.routes.table[:, :, used])
-        program = self.prog.build()  # a table of its own: renumbered in place, in slices
+        # a table of its own (renumbered in place, in slices); the builder keeps no copy
+        program = self.prog.build(final=True)
         color = program.ops[:, K.C_COLOR]
         for at in range(0, len(color), COMPACT_ROWS):
             color[at : at + COMPACT_ROWS] = renumber[color[at : at + COMPACT_ROWS]]
         return routes, program
+
+
+def _scatter(memory: sram.SramImage, pes, addrs, data: np.ndarray, sizes) -> None:
+    """Place :meth:`KernelPlan.load_many`'s words, PEs with about :data:`SCATTER_WORDS` of
+    them at a time: a whole wafer's ``A`` is tens of millions of words, and their positions
+    at once were three int64 arrays of that length beside the image."""
+    if not len(pes):
+        return
+    last = np.cumsum(sizes)  # each PE's words in ``data`` end there
+    cut = np.searchsorted(last, np.arange(SCATTER_WORDS, last[-1], SCATTER_WORDS), "right")
+    for lo, hi in zip([0, *cut.tolist()], [*cut.tolist(), len(pes)], strict=True):
+        if lo == hi:
+            continue
+        first, words = last[lo] - sizes[lo], int(last[hi - 1])
+        shift = np.repeat(memory.base[pes[lo:hi]] + addrs[lo:hi] - last[lo:hi] + sizes[lo:hi],
+                          sizes[lo:hi])  # fmt: skip
+        memory.flat[shift + np.arange(first, words)] = data[first:words]
 
 
 def encode(values: np.ndarray, dtype: DType) -> np.ndarray:

@@ -11,8 +11,8 @@
 Every tier refuses, with the same line and before any work, what none can run: a grid
 larger than the wafer, or a PE's share beyond its SRAM (:func:`kernels.registry.check_fits`).
 
->>> from kernels.grid import kernel_grid
->>> from wafer.presets import preset
+>>> from wafersim.kernels.grid import kernel_grid
+>>> from wafersim.wafer.presets import preset
 >>> shape, grid, spec = {"m": 64, "k": 64, "n": 64}, kernel_grid(4, 4), preset("tiny")
 >>> [estimate("gemm", "summa", shape, grid, spec, tier).tier for tier in TIERS]
 ['cycle', 'fast', 'analytic']

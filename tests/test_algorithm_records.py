@@ -21,6 +21,7 @@ from wafersim.compiler.plan import CompileOptions, compile_plan, working_grid
 from wafersim.compiler.plan_records import GemmPlacement
 from wafersim.compiler.single_gemm import place_single_gemm, run_placed_gemm
 from wafersim.compiler.strategies import strategies
+from wafersim.kernels import algorithm
 from wafersim.kernels.algorithm import (
     DIMS,
     GemmAlgorithm,
@@ -258,3 +259,13 @@ def test_sparse_runs_take_the_strategies_of_zero_skipping_algorithms():
     assert sparse_strategies() == ("weight_stream_chain", "weight_stream_tree")
     assert all(GEMM_ALGORITHMS[name].zero_skipping is None for name in GEMM_ALGORITHMS
                if name != "weight_stream")  # fmt: skip
+
+
+def test_operands_drawn_in_slices_are_the_whole_draw_cast(monkeypatch):
+    """The float32 operand drawn a few rows at a time has the values of one float64 draw
+    cast (a seed gives the same GEMM however the draw is cut)."""
+    monkeypatch.setattr(algorithm, "DRAW_VALUES", 20)
+    drawn = algorithm.standard_normal32(np.random.default_rng(3), 13, 7)
+    expected = np.random.default_rng(3).standard_normal((13, 7)).astype(np.float32)
+    assert drawn.dtype == np.float32
+    np.testing.assert_array_equal(drawn, expected)

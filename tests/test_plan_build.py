@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.program import ProgramBuilder, pack_half
+from wafersim.fabric.state import OP_DTYPE
+from wafersim.fabric.switches import switch_ops
 from wafersim.kernels import sparse_weights
 from wafersim.kernels.gemm_weight_stream import (
     MODES,
@@ -15,6 +17,7 @@ from wafersim.kernels.gemm_weight_stream import (
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.kernel_plan import KernelPlan, encode, recorded, split
 from wafersim.kernels.lines import kept, reduce_lines
+from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.presets import preset
 
 SPEC = preset("tiny")
@@ -56,14 +59,63 @@ def test_a_built_table_holds_each_pes_ops_in_the_order_added():
     assert {key: [row[K.C_DST] for row in rows] for key, rows in got.items()} == want
 
 
-def test_many_pe_columns_keep_their_values_beyond_int32():
-    """A column that does not fit int32 is kept whole; scalars go with their ops."""
+def test_many_pe_columns_keep_their_values_up_to_the_tables_limit():
+    """A column of int32 values is kept whole; scalars go with their ops."""
     prog = ProgramBuilder(3, SPEC.pe, 1, sram_words=np.full(3, 2**40))
-    far = np.array([5, 2**33, 7], np.int64)
+    far = np.array([5, 2**31 - 4, 7], np.int64)
     prog.recv_add(np.array([2, 0, 1]), 0, 0, far, 3, scale=0.5)
     built = prog.build()
-    assert built.ops[:, K.C_DST].tolist() == [2**33, 7, 5]
+    assert built.ops.dtype == OP_DTYPE == np.int32
+    assert built.ops[:, K.C_DST].tolist() == [2**31 - 4, 7, 5]
     assert built.scalars.tolist() == [0.5, 0.5, 0.5]
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_an_op_field_beyond_the_tables_type_is_refused(many):
+    """An address past int32 (an edge port's SRAM is unlimited) is refused, naming the
+    field, one PE's op or many's, never wrapped."""
+    prog = ProgramBuilder(3, SPEC.pe, 1, sram_words=np.full(3, 2**40))
+    if many:
+        add = lambda: prog.recv(np.array([2, 0]), 0, 0, np.array([5, 2**33]), 3)  # noqa: E731
+    else:
+        prog.recv(1, 0, 0, 2**33, 3)  # one PE's ops are checked when packed
+        add = prog.build
+    with pytest.raises(ConfigError, match="op field dst=8589934592 does not fit"):
+        add()
+
+
+def test_a_final_build_frees_the_builders_ops_and_takes_no_more():
+    """build(final=True) gives the table build() gives and leaves no block behind; the
+    builder then refuses more ops and another build."""
+    tables = []
+    for final in (False, True):
+        prog = ProgramBuilder(4, SPEC.pe, 2, tasks=2)
+        prog.vadd(np.array([3, 1, 3]), 1, np.array([4, 5, 6]), 0, 0, 4)
+        prog.vscale(2, 0, 7, 0, 2.0, 4)
+        prog.send(np.array([0, 2]), 0, 1, 0, 8)
+        tables.append(prog.build(final=final))
+    for plain, final in zip(*tables, strict=True):
+        np.testing.assert_array_equal(plain, final)
+    assert prog._blocks == []
+    assert prog._rows == []
+    with pytest.raises(ConfigError, match="final=True"):
+        prog.vadd(0, 0, 0, 0, 0, 4)
+    with pytest.raises(ConfigError, match="final=True"):
+        prog.build()
+
+
+def test_a_switch_keeps_its_whole_position_in_32_bit_fields():
+    """A switch position (five 5-bit output masks, the ramp's the highest) survives the
+    int32 table: the engine and fabric.switches read the position that was set."""
+    prog = ProgramBuilder(3, SPEC.pe, 2)
+    masks = np.array([[1, 0, 4, 0, 0], [0, 2, 0, 8, 31]], np.uint8)
+    prog.switch(1, 0, 0, masks[1])
+    prog.switch(np.array([2, 0]), 0, 1, masks)
+    built = prog.build()
+    assert built.ops.dtype == np.int32
+    found = switch_ops(built)
+    assert found.pes.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(found.positions, masks[[1, 1, 0]])
 
 
 CASES = [("fp32", 13, 700, 19), ("fp16", 13, 700, 19), ("bf16", 12, 640, 20), ("fp16", 1, 33, 5)]

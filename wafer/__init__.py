@@ -1,7 +1,7 @@
 """The machine description: specs and presets, defect maps and yield models, repair.
 
->>> from wafer import generate, preset
->>> from wafer.repair import repair
+>>> from wafersim.wafer import generate, preset
+>>> from wafersim.wafer.repair import repair
 >>> grid = repair(generate(preset("small"), "poisson", seed=1, pe_defect_prob=0.01))
 >>> grid.working_pes <= 64 * 64
 True
