@@ -52,7 +52,7 @@ from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
-COMPILER_VERSION = "14"  # bump whenever a plan for the same inputs would change
+COMPILER_VERSION = "15"  # bump whenever a plan for the same inputs would change
 PASSES = ("forward", "backward_data", "backward_weight")
 RECOMPUTE = "recompute"  # a block's forward run again before its backward (a stream segment)
 

@@ -498,7 +498,7 @@ def _task_step(r, task, t, fab, st, prog, half):
     # or waiting step
     lo, hi = st.mem_base[r], st.mem_base[r + 1]
     if code == OP_WAIT:  # until task C_A has finished its first C_B ops
-        if st.pc[r, op[C_A]] - prog.task_start[r, op[C_A]] < op[C_B]:
+        if not _waited_done(r, task, t, op[C_A], op[C_B], st, prog):
             return IDLE
     elif code == OP_SEND:
         if st.q_count[r, RAMP, c] >= fab.depth:
@@ -532,8 +532,40 @@ def _task_step(r, task, t, fab, st, prog, half):
     st.busy[r] += 1
     st.progress[r, task] = k + 1
     if k + 1 >= op[C_N]:
+        st.finish[r, task] = t + cost - 1
         _next_op(r, task, fab, st, prog)
     return PROGRESS
+
+
+@engine_function(inline="always")
+def _waited_done(r, task, t, other, ops, st, prog):
+    """Whether ``task`` sees task ``other``'s first ``ops`` ops finished in cycle ``t``.
+    ``pc`` counts an op from its last element's start, but the op finishes in that element's
+    last cycle (``finish``): a task stepped after ``other`` sees it then, one stepped before
+    it the cycle after, as a task does another's change in a cycle."""
+    done = st.pc[r, other] - prog.task_start[r, other]
+    if done != ops:  # an earlier op is done once a later one has begun
+        return done > ops
+    return _finish_seen(r, task, other, st) <= t
+
+
+@engine_function(inline="always")
+def _finish_seen(r, task, other, st):
+    """The cycle ``task`` first sees the op that ``other`` last moved past finished."""
+    return st.finish[r, other] + (task < other)
+
+
+@engine_function(inline="always")
+def _wait_due(r, task, t, st, prog):
+    """The cycle an idle task's wait passes where the op it waits for is in its last
+    element's cycles (``NEVER`` otherwise: then the other task's own steps wake the router)."""
+    if st.pc[r, task] >= prog.task_end[r, task] or st.op[r, task, C_CODE] != OP_WAIT:
+        return NEVER
+    other, ops = st.op[r, task, C_A], st.op[r, task, C_B]
+    if st.pc[r, other] - prog.task_start[r, other] != ops:
+        return NEVER
+    due = _finish_seen(r, task, other, st)
+    return due if due > t else NEVER
 
 
 @engine_function(inline="always")
@@ -946,6 +978,8 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
             until = max(until, t + wait)
         if wait > 0 or step == COUNTDOWN:
             next_step = min(next_step, t + 1 + wait)
+        elif step == IDLE:
+            next_step = min(next_step, _wait_due(r, task, t, st, prog))
         blocked |= step == BLOCKED
     if blocked:  # the datapath is free again next cycle: the waiting task tries then
         next_step = min(next_step, t + 1)

@@ -296,7 +296,8 @@ def simulate(
             raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
         cycle = stop_at
     result = _result(mesh, st, cycle, wall)
-    return replace(result, finished=finished, ops_done=st.pc - program.task_start)
+    unfinished = st.finish >= cycle  # its last element's cycles run past the stop
+    return replace(result, finished=finished, ops_done=st.pc - program.task_start - unfinished)
 
 
 def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, keep=None):

@@ -274,7 +274,9 @@ class ProgramBuilder:
 
     def wait(self, pe, task: int, other: int, ops_done) -> None:
         """Block ``task`` until task ``other`` has finished its first ``ops_done`` ops (how a
-        task waits for another to fill or free a buffer)."""
+        task waits for another to fill or free a buffer): an op is finished once its last
+        element's every cycle has run, so the wait passes in that last cycle at the earliest
+        (the cycle after where ``task`` has the lower number: the engine steps it first)."""
         if not 0 <= other < self.tasks or other == task:
             raise ConfigError(
                 f"wait on task={other}: must be another task in [0, {self.tasks - 1}]"

@@ -78,6 +78,7 @@ class EngineState(NamedTuple):
     op_pc: np.ndarray  # int64 (P, T): the row ``op`` holds, -1 before the first
     progress: np.ndarray  # int64 (P, T): elements done in the current op
     wait: np.ndarray  # int64 (P, T): cycles left before the next element
+    finish: np.ndarray  # int64 (P, T): the last cycle of the op ``pc`` last moved past, -1
     stuck: np.ndarray  # uint8 (P,): the last route moved nothing and nothing changed since
     stuck_stalls: np.ndarray  # int64 (P,): the stalls that futile route added, packed per port
     seen: np.ndarray  # int64 (P,): program mode: the last cycle the router was stepped
@@ -166,6 +167,7 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words, tasks: 
         op_pc=np.full((pes, tasks), -1, np.int64),
         progress=np.zeros((pes, tasks), np.int64),
         wait=np.zeros((pes, tasks), np.int64),
+        finish=np.full((pes, tasks), -1, np.int64),
     )
 
 

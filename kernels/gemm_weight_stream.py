@@ -45,6 +45,7 @@ from typing import NamedTuple
 import numpy as np
 from wafersim.fabric.program import (
     MAX_SPARSE_INDEX,
+    WAIT_OP_CYCLES,
     WORD_BYTES,
     fmacs_cycles,
     index_wavelets_per_value,
@@ -490,9 +491,10 @@ def weight_stream_schedule(
     fill = p2p_cycles(spec, q + detour.across, 0)
     owned = m * (int(widths[::p].sum()) if reduce == "chain" else n)  # the busiest row's C
     staged = staging_cycles(spec, p, q, inputs, outputs, words(m * ki, dtype), 0, owned)
-    if p == 1:
+    if p == 1:  # no reduction: the reduce task's wait for the last multiply ends the run
         ends = fill + np.cumsum(np.round(per_chunk).astype(np.int64) + s) - s
-        return fill + round(per_chunk.sum()) + (len(widths) - 1) * s + staged, ends
+        multiply = fill + round(per_chunk.sum()) + (len(widths) - 1) * s
+        return multiply + WAIT_OP_CYCLES + staged, ends
     zero = np.array([vector_cycles(spec.pe, mj * w, mj * w * 4, mj * w * 4, "fp32")
                      for w in widths.tolist()], np.int64)  # fmt: skip
     shares = np.array(detour.shares or (1,) * p, np.int64)

@@ -218,7 +218,6 @@ def _program(plan: KernelPlan, home: dict, received: dict, sent: dict, n: int,
     for key, at in home.items():
         pe = int(plan.grid.pe[key])
         prog.vscale(pe, task, at.acc, at.acc, 0.0, n)  # sendTask: @fmovs(accDsd, 0.0)
-        _mark_end(prog, pe, r)
         for chunk in range(ch.count):
             _sends(plan, pe, at, sent[key], chunk, ch.size, r)
             _receives(plan, pe, at, received[key], chunk, ch.size, r)
@@ -266,15 +265,6 @@ def _buffer_pass(plan: KernelPlan, pe: int, at: lay.Layout, ins, chunk: int, c: 
         for k in range(r + 1):
             prog.vaxpy(pe, task, at.acc + chunk * c, at.buf + _recv_task(d, k, r) * c,
                        _slot_coefficient(d, k, r), c)  # fmt: skip
-    _mark_end(prog, pe, r)
-
-
-def _mark_end(prog, pe: int, r: int) -> None:
-    """A wait the compute task passes at once, after an op other tasks wait for: a wait is
-    released once the op it names has begun its last element (``fabric.program``'s wait
-    counts ops begun), and this one begins only when the op before it has ended, so waiting
-    for it waits for that op's end (recvFin posts receives after reduceBuffer returns)."""
-    prog.wait(pe, _compute_task(r), _send_task(0, r), 0)
 
 
 def _slot_coefficient(d: int, k: int, r: int) -> float:
@@ -317,16 +307,15 @@ def stencil_cycles(n: int, p: int, q: int, spec: WaferSpec, algo: str) -> int:
     """Analytic cycles of a step on the PE with the most neighbours: the zeroing, then each
     chunk's receive (its columns through the router's one ramp into the PE, a wavelet a
     cycle, after a wait to post it and, the first time, the farthest stream's flight), the
-    compute task's wait on each column, the buffer's pass and its end's mark; then the
-    epilog."""
+    compute task's wait on each column and the buffer's pass; then the epilog."""
     r = _radius(algo)
     pe, ch = spec.pe, lay.chunks(n)
     wait = pe.op_startup_cycles + WAIT_OP_CYCLES
     streams = _streams(p, q, r)
-    zero = _vector_cycles(n, spec) + wait  # and its end's mark (_mark_end)
+    zero = _vector_cycles(n, spec)
     flight = p2p_cycles(spec, min(r, max(p, q) - 1), 0)  # the first chunk's, after its post
     receive = WAIT_OP_CYCLES + streams * ch.size + (streams - 1) * wait
-    chunk = receive + _pass_cycles(ch.size, r, spec) + wait
+    chunk = receive + _pass_cycles(ch.size, r, spec)
     return zero + flight + ch.count * chunk + _epilog_cycles(n, r, spec)
 
 

@@ -168,6 +168,26 @@ def fp16_wait_matmul(engine):
     return outcome(engine, mesh, SPEC, routes, prog, memory(2, seed=5, dtype="fp16"))
 
 
+def wait_for_last_cycle(engine):
+    """Waits on a long vadd from a task stepped after it and one stepped before: each goes
+    on once the vadd's last cycle has run (test_fabric_reference.py)."""
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 2)
+    routes.add_path(0, [0, 1])
+    routes.add_path(1, [0, 1])
+    calls = [
+        ("vadd", 0, 1, 40, 0, 10, 6),
+        ("wait", 0, 0, 1, 1),
+        ("send", 0, 0, 0, 40, 1),
+        ("wait", 0, 2, 1, 1),
+        ("send", 0, 2, 1, 41, 1),
+        ("recv", 1, 0, 0, 64, 1),
+        ("recv", 1, 1, 1, 65, 1),
+    ]
+    prog = program(mesh, SPEC, 2, calls, tasks=3)
+    return outcome(engine, mesh, SPEC, routes, prog, memory(2))
+
+
 def traced(engine):
     """The fmacs case in chunks of 7 cycles with a trace: the samples agree too."""
     mesh = Mesh.full(3, 1)
@@ -360,6 +380,7 @@ CASES = {
         reduction_chain,
         local_ops_tasks,
         fp16_wait_matmul,
+        wait_for_last_cycle,
         traced,
         gemm_summa,
         sparse_weight_stream,

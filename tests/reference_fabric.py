@@ -22,8 +22,10 @@ The rules, each written once below:
   cycles first; then each element either moves one wavelet (send to the ramp queue,
   receive from the receive queue) or computes, and takes its cost in cycles (1 for
   streams, the largest of FMAC, SRAM-read and SRAM-write cycles for compute), all of them
-  before the next op's startup. A wavelet or SRAM word holds one fp32 or two fp16 values;
-  arithmetic is fp32 and fp16 results are rounded when stored (numpy's float16 here).
+  before the next op's startup. An op is done (what another task's ``wait`` counts) in the
+  last cycle of its last element, once its cost has run. A wavelet or SRAM word holds one
+  fp32 or two fp16 values; arithmetic is fp32 and fp16 results are rounded when stored
+  (numpy's float16 here).
   Traffic mode instead drains the receive queue and injects one flit of the current
   packet (counted as a busy cycle), packets being created at the cycles of a schedule.
 * **The end.** A program is done when nothing is queued, received or on a wire and every
@@ -203,13 +205,21 @@ class Task:
 
     def finish_element(self) -> None:
         """The element took its first cycle: the rest of its cost, then maybe a new op."""
-        op = self.op
         self.done += 1
-        self.busy_for = op.cycles - 1
-        if self.done == op.elements:
-            self.index, self.done = self.index + 1, 0
-            if self.op is not None:
-                self.busy_for += self.startup
+        self.busy_for = self.op.cycles - 1
+        if self.busy_for <= 0 and self.finishing:
+            self.next_op()
+
+    @property
+    def finishing(self) -> bool:
+        """Whether the cost being run is the op's last element's: the op is done after it."""
+        return self.op is not None and self.done == self.op.elements
+
+    def next_op(self) -> None:
+        """The op is done, its every cycle run: a ``wait`` counts it, the next op starts."""
+        self.index, self.done = self.index + 1, 0
+        if self.op is not None:
+            self.busy_for += self.startup
 
 
 # ---------------------------------------------------------------------------------------
@@ -483,6 +493,8 @@ class ReferenceFabric:
                 self._take_datapath(pe, t)
             task.busy_for -= 1
             self.busy[pe] += 1
+            if task.busy_for == 0 and task.finishing:
+                task.next_op()
             return True
         if op is None:
             return False

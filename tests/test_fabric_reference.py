@@ -70,6 +70,16 @@ def assert_same(t: int, engine: dict, reference: dict) -> None:
             )
 
 
+def task_counters(eng, prog, t: int) -> dict[str, np.ndarray]:
+    """The engine's ops done and elements done after cycle ``t``, as the reference keeps them:
+    the engine counts an op in ``pc`` from its last element's start, the reference once that
+    element's cycles have run (the engine's ``finish``: until then its elements all done)."""
+    unfinished = eng.finish > t
+    last = prog.ops[np.maximum(eng.pc - 1, 0), K.C_N]
+    return {"pc": eng.pc - prog.task_start - unfinished,
+            "progress": np.where(unfinished, last, eng.progress)}  # fmt: skip
+
+
 def build_programs(mesh, spec, colors, tasks, calls):
     """The same ProgramBuilder calls, ``(method, pe, task, *args)``, for engine and reference."""
     builder = ProgramBuilder(mesh.pes, spec.pe, colors, tasks)
@@ -95,7 +105,7 @@ def lockstep(mesh, spec, routes, calls, memory, tasks=1, max_cycles=3000) -> Run
     for t in range(max_cycles):
         status, cycle = run_kernel(fab, eng, prog, tr, t, t + 1, False)
         active = ref.step()
-        assert_same(t, eng._asdict() | {"pc": eng.pc - prog.task_start}, ref.state())
+        assert_same(t, eng._asdict() | task_counters(eng, prog, t), ref.state())
         run.q_count.append(eng.q_count.copy())
         done = not active and not ref.pending()
         assert (status == K.STATUS_DONE) == done, f"cycle {t}: engine status {status}"
@@ -447,6 +457,31 @@ def test_a_lower_task_number_comes_first_on_the_datapath():
     ]
     run = lockstep(mesh, spec_with(), routes, calls, random_memory(2, 4), tasks=3)
     assert run.cycles == STARTUP + 2 + 10
+
+
+#   computes  waits  cycles: the vadd of 6 ends in cycle s + 5; the waiter's wait takes a cycle
+#                    then (after it: a task stepped before the vadd's sees it a cycle later),
+#                    its send's start-up, the send, then 1 + L to the receiver
+WAITS_FOR_THE_LAST_CYCLE = [
+    (0, 1, STARTUP + 5 + 1 + STARTUP + 1 + 1 + 1),
+    (1, 0, STARTUP + 5 + 2 + STARTUP + 1 + 1 + 1),
+]
+
+
+@pytest.mark.parametrize(("computes", "waits", "cycles"), WAITS_FOR_THE_LAST_CYCLE)
+def test_a_wait_sees_the_awaited_op_only_after_its_last_cycle(computes, waits, cycles):
+    """A task waiting for another's op of 6 cycles goes on only once all 6 have run (its
+    send starts after them), not when the op's one element starts."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    calls = [
+        ("vadd", 0, computes, 40, 0, 10, 6),
+        ("wait", 0, waits, computes, 1),
+        ("send", 0, waits, 0, 40, 1),
+        ("recv", 1, 0, 0, 64, 1),
+    ]
+    run = lockstep(mesh, spec_with(), routes, calls, random_memory(2), tasks=2)
+    assert run.cycles == cycles
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])

@@ -68,14 +68,15 @@ def test_weight_stream_matches_numpy(tiny, dims, extra_n, reduce, dtype, with_ho
 # Hand-derived: one stream of w wavelets over h hops takes s + 1 + h*L + w*c cycles when
 # each wavelet costs the PE c cycles (fmacs into an m-long accumulator: a data task and
 # one instruction, c = t + s + m at fp32, t the task's activation and s the start-up).
-# weight_stream 1x1: the port is h = 1 hop from the PE; k wavelets; no reduction.
+# weight_stream 1x1: the port is h = 1 hop from the PE; k wavelets; no reduction, but the
+# reduce task's wait for the multiply, a cycle once the multiply's last has run.
 # GEMV 1xQ chain: the x stream down a column (h = 1) then Q - 1 store-and-forward hops of
 # m words, each s + 1 + L + m, plus 1 for the root's recv_add of the last word.
 CYCLES = [
     # kernel,        m, k, n, grid,   algo,    derivation (L = 1)
-    ("weight_stream", 1, 2, 1, (1, 1), "chain", "s + 1 + 1 + 2*c"),
-    ("weight_stream", 1, 4, 1, (1, 1), "chain", "s + 1 + 1 + 4*c"),
-    ("weight_stream", 2, 4, 1, (1, 1), "chain", "s + 1 + 1 + 4*c"),
+    ("weight_stream", 1, 2, 1, (1, 1), "chain", "s + 1 + 1 + 2*c + 1"),
+    ("weight_stream", 1, 4, 1, (1, 1), "chain", "s + 1 + 1 + 4*c + 1"),
+    ("weight_stream", 2, 4, 1, (1, 1), "chain", "s + 1 + 1 + 4*c + 1"),
     ("gemv", 1, 0, 2, (1, 1), "chain", "s + 1 + 1 + 2*c"),
     ("gemv", 1, 0, 2, (1, 2), "chain", "(s + 1 + 1 + c) + (s + 1 + 1 + 1)"),
     ("gemv", 1, 0, 4, (1, 4), "chain", "(s + 1 + 1 + c) + 3 * (s + 1 + 1 + 1)"),
