@@ -87,9 +87,10 @@ OP_VAXPY = 11  # dst += a * scalar: a vector times the op's scalar (CSL's @fmacs
 # the five ports' masks take 25 bits, so a position fits an op table's 32-bit field
 SWITCH_BITS = 5
 SWITCH_MASK = (1 << SWITCH_BITS) - 1
-# columns of the op table
+# columns of the op table, and their names in messages
+OP_COLUMN_NAMES = ("code", "color", "dst", "a", "b", "n", "m", "cost", "dtype", "period")
 C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE, C_PERIOD = range(10)
-NUM_OP_COLUMNS = 10
+NUM_OP_COLUMNS = len(OP_COLUMN_NAMES)
 FP32 = 0  # FP16 and BF16 (fabric._fp16): two 16-bit values a word
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2

@@ -47,7 +47,6 @@ VECTOR_OPS = (
 )  # fmt: skip
 COLUMN_DTYPES = (np.int8, np.int16, np.int32)  # how a builder keeps op columns (OP_DTYPE's)
 OP_FIELD = np.iinfo(OP_DTYPE)  # the range an op's every field must fit
-FIELD_NAMES = ("code", "color", "dst", "a", "b", "n", "m", "cost", "dtype", "period")  # C_*
 MAX_SPARSE_INDEX = 1 << 16  # an spmacs index is 16 bits (a half of a wavelet)
 WAIT_OP_CYCLES = 1  # a satisfied ``wait`` costs its start-up plus this (an assumption)
 
@@ -381,7 +380,7 @@ class ProgramBuilder:
             return
         self._flush()
         pe = np.asarray(pe, np.int64)
-        fields = zip(row, FIELD_NAMES, strict=True)
+        fields = zip(row, K.OP_COLUMN_NAMES, strict=True)
         columns = tuple(_stored(value, pe.size, name) for value, name in fields)
         if _is_array(scalar):
             scalar = np.broadcast_to(scalar, pe.shape).astype(np.float32)
@@ -525,7 +524,7 @@ def _check_fields(rows: np.ndarray, pes: np.ndarray) -> None:
     if i is not None:
         column = int(np.flatnonzero(bad[i])[0])
         raise ConfigError(
-            f"PE {pes[i]}: op field {FIELD_NAMES[column]}={rows[i, column]} does not fit the "
+            f"PE {pes[i]}: op field {K.OP_COLUMN_NAMES[column]}={rows[i, column]} does not fit the "
             f"op table's {OP_FIELD.bits}-bit fields (at most {OP_FIELD.max})"
         )
 
