@@ -508,12 +508,12 @@ def _stored(value, n: int, name: str):
     return value.astype(next(fits))
 
 
-def _check_field(name: str, value: int) -> None:
-    """Refuse an op field ``value`` the op table's type cannot hold."""
+def _check_field(name: str, value: int, where: str = "") -> None:
+    """Refuse an op field ``value`` the op table's type cannot hold (``where``: the PE)."""
     if not OP_FIELD.min <= value <= OP_FIELD.max:
         raise ConfigError(
-            f"op field {name}={value} does not fit the op table's {OP_FIELD.bits}-bit fields "
-            f"(at most {OP_FIELD.max})"
+            f"{where}op field {name}={value} does not fit the op table's {OP_FIELD.bits}-bit "
+            f"fields (at most {OP_FIELD.max})"
         )
 
 
@@ -523,10 +523,7 @@ def _check_fields(rows: np.ndarray, pes: np.ndarray) -> None:
     i = _offender(bad.any(axis=1))
     if i is not None:
         column = int(np.flatnonzero(bad[i])[0])
-        raise ConfigError(
-            f"PE {pes[i]}: op field {K.OP_COLUMN_NAMES[column]}={rows[i, column]} does not fit the "
-            f"op table's {OP_FIELD.bits}-bit fields (at most {OP_FIELD.max})"
-        )
+        _check_field(K.OP_COLUMN_NAMES[column], int(rows[i, column]), f"PE {pes[i]}: ")
 
 
 def _places(keys: np.ndarray, fill: np.ndarray) -> np.ndarray:

@@ -201,14 +201,14 @@ def _scatter(memory: sram.SramImage, pes, addrs, data: np.ndarray, sizes) -> Non
     if not len(pes):
         return
     last = np.cumsum(sizes)  # each PE's words in ``data`` end there
+    first = last - sizes
     cut = np.searchsorted(last, np.arange(SCATTER_WORDS, last[-1], SCATTER_WORDS), "right")
     for lo, hi in zip([0, *cut.tolist()], [*cut.tolist(), len(pes)], strict=True):
         if lo == hi:
             continue
-        first, words = last[lo] - sizes[lo], int(last[hi - 1])
-        shift = np.repeat(memory.base[pes[lo:hi]] + addrs[lo:hi] - last[lo:hi] + sizes[lo:hi],
-                          sizes[lo:hi])  # fmt: skip
-        memory.flat[shift + np.arange(first, words)] = data[first:words]
+        shift = np.repeat(memory.base[pes[lo:hi]] + addrs[lo:hi] - first[lo:hi], sizes[lo:hi])
+        words = slice(int(first[lo]), int(last[hi - 1]))
+        memory.flat[shift + np.arange(words.start, words.stop)] = data[words]
 
 
 def encode(values: np.ndarray, dtype: DType) -> np.ndarray:
