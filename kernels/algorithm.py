@@ -33,6 +33,7 @@ Write ``kernels/gemm_<name>.py`` with the kernel and, at its end, the record::
         zero_skipping=None,         # or how B streams compressed when pruned (weight_stream)
         wavelet_hops=my_hops,       # optional: (m, k, n, rows, cols, dtype, **options) -> int
         input_modes=("resident", "streamed"),  # optional: takes inputs= and outputs=
+        reads_drawn_b=False,        # optional: apply also takes B as a DrawnMatrix
     )
 
 and add one line to :mod:`kernels.gemm_algorithms`: ``register(MY_GEMM)`` (a script or a
@@ -44,6 +45,7 @@ sampling by ``k`` steps) live in :mod:`kernels.gemm_common`.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -176,6 +178,9 @@ class GemmAlgorithm:
     # streamed in from the edge first (:mod:`kernels.staging`), a kernel fed from the edge
     # by design has ``("streamed",)``; None: it takes neither ``inputs`` nor ``outputs``
     input_modes: tuple[str, ...] | None = None
+    # whether ``apply`` also takes a dense ``B`` as a :class:`DrawnMatrix` (reading it a
+    # slice of rows at a time, so a whole wafer's is never held); otherwise it gets an array
+    reads_drawn_b: bool = False
 
     @property
     def third_dim(self) -> str:
@@ -200,13 +205,17 @@ class GemmAlgorithm:
     def run(self, shape: GemmShape | Mapping[str, int], grid: KernelGrid, spec: WaferSpec,
             dtype: DType, seed, density=1.0, **options):  # fmt: skip
         """Run on the engine with standard normal float32 operands drawn from ``seed``, ``B``
-        pruned by magnitude to ``density`` (:func:`kernels.sparse_weights.prune_to_density`)."""
+        pruned by magnitude to ``density`` (:func:`kernels.sparse_weights.prune_to_density`);
+        a dense ``B`` stays a :class:`DrawnMatrix` for a record that ``reads_drawn_b``."""
         density = self._density(density)
         self._check_inputs(options)
         m, k, n = GemmShape.of(shape)
         rng = np.random.default_rng(seed)
-        a, b = standard_normal32(rng, m, k), standard_normal32(rng, k, n)
-        return self.apply(a, prune_to_density(b, density), grid, spec, dtype, **options)
+        a = standard_normal32(rng, m, k)
+        b = DrawnMatrix(rng, k, n)
+        if density < 1 or not self.reads_drawn_b:
+            b = prune_to_density(b.array(), density)
+        return self.apply(a, b, grid, spec, dtype, **options)
 
     def cycles(self, shape: GemmShape | Mapping[str, int], rows: int, cols: int,
                spec: WaferSpec, dtype: DType, density=1.0, **options) -> int:  # fmt: skip
@@ -259,7 +268,63 @@ def standard_normal32(rng: np.random.Generator, rows: int, cols: int) -> np.ndar
     """float32 ``(rows, cols)``: ``rng.standard_normal((rows, cols))`` cast, the same values,
     drawn a slice of rows at a time (a whole wafer's ``B`` in float64 at once is gigabytes)."""
     out = np.empty((rows, cols), np.float32)
-    step = max(1, DRAW_VALUES // max(cols, 1))
+    step = draw_rows(cols)
     for lo in range(0, rows, step):
         out[lo : lo + step] = rng.standard_normal((min(step, rows - lo), cols))
     return out
+
+
+def draw_rows(cols: int) -> int:
+    """Rows of ``cols`` values drawn at once: about :data:`DRAW_VALUES` float64 values."""
+    return max(1, DRAW_VALUES // max(cols, 1))
+
+
+class DrawnMatrix:
+    """The float32 ``(rows, cols)`` matrix :func:`standard_normal32` would draw from a
+    generator, drawn a block of rows at a time as it is read: a kernel that reads its ``B``
+    a grid row's slice at a time (weight streaming) then never holds a whole wafer's,
+    gigabytes. The generator's state before each block drawn is kept, so any rows can be
+    read again; reading in order draws each block once. The generator given is not advanced.
+    """
+
+    ndim = 2
+
+    def __init__(self, rng: np.random.Generator, rows: int, cols: int) -> None:
+        self.shape = (rows, cols)
+        self.step = draw_rows(cols)  # rows a block
+        self._rng = copy.deepcopy(rng)
+        self._states = [rng.bit_generator.state]  # before block 0, 1, ... as far as drawn
+        self._block = (-1, np.zeros((0, cols), np.float32))  # the last block drawn
+
+    @property
+    def size(self) -> int:
+        """Values in the matrix."""
+        return self.shape[0] * self.shape[1]
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """float32 rows ``lo .. hi - 1`` (a new array), as ``standard_normal32(...)[lo:hi]``."""
+        if not 0 <= lo <= hi <= self.shape[0]:
+            raise ValueError(f"rows {lo}..{hi} are not within 0..{self.shape[0]}")
+        out = np.empty((hi - lo, self.shape[1]), np.float32)
+        for j in range(lo // self.step, -(-hi // self.step)):
+            first, block = j * self.step, self._block_at(j)
+            start, stop = max(lo, first), min(hi, first + len(block))
+            out[start - lo : stop - lo] = block[start - first : stop - first]
+        return out
+
+    def array(self) -> np.ndarray:
+        """The whole matrix, for a kernel that needs it at once."""
+        return self.rows(0, self.shape[0])
+
+    def _block_at(self, j: int) -> np.ndarray:
+        """Block ``j``, drawn from the nearest state kept (the blocks between drawn too)."""
+        if self._block[0] != j:
+            known = min(j, len(self._states) - 1)
+            self._rng.bit_generator.state = self._states[known]
+            for at in range(known, j + 1):
+                rows = min(self.step, self.shape[0] - at * self.step)
+                block = self._rng.standard_normal((rows, self.shape[1])).astype(np.float32)
+                if at + 1 == len(self._states):
+                    self._states.append(self._rng.bit_generator.state)
+            self._block = (j, block)
+        return self._block[1]

@@ -10,7 +10,7 @@ import math
 import numpy as np
 from wafersim.fabric.engine import SimResult
 from wafersim.fabric.program import WAIT_OP_CYCLES, matmul_column_cycles, value_bytes
-from wafersim.kernels.algorithm import Families, FastTierSampling, Tiles, spans
+from wafersim.kernels.algorithm import DrawnMatrix, Families, FastTierSampling, Tiles, spans
 from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.kernel_plan import decode, encode, split
 from wafersim.kernels.result import KernelResult, kernel_result
@@ -22,14 +22,34 @@ from wafersim.wafer.spec import WaferSpec
 
 
 def check_operands(a, b, dtype: DType) -> tuple[np.ndarray, np.ndarray]:
-    """float32 ``a`` (m x k) and ``b`` (k x n); a bad shape or dtype is a ConfigError."""
+    """float32 ``a`` (m x k) and ``b`` (k x n; a :class:`DrawnMatrix` stays one, drawn as
+    it is read); a bad shape or dtype is a ConfigError."""
     value_bytes(dtype)  # an unknown dtype names the valid ones
-    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    a = np.asarray(a, np.float32)
+    b = b if isinstance(b, DrawnMatrix) else np.asarray(b, np.float32)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ConfigError(
             f"GEMM operands a {a.shape} and b {b.shape} must be matrices m x k and k x n"
         )
     return a, b
+
+
+def operand_rows(b: np.ndarray | DrawnMatrix, lo: int, hi: int) -> np.ndarray:
+    """float32 rows ``lo .. hi - 1`` of ``b``, an array (a view) or a :class:`DrawnMatrix`."""
+    return b.rows(lo, hi) if isinstance(b, DrawnMatrix) else b[lo:hi]
+
+
+def reference_product(a: np.ndarray, b: np.ndarray | DrawnMatrix) -> np.ndarray:
+    """``a @ b`` in float64, what a GEMM's output is checked against; a :class:`DrawnMatrix`
+    ``b`` summed over slices of its rows (never held whole)."""
+    a = a.astype(np.float64)
+    if not isinstance(b, DrawnMatrix):
+        return a @ b.astype(np.float64)
+    out = np.zeros((a.shape[0], b.shape[1]))
+    for lo in range(0, b.shape[0], b.step):
+        hi = min(lo + b.step, b.shape[0])
+        out += a[:, lo:hi] @ b.rows(lo, hi).astype(np.float64)
+    return out
 
 
 def store(staging: Staging, pe: int, block: np.ndarray, dtype: DType, what: str, operand: str):
@@ -61,7 +81,7 @@ def gemm_result(algo, dtype, a, b, plan, sim, analytic, output, flops=None) -> K
         flops=2 * m * k * n if flops is None else flops,
         analytic=analytic,
         output=output,
-        expected=a.astype(np.float64) @ b.astype(np.float64),
+        expected=reference_product(a, b),
     )
 
 

@@ -57,6 +57,7 @@ from wafersim.fabric.program import (
 )
 from wafersim.kernels import _weight_stream_jit, sparse_weights
 from wafersim.kernels.algorithm import (
+    DrawnMatrix,
     Families,
     FastTierSampling,
     GemmAlgorithm,
@@ -66,7 +67,13 @@ from wafersim.kernels.algorithm import (
     spans,
 )
 from wafersim.kernels.detour import NO_DETOUR
-from wafersim.kernels.gemm_common import ceil_div, check_operands, gather_c, gemm_result
+from wafersim.kernels.gemm_common import (
+    ceil_div,
+    check_operands,
+    gather_c,
+    gemm_result,
+    operand_rows,
+)
 from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, encode, split
@@ -104,10 +111,11 @@ def chunk_offsets(n: int, rows: int) -> np.ndarray:
 
 
 def weight_stream(
-    a: np.ndarray, b: np.ndarray, grid: KernelGrid, spec: WaferSpec, dtype: DType, reduce="chain",
-    inputs: str = "resident", outputs: str = "in_place",
+    a: np.ndarray, b: np.ndarray | DrawnMatrix, grid: KernelGrid, spec: WaferSpec, dtype: DType,
+    reduce="chain", inputs: str = "resident", outputs: str = "in_place",
 ) -> KernelResult:  # fmt: skip
     """Run ``C = a @ b`` with ``b`` streamed from the west ports; see the module docstring.
+    ``b`` may be a :class:`kernels.algorithm.DrawnMatrix`: it is read a grid row at a time.
     ``inputs``: ``A`` resident or streamed in first; ``outputs``: :mod:`kernels.staging`."""
     if reduce not in REDUCES:
         raise ConfigError(f"reduce={reduce!r} is not one of: {', '.join(REDUCES)}")
@@ -174,7 +182,7 @@ class _Layout:
         self.col_of = np.tile(np.arange(grid.cols), rows)
         self.own = np.ones((rows, grid.cols), bool)
 
-    def load(self, staging: Staging, a: np.ndarray, b: np.ndarray):
+    def load(self, staging: Staging, a: np.ndarray, b: np.ndarray | DrawnMatrix):
         """Place the blocks of ``B`` at the ports (row ``i``'s one after another, as
         :func:`encode_row_blocks` gives them; the SRAM image holds their only copy) and
         ``A``'s tiles (through ``staging``); allocate ``C``, the partial buffers and (fp32
@@ -186,13 +194,13 @@ class _Layout:
         self.mode = np.zeros(shape, np.int8)
         self.sizes, self.nonzeros, self.multiplied = (np.zeros(shape, np.int64) for _ in range(3))
         for i in range(grid.rows):
-            weights = b[self.ks[i] : self.ks[i + 1]]
-            row = encode_row_blocks(weights, self.chunks, dt)
+            lo, hi = int(self.ks[i]), int(self.ks[i + 1])
+            row = encode_row_blocks(operand_rows(b, lo, hi), self.chunks, dt)
             total = int(row.sizes.sum())
             base = plan.alloc(self.ports[i], total, "weights")
             self.port_addr[i] = base + np.cumsum(row.sizes) - row.sizes
             if row.packed:  # packed again into the SRAM image, not kept (a wafer's: a GB)
-                encoded = functools.partial(_dense_words, weights, self.chunks, dt)
+                encoded = functools.partial(_dense_words, b, lo, hi, self.chunks, dt)
                 plan.load_later(self.ports[i], base, total, encoded)
             else:
                 plan.load(self.ports[i], base, row.data, fixed=row.fixed)
@@ -400,9 +408,10 @@ def _dense_row(row: np.ndarray, chunks: np.ndarray, dtype: DType):
     return np.insert(bits, np.cumsum(values)[odd], np.uint16(0)).view(np.float32), values
 
 
-def _dense_words(row: np.ndarray, chunks: np.ndarray, dtype: DType) -> np.ndarray:
-    """The words of a row that :func:`_dense_row` packs."""
-    return _dense_row(row, chunks, dtype)[0]
+def _dense_words(b, lo: int, hi: int, chunks: np.ndarray, dtype: DType) -> np.ndarray:
+    """The words :func:`_dense_row` packs of the grid row of ``b``'s rows ``lo .. hi - 1``
+    (a :class:`kernels.algorithm.DrawnMatrix`'s drawn again)."""
+    return _dense_row(operand_rows(b, lo, hi), chunks, dtype)[0]
 
 
 def encode_blocks(b: np.ndarray, ks: np.ndarray, chunks: np.ndarray, dtype: DType):
@@ -644,4 +653,5 @@ WEIGHT_STREAM = GemmAlgorithm(
     zero_skipping=stream_words,
     wavelet_hops=weight_stream_hops,
     input_modes=("resident", "streamed"),
+    reads_drawn_b=True,
 )

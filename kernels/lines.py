@@ -97,7 +97,7 @@ def reduce_lines(
     streams, columns = routes.streams_to(algo, lines.shape[1], root, colors)
     if prepare is not None:
         prepare()
-    if not streams:
+    if not len(streams):
         return
     if not isinstance(keep, Kept):
         keep = kept(np.ones(lines.shape, bool) if keep is None else keep)
@@ -106,7 +106,7 @@ def reduce_lines(
     # program order: each PE first receives everything it adds, in round order, then sends
     # (a PE's receives come in rounds before its send): one call for each, stream by stream
     for op, at in ((plan.prog.recv_add, 2), (plan.prog.send, 1)):
-        pos = np.array([stream[at] for stream in streams], np.int64)
+        pos = streams[:, at]
         k = np.repeat(np.arange(len(streams)), count[pos])
         within = np.arange(len(k)) - np.repeat(np.cumsum(count[pos]) - count[pos], count[pos])
         line = line_at[first[pos[k]] + within]
@@ -162,7 +162,7 @@ class LineRoutes:
 
     def __init__(self, plan, lines, algo, colors, owners, roots) -> None:
         self.index: dict[tuple[int, int, int], int] = {}  # (src, dst, color) -> column
-        self._streams: dict[tuple, tuple[list[tuple], np.ndarray]] = {}  # streams_to's
+        self._streams: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # streams_to's
         listed, columns = np.asarray(lines).tolist(), [np.zeros((len(lines), 0), np.int64)]
         for root in roots:  # routed in the order the chunks first use them
             streams = line_streams(algo, len(listed[0]), root, colors)
@@ -175,17 +175,22 @@ class LineRoutes:
                      for line, owner in zip(listed, owners, strict=True)], np.int64,
                 ))  # fmt: skip
             key = (algo, len(listed[0]), root, tuple(colors))
-            self._streams[key] = (streams, self.columns(streams))
+            self._streams[key] = self._table(streams)
         self.colors = np.concatenate(columns, axis=1)
 
-    def streams_to(self, algo, length: int, root: int, colors) -> tuple[list, np.ndarray]:
-        """:func:`line_streams` to ``root`` and their :meth:`columns`, found once a root
-        (a kernel reduces chunk after chunk to the same roots)."""
+    def streams_to(self, algo, length: int, root: int, colors) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`line_streams` to ``root`` as int64 rows ``(round, src, dst, color)`` and
+        their :meth:`columns`, found once a root (a kernel reduces chunk after chunk to the
+        same roots)."""
         key = (algo, length, root, tuple(colors))
         if key not in self._streams:
-            streams = line_streams(algo, length, root, colors)
-            self._streams[key] = (streams, self.columns(streams))
+            self._streams[key] = self._table(line_streams(algo, length, root, colors))
         return self._streams[key]
+
+    def _table(self, streams: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+        """``streams`` as an int64 table and their columns: as tuples, a whole wafer's
+        roots would keep a million Python objects."""
+        return np.array(streams, np.int64).reshape(-1, 4), self.columns(streams)
 
     def columns(self, streams: list[tuple]) -> np.ndarray:
         """int64 (streams,): the columns of :attr:`colors` that hold ``streams``."""
