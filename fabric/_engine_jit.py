@@ -83,6 +83,12 @@ OP_SEND, OP_RECV, OP_RECV_ADD, OP_FMACS, OP_VADD, OP_VSCALE, OP_VFMA, OP_WAIT, O
 OP_SWITCH = 9  # move the PE's router to another switch position of one color
 OP_SPMACS = 10  # fmacs of a compressed stream: each value with its 16-bit index (see _consume)
 OP_VAXPY = 11  # dst += a * scalar: a vector times the op's scalar (CSL's @fmacs with a scalar)
+# a loop: its body, the C_M rows after the C_M rows of steps that follow this header, runs C_N
+# times; each iteration moves a body row's C_DST, C_A and C_B by those of its step row (the
+# same distance after the header as the body row is after the steps). Costs no cycle
+OP_LOOP = 12
+OP_STEPS = 13  # a loop's step row (never run)
+LOOP_DEPTH = 3  # loops nest this deep at most
 # an OP_SWITCH packs the new output mask of input port p (5 output-port bits) at bits 5p..5p+4:
 # the five ports' masks take 25 bits, so a position fits an op table's 32-bit field
 SWITCH_BITS = 5
@@ -91,6 +97,11 @@ SWITCH_MASK = (1 << SWITCH_BITS) - 1
 OP_COLUMN_NAMES = ("code", "color", "dst", "a", "b", "n", "m", "cost", "dtype", "period")
 C_CODE, C_COLOR, C_DST, C_A, C_B, C_N, C_M, C_COST, C_DTYPE, C_PERIOD = range(10)
 NUM_OP_COLUMNS = len(OP_COLUMN_NAMES)
+# a task's registers (columns of st.regs): the last cycle of the op it last moved past (-1
+# before one), the ops it has moved past (a loop's body each time it runs: a wait counts
+# these), its loops open, and each open loop's header row and iteration (outermost first)
+T_FINISH, T_DONE, T_DEPTH, T_LOOPS = range(4)
+TASK_REGISTERS = T_LOOPS + 2 * LOOP_DEPTH
 FP32 = 0  # FP16 and BF16 (fabric._fp16): two 16-bit values a word
 
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
@@ -484,6 +495,8 @@ def _task_step(r, task, t, fab, st, prog, half):
     if st.wait[r, task] > 0:
         if _arithmetic(st.op[r, task, C_CODE]):  # the op whose cost counts down
             if _datapath_busy(r, t, st):
+                if st.regs[r, task, T_FINISH] >= t:  # the op's last cycles move on by one
+                    st.regs[r, task, T_FINISH] += 1
                 return BLOCKED
             _take_datapath(r, t, st)
         st.wait[r, task] -= 1
@@ -533,7 +546,7 @@ def _task_step(r, task, t, fab, st, prog, half):
     st.busy[r] += 1
     st.progress[r, task] = k + 1
     if k + 1 >= op[C_N]:
-        st.finish[r, task] = t + cost - 1
+        st.regs[r, task, T_FINISH] = t + cost - 1
         _next_op(r, task, fab, st, prog)
     return PROGRESS
 
@@ -541,10 +554,10 @@ def _task_step(r, task, t, fab, st, prog, half):
 @engine_function(inline="always")
 def _waited_done(r, task, t, other, ops, st, prog):
     """Whether ``task`` sees task ``other``'s first ``ops`` ops finished in cycle ``t``.
-    ``pc`` counts an op from its last element's start, but the op finishes in that element's
-    last cycle (``finish``): a task stepped after ``other`` sees it then, one stepped before
-    it the cycle after, as a task does another's change in a cycle."""
-    done = st.pc[r, other] - prog.task_start[r, other]
+    ``T_DONE`` counts an op from its last element's start, but the op finishes in that
+    element's last cycle (``T_FINISH``): a task stepped after ``other`` sees it then, one
+    stepped before it the cycle after, as a task does another's change in a cycle."""
+    done = st.regs[r, other, T_DONE]
     if done != ops:  # an earlier op is done once a later one has begun
         return done > ops
     return _finish_seen(r, task, other, st) <= t
@@ -553,7 +566,7 @@ def _waited_done(r, task, t, other, ops, st, prog):
 @engine_function(inline="always")
 def _finish_seen(r, task, other, st):
     """The cycle ``task`` first sees the op that ``other`` last moved past finished."""
-    return st.finish[r, other] + (task < other)
+    return st.regs[r, other, T_FINISH] + (task < other)
 
 
 @engine_function(inline="always")
@@ -563,7 +576,7 @@ def _wait_due(r, task, t, st, prog):
     if st.pc[r, task] >= prog.task_end[r, task] or st.op[r, task, C_CODE] != OP_WAIT:
         return NEVER
     other, ops = st.op[r, task, C_A], st.op[r, task, C_B]
-    if st.pc[r, other] - prog.task_start[r, other] != ops:
+    if st.regs[r, other, T_DONE] != ops:
         return NEVER
     due = _finish_seen(r, task, other, st)
     return due if due > t else NEVER
@@ -618,12 +631,34 @@ def _switch(r, c, masks, fab, st):
 def _load_op(r, task, pc, st, prog):
     """Copy row ``pc`` of the op table into the task's own row ``st.op[r, task]`` when the
     task reaches the op. The table's rows lie megabytes apart in a big run: reading a row on
-    every step missed the cache nearly every time (a fifth of a 64 x 64 GEMM's run). (It
-    returns nothing: a CUDA device function may only return arrays it was passed.)"""
+    every step missed the cache nearly every time (a fifth of a 64 x 64 GEMM's run). Its
+    addresses move with the iterations of the task's open loops (a loop's next iteration
+    clears ``op_pc``: the same rows again). (It returns nothing: a CUDA device function may
+    only return arrays it was passed.)"""
     if st.op_pc[r, task] != pc:
-        for i in range(NUM_OP_COLUMNS):
-            st.op[r, task, i] = prog.ops[pc, i]
+        if st.regs[r, task, T_DEPTH]:
+            _copy_op(pc, st.op[r, task], st.regs[r, task], prog.ops)
+        else:
+            for i in range(NUM_OP_COLUMNS):
+                st.op[r, task, i] = prog.ops[pc, i]
         st.op_pc[r, task] = pc
+
+
+@engine_function()
+def _copy_op(pc, op, regs, ops):
+    """:func:`_load_op`'s copy into ``op`` inside loops: its addresses moved by its steps
+    in each open loop (``regs``) times the loop's iteration (its step row is as far after
+    the loop's header as ``pc`` is after the steps). Called, not inlined, and given only the
+    arrays it uses: the step, run every cycle, stays small (with it inlined, or given the
+    whole state, the engine ran a tenth to a half slower)."""
+    for i in range(NUM_OP_COLUMNS):
+        op[i] = ops[pc, i]
+    for level in range(regs[T_DEPTH]):
+        head, times = regs[T_LOOPS + 2 * level], regs[T_LOOPS + 2 * level + 1]
+        steps = pc - ops[head, C_M]
+        op[C_DST] += times * ops[steps, C_DST]
+        op[C_A] += times * ops[steps, C_A]
+        op[C_B] += times * ops[steps, C_B]
 
 
 @engine_function(inline="always")
@@ -781,10 +816,46 @@ def _local_op(op, scalar, mem, half):
 
 @engine_function(inline="always")
 def _next_op(r, task, fab, st, prog):
-    st.pc[r, task] += 1
+    """Move the task past its op: to the next row, back to its loop's body for the next
+    iteration or out of the loop after its last, and into the loops that start there (a
+    loop's header takes no cycle)."""
+    st.regs[r, task, T_DONE] += 1
     st.progress[r, task] = 0
-    if st.pc[r, task] < prog.task_end[r, task]:
+    pc = st.pc[r, task] + 1
+    end = prog.task_end[r, task]
+    if st.regs[r, task, T_DEPTH] or (pc < end and prog.ops[pc, C_CODE] == OP_LOOP):
+        pc = next_in_loops(pc, end, st.regs[r, task], prog.ops)
+        st.op_pc[r, task] = -1  # a loop's next iteration may run the same row again
+    st.pc[r, task] = pc
+    if pc < end:
         st.wait[r, task] += fab.startup  # after the last element's remaining cost
+
+
+@engine_function()
+def next_in_loops(pc, end, regs, ops):
+    """The row to run after row ``pc - 1`` where loops are open (``regs``) or start at
+    ``pc``: past the body of the innermost open loop, that loop's next iteration (its
+    body's first row again) or, after its last, the loop closed and the same asked of the
+    loop around it; then into the loops whose headers start there (past each header's
+    steps). Called, not inlined, with only the arrays it uses (see :func:`_copy_op`)."""
+    depth = regs[T_DEPTH]
+    while depth > 0:
+        at = T_LOOPS + 2 * (depth - 1)
+        head = regs[at]
+        body = head + 1 + ops[head, C_M]
+        if pc < body + ops[head, C_M]:
+            break
+        if regs[at + 1] + 1 < ops[head, C_N]:
+            regs[at + 1] += 1
+            pc = body
+            break
+        depth -= 1
+    while pc < end and ops[pc, C_CODE] == OP_LOOP:
+        regs[T_LOOPS + 2 * depth], regs[T_LOOPS + 2 * depth + 1] = pc, 0
+        depth += 1
+        pc += 1 + ops[pc, C_M]
+    regs[T_DEPTH] = depth
+    return pc
 
 
 @engine_function(block=True)

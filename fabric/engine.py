@@ -28,6 +28,7 @@ from wafersim.fabric.state import (
     TrafficArrays,
     allocate_state,
     empty_traffic,
+    start_tasks,
 )
 from wafersim.fabric.switches import all_positions, check_strict, switch_ops
 from wafersim.fabric.trace import TRACE_IN_USE, SentProbe, TraceRecorder, reasons_before
@@ -283,8 +284,7 @@ def simulate(
     fab = fabric_arrays(mesh, spec, table, np.zeros(routes.colors, np.uint8), False)
     st = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, image.sizes, tasks)
     st.mem[:] = image.flat
-    st.pc[:] = program.task_start
-    st.wait[:] = np.where(program.task_end > program.task_start, fab.startup, 0)
+    start_tasks(st, program, fab.startup)
     tr = empty_traffic(mesh.width, mesh.height)
     with compiles_noted() as compiles:
         start = time.perf_counter()
@@ -296,8 +296,9 @@ def simulate(
             raise ConfigError(f"program did not finish within max_cycles={max_cycles}")
         cycle = stop_at
     result = _result(mesh, st, cycle, wall)
-    unfinished = st.finish >= cycle  # its last element's cycles run past the stop
-    return replace(result, finished=finished, ops_done=st.pc - program.task_start - unfinished)
+    unfinished = st.regs[:, :, K.T_FINISH] >= cycle  # its last element's cycles run past the stop
+    ops_done = st.regs[:, :, K.T_DONE] - unfinished
+    return replace(result, finished=finished, ops_done=ops_done)
 
 
 def run_chunks(fab, st, prog, tr, max_cycles, parallel, trace, keep=None):

@@ -20,6 +20,11 @@ then be arrays of the same length, element ``i`` going to ``pe[i]``.
 PEs that do the same work share one program (:meth:`ProgramBuilder.share`): its ops are added
 to one of them and stored once. A whole wafer's weight-streaming GEMM is 745,500 PEs of a few
 thousand programs; one op table row a PE and op would take hundreds of gigabytes.
+
+Work that repeats is a loop (:meth:`ProgramBuilder.repeat`), as a CSL program loops over a
+descriptor whose offset it moves: one ``OP_LOOP`` row, a row of steps for each body row, and
+the body's rows, whose SRAM addresses (and a wait's count) move by their steps each
+iteration, so a program does not grow with the iterations it runs.
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ COLUMN_DTYPES = (np.int8, np.int16, np.int32)  # how a builder keeps op columns 
 OP_FIELD = np.iinfo(OP_DTYPE)  # the range an op's every field must fit
 MAX_SPARSE_INDEX = 1 << 16  # an spmacs index is 16 bits (a half of a wavelet)
 WAIT_OP_CYCLES = 1  # a satisfied ``wait`` costs its start-up plus this (an assumption)
+STEP_FIELDS = [K.C_DST, K.C_A, K.C_B]  # the op columns a loop moves each iteration
+
+
+class NotALoop(ConfigError):
+    """Iterations given to :meth:`ProgramBuilder.repeat` that do not make a loop."""
 
 
 def vector_cycles(pe: PESpec, fmacs: int, read_bytes: int, write_bytes: int, dtype: DType) -> int:
@@ -171,6 +181,8 @@ def _half_bits(values: np.ndarray, dtype: DType) -> np.ndarray:
 class ProgramBuilder:
     """Collects operations per (PE, task); :meth:`build` checks them and packs the arrays."""
 
+    roll_loops = True  # False: :meth:`repeat` writes every iteration out (tests compare both)
+
     def __init__(
         self,
         pes: int,
@@ -185,7 +197,9 @@ class ProgramBuilder:
         self.words = (
             np.full(pes, budget, np.int64) if sram_words is None else np.array(sram_words, np.int64)
         )
-        self._count = np.zeros((pes, tasks), np.int64)  # ops added per (PE, task)
+        self._count = np.zeros((pes, tasks), np.int64)  # ops each (PE, task) will run
+        self._stored = np.zeros((pes, tasks), np.int64)  # its op table rows (loops: fewer)
+        self._depth = 0  # loops open in repeat
         self._like = np.arange(pes)  # the PE whose programs each PE runs (share)
         # ops in the order added: one-PE ops in the lists, many-PE ones as blocks
         self._keys: list[int] = []  # pe * tasks + task
@@ -327,6 +341,117 @@ class ProgramBuilder:
             raise ConfigError(f"PE {pes[i]} is a model other PEs share: it keeps its own programs")
         self._like[pes] = like
 
+    def repeat(self, count: int, emit, fallback=None) -> None:
+        """Run ``emit(i)`` for ``i`` in ``range(count)`` as loops: the ops it adds become, for
+        each (PE, task) it adds to, one ``OP_LOOP`` whose body is iteration 0's ops, moved
+        each iteration by iteration 1's addresses (and wait counts) minus iteration 0's.
+        ``emit`` must add the same ops each iteration but for addresses that move by a fixed
+        step; it may call ``repeat`` (loops nest ``LOOP_DEPTH`` deep). It is called for
+        iterations 0, 1 and ``count - 1``, :meth:`ops_in` counting as if all had run: the
+        last one's ops are checked (SRAM ranges, the step) and dropped, so the kernel's own
+        state is left as the last iteration set it. ``fallback``: iterations that are not a
+        loop are written out instead of refused, once ``fallback()`` has set the kernel's
+        own state back as it was before them."""
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+            raise ConfigError(f"loop count={count!r} must be an integer >= 1")
+        self._check_open()
+        if not self.roll_loops or count < 3:
+            for i in range(count):
+                emit(i)
+            return
+        if self._depth >= K.LOOP_DEPTH:
+            raise ConfigError(f"loops nest {K.LOOP_DEPTH} deep at most")
+        self._flush()
+        saved = self._count.copy(), self._stored.copy(), len(self._blocks)
+        self._depth += 1
+        try:
+            self._roll(int(count), emit)
+        except NotALoop:
+            if fallback is None:
+                raise
+            fallback()
+            self._count, self._stored = saved[0], saved[1]
+            del self._blocks[saved[2] :]
+            for i in range(count):
+                emit(i)
+        finally:
+            self._depth -= 1
+
+    def _roll(self, count: int, emit) -> None:
+        """:meth:`repeat` of three iterations or more."""
+        before = self._count.copy()
+        first = self._emitted(emit, 0)
+        if not len(first.keys):
+            for i in range(1, count):  # nothing to roll: the kernel's state as it expects
+                emit(i)
+            return
+        keys = np.unique(first.keys)
+        stored = self._stored.flat[keys] - np.bincount(np.searchsorted(keys, first.keys))
+        second = self._emitted(emit, 1)
+        self._check_same(first, second, "iteration 1")
+        steps = second.rows[:, STEP_FIELDS] - first.rows[:, STEP_FIELDS]
+        each = self._count.flat[keys] - before.flat[keys]  # ops an iteration: 2 x per key
+        self._count.flat[keys] = before.flat[keys] + (count - 1) * (each // 2)
+        last = self._emitted(emit, count - 1)
+        expected = first.rows.copy()
+        expected[:, STEP_FIELDS] += (count - 1) * steps
+        self._check_same(_Rows(first.keys, expected, first.scalars), last, f"iteration {count - 1}")
+        if np.any(expected[:, STEP_FIELDS] != last.rows[:, STEP_FIELDS]):
+            raise NotALoop(f"loop of {count}: its addresses do not move by a fixed step")
+        self._stored.flat[keys] = stored
+        self._add_loop(count, first, steps)
+
+    def _emitted(self, emit, i: int) -> _Rows:
+        """The ops ``emit(i)`` adds, in key order, kept out of the table."""
+        self._flush()
+        before = len(self._blocks)
+        emit(i)
+        self._flush()
+        blocks = self._blocks[before:]
+        del self._blocks[before:]
+        rows = _rows_of(blocks)
+        if np.any(rows.rows[:, K.C_CODE] == K.OP_SWITCH):
+            raise ConfigError("a loop's body may not switch a router (switches are read once)")
+        return rows
+
+    def _check_same(self, a: _Rows, b: _Rows, which: str) -> None:
+        """Refuse a loop whose iteration ``b`` adds other ops than iteration ``a``, but for
+        the addresses of ops other than an inner loop's rows."""
+        moves = np.ones(K.NUM_OP_COLUMNS, bool)
+        moves[STEP_FIELDS] = False
+        same = np.array_equal(a.keys, b.keys)
+        if same:
+            inner = np.isin(a.rows[:, K.C_CODE], (K.OP_LOOP, K.OP_STEPS))
+            same = np.array_equal(a.rows[:, moves], b.rows[:, moves])
+            same = same and np.array_equal(a.rows[inner], b.rows[inner])
+            same = same and np.array_equal(a.scalars.view(np.uint32), b.scalars.view(np.uint32))
+        if not same:
+            raise NotALoop(f"loop: {which} adds other ops than iteration 0 (not a loop)")
+
+    def _add_loop(self, count: int, body: _Rows, steps: np.ndarray) -> None:
+        """Each (PE, task)'s loop: its header, a row of steps a body row, then the body
+        (iteration 0's rows)."""
+        keys, rows = body.keys, body.rows
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        sizes = np.diff(np.r_[starts, len(keys)])
+        group = np.repeat(np.arange(len(starts)), sizes)
+        offset = 2 * starts + np.arange(len(starts))  # each loop's header in the block
+        at = np.arange(len(keys)) - starts[group]  # each body row's place in its body
+        step_at, body_at = offset[group] + 1 + at, offset[group] + 1 + sizes[group] + at
+        out = np.zeros((len(starts) + 2 * len(keys), K.NUM_OP_COLUMNS), np.int64)
+        out[offset, K.C_CODE], out[offset, K.C_N], out[offset, K.C_M] = K.OP_LOOP, count, sizes
+        out[step_at, K.C_CODE] = K.OP_STEPS
+        inner = np.isin(rows[:, K.C_CODE], (K.OP_LOOP, K.OP_STEPS))
+        out[step_at[:, None], STEP_FIELDS] = np.where(inner[:, None], 0, steps)
+        out[body_at] = rows
+        scalars = np.zeros(len(out), np.float32)
+        scalars[body_at] = body.scalars
+        out_keys = np.empty(len(out), keys.dtype)
+        out_keys[offset], out_keys[step_at], out_keys[body_at] = keys[starts], keys, keys
+        columns = tuple(_stored(out[:, i], len(out), n) for i, n in enumerate(K.OP_COLUMN_NAMES))
+        self._blocks.append(_Block(out_keys, columns, scalars))
+        self._stored.flat[keys[starts]] += 1 + 2 * sizes
+
     # ``iteration`` (the local ops): the op opens an iteration of a scalar loop, whose
     # control costs ``pe.issue_cycles`` besides the op (as a matmul column's loop does)
 
@@ -377,6 +502,7 @@ class ProgramBuilder:
             self._rows.append(row)
             self._scalars.append(scalar)
             self._count[pe, task] += 1
+            self._stored[pe, task] += 1
             return
         self._flush()
         pe = np.asarray(pe, np.int64)
@@ -387,6 +513,7 @@ class ProgramBuilder:
         keys = (pe * self.tasks + task).astype(self._key_dtype)
         self._blocks.append(_Block(keys, columns, scalar))
         np.add.at(self._count[:, task], pe, 1)
+        np.add.at(self._stored[:, task], pe, 1)
 
     def _check(self, pe, task, op, ranges) -> None:
         """Refuse an op (or, for many PEs, the first bad one) naming the field at fault."""
@@ -445,8 +572,8 @@ class ProgramBuilder:
         builder takes no more (a plan's last build: its blocks and table never coexist)."""
         self._check_open()
         self._flush()
-        end = np.cumsum(self._count.reshape(-1))
-        start = end - self._count.reshape(-1)
+        end = np.cumsum(self._stored.reshape(-1))
+        start = end - self._stored.reshape(-1)
         shape = (self.pes, self.tasks)
         # shared programs: their model's rows
         starts, ends = start.reshape(shape)[self._like], end.reshape(shape)[self._like]
@@ -474,6 +601,54 @@ class _Block(NamedTuple):
     keys: np.ndarray
     columns: tuple
     scalars: float | np.ndarray
+
+
+class _Rows(NamedTuple):
+    """Ops as rows: keys, int64 rows (n, columns) and float32 scalars, in key order (each
+    key's in the order added)."""
+
+    keys: np.ndarray
+    rows: np.ndarray
+    scalars: np.ndarray
+
+
+def _rows_of(blocks: list) -> _Rows:
+    """The ops of ``blocks`` as :class:`_Rows`."""
+    if not blocks:
+        return _Rows(np.zeros(0, np.int64), np.zeros((0, K.NUM_OP_COLUMNS), np.int64),
+                     np.zeros(0, np.float32))  # fmt: skip
+    keys = np.concatenate([block.keys for block in blocks]).astype(np.int64)
+    rows = np.concatenate([
+        np.column_stack([np.broadcast_to(np.asarray(c, np.int64), block.keys.shape)
+                         for c in block.columns])
+        for block in blocks
+    ])  # fmt: skip
+    scalars = np.concatenate([
+        np.broadcast_to(np.asarray(block.scalars, np.float32), block.keys.shape)
+        for block in blocks
+    ])  # fmt: skip
+    order = np.argsort(keys, kind="stable")
+    return _Rows(keys[order], rows[order], scalars[order])
+
+
+def row_repeats(program: ProgramArrays) -> np.ndarray:
+    """int64 (K,): how often one run of its task runs each row of the op table (a loop's
+    body its count times, and its header and steps never)."""
+    ops = program.ops
+    times = np.ones(len(ops), np.int64)
+    heads = np.flatnonzero(ops[:, K.C_CODE] == K.OP_LOOP)
+    for head in heads.tolist():  # outer loops first: a nested body multiplies both counts
+        body = head + 1 + int(ops[head, K.C_M])
+        times[body : body + int(ops[head, K.C_M])] *= int(ops[head, K.C_N])
+    times[ops[:, K.C_CODE] == K.OP_LOOP] = 0
+    times[ops[:, K.C_CODE] == K.OP_STEPS] = 0
+    return times
+
+
+def task_ops(program: ProgramArrays) -> np.ndarray:
+    """int64 (P, T): the ops each task runs (``SimResult.ops_done`` of a finished run)."""
+    total = np.concatenate([[0], np.cumsum(row_repeats(program))])
+    return total[program.task_end] - total[program.task_start]
 
 
 def _handed(blocks: list, consume: bool):

@@ -78,7 +78,10 @@ class EngineState(NamedTuple):
     op_pc: np.ndarray  # int64 (P, T): the row ``op`` holds, -1 before the first
     progress: np.ndarray  # int64 (P, T): elements done in the current op
     wait: np.ndarray  # int64 (P, T): cycles left before the next element
-    finish: np.ndarray  # int64 (P, T): the last cycle of the op ``pc`` last moved past, -1
+    # int64 (P, T, TASK_REGISTERS): each task's registers (_engine_jit.T_*: the last cycle of
+    # the op it last moved past, ops done, open loops), beside the op copy, which runs faster
+    # narrow
+    regs: np.ndarray
     stuck: np.ndarray  # uint8 (P,): the last route moved nothing and nothing changed since
     stuck_stalls: np.ndarray  # int64 (P,): the stalls that futile route added, packed per port
     seen: np.ndarray  # int64 (P,): program mode: the last cycle the router was stepped
@@ -167,8 +170,33 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words, tasks: 
         op_pc=np.full((pes, tasks), -1, np.int64),
         progress=np.zeros((pes, tasks), np.int64),
         wait=np.zeros((pes, tasks), np.int64),
-        finish=np.full((pes, tasks), -1, np.int64),
+        regs=_registers(pes, tasks),
     )
+
+
+def start_tasks(st: EngineState, program: ProgramArrays, startup: int) -> None:
+    """Set each task at its first op, inside the loops whose headers come first (as
+    ``_engine_jit.next_in_loops`` opens them), its start-up to count down."""
+    st.pc[:] = program.task_start
+    st.wait[:] = np.where(program.task_end > program.task_start, startup, 0)
+    ops, pc, end = program.ops, st.pc, program.task_end
+    while True:
+        at = pc < end
+        at[at] = ops[pc[at], K.C_CODE] == K.OP_LOOP
+        if not at.any():
+            return
+        pes, tasks = np.nonzero(at)
+        depth = st.regs[pes, tasks, K.T_DEPTH]
+        st.regs[pes, tasks, K.T_LOOPS + 2 * depth] = pc[pes, tasks]
+        st.regs[pes, tasks, K.T_LOOPS + 2 * depth + 1] = 0
+        st.regs[pes, tasks, K.T_DEPTH] = depth + 1
+        pc[pes, tasks] += 1 + ops[pc[pes, tasks], K.C_M]
+
+
+def _registers(pes: int, tasks: int) -> np.ndarray:
+    regs = np.zeros((pes, tasks, K.TASK_REGISTERS), np.int64)
+    regs[:, :, K.T_FINISH] = -1
+    return regs
 
 
 def _reasons(pes: int) -> np.ndarray:

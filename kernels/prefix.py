@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.engine import simulate
+from wafersim.fabric.program import row_repeats, task_ops
 from wafersim.fabric.state import ProgramArrays
 from wafersim.fabric.trace import SentProbe
 from wafersim.kernels.fast_tier import fast_cycles
@@ -132,7 +133,7 @@ def run_prefix(
         cycles=sim.cycles,
         finished=sim.finished,
         edge_share=shares[-1] if shares else None,
-        ops_share=float(sim.ops_done.sum() / max(1, (program.task_end - program.task_start).sum())),
+        ops_share=float(sim.ops_done.sum() / max(1, task_ops(program).sum())),
         pace=pace,
         steady=steady or sim.finished,
         projected_cycles=projected,
@@ -169,8 +170,9 @@ def edge_wavelets(program: ProgramArrays, ports: np.ndarray) -> int:
     """Wavelets the ``ports``' programs send over the whole run."""
     start, end = program.task_start[ports].reshape(-1), program.task_end[ports].reshape(-1)
     rows = np.concatenate([np.zeros(0, np.int64), *map(np.arange, start, end)])
-    ops = program.ops[rows]
-    return int(ops[ops[:, K.C_CODE] == K.OP_SEND, K.C_N].sum())
+    ops, times = program.ops[rows], row_repeats(program)[rows]  # a loop's body each time
+    sends = ops[:, K.C_CODE] == K.OP_SEND
+    return int((ops[sends, K.C_N] * times[sends]).sum())
 
 
 def _pace(cycles: list[int], shares: list[float], part: int) -> float | None:

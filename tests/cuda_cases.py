@@ -29,7 +29,7 @@ from wafersim.fabric.engine import fabric_arrays, run_kernel, simulate  # noqa: 
 from wafersim.fabric.mesh import Mesh  # noqa: E402
 from wafersim.fabric.program import ProgramBuilder  # noqa: E402
 from wafersim.fabric.routes import ColorRoutes  # noqa: E402
-from wafersim.fabric.state import allocate_state, empty_program, empty_traffic  # noqa: E402
+from wafersim.fabric.state import allocate_state, empty_program, empty_traffic, start_tasks  # noqa: E402
 from wafersim.fabric.trace import TraceRecorder  # noqa: E402
 from wafersim.fabric.traffic import ROUTINGS, TrafficConfig, run_traffic, traffic_arrays  # noqa: E402
 from wafersim.kernels import kernel_plan  # noqa: E402
@@ -337,8 +337,7 @@ def state_program(engine, layout="rows"):
     fab = fabric_arrays(mesh, SPEC, routes.table, np.zeros(1, np.uint8), False)
     st = allocate_state(mesh.pes, 1, fab.depth, fab.slots, 128, 1)
     st.mem[:] = memory(9).reshape(-1)
-    st.pc[:] = prog.task_start
-    st.wait[:] = np.where(prog.task_end > prog.task_start, fab.startup, 0)
+    start_tasks(st, prog, fab.startup)
     return state_after(engine, fab, st, prog, empty_traffic(3, 3), 12, "block", layout)
 
 

@@ -20,7 +20,7 @@ from wafersim.fabric.engine import fabric_arrays, run_kernel, simulate
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
-from wafersim.fabric.state import allocate_state, empty_program, empty_traffic
+from wafersim.fabric.state import allocate_state, empty_program, empty_traffic, start_tasks
 from wafersim.fabric.traffic import NEVER, ROUTINGS, TrafficConfig, run_traffic, traffic_arrays
 from wafersim.wafer.errors import DeadlockError
 from wafersim.wafer.geometry import RAMP, E, N, S, W
@@ -74,9 +74,9 @@ def task_counters(eng, prog, t: int) -> dict[str, np.ndarray]:
     """The engine's ops done and elements done after cycle ``t``, as the reference keeps them:
     the engine counts an op in ``pc`` from its last element's start, the reference once that
     element's cycles have run (the engine's ``finish``: until then its elements all done)."""
-    unfinished = eng.finish > t
-    last = prog.ops[np.maximum(eng.pc - 1, 0), K.C_N]
-    return {"pc": eng.pc - prog.task_start - unfinished,
+    unfinished = eng.regs[:, :, K.T_FINISH] > t
+    last = eng.op[:, :, K.C_N]  # the op moved past: the next loads once its cycles have run
+    return {"pc": eng.regs[:, :, K.T_DONE] - unfinished,
             "progress": np.where(unfinished, last, eng.progress)}  # fmt: skip
 
 
@@ -97,8 +97,7 @@ def lockstep(mesh, spec, routes, calls, memory, tasks=1, max_cycles=3000) -> Run
     fab = fabric_arrays(mesh, spec, routes.table, np.zeros(routes.colors, np.uint8), False)
     eng = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
     eng.mem[:] = memory.reshape(-1)  # every PE memory.shape[1] words
-    eng.pc[:] = prog.task_start
-    eng.wait[:] = np.where(prog.task_end > prog.task_start, fab.startup, 0)
+    start_tasks(eng, prog, fab.startup)
     tr = empty_traffic(mesh.width, mesh.height)
     ref = ReferenceFabric.for_program(mesh, spec, routes.table, ref_prog, memory)
     run = Run(-1, ref, eng.mem.reshape(memory.shape))
@@ -466,6 +465,20 @@ WAITS_FOR_THE_LAST_CYCLE = [
     (0, 1, STARTUP + 5 + 1 + STARTUP + 1 + 1 + 1),
     (1, 0, STARTUP + 5 + 2 + STARTUP + 1 + 1 + 1),
 ]
+
+
+def test_an_op_blocked_in_its_last_cycles_finishes_later():
+    """Task 1's vadd is one element of 10 cycles; task 0's add of a wavelet that comes in
+    meanwhile takes the datapath first, so the vadd's last cycle comes a cycle later, and
+    so does the moment it counts as done (each cycle's counters agree)."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    calls = [
+        ("send", 0, 0, 0, 0, 1),
+        ("recv_add", 1, 0, 0, 64, 1),
+        ("vadd", 1, 1, 40, 0, 10, 10),
+    ]
+    lockstep(mesh, spec_with(), routes, calls, random_memory(2), tasks=2)
 
 
 @pytest.mark.parametrize(("computes", "waits", "cycles"), WAITS_FOR_THE_LAST_CYCLE)

@@ -1,0 +1,157 @@
+"""Loops in PE programs (ProgramBuilder.repeat): a rolled program runs bit for bit as the
+same program written out, iteration by iteration, and no longer grows with its iterations."""
+
+import numpy as np
+import pytest
+from wafersim.fabric import _engine_jit as K
+from wafersim.fabric.engine import simulate
+from wafersim.fabric.mesh import Mesh
+from wafersim.fabric.program import ProgramBuilder, row_repeats, task_ops, words
+from wafersim.fabric.routes import ColorRoutes
+from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.presets import preset
+
+SPEC = preset("tiny")
+VALUES = 8  # values a step streams
+WORD_VALUES = {"fp32": 1, "fp16": 2, "bf16": 2}
+
+
+def stream_program(roll: bool, dtype: str, count: int, nested: bool):
+    """PE 0 streams ``count`` blocks to PE 1, which adds each into a buffer of its own,
+    scales it, multiplies it into an accumulator (fmacs) and, on a second task that waits
+    for the first, adds two vectors; ``nested``: each step also streams three parts by an
+    inner loop."""
+    prog = ProgramBuilder(2, SPEC.pe, 1, tasks=2)
+    prog.roll_loops = roll
+    w = words(VALUES, dtype)
+
+    def part(i, j):
+        prog.send(0, 0, 0, i * w + j * 2, 2 * WORD_VALUES[dtype], dtype)
+
+    def part_in(i, j):
+        prog.recv(1, 0, 0, 600 + i * 8 + j * 2, 2 * WORD_VALUES[dtype], dtype)
+
+    def step(i):
+        prog.send(0, 0, 0, i * w, VALUES, dtype)
+        if nested:
+            prog.repeat(3, lambda j: part(i, j))
+        prog.send(0, 0, 0, 900, 4, dtype)
+        prog.recv_add(1, 0, 0, 100 + i * w, VALUES, dtype)
+        if nested:
+            prog.repeat(3, lambda j: part_in(i, j))
+        prog.vscale(1, 0, 200 + i * w, 100 + i * w, 0.5, VALUES, dtype)
+        prog.fmacs(1, 0, 0, 400 + i * 4, 500, 4, 4, dtype)
+        prog.wait(1, 1, 0, prog.ops_in(1, 0))
+        prog.vadd(1, 1, 300 + i * w, 200 + i * w, 100, VALUES, dtype)
+
+    prog.vscale(1, 1, 700, 700, 2.0, 4)
+    prog.repeat(count, step)
+    prog.send(0, 0, 0, 0, 4, dtype)
+    prog.recv(1, 0, 0, 800, 4, dtype)
+    return prog.build()
+
+
+def run(program):
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    memory = np.random.default_rng(1).standard_normal((2, 1024)).astype(np.float32)
+    return simulate(mesh, SPEC, routes, program, memory, max_cycles=100_000)
+
+
+def assert_identical(a, b):
+    """The same cycles, SRAM, counters and ops done."""
+    assert a.cycles == b.cycles
+    np.testing.assert_array_equal(a.mem.flat.view(np.uint32), b.mem.flat.view(np.uint32))
+    for name in ("pe_busy_cycles", "pe_stall_cycles", "pe_cycle_reasons", "link_flits",
+                 "link_stalls", "ops_done"):  # fmt: skip
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("nested", [False, True])
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_a_loop_runs_as_its_iterations_written_out(dtype, nested, count):
+    """Rolled and written out: the same run, bit for bit; the rolled table no longer grows
+    with the iterations."""
+    rolled = stream_program(True, dtype, count, nested)
+    plain = stream_program(False, dtype, count, nested)
+    assert_identical(run(rolled), run(plain))
+    np.testing.assert_array_equal(task_ops(rolled), task_ops(plain))
+    np.testing.assert_array_equal(task_ops(plain), plain.task_end - plain.task_start)
+    if count >= 3:
+        assert len(rolled.ops) < len(plain.ops)
+        assert len(stream_program(True, dtype, count + 10, nested).ops) == len(rolled.ops)
+
+
+def test_row_repeats_counts_nested_bodies():
+    """A body row runs its loop's count times, a nested one the product; headers and step
+    rows never."""
+    program = stream_program(True, "fp32", 5, nested=True)
+    times = row_repeats(program)
+    control = np.isin(program.ops[:, K.C_CODE], (K.OP_LOOP, K.OP_STEPS))
+    assert (times[control] == 0).all()
+    assert sorted(set(times[~control].tolist())) == [1, 5, 15]
+
+
+def builder():
+    return ProgramBuilder(2, SPEC.pe, 1, tasks=2)
+
+
+@pytest.mark.parametrize(
+    ("count", "emit", "match"),
+    [
+        (0, lambda p, i: None, "count=0"),
+        (3, lambda p, i: p.vadd(0, 0, 10 * i * i, 0, 0, 4), "fixed step"),
+        (3, lambda p, i: p.vadd(0, 0, 0, 0, 0, 4 + i), "other ops"),
+        (3, lambda p, i: [p.vadd(0, 0, 0, 0, 0, 4) for _ in range(i + 1)], "other ops"),
+        (3, lambda p, i: p.vadd(i % 2, 0, 0, 0, 0, 4), "other ops"),
+        (3, lambda p, i: p.vscale(0, 0, 0, 0, float(i), 4), "other ops"),
+        (5000, lambda p, i: p.vadd(0, 0, 4 * i, 0, 0, 4), "SRAM range"),
+        (3, lambda p, i: p.switch(0, 0, 0, [1, 0, 0, 0, 0]), "switch"),
+    ],
+)  # fmt: skip
+def test_a_loop_that_is_not_one_is_refused(count, emit, match):
+    """A count below one, iterations that differ but in addresses moving by a fixed step,
+    a last iteration outside the PE's SRAM and a switch in a loop are refused."""
+    prog = builder()
+    with pytest.raises(ConfigError, match=match):
+        prog.repeat(count, lambda i: emit(prog, i))
+
+
+def test_a_loop_that_is_not_one_falls_back_to_its_iterations():
+    """``fallback``: the iterations written out, once the kernel's state is set back."""
+    prog = builder()
+    reset = []
+    prog.repeat(4, lambda i: prog.vadd(0, 0, i * i, 0, 0, 4), fallback=lambda: reset.append(1))
+    built = prog.build()
+    assert reset == [1]
+    assert built.ops[:, K.C_DST].tolist() == [0, 1, 4, 9]
+    assert (built.ops[:, K.C_CODE] == K.OP_VADD).all()
+
+
+def test_loops_nest_a_fixed_depth():
+    """Loops nest ``LOOP_DEPTH`` deep; one more is refused."""
+    prog = builder()
+
+    def nest(depth):
+        if depth == 0:
+            return lambda i: prog.vadd(0, 0, 0, 0, 0, 4)
+        return lambda i: prog.repeat(3, nest(depth - 1))
+
+    nest(K.LOOP_DEPTH)(0)
+    assert task_ops(prog.build())[0, 0] == 3**K.LOOP_DEPTH
+    with pytest.raises(ConfigError, match="nest"):
+        nest(K.LOOP_DEPTH + 1)(0)
+
+
+def test_a_program_that_starts_with_a_loop():
+    """A task whose first row is a loop's header starts inside it."""
+    programs = []
+    for roll in (True, False):
+        prog = ProgramBuilder(2, SPEC.pe, 1, tasks=1)
+        prog.roll_loops = roll
+        prog.repeat(5, lambda i: (prog.send(0, 0, 0, 4 * i, 4), prog.recv(1, 0, 0, 4 * i, 4)))
+        programs.append(prog.build())
+    assert programs[0].ops[programs[0].task_start[0, 0], K.C_CODE] == K.OP_LOOP
+    assert_identical(run(programs[0]), run(programs[1]))
