@@ -3,7 +3,9 @@
 PE (i, j) of a P x Q grid keeps C[M_i, N_j]; row i's west edge port multicasts A[M_i, :]
 along the row (each PE receives it whole), column j's north port streams B[:, N_j] down the
 column, column by column, and each PE multiplies it into C as it passes (fmacs). Colors
-alternate by line. The record at the end holds everything the kernels, the compiler and the
+alternate by line. The columns are a loop (``ProgramBuilder.repeat``), as a CSL program
+loops over a descriptor whose offset it moves: the program is one column's ops, however
+many columns a PE has. The record at the end holds everything the kernels, the compiler and the
 fast tier need; one call registers it::
 
     from wafersim.kernels import register
@@ -53,8 +55,9 @@ def row_broadcast(a, b, grid, spec: WaferSpec, dtype: DType):
     plan = KernelPlan(grid, spec, tasks=2)
     a_colors = [_feed(plan, grid.west_port(i), grid.pe[i], A_COLORS[i % 2],
                       a[rows[i] : rows[i + 1]], dtype) for i in range(grid.rows)]  # fmt: skip
-    b_colors = [_feed(plan, grid.north_port(j), grid.pe[:, j], B_COLORS[j % 2],
-                      b[:, cols[j] : cols[j + 1]], dtype) for j in range(grid.cols)]  # fmt: skip
+    b_colors = [_stream_columns(plan, grid.north_port(j), grid.pe[:, j], B_COLORS[j % 2],
+                                b[:, cols[j] : cols[j + 1]], dtype)
+                for j in range(grid.cols)]  # fmt: skip
     placed = []
     for (i, j), pe in np.ndenumerate(grid.pe):
         (r0, r1), (c0, c1) = rows[i : i + 2], cols[j : j + 2]
@@ -63,7 +66,10 @@ def row_broadcast(a, b, grid, spec: WaferSpec, dtype: DType):
         c = plan.alloc(pe, mi * nj, "fp32 C tile")
         plan.prog.recv(pe, RECV_TASK, a_colors[i], buf, mi * k, dtype)
         plan.prog.wait(pe, MUL_TASK, RECV_TASK, plan.prog.ops_in(pe, RECV_TASK))
-        plan.prog.fmacs(pe, MUL_TASK, b_colors[j], c, buf, mi, k, dtype, blocks=nj)
+        multiply = lambda col, pe=pe, c=c, buf=buf, mi=mi, j=j: plan.prog.fmacs(  # noqa: E731
+            pe, MUL_TASK, b_colors[j], c + col * mi, buf, mi, k, dtype
+        )
+        plan.prog.repeat(nj, multiply)  # column ``col`` of C: one fmacs over B's column
         placed.append((pe, c, r0, r1, c0, c1))
     analytic = row_broadcast_cycles(m, k, n, grid.rows, grid.cols, spec, dtype, grid.detour)
     sim = plan.run(max_cycles_for(analytic))
@@ -81,12 +87,27 @@ def _feed(plan, port: int, line, color: int, block, dtype) -> int:
     return color
 
 
+def _stream_columns(plan, port: int, line, color: int, block, dtype) -> int:
+    """Load ``block``'s columns at ``port``, each in whole words; a loop of one send a
+    column on a multicast along ``line``."""
+    color = plan.wiring.connect(color, port, [int(pe) for pe in line], ("row_broadcast", port))
+    rows, cols = block.shape
+    column = words(rows, dtype)
+    addr = plan.alloc(port, column * cols, "operand")
+    for j in range(cols):
+        plan.load(port, addr + j * column, encode(block[:, j], dtype))
+    plan.prog.repeat(cols, lambda j: plan.prog.send(port, 0, color, addr + j * column, rows, dtype))
+    return color
+
+
 def row_broadcast_cycles(m, k, n, p, q, spec, dtype, detour=NO_DETOUR) -> int:
     """``A``'s block crosses the row, then ``B``'s columns stream through the slowest of
-    the link and the FMACs, and the last reaches the bottom row."""
+    the link and the FMACs, each column's fmacs after its start-up, and the last reaches
+    the bottom row."""
     mi, nj = ceil_div(m, p), ceil_div(n, q)
     fill = p2p_cycles(spec, q + detour.across, words(mi * k, dtype))
-    stream = words(k * nj, dtype) * max(1, fmacs_cycles(spec.pe, mi, dtype))
+    column = words(k, dtype) * max(1, fmacs_cycles(spec.pe, mi, dtype))
+    stream = nj * column + (nj - 1) * spec.pe.op_startup_cycles
     start = wait_cycles(spec) + spec.pe.op_startup_cycles
     return fill + start + stream + (p + detour.down) * spec.link.hop_latency_cycles
 
