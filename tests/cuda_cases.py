@@ -188,6 +188,26 @@ def wait_for_last_cycle(engine):
     return outcome(engine, mesh, SPEC, routes, prog, memory(2))
 
 
+def loops(engine):
+    """Nested loops: a stream of steps, each a send and a loop of three parts, received,
+    added and waited on by a second task (tests/test_program_loops.py)."""
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1])
+    builder = ProgramBuilder(mesh.pes, SPEC.pe, 1, 2)
+
+    def step(i):
+        builder.send(0, 0, 0, 4 * i, 4)
+        builder.repeat(3, lambda j: builder.send(0, 0, 0, 40 + 2 * j, 2))
+        builder.recv_add(1, 0, 0, 4 * i, 4)
+        builder.repeat(3, lambda j: builder.recv(1, 0, 0, 60 + 2 * j, 2))
+        builder.wait(1, 1, 0, builder.ops_in(1, 0))
+        builder.vadd(1, 1, 80 + 4 * i, 4 * i, 60, 4)
+
+    builder.repeat(5, step)
+    return outcome(engine, mesh, SPEC, routes, builder.build(), memory(2))
+
+
 def traced(engine):
     """The fmacs case in chunks of 7 cycles with a trace: the samples agree too."""
     mesh = Mesh.full(3, 1)
@@ -380,6 +400,7 @@ CASES = {
         local_ops_tasks,
         fp16_wait_matmul,
         wait_for_last_cycle,
+        loops,
         traced,
         gemm_summa,
         sparse_weight_stream,
