@@ -129,8 +129,7 @@ def weight_stream(
     layout.load(staging, a, b)
     staging.stream_in()
     layout.wire(staging)
-    for c in range(len(chunks) - 1):
-        layout.chunk(c)
+    layout.chunks_all()
     # C's tiles in place are read after the run (a whole wafer's: 1.5 M tuples)
     placed = staging.gather_out(layout.c_tiles()) if outputs == "gathered" else None
     density = int(layout.nonzeros.sum()) / b.size
@@ -272,6 +271,40 @@ class _Layout:
         self.plan.prog.share(pe[shares], model[shares])
         self.own = ~shares.reshape(grid.rows, grid.cols)
 
+    def chunks_all(self) -> None:
+        """Every chunk, as loops where they repeat
+        (:meth:`fabric.program.ProgramBuilder.repeat`), so the op table does not grow with the
+        chunks: from chunk 2 on (the first two wait for no freed buffer), a period of chunks
+        (:meth:`_period`) repeats while the chunks keep one width and every row's block is
+        dense. Iterations that ``repeat`` refuses as a loop all the same are written out."""
+        count, c, period = len(self.chunks) - 1, 0, self._period()
+        runs = self._runs()
+        while c < count:
+            times = int(runs[c]) // period if c >= 2 else 0
+            if times >= 3:
+                iterations = _Iterations(self, c, period)
+                self.plan.prog.repeat(times, iterations, iterations.restore)
+                c += times * period
+            else:
+                self.chunk(c)
+                c += 1
+
+    def _period(self) -> int:
+        """Chunks after which every PE's work repeats, its addresses moved: two buffers
+        alternate, and a chain's root (chunk ``c``'s owner row ``c mod rows``) comes round."""
+        return 2 if self.reduce == "tree" else int(np.lcm(self.plan.grid.rows, 2))
+
+    def _runs(self) -> np.ndarray:
+        """Per chunk, how many chunks from it on have its width and dense blocks in every
+        row (0 where its own are not all dense): sparse blocks differ chunk by chunk."""
+        widths = np.diff(self.chunks)
+        dense = (self.mode == MODES.index(sparse_weights.DENSE)).all(axis=0)
+        runs = np.zeros(len(widths) + 1, np.int64)
+        for c in range(len(widths) - 1, -1, -1):
+            same = c + 1 < len(widths) and widths[c + 1] == widths[c]
+            runs[c] = (1 + runs[c + 1] * same) * dense[c]
+        return runs[:-1]
+
     def chunk(self, c: int) -> None:
         """Stream chunk ``c`` along every row, compute it, reduce it down every column."""
         plan, grid, pes = self.plan, self.plan.grid, self.pes
@@ -354,6 +387,36 @@ class _Layout:
         addr = self._c_addr(pe, ms[j + 1] - ms[j], c)
         parts = (pe, addr, ms[j], ms[j + 1], self.chunks[c], self.chunks[c + 1])
         return list(zip(*(part.tolist() for part in parts), strict=True))
+
+
+class _Iterations:
+    """Iteration ``i`` of a loop of chunks, as :meth:`_Layout.chunks_all` repeats it: the
+    chunks ``c + i * period`` on. ``repeat`` emits iterations 0, 1 and the last; the reduce
+    task's ops counts in ``freed`` that an iteration starts from move by a fixed step (each
+    iteration frees both buffers once), so after skipped iterations they are set from the
+    first two.
+    :meth:`restore` sets ``freed`` back as before iteration 0, for iterations written out."""
+
+    def __init__(self, layout: _Layout, c: int, period: int) -> None:
+        self.layout, self.c, self.period = layout, c, period
+        self.start = layout.freed.copy()
+        self.ends: dict[int, np.ndarray] = {}  # freed after iterations 0 and 1
+        self.last = -1  # the iteration emitted last
+
+    def __call__(self, i: int) -> None:
+        freed = self.layout.freed
+        if i >= 2 and self.last != i - 1:
+            freed[:] = self.ends[0] + (i - 1) * (self.ends[1] - self.ends[0])
+        for j in range(self.period):
+            self.layout.chunk(self.c + i * self.period + j)
+        if i < 2:
+            self.ends[i] = freed.copy()
+        self.last = i
+
+    def restore(self) -> None:
+        """``freed`` as before iteration 0: the iterations are written out from there."""
+        np.copyto(self.layout.freed, self.start)
+        self.last = -1
 
 
 class RowBlocks(NamedTuple):

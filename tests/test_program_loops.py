@@ -6,8 +6,12 @@ import pytest
 from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.engine import simulate
 from wafersim.fabric.mesh import Mesh
-from wafersim.fabric.program import ProgramBuilder, row_repeats, task_ops, words
+from wafersim.fabric.program import NotALoop, ProgramBuilder, row_repeats, task_ops, words
 from wafersim.fabric.routes import ColorRoutes
+from wafersim.kernels import gemm_weight_stream as ws
+from wafersim.kernels.fast_tier import grid_with_holes
+from wafersim.kernels.grid import kernel_grid
+from wafersim.kernels.kernel_plan import recorded
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.presets import preset
 
@@ -151,7 +155,82 @@ def test_a_program_that_starts_with_a_loop():
     for roll in (True, False):
         prog = ProgramBuilder(2, SPEC.pe, 1, tasks=1)
         prog.roll_loops = roll
-        prog.repeat(5, lambda i: (prog.send(0, 0, 0, 4 * i, 4), prog.recv(1, 0, 0, 4 * i, 4)))
+        prog.repeat(5, lambda i, p=prog: (p.send(0, 0, 0, 4 * i, 4), p.recv(1, 0, 0, 4 * i, 4)))
         programs.append(prog.build())
     assert programs[0].ops[programs[0].task_start[0, 0], K.C_CODE] == K.OP_LOOP
     assert_identical(run(programs[0]), run(programs[1]))
+
+
+def weight_stream_runs(monkeypatch, a, b, grid, dtype, reduce, **options):
+    """The weight-streaming kernel built with loops, and written out: its run and op table
+    (rows) each way."""
+    args = (a, b, grid, SPEC, dtype, reduce)
+    rolled = ws.weight_stream(*args, **options), recorded(ws.weight_stream, *args, **options)
+    monkeypatch.setattr(ProgramBuilder, "roll_loops", False)
+    plain = ws.weight_stream(*args, **options), recorded(ws.weight_stream, *args, **options)
+    return rolled[0], plain[0], len(rolled[1].program.ops), len(plain[1].program.ops)
+
+
+def operands(m, k, n, seed=0, density=1.0):
+    """Random ``A`` and ``B``, ``B``'s values kept with probability ``density``."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    return a, np.where(rng.random(b.shape) < density, b, np.float32(0))
+
+
+@pytest.mark.parametrize(
+    ("grid", "shape", "dtype", "reduce", "density", "options"),
+    [
+        ((4, 2), (8, 16, 763), "fp32", "chain", 1.0, {}),  # two chunk widths
+        ((2, 2), (8, 16, 1000), "fp32", "tree", 1.0, {}),  # two widths, a loop each
+        ((2, 2), (8, 16, 500), "fp16", "tree", 1.0, {}),
+        ((2, 3), (8, 16, 500), "bf16", "chain", 1.0, {}),
+        ((2, 2), (8, 16, 300), "fp32", "tree", 0.1, {}),  # pruned: written out
+        ((2, 2), (8, 16, 300), "fp32", "chain", 1.0, {"inputs": "streamed", "outputs": "gathered"}),
+        ("holes", (16, 64, 1024), "fp16", "tree", 1.0, {}),
+        ("holes", (16, 64, 1024), "fp32", "chain", 1.0, {}),
+    ],
+)  # fmt: skip
+def test_weight_streaming_loops_run_as_written_out(monkeypatch, grid, shape, dtype, reduce,
+                                                   density, options):  # fmt: skip
+    """Weight streaming's chunks as loops (all its blocks dense): a shorter op table whose
+    run is its written-out program's, bit for bit (cycles, output, busy cycles, reasons),
+    with two chunk widths, staged and with holes."""
+    grid = grid_with_holes(8, 4, 0.1, seed=5) if grid == "holes" else kernel_grid(*grid)
+    rolled, plain, rolled_ops, plain_ops = weight_stream_runs(
+        monkeypatch, *operands(*shape, density=density), grid, dtype, reduce, **options
+    )
+    assert (rolled_ops < plain_ops) == (density == 1)
+    assert rolled.cycles == plain.cycles
+    np.testing.assert_array_equal(rolled.output.view(np.uint32), plain.output.view(np.uint32))
+    np.testing.assert_array_equal(rolled.pe_busy_cycles, plain.pe_busy_cycles)
+    np.testing.assert_array_equal(rolled.pe_cycle_reasons, plain.pe_cycle_reasons)
+
+
+def test_weight_streaming_iterations_that_are_no_loop_are_written_out(monkeypatch):
+    """Iterations refused as a loop once built are written out from the kernel's state
+    before them: the op table of the kernel written out, row for row."""
+    a, b = operands(8, 16, 500)
+    args = (ws.weight_stream, a, b, kernel_grid(2, 3), SPEC, "fp32", "chain")
+    check = ProgramBuilder._check_same
+
+    def refuse_the_last(self, first, other, which):
+        if which != "iteration 1":
+            raise NotALoop(which)
+        check(self, first, other, which)
+
+    monkeypatch.setattr(ProgramBuilder, "_check_same", refuse_the_last)
+    refused = recorded(*args).program.ops
+    monkeypatch.setattr(ProgramBuilder, "roll_loops", False)
+    np.testing.assert_array_equal(refused, recorded(*args).program.ops)
+
+
+def test_weight_streaming_program_stops_growing_with_its_chunks():
+    """A tree's chunks repeat every two: eight times the chunks, the same op table."""
+    sizes = []
+    for n in (256, 2048):
+        a, b = operands(8, 16, n)
+        record = recorded(ws.weight_stream, a, b, kernel_grid(2, 2), SPEC, "fp32", "tree")
+        sizes.append(len(record.program.ops))
+    assert sizes[0] == sizes[1]
