@@ -177,8 +177,7 @@ def cannon(
     staging.stream_in()
     _connect(plan, pes, order, tiles)
     arrays = _Grid.of(pes, tiles)
-    for s in range(p):
-        _step(plan, cuts, pes, arrays, s, dtype)
+    _steps(plan, cuts, pes, arrays, dtype)
     placed = [
         (int(pe), tiles[int(pe)].c, *cuts[0][r : r + 2], *cuts[2][c : c + 2])
         for (r, c), pe in np.ndenumerate(pes)
@@ -219,6 +218,57 @@ def _connect(plan, pes: np.ndarray, order: list[int], tiles) -> None:
             used = plan.wiring.connect(color, pe, [dst], ("cannon", side, r, c))
             tiles[pe].send_color[side] = used
             tiles[dst].recv_color[side] = used
+
+
+def _steps(plan, cuts, pes: np.ndarray, grid: _Grid, dtype) -> None:
+    """Add every step: the first (no waits) and the last (no shifts) written out, the ones
+    between as a loop of pairs of steps (the buffers swap each step), so the program does
+    not grow with the grid's side; ragged blocks, whose sizes differ by step, are written
+    out (:func:`repeat_steps`'s fallback)."""
+    p = pes.shape[0]
+    pairs = max(p - 2, 0) // 2
+
+    def step(s: int) -> None:
+        _step(plan, cuts, pes, grid, s, dtype)
+
+    step(0)
+    records = [grid.mul_done, *grid.sent, *grid.received]
+    repeat_steps(plan.prog, records, step, first=1, count=pairs, period=2)
+    for s in range(1 + 2 * pairs, p):
+        step(s)
+
+
+def repeat_steps(prog, records: list[list], step, first: int, count: int, period: int) -> None:
+    """Add steps ``first`` to ``first + count * period - 1`` (``step(s)`` adds step ``s``
+    to every PE) as a loop of ``count`` iterations of ``period`` steps
+    (:meth:`fabric.program.ProgramBuilder.repeat`), or written out where they are no loop.
+
+    ``records``: the kernel's lists of op counts through each step (one array a step, which
+    ``step`` appends and later steps' waits read). A rolled loop adds only its iterations 0,
+    1 and last, so the steps between are filled in before the last (their counts move by
+    iteration 1's minus iteration 0's), as the written-out steps would have set them."""
+
+    def emit(i: int) -> None:
+        _fill_records(records, first + i * period, period)
+        for s in range(first + i * period, first + (i + 1) * period):
+            step(s)
+
+    def fallback() -> None:
+        for record in records:
+            del record[first:]
+
+    if count:
+        prog.repeat(count, emit, fallback)
+
+
+def _fill_records(records: list[list], end: int, period: int) -> None:
+    """Extend each list of per-step op counts to ``end`` steps, each missing one its
+    iteration's step back plus the difference of the two before (iterations ``period``
+    steps long)."""
+    for record in records:
+        while len(record) < end:
+            back, before = record[-period], record[-2 * period]
+            record.append(back + (back - before))
 
 
 def _step(plan, cuts, pes: np.ndarray, grid: _Grid, s: int, dtype) -> None:
