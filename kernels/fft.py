@@ -63,7 +63,9 @@ imaginary half (:class:`Stream`), and :data:`SLOTS` slots a direction let a bloc
 while the one before goes out. Every hop is one neighbour to the next; a router takes a
 color from one input only, so consecutive hops alternate between two colors: east, west,
 south and north, two each, eight in all. The PEs' tasks: the compute task (the FFTs), and a
-send and a receive task a direction.
+send and a receive task a direction. A pass's pairs of blocks, and a relay's blocks a
+round of its slots at a time, are loops of the program (``ProgramBuilder.repeat``): the
+same ops at addresses and wait counts a fixed step on, stored once.
 
 Each value crossing PE ``k`` enters through its ramp, which delivers one wavelet a cycle, so
 the middle PE of a line takes ``n^2 - 2`` wavelets (:func:`ramp_in`), twice what
@@ -244,13 +246,23 @@ def _fft(plan: KernelPlan, pes: np.ndarray, at: Layout, src: int, n: int) -> int
     """Every pencil's FFT from buffer ``src`` (the compute task of every PE alike); returns
     the buffer holding the result."""
     for half in _halves(n):
-        blocks, dst = n // (2 * half), 1 - src
-        for k in range(blocks):
-            pair = (k * half, (k + blocks) * half)  # E, O in the source
-            ends = (2 * k * half, (2 * k + 1) * half)  # lo, hi in the destination
-            _butterflies(plan, pes, at, (src, dst), pair, ends, half)
+        dst = 1 - src
+        _pass(plan, pes, at, (src, dst), half, n)
         src = dst
     return src
+
+
+def _pass(plan: KernelPlan, pes: np.ndarray, at: Layout, bufs, m: int, n: int) -> None:
+    """Pass ``L = 2m``: its ``n / 2m`` pairs of blocks as one loop, since each pair runs the
+    same ops (the pass's twiddle tables too) at addresses a fixed step on from the last."""
+    blocks = n // (2 * m)
+
+    def pair(k: int) -> None:
+        e_o = (k * m, (k + blocks) * m)  # E, O in the source
+        lo_hi = (2 * k * m, (2 * k + 1) * m)  # lo, hi in the destination
+        _butterflies(plan, pes, at, bufs, e_o, lo_hi, m)
+
+    plan.prog.repeat(blocks, pair)
 
 
 def _butterflies(plan, pes, at: Layout, bufs, pair, ends, m: int) -> None:
@@ -321,7 +333,7 @@ def _forward(plan, at: Layout, pes, k: int, n: int, colors, out: int, new: int,
     appended; the last block in (``d = k``) is its own, words ``0..k-1`` of its new pencil.
     ``colors``: the hop in and the hop out (None at the line's ends)."""
     stream = Stream((FWD_SEND, FWD_RECV), colors, _slots(at.fwd, n), k, False, 0)
-    _relay(plan, pes, stream, list(range(n - 1, k - 1, -1)), k, (out, new), at, gate)
+    _relay(plan, pes, stream, list(range(n - 1, k - 1, -1)), (out, new), at, gate)
 
 
 def _backward(plan, at: Layout, pes, k: int, n: int, colors, out: int, new: int,
@@ -330,7 +342,7 @@ def _backward(plan, at: Layout, pes, k: int, n: int, colors, out: int, new: int,
     its own value first, then the block of PEs ``k+1..n-1`` from ``k + 1``; the last block
     in (``d = k``) is its own, words ``k+1..n-1`` of its new pencil."""
     stream = Stream((BWD_SEND, BWD_RECV), colors, _slots(at.bwd, n), n - 1 - k, True, k + 1)
-    _relay(plan, pes, stream, list(range(k + 1)), k, (out, new), at, gate)
+    _relay(plan, pes, stream, list(range(k + 1)), (out, new), at, gate)
 
 
 def _slots(first: int, n: int) -> list[tuple[int, int]]:
@@ -349,33 +361,71 @@ class Stream(NamedTuple):
     own_at: int  # where the block for this PE lands in its new pencil
 
 
-def _relay(plan, pes, stream: Stream, dests: list[int], k: int, bufs, at: Layout,
-           gate: int) -> None:  # fmt: skip
-    """Add one direction's ops: ``dests`` is the order the blocks pass (``k``'s own, the
-    last, arrives from behind; the others it sends on). Each half of a block is received
-    into the slot (once the slot's last block left), then sent with the PE's own value."""
+def _relay(plan, pes, stream: Stream, dests: list[int], bufs, at: Layout, gate: int) -> None:
+    """Add one direction's ops: ``dests`` is the order the blocks pass (the PE's own, the
+    last, arrives from behind; the others it sends on, :func:`_blocks`), its own received
+    into its new pencil."""
     prog, (send, recv), (into, onto) = plan.prog, stream.tasks, stream.colors
-    mine, dest = at.buffers[bufs[0]], at.buffers[bufs[1]]
-    size, sent = stream.size, []  # sent: the send task's ops once each block left the slot
-    if size:
+    if stream.size:
         prog.wait(pes, recv, COMPUTE, gate)
     if onto is not None:
         prog.wait(pes, send, COMPUTE, gate)
-    for d in dests:
-        got = []
-        for part in range(2) if size else ():
-            if d == k:
-                prog.recv(pes, recv, into, dest[part] + stream.own_at, size)
-                continue
-            slot = stream.slots[len(sent) % SLOTS]
-            if len(sent) >= SLOTS:  # the slot's half is free once its last block went on
-                prog.wait(pes, recv, send, sent[-SLOTS][part])
-            prog.recv(pes, recv, into, slot[part], size)
-            got.append(prog.ops_in(pes, recv))
-        if d != k:
-            slot = stream.slots[len(sent) % SLOTS]
-            sent.append([_send_half(prog, pes, stream, mine[part] + d, got[part] if got else None,
-                                    slot[part]) for part in range(2)])  # fmt: skip
+    _blocks(prog, pes, stream, at.buffers[bufs[0]], dests[:-1])
+    dest = at.buffers[bufs[1]]
+    for part in range(2) if stream.size else ():
+        prog.recv(pes, recv, into, dest[part] + stream.own_at, stream.size)
+
+
+def _blocks(prog, pes, stream: Stream, mine, dests: list[int]) -> None:
+    """The blocks a PE sends on (:func:`_block`): the first :data:`SLOTS` (into free slots),
+    then :data:`SLOTS` at a time as a loop (a round fills each slot once, so its ops repeat
+    at addresses and wait counts a fixed step on), the rest written out."""
+    sent: list[list] = []  # the send task's ops once each block's halves left the slot
+    first = min(SLOTS, len(dests))
+    rounds = (len(dests) - first) // SLOTS
+
+    def block(j: int) -> None:
+        _block(prog, pes, stream, [half + dests[j] for half in mine], j, sent)
+
+    def one_round(i: int) -> None:
+        _extend(sent, SLOTS * (1 + i))
+        for j in range(SLOTS * (1 + i), SLOTS * (2 + i)):
+            block(j)
+
+    def undo() -> None:
+        del sent[first:]
+
+    for j in range(first):
+        block(j)
+    if rounds:
+        prog.repeat(rounds, one_round, undo)
+    for j in range(first + SLOTS * rounds, len(dests)):
+        block(j)
+
+
+def _extend(sent: list[list], blocks: int) -> None:
+    """Fill ``sent`` to ``blocks`` entries for the rounds a loop did not emit (each a round
+    on from the one before by what rounds 0 and 1 differ), as written out they would be."""
+    while len(sent) < blocks:
+        j = len(sent)
+        step = sent[2 * SLOTS + j % SLOTS], sent[SLOTS + j % SLOTS]
+        sent.append([a + (b - c) for a, b, c in zip(sent[j - SLOTS], *step, strict=True)])
+
+
+def _block(prog, pes, stream: Stream, own: list[int], j: int, sent: list[list]) -> None:
+    """Block ``j``: each half received into its slot (once the slot's last block left) and
+    sent on with the PE's own value (words ``own``, real and imaginary); appends the send
+    task's ops once the halves left."""
+    send, recv = stream.tasks
+    slot = stream.slots[j % SLOTS]
+    got = [None, None]
+    for part in range(2) if stream.size else ():
+        if j >= SLOTS:  # the slot's half is free once its last block went on
+            prog.wait(pes, recv, send, sent[j - SLOTS][part])
+        prog.recv(pes, recv, stream.colors[0], slot[part], stream.size)
+        got[part] = prog.ops_in(pes, recv)
+    sent.append([_send_half(prog, pes, stream, own[part], got[part], slot[part])
+                 for part in range(2)])  # fmt: skip
 
 
 def _send_half(prog, pes, stream: Stream, own: int, got, slot: int):
