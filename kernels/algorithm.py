@@ -212,10 +212,10 @@ class GemmAlgorithm:
         m, k, n = GemmShape.of(shape)
         rng = np.random.default_rng(seed)
         a = standard_normal32(rng, m, k)
-        b = DrawnMatrix(rng, k, n)
-        if density < 1 or not self.reads_drawn_b:
-            b = prune_to_density(b.array(), density)
-        return self.apply(a, b, grid, spec, dtype, **options)
+        drawn = DrawnMatrix(rng, k, n)
+        if density == 1 and self.reads_drawn_b:
+            return self.apply(a, drawn, grid, spec, dtype, **options)
+        return self.apply(a, prune_to_density(drawn.array(), density), grid, spec, dtype, **options)
 
     def cycles(self, shape: GemmShape | Mapping[str, int], rows: int, cols: int,
                spec: WaferSpec, dtype: DType, density=1.0, **options) -> int:  # fmt: skip
