@@ -24,6 +24,7 @@ from wafersim.kernels.collectives import COLLECTIVES
 from wafersim.kernels.family import Algorithm, KernelFamily
 from wafersim.kernels.fft import FFT
 from wafersim.kernels.gemm_algorithms import GEMM
+from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.gemv import GEMV
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.result import KernelResult
@@ -116,7 +117,7 @@ def run_kernel(
     """Run one kernel on the cycle engine with inputs drawn from ``seed``: refused before
     any input is drawn when it cannot fit the PEs' SRAM or this machine's memory."""
     check_sram(kernel, algo, shape, grid.rows, grid.cols, spec, dtype, options)
-    check_host_memory(kernel, shape, grid.rows, grid.cols)
+    check_host_memory(kernel, algo, shape, grid.rows, grid.cols, options)
     return algorithm(kernel, algo).run(shape, grid, spec, dtype, seed, **options)
 
 
@@ -168,16 +169,30 @@ def check_sram(kernel, algo, shape, rows: int, cols: int, spec: WaferSpec, dtype
         )
 
 
-def check_host_memory(kernel: str, shape: dict[str, int], rows: int, cols: int) -> None:
+def check_host_memory(kernel: str, algo: str, shape: dict[str, int], rows: int, cols: int,
+                      options: Mapping | None = None) -> None:  # fmt: skip
     """ConfigError when the inputs an engine run draws (float64, then float32) exceed the
     host's available memory: a 100k^3 GEMM on 2 x 2 PEs asked numpy for 74.5 GiB."""
     drawn = family(kernel).drawn_values(shape, rows, cols)
-    need, have = drawn * HOST_BYTES_PER_VALUE, _available_memory()
+    need = drawn * HOST_BYTES_PER_VALUE - _drawn_by_rows(kernel, algo, shape, options or {})
+    have = _available_memory()
     if have is not None and need > have:
         raise ConfigError(
             f"{kernel} {shape} needs about {need / 2**30:.1f} GiB of host memory for its "
             f"inputs, this machine has {have / 2**30:.1f} GiB available"
         )
+
+
+def _drawn_by_rows(kernel: str, algo: str, shape: dict[str, int], options: Mapping) -> int:
+    """Bytes a dense ``B`` that its GEMM reads as drawn (``GemmAlgorithm.reads_drawn_b``)
+    does not take: it is held only as its SRAM image's words, at most one a value."""
+    record = algorithm(kernel, algo)
+    if not isinstance(record, GemmAlgorithm) or not record.reads_drawn_b:
+        return 0
+    if options.get("density", 1.0) < 1:
+        return 0
+    _m, k, n = GemmShape.of(shape)
+    return k * n * (HOST_BYTES_PER_VALUE - WORD_BYTES)
 
 
 def sram_words(kernel, algo, shape, rows, cols, spec, dtype, options: dict) -> int:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from wafersim.kernels import algorithm
+from wafersim.kernels import algorithm, registry
 from wafersim.kernels.algorithm import DrawnMatrix, standard_normal32
 from wafersim.kernels.gemm_common import reference_product
 from wafersim.kernels.gemm_weight_stream import weight_stream
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.kernel_plan import recorded
 from wafersim.kernels.registry import run_kernel
+from wafersim.wafer.errors import ConfigError
 
 BLOCK_VALUES = 20  # a few rows a block, so reads cross blocks
 
@@ -99,3 +100,21 @@ def test_building_a_weight_stream_plan_never_holds_the_whole_b(tiny, monkeypatch
     recorded(run_kernel, "gemm", "weight_stream", shape, kernel_grid(3, 4), tiny, "fp16", 7)
     assert reads
     assert max(reads) == 4  # k / grid rows
+
+
+@pytest.mark.parametrize(("algo", "density", "refused"), [
+    ("weight_stream", 1.0, False), ("weight_stream", 0.5, True), ("summa", 1.0, True),
+])  # fmt: skip
+def test_host_memory_counts_a_drawn_b_as_its_image_words(monkeypatch, algo, density, refused):
+    """A machine with room for A drawn whole and B as one word a value runs weight streaming
+    (B drawn by rows), and refuses, before drawing anything, a pruned B or another GEMM,
+    which draw B whole (float64, then float32)."""
+    shape = {"m": 1000, "k": 2000, "n": 3000}
+    have = shape["m"] * shape["k"] * registry.HOST_BYTES_PER_VALUE + shape["k"] * shape["n"] * 4
+    monkeypatch.setattr(registry, "_available_memory", lambda: have)
+    options = {"density": density} if density < 1 else {}
+    if refused:
+        with pytest.raises(ConfigError, match="GiB of host memory"):
+            registry.check_host_memory("gemm", algo, shape, 4, 4, options)
+    else:
+        registry.check_host_memory("gemm", algo, shape, 4, 4, options)
