@@ -512,7 +512,7 @@ def _task_step(r, task, t, fab, st, prog, half):
     # or waiting step
     lo, hi = st.mem_base[r], st.mem_base[r + 1]
     if code == OP_WAIT:  # until task C_A has finished its first C_B ops
-        if not _waited_done(r, task, t, op[C_A], op[C_B], st, prog):
+        if not _waited_done(r, task, t, op[C_A], op[C_B], st):
             return IDLE
     elif code == OP_SEND:
         if st.q_count[r, RAMP, c] >= fab.depth:
@@ -552,7 +552,7 @@ def _task_step(r, task, t, fab, st, prog, half):
 
 
 @engine_function(inline="always")
-def _waited_done(r, task, t, other, ops, st, prog):
+def _waited_done(r, task, t, other, ops, st):
     """Whether ``task`` sees task ``other``'s first ``ops`` ops finished in cycle ``t``.
     ``T_DONE`` counts an op from its last element's start, but the op finishes in that
     element's last cycle (``T_FINISH``): a task stepped after ``other`` sees it then, one

@@ -365,7 +365,7 @@ class ProgramBuilder:
         saved = self._count.copy(), self._stored.copy(), len(self._blocks)
         self._depth += 1
         try:
-            self._roll(int(count), emit)
+            self._roll(int(count), emit, saved[0])
         except NotALoop:
             if fallback is None:
                 raise
@@ -377,9 +377,9 @@ class ProgramBuilder:
         finally:
             self._depth -= 1
 
-    def _roll(self, count: int, emit) -> None:
-        """:meth:`repeat` of three iterations or more."""
-        before = self._count.copy()
+    def _roll(self, count: int, emit, before: np.ndarray) -> None:
+        """:meth:`repeat` of three iterations or more; ``before``: each (PE, task)'s ops
+        count before iteration 0."""
         first = self._emitted(emit, 0)
         if not len(first.keys):
             for i in range(1, count):  # nothing to roll: the kernel's state as it expects

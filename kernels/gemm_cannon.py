@@ -224,7 +224,7 @@ def _steps(plan, cuts, pes: np.ndarray, grid: _Grid, dtype) -> None:
     """Add every step: the first (no waits) and the last (no shifts) written out, the ones
     between as a loop of pairs of steps (the buffers swap each step), so the program does
     not grow with the grid's side; ragged blocks, whose sizes differ by step, are written
-    out (:func:`repeat_steps`'s fallback)."""
+    out (:func:`_repeat_steps`'s fallback)."""
     p = pes.shape[0]
     pairs = max(p - 2, 0) // 2
 
@@ -233,12 +233,12 @@ def _steps(plan, cuts, pes: np.ndarray, grid: _Grid, dtype) -> None:
 
     step(0)
     records = [grid.mul_done, *grid.sent, *grid.received]
-    repeat_steps(plan.prog, records, step, first=1, count=pairs, period=2)
+    _repeat_steps(plan.prog, records, step, first=1, count=pairs, period=2)
     for s in range(1 + 2 * pairs, p):
         step(s)
 
 
-def repeat_steps(prog, records: list[list], step, first: int, count: int, period: int) -> None:
+def _repeat_steps(prog, records: list[list], step, first: int, count: int, period: int) -> None:
     """Add steps ``first`` to ``first + count * period - 1`` (``step(s)`` adds step ``s``
     to every PE) as a loop of ``count`` iterations of ``period`` steps
     (:meth:`fabric.program.ProgramBuilder.repeat`), or written out where they are no loop.
