@@ -68,7 +68,8 @@ def build(fraction: float, seed: int) -> dict:
         **case,
         "holes": int(hole.sum()) if hole is not None else 0,
         "ops": len(record.program.ops),
-        "sram_words": int(record.memory.flat.size),
+        "sram_words": int(record.memory.sizes.sum()),
+        "sram_words_loaded": int(record.memory.flat.size),  # what the plan holds
         "build_s": wall,
         "build_cpu_s": cpu,
         "peak_rss_mb": _peak_rss_mb(),

@@ -20,7 +20,7 @@ from wafersim.fabric.compile_once import compile_once
 from wafersim.fabric.deadlock import raise_deadlock
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.routes import ColorRoutes
-from wafersim.fabric.sram import SramImage, sram_image
+from wafersim.fabric.sram import SramImage, SramLoads, copy_into, sram_image
 from wafersim.fabric.state import (
     EngineState,
     FabricArrays,
@@ -233,7 +233,7 @@ def simulate(
     spec: WaferSpec,
     routes: ColorRoutes,
     program: ProgramArrays,
-    memory: np.ndarray | SramImage,
+    memory: np.ndarray | SramImage | SramLoads,
     *,
     max_cycles: int,
     threads: int = 1,
@@ -244,7 +244,8 @@ def simulate(
     stop_at: int | None = None,
 ) -> SimResult:
     """Run ``program`` on ``mesh`` from SRAM contents ``memory``: float32 ``(P, words)``,
-    or a :class:`fabric.sram.SramImage` (each PE as many words as it uses).
+    a :class:`fabric.sram.SramImage` (each PE as many words as it uses) or a plan's
+    :class:`fabric.sram.SramLoads`.
 
     Raises :class:`DeadlockError` naming the cycle, PEs, ports and colors when nothing can
     move while work is pending, and :class:`ConfigError` when ``max_cycles`` runs out.
@@ -283,7 +284,7 @@ def simulate(
     table = routes.table.copy() if switches.pes.size else routes.table  # the run switches it
     fab = fabric_arrays(mesh, spec, table, np.zeros(routes.colors, np.uint8), False)
     st = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, image.sizes, tasks)
-    st.mem[:] = image.flat
+    copy_into(image, st.mem, st.mem_base)
     start_tasks(st, program, fab.startup)
     tr = empty_traffic(mesh.width, mesh.height)
     with compiles_noted() as compiles:

@@ -36,7 +36,7 @@ class PlanRecord(NamedTuple):
     plan: KernelPlan
     routes: ColorRoutes
     program: ProgramArrays
-    memory: sram.SramImage
+    memory: sram.SramLoads
     max_cycles: int
 
 
@@ -160,9 +160,12 @@ class KernelPlan:
             threads=threads,
         )
 
-    def _memory(self) -> sram.SramImage:
-        """Every PE's SRAM as :meth:`alloc` sized it, holding what was loaded."""
-        memory = sram.zeros(self.used)
+    def _memory(self) -> sram.SramLoads:
+        """Every PE's SRAM as :meth:`alloc` sized it, holding what was loaded: the words past
+        each PE's last loaded one start zero and are left out (:class:`fabric.sram.SramLoads`)."""
+        loaded = self._loaded_words()
+        base = np.concatenate([[0], np.cumsum(loaded)]).astype(np.int64)
+        memory = sram.SramLoads(np.zeros(int(base[-1]), np.float32), base, np.maximum(self.used, 1))
         for pe, addr, data, sizes in self._images:
             if not isinstance(pe, np.ndarray):
                 assert addr + sizes <= self.used[pe], f"PE {pe}: a load past its allocations"
@@ -175,6 +178,13 @@ class KernelPlan:
             assert not past.size, f"PE {past[:1]}: a load past its allocations"
             _scatter(memory, pe, addr, data, sizes)
         return memory
+
+    def _loaded_words(self) -> np.ndarray:
+        """int64 (P,): each PE's words up to the end of the last load it takes."""
+        loaded = np.zeros(len(self.used), np.int64)
+        for pe, addr, _data, sizes in self._images:
+            np.maximum.at(loaded, pe, np.asarray(addr + sizes, np.int64))
+        return loaded
 
     def _compact_colors(self) -> tuple[ColorRoutes, ProgramArrays]:
         """Renumber the colors in use to ``0..u-1``: the engine's per-color loops and arrays
@@ -194,7 +204,7 @@ class KernelPlan:
         return routes, program
 
 
-def _scatter(memory: sram.SramImage, pes, addrs, data: np.ndarray, sizes) -> None:
+def _scatter(memory: sram.SramLoads, pes, addrs, data: np.ndarray, sizes) -> None:
     """Place :meth:`KernelPlan.load_many`'s words, PEs with about :data:`SCATTER_WORDS` of
     them at a time: a whole wafer's ``A`` is tens of millions of words, and their positions
     at once were three int64 arrays of that length beside the image."""

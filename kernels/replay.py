@@ -83,7 +83,8 @@ class GemmReplay:
             coded_b = np.where(pattern, coded_b, np.float32(0.0))
         seen: list = []
 
-        def record(plan, routes, program, memory, max_cycles):
+        def record(plan, routes, program, loads, max_cycles):
+            memory = loads.dense()  # word by word, the zeros too: what each word holds
             seen.append((plan, routes, program, memory, max_cycles))
             return _coded_result(plan, memory)
 

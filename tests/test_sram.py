@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from wafersim.fabric.sram import SramImage, sram_image, zeros
+from wafersim.fabric import sram
+from wafersim.fabric.sram import SramImage, SramLoads, sram_image, zeros
 from wafersim.kernels.gemm_weight_stream import weight_stream
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.kernel_plan import recorded
@@ -41,6 +42,54 @@ def test_a_kernel_image_holds_what_each_pe_uses_not_the_fullest_port_everywhere(
     a, b = rng.standard_normal((32, 64)), rng.standard_normal((64, 1024))
     record = recorded(weight_stream, a, b, kernel_grid(4, 4), wse2, "fp32")
     used, memory = record.plan.used, record.memory
-    assert isinstance(memory, SramImage)
+    assert isinstance(memory, SramLoads)
     np.testing.assert_array_equal(memory.sizes, np.maximum(used, 1))
-    assert memory.flat.size < 0.3 * used.size * used.max()  # the rectangle: 0.27 here
+    assert memory.sizes.sum() < 0.3 * used.size * used.max()  # the rectangle: 0.27 here
+
+
+def test_loads_hold_each_pe_words_up_to_its_last_loaded_one_and_read_zeros_past_it():
+    loads = SramLoads(np.array([1, 2, 3], np.float32), np.array([0, 2, 2, 3]), np.array([4, 1, 2]))
+    assert loads[0].tolist() == [1, 2, 0, 0]
+    assert loads[1].tolist() == [0]
+    assert loads[2, 0:2].tolist() == [3, 0]
+    assert loads.pes == 3
+    dense = loads.dense()
+    assert dense.flat.tolist() == [1, 2, 0, 0, 0, 3, 0]
+    np.testing.assert_array_equal(dense.sizes, loads.sizes)
+
+
+def test_loads_fill_an_image_a_slice_of_pes_at_a_time(monkeypatch):
+    """Placed in slices of about FILL_WORDS words, the words land where one slice puts them."""
+    rng = np.random.default_rng(1)
+    loaded = rng.integers(0, 6, 40)
+    base = np.concatenate([[0], np.cumsum(loaded)])
+    loads = SramLoads(rng.standard_normal(base[-1]).astype(np.float32), base, loaded + 3)
+    whole = loads.dense()
+    monkeypatch.setattr(sram, "FILL_WORDS", 7)
+    np.testing.assert_array_equal(loads.dense().flat, whole.flat)
+    for pe in range(40):
+        np.testing.assert_array_equal(whole[pe], loads[pe])
+
+
+def test_a_plan_leaves_out_the_zeroed_buffers_past_each_pe_loads(wse2):
+    """A weight-streaming plan's PEs hold their A tile first; C and the partial sums after
+    it start zero and are not in the plan's words, but the run starts from them all."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 64)), rng.standard_normal((64, 1024))
+    grid = kernel_grid(4, 4)
+    record = recorded(weight_stream, a, b, grid, wse2, "fp32")
+    memory, pe = record.memory, int(grid.pe[1, 2])
+    tile_words = (32 // 4) * (64 // 4)
+    assert memory.base[pe + 1] - memory.base[pe] == tile_words
+    assert memory.sizes[pe] > 2 * tile_words
+    pes = grid.pe.reshape(-1)
+    assert np.diff(memory.base)[pes].sum() < 0.4 * memory.sizes[pes].sum()
+    assert not memory[pe, tile_words:].any()
+
+
+def test_loads_that_do_not_fit_their_sizes_are_refused():
+    loads = SramLoads(np.zeros(3, np.float32), np.array([0, 3]), np.array([2]))
+    with pytest.raises(ConfigError, match="memory.sizes must hold at least one word"):
+        sram_image(loads, 1)
+    with pytest.raises(ConfigError, match="memory holds 1 PEs' SRAM: must cover all 2 PEs"):
+        sram_image(loads, 2)
