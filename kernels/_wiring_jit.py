@@ -103,6 +103,28 @@ def neighbour(held, table, nbr, ok, src, dst, color, number):
 
 
 @njit(cache=True)
+def neighbours(held, table, nbr, ok, lines, streams, base, used, start):
+    """:func:`neighbour` for stream ``j`` of every line ``k``, line by line from flat index
+    ``start = k * S + j`` on, owned by number ``base`` plus that index; stops at the first
+    one it refuses and returns its index (``L * S`` when all are routed).
+
+    Parameters
+    ----------
+    held, table, nbr, ok : as :func:`neighbour`; lines : int64 (L, length) PE ids;
+    streams : int64 (S, 3) positions along a line ``(src, dst, color)``; base, start : int;
+    used : int16 (L, S), each routed stream's color written in
+    """
+    count = streams.shape[0]
+    for i in range(start, lines.shape[0] * count):
+        k, j = i // count, i % count
+        src, dst, color = lines[k, streams[j, 0]], lines[k, streams[j, 1]], streams[j, 2]
+        if not neighbour(held, table, nbr, ok, src, dst, color, base + i):
+            return i
+        used[k, j] = color
+    return lines.shape[0] * count
+
+
+@njit(cache=True)
 def route(held, moved, rows, table, moved_table, nbr, ok, alive, width, work, src, dsts,
           candidates, margins, number, near_hops):  # fmt: skip
     """Route a stream from ``src``'s ramp to the ramps of ``dsts`` on the first of

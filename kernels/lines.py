@@ -163,20 +163,20 @@ class LineRoutes:
     def __init__(self, plan, lines, algo, colors, owners, roots) -> None:
         self.index: dict[tuple[int, int, int], int] = {}  # (src, dst, color) -> column
         self._streams: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # streams_to's
-        listed, columns = np.asarray(lines).tolist(), [np.zeros((len(lines), 0), np.int64)]
+        lines = np.asarray(lines, np.int64)
+        group = plan.wiring.line_group(lines, owners)
+        columns = [np.zeros((len(lines), 0), np.int64)]
         for root in roots:  # routed in the order the chunks first use them
-            streams = line_streams(algo, len(listed[0]), root, colors)
-            new = [s for s in streams if s[1:] not in self.index]
+            streams = line_streams(algo, lines.shape[1], root, colors)
+            new = [s[1:] for s in streams if s[1:] not in self.index]
             for s in new:
-                self.index[s[1:]] = len(self.index)
+                self.index[s] = len(self.index)
             if new:
-                columns.append(np.array(
-                    [_connect(plan, line, new, owner)
-                     for line, owner in zip(listed, owners, strict=True)], np.int64,
-                ))  # fmt: skip
-            key = (algo, len(listed[0]), root, tuple(colors))
+                columns.append(plan.wiring.connect_lines(group, np.array(new, np.int64)))
+            key = (algo, lines.shape[1], root, tuple(colors))
             self._streams[key] = self._table(streams)
         self.colors = np.concatenate(columns, axis=1)
+        self._ends = np.array(list(self.index), np.int64).reshape(-1, 3)  # by column
 
     def streams_to(self, algo, length: int, root: int, colors) -> tuple[np.ndarray, np.ndarray]:
         """:func:`line_streams` to ``root`` as int64 rows ``(round, src, dst, color)`` and
@@ -185,12 +185,15 @@ class LineRoutes:
         key = (algo, length, root, tuple(colors))
         if key not in self._streams:
             self._streams[key] = self._table(line_streams(algo, length, root, colors))
-        return self._streams[key]
+        rounds, columns = self._streams[key]
+        table = np.column_stack((rounds.astype(np.int64), self._ends[columns]))
+        return table, columns.astype(np.int64)
 
     def _table(self, streams: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
-        """``streams`` as an int64 table and their columns: as tuples, a whole wafer's
-        roots would keep a million Python objects."""
-        return np.array(streams, np.int64).reshape(-1, 4), self.columns(streams)
+        """int32 rounds and columns of ``streams`` (the rest is the column's): as int64 rows,
+        a whole wafer's roots would keep 50 MB; as tuples, a million Python objects."""
+        rounds = np.array([s[0] for s in streams], np.int32)
+        return rounds, self.columns(streams).astype(np.int32)
 
     def columns(self, streams: list[tuple]) -> np.ndarray:
         """int64 (streams,): the columns of :attr:`colors` that hold ``streams``."""
@@ -208,14 +211,6 @@ class LineRoutes:
         for pos, ks in enumerate(ends):
             out[:, pos, : len(ks)] = self.colors[:, ks]
         return out
-
-
-def _connect(plan, line, streams, owner) -> list[int]:
-    """Route the ``streams`` of one line, in order; returns the color each one got."""
-    return [
-        plan.wiring.connect(color, line[src], [line[dst]], (owner, color, src, dst))
-        for _round, src, dst, color in streams
-    ]
 
 
 def _chain_side(side: list[int], palette: Sequence[int], by_position: bool = True) -> list[tuple]:

@@ -29,6 +29,7 @@ lives here (:func:`kernel_palette`, :func:`detour_colors`); the compiler's plan 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import NamedTuple
@@ -75,28 +76,124 @@ class ChainPiece(NamedTuple):
     positions: np.ndarray  # uint8 (last - first + 1, 2, 5): passing and root positions
 
 
+class LineGroup:
+    """Equally long lines of PEs whose streams :meth:`Wiring.connect_lines` routes as arrays.
+
+    Stream ``(src, dst, color)`` (positions along a line) of line ``k`` is owned by
+    ``(owners[k], color, src, dst)``, as :func:`kernels.lines.reduce_lines` names it; the
+    group answers for those owners only where it holds them all (:attr:`registered`): a whole
+    wafer's 1.5 M column-reduction streams, kept as Python keys, would take gigabytes.
+    """
+
+    def __init__(self, lines: np.ndarray, owners: Sequence[Hashable]) -> None:
+        self.lines = np.ascontiguousarray(lines, np.int64)  # (L, length) PE ids
+        self.owners = list(owners)
+        if len(self.owners) != len(self.lines):
+            raise ValueError(f"{len(self.owners)} owners for {len(self.lines)} lines")
+        self.rows = {owner: k for k, owner in enumerate(self.owners)}
+        self.columns: dict[tuple, tuple[LineBlock, int]] = {}  # (src, dst, color) -> its
+        self.registered = False
+
+
+class LineBlock(NamedTuple):
+    """The streams of one :meth:`Wiring.connect_lines` call: stream ``j`` of line ``k`` is
+    owner number ``base + k * S + j`` and got color ``used[k, j]`` (-1: not routed)."""
+
+    group: LineGroup
+    base: int
+    streams: np.ndarray  # int64 (S, 3): (src, dst, color), positions along a line
+    used: np.ndarray  # int16 (L, S)
+    at: int  # how many streams Wiring.connect had routed before it (Wiring.streams' order)
+
+    def owner(self, number: int) -> tuple:
+        """The owner that ``number`` (one of this block's) stands for."""
+        k, j = divmod(number - self.base, len(self.streams))
+        src, dst, color = self.streams[j].tolist()
+        return (self.group.owners[k], color, src, dst)
+
+    def routed(self) -> list[tuple[int, tuple[int, ...], int]]:
+        """``(src, dsts, color)`` of each routed stream, line by line, as
+        :meth:`Wiring.streams` lists them."""
+        lines, (src, dst, _color) = self.group.lines, self.streams.T
+        k, j = np.nonzero(self.used >= 0)
+        rows = zip(lines[k, src[j]].tolist(), lines[k, dst[j]].tolist(),
+                   self.used[k, j].tolist(), strict=True)  # fmt: skip
+        return [(s, (d,), c) for s, d, c in rows]
+
+
 class ChannelOwners:
     """Who holds each channel ``(pe, port, color)``: owner numbers in the array the search
     reads (:mod:`kernels._wiring_jit`), and the owners they stand for, in a mapping's shape
-    for callers that look at one channel."""
+    for callers that look at one channel. The owners of a :class:`LineGroup`'s streams are
+    numbered by blocks (:class:`LineBlock`), without one Python key each."""
 
     def __init__(self, pes: int, colors: int) -> None:
         self.held = np.zeros((colors, pes, CHANNELS), np.int32)  # 0: nobody
         self._numbers: dict[Hashable, int] = {}
-        self._owners: list[Hashable] = [None]
+        self._owners: dict[int, Hashable] = {}
+        self._next = 1
+        self.blocks: list[LineBlock] = []
+        self._bases: list[int] = []  # the blocks' first numbers
+        self._groups: dict[Hashable, LineGroup] = {}  # a registered group's line owners
+        self._heads: set[Hashable] = set()  # first items of the other owners of 4 items
 
     def number(self, owner: Hashable) -> int:
         """``owner``'s number (equal owners share one), a new one the first time."""
         found = self._numbers.get(owner)
         if found is None:
-            found = self._numbers[owner] = len(self._owners)
-            self._owners.append(owner)
+            at = self.in_line(owner)
+            if at is not None:
+                block, k, j = at
+                return block.base + k * len(block.streams) + j
+            found = self._numbers[owner] = self._next
+            self._owners[found], self._next = owner, self._next + 1
+            if isinstance(owner, tuple) and len(owner) == 4:
+                self._heads.add(owner[0])  # a group taking it later would number it again
+        return found
+
+    def in_line(self, owner: Hashable) -> tuple[LineBlock, int, int] | None:
+        """The block, line and stream that own ``owner``'s channels, if a group does."""
+        if not (self._groups and isinstance(owner, tuple) and len(owner) == 4):
+            return None
+        group = self._groups.get(owner[0])
+        hit = group.columns.get((owner[2], owner[3], owner[1])) if group else None
+        return None if hit is None else (hit[0], group.rows[owner[0]], hit[1])  # type: ignore[union-attr]
+
+    def register(self, group: LineGroup) -> None:
+        """Let ``group`` number its streams' owners where nobody has numbered any of them
+        (its line owners distinct, in no other group, heading no owner numbered so far)."""
+        owners = group.owners
+        group.registered = (len(group.rows) == len(owners) and self._heads.isdisjoint(owners)
+                            and not any(o in self._groups for o in owners))  # fmt: skip
+        if group.registered:
+            self._groups.update(dict.fromkeys(owners, group))
+
+    def fresh(self, group: LineGroup) -> bool:
+        """Whether ``group`` still numbers the owners of streams it has not routed yet."""
+        return group.registered and self._heads.isdisjoint(group.owners)
+
+    def add_block(self, group: LineGroup, streams: np.ndarray, at: int) -> LineBlock:
+        """A block of numbers for ``streams`` (new to ``group``) along each of its lines."""
+        used = np.full((len(group.lines), len(streams)), -1, np.int16)
+        block = LineBlock(group, self._next, streams, used, at)
+        self._next += used.size
+        self.blocks.append(block)
+        self._bases.append(block.base)
+        for j, (src, dst, color) in enumerate(streams.tolist()):
+            group.columns[src, dst, color] = (block, j)
+        return block
+
+    def owner_of(self, number: int) -> Hashable:
+        """The owner ``number`` stands for."""
+        found = self._owners.get(number)
+        if found is None:
+            found = self.blocks[bisect.bisect_right(self._bases, number) - 1].owner(number)
         return found
 
     def get(self, channel: tuple[int, int, int], default: Hashable = None) -> Hashable:
         pe, port, color = channel
         number = int(self.held[color, pe, port])
-        return self._owners[number] if number else default
+        return self.owner_of(number) if number else default
 
     def __getitem__(self, channel: tuple[int, int, int]) -> Hashable:
         if channel not in self:
@@ -114,7 +211,7 @@ class ChannelOwners:
     def items(self) -> Iterator[tuple[tuple[int, int, int], Hashable]]:
         """Every held channel and its owner, by PE, port and color."""
         for pe, port, color in np.argwhere(self.held.transpose(1, 2, 0)).tolist():
-            yield (pe, port, color), self._owners[self.held[color, pe, port]]
+            yield (pe, port, color), self.owner_of(int(self.held[color, pe, port]))
 
 
 class Wiring:
@@ -183,6 +280,8 @@ class Wiring:
         key = (color, src, tuple(dsts), owner)
         used = self._built.get(key)  # the same stream again (the next chunk) is routed already
         if used is None:
+            used = self._built_in_line(key)
+        if used is None:
             number = self.owner.number(owner)
             used = self._to_neighbour(color, src, dsts, number)
             if used is None:
@@ -190,10 +289,84 @@ class Wiring:
             self._built[key] = used
         return used
 
+    def _built_in_line(self, key: tuple) -> int | None:
+        """The color a :class:`LineGroup`'s stream of ``key`` got, if it was routed."""
+        color, src, dsts, owner = key
+        at = self.owner.in_line(owner)
+        if at is None:
+            return None
+        block, k, j = at
+        lines, (first, last, asked) = block.group.lines, block.streams[j].tolist()
+        used = int(block.used[k, j])
+        same = (color, src, dsts) == (asked, int(lines[k, first]), (int(lines[k, last]),))
+        return used if used >= 0 and same else None
+
+    def line_group(self, lines: np.ndarray, owners: Sequence[Hashable]) -> LineGroup:
+        """A :class:`LineGroup` of ``lines`` (int64, equally long), line ``k``'s streams owned
+        by ``owners[k]``, for :meth:`connect_lines`."""
+        group = LineGroup(lines, owners)
+        self.owner.register(group)
+        return group
+
+    def connect_lines(self, group: LineGroup, streams: np.ndarray) -> np.ndarray:
+        """:meth:`connect` each of ``streams`` (int64 ``(S, 3)``: positions ``src, dst`` and
+        ``color``) along each line of ``group``, line by line, owned as :class:`LineGroup`
+        says; int64 ``(L, S)``: the colors they got. Streams new to the group to a working
+        neighbour on a free color take no general search and no Python object each."""
+        streams = np.asarray(streams, np.int64).reshape(-1, 3)
+        if not self._in_bulk(group, streams):
+            return self._connect_each(group, streams)
+        block = self.owner.add_block(group, streams, len(self._built))
+        try:
+            self._route_block(block)
+        finally:
+            self.colors_used.update(np.unique(block.used[block.used >= 0]).tolist())
+        return block.used.astype(np.int64)
+
+    def _in_bulk(self, group: LineGroup, streams: np.ndarray) -> bool:
+        """Whether :meth:`connect_lines` may route ``streams`` as a block: their owners are
+        nobody's yet, each once, and their colors the kernel's, outside a new position."""
+        table = set(map(tuple, streams.tolist()))
+        return (not self._moving and len(table) == len(streams)
+                and all(color in self.palette for _src, _dst, color in table)
+                and self.owner.fresh(group) and table.isdisjoint(group.columns))  # fmt: skip
+
+    def _route_block(self, block: LineBlock) -> None:
+        """Route ``block``'s streams in order: to neighbours in bulk, the others (a detour, a
+        longer stream) by :meth:`_route` one by one, where the bulk stops."""
+        lines, streams, links = block.group.lines, block.streams, self._links
+        done, count = 0, len(streams)
+        while True:
+            done = jit.neighbours(self.owner.held, self.routes.table, links.nbr, links.ok,
+                                  lines, streams, block.base, block.used, done)  # fmt: skip
+            if done == block.used.size:
+                self._asked.update(streams[:, 2].tolist())
+                return
+            k, j = divmod(done, count)
+            self._asked.update(streams[: count if k else j, 2].tolist())  # as connect would
+            src, dst, color = streams[j].tolist()
+            block.used[k, j] = self._route(color, int(lines[k, src]), [int(lines[k, dst])],
+                                           block.base + done)  # fmt: skip
+            done += 1
+
+    def _connect_each(self, group: LineGroup, streams: np.ndarray) -> np.ndarray:
+        """:meth:`connect_lines` stream by stream, through :meth:`connect`."""
+        listed, table = group.lines.tolist(), streams.tolist()
+        return np.array([[self.connect(color, line[src], [line[dst]], (owner, color, src, dst))
+                          for src, dst, color in table]
+                         for line, owner in zip(listed, group.owners, strict=True)],
+                        np.int64).reshape(len(listed), len(table))  # fmt: skip
+
     def streams(self) -> list[tuple[int, tuple[int, ...], int]]:
-        """``(src, dsts, color)`` of every stream :meth:`connect` routed, with the color it
-        got (its own, or a detour color): to read its route back from :attr:`routes`."""
-        return [(src, dsts, used) for (_color, src, dsts, _owner), used in self._built.items()]
+        """``(src, dsts, color)`` of every stream :meth:`connect` and :meth:`connect_lines`
+        routed, in order, with the color it got (its own, or a detour color): to read its
+        route back from :attr:`routes`."""
+        built = [(src, dsts, used) for (_c, src, dsts, _o), used in self._built.items()]
+        out, done = [], 0
+        for block in self.owner.blocks:
+            out += built[done : block.at] + block.routed()
+            done = block.at
+        return out + built[done:]
 
     def _to_neighbour(self, color: int, src: int, dsts: Sequence[int], number: int) -> int | None:
         """A stream to one neighbour over their working wire on its own color, where every

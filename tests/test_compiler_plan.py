@@ -564,11 +564,17 @@ def test_route_families_are_what_the_kernels_wire(name, monkeypatch, tiny):
     from wafersim.kernels.wiring import Wiring
 
     calls = set()  # a kernel may ask for the same route again: it is built once
-    connect, chain = Wiring.connect, Wiring.chain
+    connect, chain, connect_lines = Wiring.connect, Wiring.chain, Wiring.connect_lines
 
     def record(self, color, src, dsts, owner):
         calls.add((color, src, tuple(dsts), owner))
         return connect(self, color, src, dsts, owner)
+
+    def record_lines(self, group, streams):
+        for line, owner in zip(group.lines.tolist(), group.owners, strict=True):
+            for src, dst, color in np.asarray(streams).tolist():
+                calls.add((color, line[src], (line[dst],), (owner, color, src, dst)))
+        return connect_lines(self, group, streams)
 
     def record_chain(self, color, line, owner):
         calls.add((color, line[0], tuple(line[1:]), owner))
@@ -576,6 +582,7 @@ def test_route_families_are_what_the_kernels_wire(name, monkeypatch, tiny):
 
     monkeypatch.setattr(Wiring, "connect", record)
     monkeypatch.setattr(Wiring, "chain", record_chain)
+    monkeypatch.setattr(Wiring, "connect_lines", record_lines)
     strategy = STRATEGIES[name]
     for rows, cols in [(3, 3), (2, 2)] if strategy.square else [(3, 4), (4, 3), (1, 5)]:
         calls.clear()
