@@ -24,12 +24,15 @@ thousand programs; one op table row a PE and op would take hundreds of gigabytes
 Work that repeats is a loop (:meth:`ProgramBuilder.repeat`), as a CSL program loops over a
 descriptor whose offset it moves: one ``OP_LOOP`` row, a row of steps for each body row, and
 the body's rows, whose SRAM addresses (and a wait's count) move by their steps each
-iteration, so a program does not grow with the iterations it runs.
+iteration, so a program does not grow with the iterations it runs. A loop may run a count
+of its own on each PE (:meth:`ProgramBuilder.repeat_each`): work whose stretches start and
+end at different places on different PEs (a chain reduction's root passing down a column).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -355,51 +358,97 @@ class ProgramBuilder:
         if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
             raise ConfigError(f"loop count={count!r} must be an integer >= 1")
         self._check_open()
-        if not self.roll_loops or count < 3:
-            for i in range(count):
+
+        def written_out(start: int = 0) -> None:
+            for i in range(start, count):
                 emit(i)
+
+        if not self.roll_loops or count < 3:
+            written_out()
             return
+        at = lambda i: emit(count - 1 if i < 0 else i)  # noqa: E731
+        counts = lambda keys: np.full(len(keys), count, np.int64)  # noqa: E731
+        self._rolled(_Loop(at, counts, lambda: written_out(1)), written_out, fallback)
+
+    def repeat_each(self, pes, counts, emit, fallback=None) -> None:
+        """:meth:`repeat` with a count of its own for each PE, so work that repeats over
+        stretches starting and ending at different places on different PEs loops in one
+        call: ``emit(on, i)`` adds iteration ``i[j]`` of PE ``on[j]`` for each ``j`` (int
+        arrays, ``on`` a subset of ``pes``), and ops on those PEs alone. PEs of fewer than
+        three iterations are written out."""
+        pes = np.atleast_1d(np.asarray(pes, np.int64))
+        counts = np.broadcast_to(np.asarray(counts, np.int64), pes.shape)
+        i = _offender(counts < 0)
+        if i is not None:
+            raise ConfigError(f"PE {pes[i]}: loop count={counts[i]} must be >= 0")
+        order = np.argsort(pes, kind="stable")
+        pes, counts = pes[order], counts[order]
+        if np.any(pes[1:] == pes[:-1]):
+            raise ConfigError("repeat_each: a PE given twice (one count a PE)")
+        self._check_open()
+        rolled = counts >= 3 if self.roll_loops else np.zeros(len(pes), bool)
+        _write_out(emit, pes[~rolled], counts[~rolled])
+        if not rolled.any():
+            return
+        pes, counts = pes[rolled], counts[rolled]
+        at = lambda i: emit(pes, counts - 1 if i < 0 else np.full(len(pes), i))  # noqa: E731
+        rest = lambda: _write_out(emit, pes, counts, 1)  # noqa: E731
+        loop = _Loop(at, lambda keys: self._counts_of(keys, pes, counts), rest)
+        self._rolled(loop, lambda: _write_out(emit, pes, counts), fallback)
+
+    def _counts_of(self, keys: np.ndarray, pes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The count of each key's PE (``pes`` sorted); a PE not among them is refused."""
+        pe = keys // self.tasks
+        at = np.minimum(np.searchsorted(pes, pe), len(pes) - 1)
+        i = _offender(pes[at] != pe)
+        if i is not None:
+            raise ConfigError(f"repeat_each: an iteration added ops to PE {pe[i]}, not given")
+        return counts[at]
+
+    def _rolled(self, loop: _Loop, written_out, fallback) -> None:
+        """:meth:`_roll` ``loop``; where it is not a loop, ``fallback()`` and ``written_out()``
+        (or, without a fallback, the refusal)."""
         if self._depth >= K.LOOP_DEPTH:
             raise ConfigError(f"loops nest {K.LOOP_DEPTH} deep at most")
         self._flush()
         saved = self._count.copy(), self._stored.copy(), len(self._blocks)
         self._depth += 1
         try:
-            self._roll(int(count), emit, saved[0])
+            self._roll(loop, saved[0])
         except NotALoop:
             if fallback is None:
                 raise
             fallback()
             self._count, self._stored = saved[0], saved[1]
             del self._blocks[saved[2] :]
-            for i in range(count):
-                emit(i)
+            written_out()
         finally:
             self._depth -= 1
 
-    def _roll(self, count: int, emit, before: np.ndarray) -> None:
-        """:meth:`repeat` of three iterations or more; ``before``: each (PE, task)'s ops
+    def _roll(self, loop: _Loop, before: np.ndarray) -> None:
+        """A loop of three iterations or more a key; ``before``: each (PE, task)'s ops
         count before iteration 0."""
-        first = self._emitted(emit, 0)
+        first = self._emitted(loop.emit, 0)
         if not len(first.keys):
-            for i in range(1, count):  # nothing to roll: the kernel's state as it expects
-                emit(i)
+            loop.rest()  # nothing to roll: the kernel's state as it expects
             return
         keys = np.unique(first.keys)
+        counts = loop.counts(keys)
         stored = self._stored.flat[keys] - np.bincount(np.searchsorted(keys, first.keys))
-        second = self._emitted(emit, 1)
+        second = self._emitted(loop.emit, 1)
         self._check_same(first, second, "iteration 1")
         steps = second.rows[:, STEP_FIELDS] - first.rows[:, STEP_FIELDS]
         each = self._count.flat[keys] - before.flat[keys]  # ops an iteration: 2 x per key
-        self._count.flat[keys] = before.flat[keys] + (count - 1) * (each // 2)
-        last = self._emitted(emit, count - 1)
+        self._count.flat[keys] = before.flat[keys] + (counts - 1) * (each // 2)
+        last = self._emitted(loop.emit, -1)
         expected = first.rows.copy()
-        expected[:, STEP_FIELDS] += (count - 1) * steps
-        self._check_same(_Rows(first.keys, expected, first.scalars), last, f"iteration {count - 1}")
+        moves = counts[np.searchsorted(keys, first.keys)] - 1
+        expected[:, STEP_FIELDS] += moves[:, None] * steps
+        self._check_same(_Rows(first.keys, expected, first.scalars), last, "the last iteration")
         if np.any(expected[:, STEP_FIELDS] != last.rows[:, STEP_FIELDS]):
-            raise NotALoop(f"loop of {count}: its addresses do not move by a fixed step")
+            raise NotALoop("loop: its addresses do not move by a fixed step")
         self._stored.flat[keys] = stored
-        self._add_loop(count, first, steps)
+        self._add_loop(counts, first, steps)
 
     def _emitted(self, emit, i: int) -> _Rows:
         """The ops ``emit(i)`` adds, in key order, kept out of the table."""
@@ -428,9 +477,9 @@ class ProgramBuilder:
         if not same:
             raise NotALoop(f"loop: {which} adds other ops than iteration 0 (not a loop)")
 
-    def _add_loop(self, count: int, body: _Rows, steps: np.ndarray) -> None:
-        """Each (PE, task)'s loop: its header, a row of steps a body row, then the body
-        (iteration 0's rows)."""
+    def _add_loop(self, counts: np.ndarray, body: _Rows, steps: np.ndarray) -> None:
+        """Each (PE, task)'s loop (``counts``: its iterations, in key order): its header, a
+        row of steps a body row, then the body (iteration 0's rows)."""
         keys, rows = body.keys, body.rows
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
         sizes = np.diff(np.r_[starts, len(keys)])
@@ -439,7 +488,7 @@ class ProgramBuilder:
         at = np.arange(len(keys)) - starts[group]  # each body row's place in its body
         step_at, body_at = offset[group] + 1 + at, offset[group] + 1 + sizes[group] + at
         out = np.zeros((len(starts) + 2 * len(keys), K.NUM_OP_COLUMNS), np.int64)
-        out[offset, K.C_CODE], out[offset, K.C_N], out[offset, K.C_M] = K.OP_LOOP, count, sizes
+        out[offset, K.C_CODE], out[offset, K.C_N], out[offset, K.C_M] = K.OP_LOOP, counts, sizes
         out[step_at, K.C_CODE] = K.OP_STEPS
         inner = np.isin(rows[:, K.C_CODE], (K.OP_LOOP, K.OP_STEPS))
         out[step_at[:, None], STEP_FIELDS] = np.where(inner[:, None], 0, steps)
@@ -601,6 +650,23 @@ class _Block(NamedTuple):
     keys: np.ndarray
     columns: tuple
     scalars: float | np.ndarray
+
+
+class _Loop(NamedTuple):
+    """A loop as :meth:`ProgramBuilder._roll` takes it: ``emit(i)`` adds iteration 0, 1 or
+    (-1) the last; ``counts(keys)`` each key's iterations; ``rest()`` adds iterations 1 on
+    (a loop without ops still runs the kernel's own state through them)."""
+
+    emit: Callable[[int], object]
+    counts: Callable[[np.ndarray], np.ndarray]
+    rest: Callable[[], object]
+
+
+def _write_out(emit, pes: np.ndarray, counts: np.ndarray, start: int = 0) -> None:
+    """:meth:`ProgramBuilder.repeat_each`'s iterations from ``start`` on, written out."""
+    for i in range(start, int(counts.max(initial=0))):
+        on = counts > i
+        emit(pes[on], np.full(int(on.sum()), i, np.int64))
 
 
 class _Rows(NamedTuple):

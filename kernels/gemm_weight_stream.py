@@ -274,9 +274,14 @@ class _Layout:
     def chunks_all(self) -> None:
         """Every chunk, as loops where they repeat
         (:meth:`fabric.program.ProgramBuilder.repeat`), so the op table does not grow with the
-        chunks: from chunk 2 on (the first two wait for no freed buffer), a period of chunks
+        chunks. A dense chain loops by each PE's stretches (:class:`_Stretches`). Otherwise,
+        from chunk 2 on (the first two wait for no freed buffer), a period of chunks
         (:meth:`_period`) repeats while the chunks keep one width and every row's block is
         dense. Iterations that ``repeat`` refuses as a loop all the same are written out."""
+        stretches = _Stretches.of(self)
+        if stretches is not None:
+            stretches.emit()
+            return
         count, c, period = len(self.chunks) - 1, 0, self._period()
         runs = self._runs()
         while c < count:
@@ -417,6 +422,141 @@ class _Iterations:
         """``freed`` as before iteration 0: the iterations are written out from there."""
         np.copyto(self.layout.freed, self.start)
         self.last = -1
+
+
+class _Stretches:
+    """A dense chain's chunks by each PE's stretches: the chunks over which its role keeps
+    (below the root, the root, above it; the first two chunks, which wait for no freed
+    buffer; a width), in which its ops repeat every two chunks (the partial buffers
+    alternate) with addresses and wait counts moving by fixed steps. The stretches start
+    and end at different chunks on different rows, so each is a loop with a count of its
+    own a PE (:meth:`fabric.program.ProgramBuilder.repeat_each`), and a chain's op table
+    grows with its passes over the rows, not with its chunks. The ports' sends are one loop
+    a width. Emission is stateless: the reduce task's ops before each chunk are counted
+    from the ops a chunk adds, the same for every root a row sees."""
+
+    def __init__(self, layout: _Layout, recv: np.ndarray, send: np.ndarray) -> None:
+        """``recv`` (roots, rows, 2) and ``send`` (roots, rows): the route columns of the
+        streams each position receives (in program order) and sends per root, -1 none."""
+        self.layout, self.recv, self.send = layout, recv, send
+        prog, pes = layout.plan.prog, layout.pes
+        self.widths = np.diff(layout.chunks)
+        self.per_chunk = 1 + (recv[0] >= 0).sum(axis=1) + (send[0] >= 0)  # reduce ops a row
+        self.reduced = prog.ops_in(pes, REDUCE)  # reduce ops before chunk 0
+        self.index = np.full(layout.plan.grid.mesh.pes, -1, np.int64)
+        self.index[pes] = np.arange(len(pes))
+
+    @classmethod
+    def of(cls, layout: _Layout) -> _Stretches | None:
+        """The stretches of a dense chain; None where the chunk by chunk path
+        (:meth:`_Layout.chunk`) applies: a tree, sparse blocks, or a row whose reduce ops a
+        chunk differ by root."""
+        dense = (layout.mode == MODES.index(sparse_weights.DENSE)).all()
+        if layout.reduce != "chain" or not dense:
+            return None
+        rows, roots = layout.plan.grid.rows, int(layout.owner.max()) + 1
+        recv, send = np.full((roots, rows, 2), -1, np.int64), np.full((roots, rows), -1, np.int64)
+        for root in range(roots):
+            streams, columns = layout.routes.streams_to("chain", rows, root, layout.colors)
+            dst, src = streams[:, 2], streams[:, 1]
+            order = np.argsort(dst, kind="stable")
+            rank = np.arange(len(dst)) - np.searchsorted(dst[order], dst[order])
+            if np.any(rank >= 2) or len(np.unique(src)) < len(src):
+                return None
+            recv[root, dst[order], rank] = columns[order]
+            send[root, src] = columns
+        ops = (recv >= 0).sum(axis=2) + (send >= 0)
+        return cls(layout, recv, send) if (ops == ops[0]).all() else None
+
+    def emit(self) -> None:
+        """The ports' sends, then every model PE's chunks stretch by stretch: a loop of
+        pairs of chunks, then an odd one left written out."""
+        layout, prog = self.layout, self.layout.plan.prog
+        for lo, hi in self._width_runs():
+            prog.repeat(hi - lo, lambda i, lo=lo: layout._stream(lo + i), lambda: None)
+        starts, lengths = self._spans()
+        for slot in range(starts.shape[1]):
+            start, length = starts[layout.row_of, slot], lengths[layout.row_of, slot]
+            on = np.flatnonzero(length > 0)
+            pair = functools.partial(self._pair, start)
+            prog.repeat_each(layout.pes[on], length[on] // 2, pair, lambda: None)
+            odd = np.flatnonzero(length % 2 == 1)
+            self.chunk(odd, start[odd] + length[odd] - 1)
+
+    def _width_runs(self) -> list[tuple[int, int]]:
+        """Chunks ``lo .. hi - 1`` of one width, run after run."""
+        cut = np.flatnonzero(self.widths[1:] != self.widths[:-1]) + 1
+        edges = [0, *cut.tolist(), len(self.widths)]
+        return list(zip(edges[:-1], edges[1:], strict=False))
+
+    def _spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """int64 (rows, stretches): each row's stretches' first chunk and length (0 past a
+        row's last: rows have different numbers of them)."""
+        layout, count = self.layout, len(self.widths)
+        c = np.arange(count)
+        width = np.cumsum(np.r_[0, self.widths[1:] != self.widths[:-1]])
+        role = np.sign(np.arange(layout.plan.grid.rows)[:, None] - layout.owner[None, :])
+        key = role + 3 * (c < 2) + 6 * width
+        change = np.ones(key.shape, bool)
+        change[:, 1:] = key[:, 1:] != key[:, :-1]
+        slot = np.cumsum(change, axis=1) - 1
+        starts = np.full((len(key), int(slot.max()) + 1), count, np.int64)
+        row, first = np.nonzero(change)
+        starts[row, slot[row, first]] = first
+        return starts, np.diff(np.column_stack([starts, np.full(len(key), count)]), axis=1)
+
+    def _pair(self, start: np.ndarray, pes: np.ndarray, i: np.ndarray) -> None:
+        """Iteration ``i[j]`` of PE ``pes[j]``'s stretch from ``start``: two chunks."""
+        at = self.index[pes]
+        first = start[at] + 2 * i
+        self.chunk(at, first)
+        self.chunk(at, first + 1)
+
+    def chunk(self, at: np.ndarray, c: np.ndarray) -> None:
+        """Chunk ``c[j]`` on model PE ``at[j]`` (an index into the layout's model PEs): as
+        :meth:`_Layout.chunk` adds it there, but for the ports' sends."""
+        if not len(at):
+            return
+        layout, prog, dt = self.layout, self.layout.plan.prog, self.layout.dtype
+        pes, row, width = layout.pes[at], layout.row_of[at], self.widths[c]
+        mj, root = layout.mj[at], layout.owner[c]
+        target = np.where(row == root, layout._c_addr(pes, mj, c), layout.acc[pes, c % 2])
+        other, ready = row != root, c >= 2
+        waits = other & ready
+        freed = self.reduced[at] + (c - 1) * self.per_chunk[row]  # after chunk c - 2
+        _each_of(prog.wait, waits, pes, MULTIPLY, REDUCE, freed)
+        _each_of(prog.vscale, other, pes, MULTIPLY, target, target, 0.0, mj * width)
+        color, ki = layout.row_colors[row], np.diff(layout.ks)[row]
+        _each_of(prog.fmacs, None, pes, MULTIPLY, color, target, layout.mat[pes], mj, ki, dt,
+                 width, skip_zeros=True)  # fmt: skip
+        prog.wait(pes, REDUCE, MULTIPLY, prog.ops_in(pes, MULTIPLY))
+        self._reduce(at, root, target, mj * width)
+
+    def _reduce(self, at: np.ndarray, root: np.ndarray, target: np.ndarray, n_words) -> None:
+        """What :func:`kernels.lines.reduce_lines` adds to these PEs: their receives, in
+        round order, then their send."""
+        layout, prog = self.layout, self.layout.plan.prog
+        pes, row, line = layout.pes[at], layout.row_of[at], layout.col_of[at]
+        for op, column in (
+            (prog.recv_add, self.recv[root, row, 0]),
+            (prog.recv_add, self.recv[root, row, 1]),
+            (prog.send, self.send[root, row]),
+        ):
+            on = column >= 0
+            color = np.zeros(len(pes), np.int64)
+            color[on] = layout.routes.colors[line[on], column[on]]
+            _each_of(op, on, pes, REDUCE, color, target, n_words)
+
+
+def _each_of(add, on, pes: np.ndarray, task: int, *args, **options) -> None:
+    """``add`` (a builder's op) on the PEs ``on`` selects (None: all), each array argument
+    as long as ``pes`` taken with them; nothing where none is selected."""
+    if on is None:
+        on = np.ones(len(pes), bool)
+    if not on.any():
+        return
+    pick = lambda x: x[on] if isinstance(x, np.ndarray) and x.shape == pes.shape else x  # noqa: E731
+    add(pes[on], task, *(pick(x) for x in args), **options)
 
 
 class RowBlocks(NamedTuple):

@@ -234,3 +234,41 @@ def test_weight_streaming_program_stops_growing_with_its_chunks():
         record = recorded(ws.weight_stream, a, b, kernel_grid(2, 2), SPEC, "fp32", "tree")
         sizes.append(len(record.program.ops))
     assert sizes[0] == sizes[1]
+
+
+def each_program(roll: bool, counts):
+    """PE ``p`` adds ``counts[p]`` blocks of its own SRAM into an accumulator, a loop of
+    its own count each (``repeat_each``), between ops before and after."""
+    prog = ProgramBuilder(2, SPEC.pe, 1, tasks=1)
+    prog.roll_loops = roll
+    pes = np.arange(2)
+    prog.vscale(pes, 0, 500, 500, 2.0, 4)
+
+    def block(on, i):
+        prog.vadd(on, 0, 500, 500, 8 * i, 4)
+        prog.vaxpy(on, 0, 600 + 4 * i, 8 * i + 4, 0.5, 4)
+
+    prog.repeat_each(pes, np.array(counts), block)
+    prog.vadd(pes, 0, 700, 500, 600, 4)
+    return prog.build()
+
+
+@pytest.mark.parametrize("counts", [(7, 4), (9, 2), (0, 5), (1, 2)])
+def test_loops_of_a_count_a_pe_run_as_written_out(counts):
+    """A loop with a count of its own on each PE: the run of its iterations written out,
+    bit for bit; PEs of fewer than three written out, the others one loop each."""
+    rolled, plain = each_program(True, counts), each_program(False, counts)
+    assert_identical(run(rolled), run(plain))
+    np.testing.assert_array_equal(task_ops(rolled), task_ops(plain))
+    heads = rolled.ops[:, K.C_CODE] == K.OP_LOOP
+    assert rolled.ops[heads, K.C_N].tolist() == [c for c in counts if c >= 3]
+
+
+def test_a_loop_of_a_count_a_pe_adds_to_its_pes_alone():
+    """``repeat_each``: an iteration adding ops to a PE not given, or a PE given twice,
+    is refused."""
+    prog = builder()
+    with pytest.raises(ConfigError, match="not given"):
+        prog.repeat_each([0], [3], lambda on, i: prog.vadd(on + 1, 0, 4 * i, 0, 0, 4))
+    with pytest.raises(ConfigError, match="twice"):
+        prog.repeat_each([0, 0], [3, 4], lambda on, i: None)
