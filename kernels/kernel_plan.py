@@ -146,6 +146,7 @@ class KernelPlan:
         """Simulate the kernel; under :func:`kernels.replay.recording` it is recorded for
         later runs with other operands instead (see there)."""
         routes, program = self._compact_colors()
+        self.wiring.finish()  # its search's arrays go before the SRAM image is made
         memory = self._memory()
         recorder = RECORDER.get()
         if recorder is not None:

@@ -241,6 +241,19 @@ class Wiring:
         self._moved_held = np.zeros((colors, 0, CHANNELS), np.int32)
         self._position = 0
         self.moved = ColorRoutes(mesh, colors)  # the new position of the moving routers
+        self.finished = False  # the routes are final (finish)
+
+    def finish(self) -> None:
+        """The routes are final: the plan runs. The searches' arrays go (the channel owners
+        and the scratch: a whole wafer's hold about 230 MB beside its SRAM image); the
+        routes, colors and streams stay, and a new stream is refused."""
+        self.owner.held = np.zeros((self.routes.colors, 0, CHANNELS), np.int32)
+        self._scratch = None
+        self.finished = True
+
+    def _check_open(self) -> None:
+        if self.finished:
+            raise ConfigError("the kernel plan has run: its routes are final, no new stream")
 
     @contextlib.contextmanager
     def new_position(self, pes: Iterable[int]) -> Iterator[ColorRoutes]:
@@ -282,6 +295,7 @@ class Wiring:
         if used is None:
             used = self._built_in_line(key)
         if used is None:
+            self._check_open()
             number = self.owner.number(owner)
             used = self._to_neighbour(color, src, dsts, number)
             if used is None:
@@ -313,6 +327,7 @@ class Wiring:
         ``color``) along each line of ``group``, line by line, owned as :class:`LineGroup`
         says; int64 ``(L, S)``: the colors they got. Streams new to the group to a working
         neighbour on a free color take no general search and no Python object each."""
+        self._check_open()
         streams = np.asarray(streams, np.int64).reshape(-1, 3)
         if not self._in_bulk(group, streams):
             return self._connect_each(group, streams)
@@ -449,6 +464,7 @@ class Wiring:
         the next piece starts at that PE on another color, and the PE relays what it
         receives (the kernel's program does). Returns the pieces in line order.
         """
+        self._check_open()
         pieces, first, pes = [], 0, np.asarray(line, np.int64)
         while first < len(line) - 1:
             number = self.owner.number((owner, len(pieces)))

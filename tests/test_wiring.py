@@ -119,3 +119,18 @@ def test_channel_owners_read_and_written_by_channel():
     held = dict(wiring.owner.items())
     assert len(held) == 6
     assert held[(0, 4, 0)] == "a"
+
+
+def test_a_finished_wiring_keeps_its_routes_and_refuses_a_new_stream():
+    """Once the plan runs, its routes are final: the search's arrays go, a stream routed
+    already keeps its color, the routes and streams stay, and a new stream is refused."""
+    wiring = Wiring(Mesh.full(4, 3), 24)
+    color = wiring.connect(2, 0, [1], "a")
+    table = wiring.routes.table.copy()
+    wiring.finish()
+    assert wiring.connect(2, 0, [1], "a") == color
+    np.testing.assert_array_equal(wiring.routes.table, table)
+    assert wiring.streams() == [(0, (1,), color)]
+    for ask in (lambda: wiring.connect(3, 4, [5], "b"), lambda: wiring.chain(3, [4, 5, 6], "c")):
+        with pytest.raises(ConfigError, match="the kernel plan has run: its routes are final"):
+            ask()
