@@ -376,8 +376,7 @@ class ProgramBuilder:
         call: ``emit(on, i)`` adds iteration ``i[j]`` of PE ``on[j]`` for each ``j`` (int
         arrays, ``on`` a subset of ``pes``), and ops on those PEs alone. PEs of fewer than
         three iterations are written out."""
-        pes = np.atleast_1d(np.asarray(pes, np.int64))
-        counts = np.broadcast_to(np.asarray(counts, np.int64), pes.shape)
+        pes, counts = _per_pe_counts(pes, counts)
         i = _offender(counts < 0)
         if i is not None:
             raise ConfigError(f"PE {pes[i]}: loop count={counts[i]} must be >= 0")
@@ -386,6 +385,8 @@ class ProgramBuilder:
         if np.any(pes[1:] == pes[:-1]):
             raise ConfigError("repeat_each: a PE given twice (one count a PE)")
         self._check_open()
+        if self.roll_loops and self._depth >= K.LOOP_DEPTH:
+            raise ConfigError(f"loops nest {K.LOOP_DEPTH} deep at most")
         rolled = counts >= 3 if self.roll_loops else np.zeros(len(pes), bool)
         _write_out(emit, pes[~rolled], counts[~rolled])
         if not rolled.any():
@@ -660,6 +661,19 @@ class _Loop(NamedTuple):
     emit: Callable[[int], object]
     counts: Callable[[np.ndarray], np.ndarray]
     rest: Callable[[], object]
+
+
+def _per_pe_counts(pes, counts) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`ProgramBuilder.repeat_each`'s PEs (1-D) and their integer counts (one, or
+    one a PE), as int64 arrays of one shape."""
+    pes, given = np.atleast_1d(np.asarray(pes)), np.asarray(counts)
+    if pes.ndim != 1 or not np.issubdtype(pes.dtype, np.integer):
+        raise ConfigError(f"repeat_each: pes must be a 1-D array of PE ids, not {pes.shape}")
+    if given.dtype == bool or not np.issubdtype(given.dtype, np.integer):
+        raise ConfigError(f"repeat_each: counts must be integers, not {given.dtype}")
+    if given.ndim and given.shape != pes.shape:
+        raise ConfigError(f"repeat_each: {given.size} counts for {pes.size} PEs (one a PE)")
+    return pes.astype(np.int64), np.broadcast_to(given.astype(np.int64), pes.shape)
 
 
 def _write_out(emit, pes: np.ndarray, counts: np.ndarray, start: int = 0) -> None:

@@ -119,7 +119,14 @@ def sram_image(memory, pes: int) -> SramImage | SramLoads:
     if isinstance(memory, SramLoads):
         if memory.pes != pes:
             raise ConfigError(f"memory holds {memory.pes} PEs' SRAM: must cover all {pes} PEs")
-        if (np.diff(memory.base) > memory.sizes).any() or (memory.sizes < 1).any():
+        base = np.asarray(memory.base)
+        if (len(base) != pes + 1 or base[0] != 0 or (np.diff(base) < 0).any()
+                or memory.flat.size != base[-1]):  # fmt: skip
+            raise ConfigError(
+                f"memory.base must rise from 0 to memory.flat's {memory.flat.size} words, "
+                f"{pes + 1} entries"
+            )
+        if (np.diff(base) > memory.sizes).any() or (memory.sizes < 1).any():
             raise ConfigError("memory.sizes must hold at least one word and each PE's loaded ones")
         return memory
     if isinstance(memory, SramImage):

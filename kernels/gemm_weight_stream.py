@@ -487,7 +487,7 @@ class _Stretches:
         """Chunks ``lo .. hi - 1`` of one width, run after run."""
         cut = np.flatnonzero(self.widths[1:] != self.widths[:-1]) + 1
         edges = [0, *cut.tolist(), len(self.widths)]
-        return list(zip(edges[:-1], edges[1:], strict=False))
+        return list(zip(edges[:-1], edges[1:], strict=True))
 
     def _spans(self) -> tuple[np.ndarray, np.ndarray]:
         """int64 (rows, stretches): each row's stretches' first chunk and length (0 past a

@@ -89,7 +89,7 @@ class LineGroup:
         self.lines = np.ascontiguousarray(lines, np.int64)  # (L, length) PE ids
         self.owners = list(owners)
         if len(self.owners) != len(self.lines):
-            raise ValueError(f"{len(self.owners)} owners for {len(self.lines)} lines")
+            raise ConfigError(f"line group: {len(self.owners)} owners for {len(self.lines)} lines")
         self.rows = {owner: k for k, owner in enumerate(self.owners)}
         self.columns: dict[tuple, tuple[LineBlock, int]] = {}  # (src, dst, color) -> its
         self.registered = False
@@ -129,6 +129,7 @@ class ChannelOwners:
 
     def __init__(self, pes: int, colors: int) -> None:
         self.held = np.zeros((colors, pes, CHANNELS), np.int32)  # 0: nobody
+        self.dropped = False  # the held channels let go (drop)
         self._numbers: dict[Hashable, int] = {}
         self._owners: dict[int, Hashable] = {}
         self._next = 1
@@ -190,7 +191,18 @@ class ChannelOwners:
             found = self.blocks[bisect.bisect_right(self._bases, number) - 1].owner(number)
         return found
 
+    def drop(self) -> None:
+        """Let the held channels go (the routes are final: :meth:`Wiring.finish`); asking
+        for a channel's owner is refused from then on."""
+        self.held = np.zeros((self.held.shape[0], 0, CHANNELS), np.int32)
+        self.dropped = True
+
+    def _check_kept(self) -> None:
+        if self.dropped:
+            raise ConfigError("the kernel plan has run: its channel owners are dropped")
+
     def get(self, channel: tuple[int, int, int], default: Hashable = None) -> Hashable:
+        self._check_kept()
         pe, port, color = channel
         number = int(self.held[color, pe, port])
         return self.owner_of(number) if number else default
@@ -201,15 +213,18 @@ class ChannelOwners:
         return self.get(channel)
 
     def __setitem__(self, channel: tuple[int, int, int], owner: Hashable) -> None:
+        self._check_kept()
         pe, port, color = channel
         self.held[color, pe, port] = self.number(owner)
 
     def __contains__(self, channel: object) -> bool:
+        self._check_kept()
         pe, port, color = channel  # type: ignore[misc]
         return bool(self.held[color, pe, port])
 
     def items(self) -> Iterator[tuple[tuple[int, int, int], Hashable]]:
         """Every held channel and its owner, by PE, port and color."""
+        self._check_kept()
         for pe, port, color in np.argwhere(self.held.transpose(1, 2, 0)).tolist():
             yield (pe, port, color), self.owner_of(int(self.held[color, pe, port]))
 
@@ -246,8 +261,8 @@ class Wiring:
     def finish(self) -> None:
         """The routes are final: the plan runs. The searches' arrays go (the channel owners
         and the scratch: a whole wafer's hold about 230 MB beside its SRAM image); the
-        routes, colors and streams stay, and a new stream is refused."""
-        self.owner.held = np.zeros((self.routes.colors, 0, CHANNELS), np.int32)
+        routes, colors and streams stay; a new stream, or a channel's owner, is refused."""
+        self.owner.drop()
         self._scratch = None
         self.finished = True
 
@@ -264,6 +279,7 @@ class Wiring:
         color only where its old position just delivered it to its PE (every stream on it
         ended there, so the PE knows when they are done) and not from the same input port;
         elsewhere the streams need colors of their own, as outside the block."""
+        self._check_open()
         self._moving, self._position = frozenset(pes), self._position + 1
         self.moved = ColorRoutes(self.mesh, self.routes.colors)
         moving = np.array(sorted(self._moving), np.int64)
@@ -327,10 +343,10 @@ class Wiring:
         ``color``) along each line of ``group``, line by line, owned as :class:`LineGroup`
         says; int64 ``(L, S)``: the colors they got. Streams new to the group to a working
         neighbour on a free color take no general search and no Python object each."""
-        self._check_open()
         streams = np.asarray(streams, np.int64).reshape(-1, 3)
-        if not self._in_bulk(group, streams):
+        if not self._in_bulk(group, streams):  # (streams routed already: their colors)
             return self._connect_each(group, streams)
+        self._check_open()
         block = self.owner.add_block(group, streams, len(self._built))
         try:
             self._route_block(block)

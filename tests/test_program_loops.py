@@ -272,3 +272,22 @@ def test_a_loop_of_a_count_a_pe_adds_to_its_pes_alone():
         prog.repeat_each([0], [3], lambda on, i: prog.vadd(on + 1, 0, 4 * i, 0, 0, 4))
     with pytest.raises(ConfigError, match="twice"):
         prog.repeat_each([0, 0], [3, 4], lambda on, i: None)
+
+
+@pytest.mark.parametrize(
+    ("pes", "counts", "message"),
+    [
+        ([0], [2.7], "counts must be integers"),
+        ([0], [True], "counts must be integers"),
+        ([0, 1], [3, 4, 5], "3 counts for 2 PEs"),
+        ([[0, 1]], [3], "pes must be a 1-D array"),
+        ([0], [-1], "loop count=-1 must be >= 0"),
+    ],
+)
+def test_a_loop_of_a_count_a_pe_refuses_counts_that_are_not_one_integer_a_pe(pes, counts, message):
+    """Counts that are not integers (or bools), as many as the PEs, or a 2-D list of PEs,
+    are refused naming the field before any op is added."""
+    prog = builder()
+    with pytest.raises(ConfigError, match=message):
+        prog.repeat_each(pes, counts, lambda on, i: prog.vadd(on, 0, 4 * i, 0, 0, 4))
+    assert not prog.ops_in(np.array([0, 1]), 0).any()

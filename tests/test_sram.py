@@ -48,6 +48,7 @@ def test_a_kernel_image_holds_what_each_pe_uses_not_the_fullest_port_everywhere(
 
 
 def test_loads_hold_each_pe_words_up_to_its_last_loaded_one_and_read_zeros_past_it():
+    """A PE's words past its loaded ones read as zeros; a PE loaded with nothing too."""
     loads = SramLoads(np.array([1, 2, 3], np.float32), np.array([0, 2, 2, 3]), np.array([4, 1, 2]))
     assert loads[0].tolist() == [1, 2, 0, 0]
     assert loads[1].tolist() == [0]
@@ -87,9 +88,15 @@ def test_a_plan_leaves_out_the_zeroed_buffers_past_each_pe_loads(wse2):
     assert not memory[pe, tile_words:].any()
 
 
-def test_loads_that_do_not_fit_their_sizes_are_refused():
+def test_loads_that_do_not_fit_their_sizes_or_layout_are_refused():
+    """Before the run: more loaded words than a PE holds, a layout that does not cover
+    ``flat`` from word 0 up, or another count of PEs, each named."""
     loads = SramLoads(np.zeros(3, np.float32), np.array([0, 3]), np.array([2]))
     with pytest.raises(ConfigError, match="memory.sizes must hold at least one word"):
         sram_image(loads, 1)
+    for base in ([0, 2], [1, 3], [0, 4]):
+        short = SramLoads(np.zeros(3, np.float32), np.array(base), np.array([5]))
+        with pytest.raises(ConfigError, match="memory.base must rise from 0 to memory.flat's"):
+            sram_image(short, 1)
     with pytest.raises(ConfigError, match="memory holds 1 PEs' SRAM: must cover all 2 PEs"):
         sram_image(loads, 2)

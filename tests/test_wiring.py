@@ -131,6 +131,9 @@ def test_a_finished_wiring_keeps_its_routes_and_refuses_a_new_stream():
     assert wiring.connect(2, 0, [1], "a") == color
     np.testing.assert_array_equal(wiring.routes.table, table)
     assert wiring.streams() == [(0, (1,), color)]
-    for ask in (lambda: wiring.connect(3, 4, [5], "b"), lambda: wiring.chain(3, [4, 5, 6], "c")):
+    for ask in (lambda: wiring.connect(3, 4, [5], "b"), lambda: wiring.chain(3, [4, 5, 6], "c"),
+                lambda: wiring.new_position([4]).__enter__()):  # fmt: skip
         with pytest.raises(ConfigError, match="the kernel plan has run: its routes are final"):
             ask()
+    with pytest.raises(ConfigError, match="the kernel plan has run: its channel owners"):
+        wiring.owner.get((0, 1, 2))
