@@ -1,4 +1,4 @@
-"""Time and memory to build the plan of a whole-wafer weight-streaming GEMM, on a share of it.
+"""Time and memory to build the plan of a whole-wafer weight-streaming GEMM, or of a share of it.
 
 Run: python benchmarks/bench_wafer_build.py [--fractions 0.25] [--seed 0]
      [--out out/bench_wafer_build.json]
@@ -6,14 +6,13 @@ Run: python benchmarks/bench_wafer_build.py [--fractions 0.25] [--seed 0]
 The case is docs/benchmarks.md's "A whole-wafer layer at cycle level": GPT-3 175B's QKV
 projection (m = 2,048, k = 12,288, n = 36,864, fp16) on all 750 x 994 PEs of ``wse2`` with
 1 defect/cm^2 and 4 spare rows, built as ``wafersim kernel ... --stop-at`` builds it (its
-operands drawn, then every PE's program, route and SRAM word; nothing simulated). Building
-the whole wafer takes more memory than a shared machine should give a benchmark, so each
+operands drawn, then every PE's program, route and SRAM word; nothing simulated). Each
 ``--fractions`` point takes that share of the wafer's PEs (each side scaled by its square
 root) with each PE's work unchanged: ``m``, ``k`` and ``n`` scaled with the grid, so the
-tiles, the chunks' width and the chunks per row are the wafer's, and the defect density too.
-Each point runs in a process of its own (its peak resident memory is its own); with two
-points or more, a power law through the last two extrapolates to the whole wafer. The
-default, a quarter, runs in under a minute on a 2-core machine.
+tiles, the chunks' width and the chunks per row are the wafer's, and the defect density too;
+``--fractions 1`` builds the whole wafer (about 2 GB). Each point runs in a process of its
+own (its peak resident memory is its own); with two points or more, a power law through the
+last two extrapolates to the whole wafer, a check of how the build scales.
 """
 
 import argparse
