@@ -107,6 +107,7 @@ FP32 = 0  # FP16 and BF16 (fabric._fp16): two 16-bit values a word
 STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
 IDLE, COUNTDOWN, PROGRESS, STALL_IN, STALL_OUT = range(5)  # what a task did in a cycle
 BLOCKED = 5  # a task whose arithmetic waits for another task's to free the datapath
+WAIT_DUE = 6  # idle on a wait that passes in a known cycle: the op it waits for is ending
 # what a PE did in a cycle, counted once a cycle (the first that holds): a task computes or
 # moves a wavelet, else one waits for an input wavelet, else for room in an output queue
 # (or for its router's switch), else for SRAM (not modelled: always 0), else nothing
@@ -491,7 +492,8 @@ def _task_step(r, task, t, fab, st, prog, half):
     room in its output queue or for its router's switch (both counted as a stall),
     ``BLOCKED`` when its arithmetic waits for another task's (the PE's tasks share one
     datapath: moving wavelets runs beside arithmetic, arithmetic does not run beside
-    arithmetic), ``IDLE`` when it waits for another task or is done."""
+    arithmetic), ``WAIT_DUE`` when it waits for another task's op in its last cycles (the
+    wait passes in a cycle known now), ``IDLE`` when it waits for another task or is done."""
     if st.wait[r, task] > 0:
         if _arithmetic(st.op[r, task, C_CODE]):  # the op whose cost counts down
             if _datapath_busy(r, t, st):
@@ -513,7 +515,7 @@ def _task_step(r, task, t, fab, st, prog, half):
     lo, hi = st.mem_base[r], st.mem_base[r + 1]
     if code == OP_WAIT:  # until task C_A has finished its first C_B ops
         if not _waited_done(r, task, t, op[C_A], op[C_B], st):
-            return IDLE
+            return WAIT_DUE if st.regs[r, op[C_A], T_DONE] == op[C_B] else IDLE
     elif code == OP_SEND:
         if st.q_count[r, RAMP, c] >= fab.depth:
             st.pe_stalls[r] += 1
@@ -567,19 +569,6 @@ def _waited_done(r, task, t, other, ops, st):
 def _finish_seen(r, task, other, st):
     """The cycle ``task`` first sees the op that ``other`` last moved past finished."""
     return st.regs[r, other, T_FINISH] + (task < other)
-
-
-@engine_function(inline="always")
-def _wait_due(r, task, t, st, prog):
-    """The cycle an idle task's wait passes where the op it waits for is in its last
-    element's cycles (``NEVER`` otherwise: then the other task's own steps wake the router)."""
-    if st.pc[r, task] >= prog.task_end[r, task] or st.op[r, task, C_CODE] != OP_WAIT:
-        return NEVER
-    other, ops = st.op[r, task, C_A], st.op[r, task, C_B]
-    if st.regs[r, other, T_DONE] != ops:
-        return NEVER
-    due = _finish_seen(r, task, other, st)
-    return due if due > t else NEVER
 
 
 @engine_function(inline="always")
@@ -1050,8 +1039,8 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
             until = max(until, t + wait)
         if wait > 0 or step == COUNTDOWN:
             next_step = min(next_step, t + 1 + wait)
-        elif step == IDLE:
-            next_step = min(next_step, _wait_due(r, task, t, st, prog))
+        elif step == WAIT_DUE:  # the op it waits for ends then (else the other task wakes it)
+            next_step = min(next_step, _finish_seen(r, task, st.op[r, task, C_A], st))
         blocked |= step == BLOCKED
     if blocked:  # the datapath is free again next cycle: the waiting task tries then
         next_step = min(next_step, t + 1)
