@@ -28,7 +28,8 @@ Sources (full references in ``docs/pe_costs.md``):
              west edges, memcpy support PEs three columns west of the kernel and two east.
   [SDK-CSL]  Cerebras SDK docs, CSL appendix "SIMD Mode": two 32-bit reads, one write a cycle.
   [SDK-EX]   github.com/Cerebras/sdk-examples, benchmarks/benchmark-libs/allreduce/pe.csl: an
-             fp32 division about 50 cycles.
+             fp32 division about 50 cycles; a WSE-2 core's input queues 0 and 1 hold 6
+             wavelets, 2 and 3 hold 4 (wafer/presets.py's pe.input_queue_*_wavelets).
   [SDK-CV]   Cerebras SDK docs, "A Conceptual View": the hardware selects a runnable task when
              the running one ends.
 """
@@ -47,7 +48,7 @@ from pathlib import Path
 import numpy as np
 from wafersim.wafer import __version__
 from wafersim.wafer.atomic import write_json, write_text
-from wafersim.wafer.presets import WSE2_PE, WSE_ROUTER
+from wafersim.wafer.presets import WSE2_PE
 
 DATA = Path(__file__).resolve().parent / "data" / "vendor_sim_cycles.csv"
 START = "<!-- tables: written by benchmarks/derive_pe_costs.py -->"
@@ -66,8 +67,8 @@ LOG_BOUND = 20.0  # fitted costs stay within exp(-20) to exp(20) cycles while th
 
 @dataclass(frozen=True)
 class Costs:
-    """The costs the ported programs are charged with (cycles of the PE clock), and the one
-    capacity they use (a receiver's input queue)."""
+    """The costs the ported programs are charged with (cycles of the PE clock), and the
+    capacities they use (the receivers' input queues)."""
 
     channel_cycles_per_word: float  # fitted
     row_cycles_per_word: float  # fitted
@@ -78,7 +79,10 @@ class Costs:
     division_cycles: float = 50.0  # [SDK-EX] "the division is very expensive, about 50 cycles"
     dsd_update_cycles: float = 1.0  # assumption: one scalar instruction rewrites a DSD's field
     task_activation_cycles: float = WSE2_PE.task_activation_cycles  # assumption (presets)
-    queue_depth_wavelets: float = WSE_ROUTER.queue_depth_wavelets  # assumption (presets)
+    # [SDK-EX] the input queues LU reads its streams on (pe_program.csl's in_dsd_north_elimination
+    # on queue 0, in_dsd_west_elimination on queue 3)
+    north_queue_wavelets: float = WSE2_PE.input_queue_01_wavelets
+    west_queue_wavelets: float = WSE2_PE.input_queue_23_wavelets
     vector_issue_cycles: float = WSE2_PE.op_startup_cycles  # fitted on a QR series, else presets'
     sqrt_cycles: float = 50.0  # assumption: no cost is published; a division's
 
@@ -133,11 +137,16 @@ MEANING = {
         "assumption, wafer/presets.py's: the hardware selects a runnable task when the running "
         "one ends [SDK-CV]",
     ),
-    "queue_depth_wavelets": (
+    "north_queue_wavelets": (
         "wavelets",
-        "the wavelets a stream's sender may put ahead of a receiver that is not yet reading "
-        "(its input queue)",
-        "assumption, wafer/presets.py's: the depth is not published",
+        "the wavelets a stream from the north may put ahead of a receiver that is not yet "
+        "reading (LU reads it on input queue 0)",
+        "[SDK-EX] a WSE-2 core's input queues 0 and 1",
+    ),
+    "west_queue_wavelets": (
+        "wavelets",
+        "the same for a stream from the west (LU reads it on input queue 3)",
+        "[SDK-EX] a WSE-2 core's input queues 2 and 3",
     ),
     "vector_issue_cycles": (
         "cycles",
@@ -310,19 +319,20 @@ def update_sub_matrix(costs: Costs, iterations: int, length: int, advance: bool)
 
 
 def meet(
-    costs: Costs, sender: float, receiver: float, words: int, hops: int
+    costs: Costs, sender: float, receiver: float, words: int, hops: int, queue: float
 ) -> tuple[float, float]:
     """A blocking @fmovs of ``words`` wavelets, from a sender that reaches it at ``sender`` to
-    receivers that reach theirs at ``receiver``: the sender may run a queue's depth ahead of a
-    receiver not yet reading, and is done when its last wavelet leaves; the receivers when the
-    farthest has it. Returns when the sender and the receivers are done."""
+    receivers that reach theirs at ``receiver``: the sender may run ``queue`` wavelets (the
+    receivers' input queue) ahead of a receiver not yet reading, and is done when its last
+    wavelet leaves; the receivers when the farthest has it. Returns when the sender and the
+    receivers are done."""
     if words == 0:
         return sender, receiver
     wavelets = words * costs.fabric_cycles_per_wavelet
     received = max(receiver, sender + hops * costs.hop_latency_cycles) + wavelets
-    if words <= costs.queue_depth_wavelets:  # all of it waits in the queue
+    if words <= queue:  # all of it waits in the queue
         return sender + wavelets, received
-    behind = (words - costs.queue_depth_wavelets) * costs.fabric_cycles_per_wavelet
+    behind = (words - queue) * costs.fabric_cycles_per_wavelet
     return max(sender + wavelets, receiver + behind), received
 
 
@@ -348,12 +358,13 @@ def lu_column(costs: Costs, tile: int, hops: int, m: int, free: list[float]) -> 
     pivot = d + 2 * dsd + one  # 127-130: D moves row_dsd, sends the pivot south
     low = max(low, pivot + latency) + activation  # the pivot wavelet starts division_step
     low += 2 * dsd + division_loop(costs, tile)  # 188-193: L divides its tile's column
-    d, low = meet(costs, pivot + dsd, low, m, hops)  # 131-132 with 194: the pivot row south
+    north, west = costs.north_queue_wavelets, costs.west_queue_wavelets
+    d, low = meet(costs, pivot + dsd, low, m, hops, north)  # 131-132 with 194: pivot row south
     signal = d + division_loop(costs, m) + 2 * dsd + one  # 134-140: D divides, signals east
     up = max(up, signal + latency) + activation + 3 * dsd  # 210-214: send_row_to_south
-    d, up = meet(costs, signal + dsd, up, m, hops)  # 141-142 with 215: D's column east
-    low, inner = meet(costs, low, inner, tile, hops)  # 195 with 161: L's multipliers east
-    up, inner = meet(costs, up, inner, tile, hops)  # 216 with 162: U's row south
+    d, up = meet(costs, signal + dsd, up, m, hops, west)  # 141-142 with 215: D's column east
+    low, inner = meet(costs, low, inner, tile, hops, west)  # 195 with 161: L's multipliers east
+    up, inner = meet(costs, up, inner, tile, hops, north)  # 216 with 162: U's row south
     low_update = 2 * dsd + update_sub_matrix(costs, tile, m, advance=False) if m else 0.0
     up_update = update_sub_matrix(costs, m, tile, advance=True) + dsd if m else 0.0
     return [
@@ -683,7 +694,9 @@ def what_ifs(derivation: Derivation, other: Derivation) -> dict[str, Costs]:
         "division loops pay the division alone (no loop iteration)": replace(
             costs, division_cycles=bare
         ),
-        "streams wait for their receivers (no input queue)": replace(costs, queue_depth_wavelets=0),
+        "streams wait for their receivers (no input queue)": replace(
+            costs, north_queue_wavelets=0, west_queue_wavelets=0
+        ),
         "no DSD updates, no task activations": replace(
             costs, dsd_update_cycles=0.0, task_activation_cycles=0.0
         ),

@@ -338,8 +338,10 @@ def _add_stalls(r, packed, times, st):
 
 @engine_function(inline="always")
 def _has_room(r, o, c, fab, st):
+    """Whether output ``o`` can take a wavelet of color ``c``: a credit of the queue
+    downstream, or, for the ramp, room in the core's input queue of that color."""
     if o == RAMP:
-        return st.rx_count[r, c] < fab.depth
+        return st.rx_count[r, c] < fab.rx_depth[r, c]
     return fab.link_ok[r, o] and st.credits[r, o, c] > 0
 
 
@@ -406,7 +408,7 @@ def _grant(r, o, p, c, write, fab, st, traffic):
     h = st.q_head[r, p, c]
     data, meta = st.q_data[r, p, c, h], st.q_meta[r, p, c, h]
     if o == RAMP:
-        slot = _wrap(st.rx_head[r, c] + st.rx_count[r, c], fab.depth)
+        slot = _wrap(st.rx_head[r, c] + st.rx_count[r, c], st.rx_data.shape[2])
         st.rx_data[r, c, slot] = data
         st.rx_meta[r, c, slot] = meta
         st.rx_count[r, c] += 1
@@ -478,7 +480,7 @@ def _link_slot(write, r, o, fab):
 def _rx_pop(r, c, fab, st):
     h = st.rx_head[r, c]
     data, meta = st.rx_data[r, c, h], st.rx_meta[r, c, h]
-    st.rx_head[r, c] = _wrap(h + 1, fab.depth)
+    st.rx_head[r, c] = _wrap(h + 1, st.rx_data.shape[2])
     st.rx_count[r, c] -= 1
     st.stuck[r] = 0
     return data, meta

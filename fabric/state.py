@@ -38,6 +38,7 @@ class FabricArrays(NamedTuple):
     table: np.ndarray  # int8 (2, P, P): up*/down* output port per (phase, router, dst)
     in_down: np.ndarray  # uint8 (P, 5): 1 where the link into that port goes "down"
     depth: int  # input queue depth, wavelets per port and color
+    rx_depth: np.ndarray  # uint8 (P, C): the depth of the core's input queue of each color
     latency: int  # hop latency, cycles
     slots: int  # one more than the longest a wavelet or credit is on a wire
     stretched: int  # 1 if some link is stretched (programs: its sends take the slow path)
@@ -63,8 +64,8 @@ class EngineState(NamedTuple):
     credit_ret: np.ndarray  # int32 (S, P, 4, C): credits back to (upstream PE, its port)
     occupancy: np.ndarray  # int32 (P,): wavelets in the router's input queues
     wake: np.ndarray  # int64 (P,): traffic mode: next cycle the router or PE has work
-    rx_data: np.ndarray  # float32 (P, C, D): the PE's receive queues
-    rx_meta: np.ndarray  # int64 (P, C, D)
+    rx_data: np.ndarray  # float32 (P, C, R): the PE's receive queues, R their deepest
+    rx_meta: np.ndarray  # int64 (P, C, R)
     rx_head: np.ndarray  # int32 (P, C)
     rx_count: np.ndarray  # int32 (P, C)
     link_flits: np.ndarray  # int64 (P, 5): wavelets out of each port (4 = to the PE)
@@ -127,9 +128,13 @@ class TrafficArrays(NamedTuple):
     hist: np.ndarray  # int64 (H, LATENCY_BINS)
 
 
-def allocate_state(pes: int, colors: int, depth: int, slots: int, words, tasks: int):
+def allocate_state(
+    pes: int, colors: int, depth: int, slots: int, words, tasks: int, rx_slots: int = 0
+):
     """A fresh engine state: empty queues, full credits, zero SRAM of ``words`` a PE (an int,
-    or an int array of each PE's: :mod:`fabric.sram`)."""
+    or an int array of each PE's: :mod:`fabric.sram`); receive queues of ``rx_slots`` (0:
+    ``depth``) wavelets a color, the deepest a run's ``FabricArrays.rx_depth`` allows."""
+    rx_slots = rx_slots or depth
     sram = zeros(np.broadcast_to(np.asarray(words, np.int64), (pes,)))
     link_flags = np.zeros((slots, pes, 8), np.uint8)
     return EngineState(
@@ -155,8 +160,8 @@ def allocate_state(pes: int, colors: int, depth: int, slots: int, words, tasks: 
         rate_busy=np.zeros(pes, np.int64),
         rate_stall=np.zeros(pes, np.int64),
         reasons=_reasons(pes),
-        rx_data=np.zeros((pes, colors, depth), np.float32),
-        rx_meta=np.zeros((pes, colors, depth), np.int64),
+        rx_data=np.zeros((pes, colors, rx_slots), np.float32),
+        rx_meta=np.zeros((pes, colors, rx_slots), np.int64),
         rx_head=np.zeros((pes, colors), np.int32),
         rx_count=np.zeros((pes, colors), np.int32),
         link_flits=np.zeros((pes, 5), np.int64),

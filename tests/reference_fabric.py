@@ -8,10 +8,13 @@ The rules, each written once below:
   (wavelets and credits put on a wire ``L`` cycles ago arrive), *route*, then *PE*. Nothing
   crosses a wire in less than a cycle (``L >= 1``), so this equals the engine's
   router-by-router order.
-* **Queues and credits.** Each router has an input queue of depth ``D`` per (port, color);
-  the ramp port is fed by its own PE, which also has a receive queue of depth ``D`` per
-  color. A router may put a wavelet on a wire only with a credit for that (output, color);
-  it gets the credit back ``L`` cycles after the downstream router dequeued the wavelet.
+* **Queues and credits.** Each router has an input queue of depth ``D`` per (port, color); the
+  ramp port is fed by its own PE, which also has a receive queue per color: in a program, the
+  colors a PE's ops read, in increasing order, take the core's input queues 1, 2, ... 7 (queue 0
+  is the SDK memcpy's), whose depths the PE spec gives (queues 0-1, 2-3, 4-7); a color past the
+  seventh or never read takes queue 7's; synthetic traffic's is ``D`` deep. A router may put a
+  wavelet on a wire only with a credit for that (output, color); it gets the credit back ``L``
+  cycles after the downstream router dequeued the wavelet.
 * **Route.** First every queue head says which outputs it wants *and* can use now (room
   downstream); each wanted output without room counts one stall. Then each output grants
   one request, round-robin over candidates ``port * colors + color`` starting just after
@@ -266,6 +269,7 @@ class ReferenceFabric:
         self.width, self.height, self.colors = mesh.width, mesh.height, colors
         self.pes = mesh.width * mesh.height
         self.depth = spec.router.queue_depth_wavelets
+        self.receive_depth = {(pe, c): self.depth for pe in range(self.pes) for c in range(colors)}
         self.latency = spec.link.hop_latency_cycles
         self.link_hops = mesh.hops()  # (P, 4): a link of h physical hops takes h hop latencies
         self.startup = spec.pe.op_startup_cycles
@@ -294,6 +298,15 @@ class ReferenceFabric:
     def for_program(cls, mesh, spec, route_table, program: ReferenceProgram, memory):
         fabric = cls(mesh, spec, route_table.shape[2], route_table)
         fabric.mem = np.array(memory, np.float32)
+        pe_spec = spec.pe
+        by_queue = [pe_spec.input_queue_01_wavelets] * 2 + [pe_spec.input_queue_23_wavelets] * 2
+        by_queue += [pe_spec.input_queue_47_wavelets] * 4
+        for pe in range(fabric.pes):
+            ops = [op for t in range(program.tasks) for op in program.ops.get((pe, t), ())]
+            read = sorted({op.color for op in ops if op.kind in RECEIVE_OPS})
+            for c in range(fabric.colors):
+                queue = 1 + read.index(c) if c in read else 7
+                fabric.receive_depth[pe, c] = by_queue[min(queue, 7)]
         fabric.tasks = [
             [Task(list(program.ops.get((pe, t), ())), fabric.startup) for t in range(program.tasks)]
             for pe in range(fabric.pes)
@@ -404,7 +417,7 @@ class ReferenceFabric:
 
     def _has_room(self, router: Router, output: int, color: int) -> bool:
         if output == RAMP:
-            return len(router.receive[color]) < self.depth
+            return len(router.receive[color]) < self.receive_depth[router.pe, color]
         if self._neighbor(router.pe, output) is None:
             return False
         return router.credits[output, color] > 0

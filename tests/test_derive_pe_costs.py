@@ -30,8 +30,8 @@ def _script():
 D = _script()
 ZERO = D.Costs(0.0, 0.0, 0.0, fmac_cycles_per_element=0.0, fabric_cycles_per_wavelet=0.0,
                hop_latency_cycles=0.0, division_cycles=0.0, dsd_update_cycles=0.0,
-               task_activation_cycles=0.0, queue_depth_wavelets=0.0, vector_issue_cycles=0.0,
-               sqrt_cycles=0.0)  # fmt: skip
+               task_activation_cycles=0.0, north_queue_wavelets=0.0, west_queue_wavelets=0.0,
+               vector_issue_cycles=0.0, sqrt_cycles=0.0)  # fmt: skip
 
 
 def only(**cost: float):
@@ -270,8 +270,8 @@ def test_a_division_loop_pays_a_loop_iteration_a_division():
 def test_a_stream_meets_its_receivers_through_their_queue(words, queue, expected):
     """A sender free at 0, a receiver at 100, a wavelet a cycle, no hops: the sender runs
     at most a queue's depth ahead of its receiver."""
-    costs = only(fabric_cycles_per_wavelet=1.0, queue_depth_wavelets=queue)
-    assert D.meet(costs, 0.0, 100.0, words, 0) == expected
+    costs = only(fabric_cycles_per_wavelet=1.0)
+    assert D.meet(costs, 0.0, 100.0, words, 0, queue) == expected
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_fabric import ReferenceFabric, ReferenceProgram
 from wafersim.fabric import _engine_jit as K
-from wafersim.fabric.engine import fabric_arrays, run_kernel, simulate
+from wafersim.fabric.engine import fabric_arrays, program_state, run_kernel, simulate
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
@@ -94,8 +94,7 @@ def lockstep(mesh, spec, routes, calls, memory, tasks=1, max_cycles=3000) -> Run
     """Run a program on engine and reference a cycle at a time; fail at the first difference."""
     prog, ref_prog = build_programs(mesh, spec, routes.colors, tasks, calls)
     # the setup lines of fabric.engine.simulate
-    fab = fabric_arrays(mesh, spec, routes.table, np.zeros(routes.colors, np.uint8), False)
-    eng = allocate_state(mesh.pes, routes.colors, fab.depth, fab.slots, memory.shape[1], tasks)
+    fab, eng = program_state(mesh, spec, routes.table, prog, memory.shape[1])
     eng.mem[:] = memory.reshape(-1)  # every PE memory.shape[1] words
     start_tasks(eng, prog, fab.startup)
     tr = empty_traffic(mesh.width, mesh.height)
@@ -291,8 +290,8 @@ def test_two_streams_merging_share_the_output_round_robin():
 
 #   depth  latency  fmacs length m  words  cycles
 BACKPRESSURE = [
-    (1, 1, 4, 10, 65),  # consumer-bound: s + 1 + 2L + (s + m) n
-    (2, 1, 4, 10, 65),
+    (1, 1, 4, 16, 101),  # consumer-bound: s + 1 + 2L + (s + m) n (more words than the
+    (2, 1, 4, 16, 101),  #   path holds: the core's input queue of its first color takes six)
     (1, 3, 2, 10, 67),  # credit-bound: one wavelet per 2L = 6 cycles, arriving at 9 + 6k,
     #                     the last one's s + m = 4 cycles end at 67
     (2, 3, 2, 10, 49),  # two credits keep up with 4 cycles a wavelet: s + 1 + 2L + 4n

@@ -8,13 +8,18 @@ Sources:
   [Jacq22]   M. Jacquelin et al., "Scalable Distributed High-Order Stencil Computations",
              SC22. WSE-2 user grid of 750 x 994 PEs, 850 MHz clock.
   [SDK]      Cerebras SDK documentation (sdk.cerebras.net), "A conceptual view": 24
-             routable colors per router, 32-bit wavelets.
+             routable colors per router, 32-bit wavelets. "Data Structure Descriptors",
+             Fabric Queues: the core's input queues 0-1 / 2-3 / 4-7 hold 6 / 4 / 2 wavelets
+             on WSE-2 and 8 / 4 / 4 on WSE-3.
   [HC33]     S. Lie, "Multi-Million Core, Multi-Wafer AI Cluster", Hot Chips 33 (2021).
              WSE-2: 850,000 cores on 46,225 mm^2 (7 nm); CS-2 system I/O 1.2 Tb/s over
              12 x 100 GbE. SwarmX: a tree of broadcast/reduce nodes between MemoryX and
              up to 192 CS-2s; weights broadcast down, gradients reduced on the way up.
   [Lau21]    G. Lauterbach, "The Path to Successful Wafer-Scale Integration: The Cerebras
              Story", IEEE Micro 41(6), 2021. About 1 % of cores are redundant spares.
+  [SDK-EX]   github.com/Cerebras/sdk-examples, benchmarks/benchmark-libs/allreduce/pe.csl: "Queues
+             0,1: input depth 6 wavelets / Queues 2,3: input depth 4 wavelets / Queues 4-7:
+             input depth 2 wavelets" (the core's input queues of a WSE-2 PE).
   [HC24]     S. Lie, "Wafer-Scale AI: GPU Impossible Performance", Hot Chips 2024. WSE-3:
              900,000 cores, 44 GB SRAM, 46,225 mm^2 (5 nm), FP16 SIMD-8.
 
@@ -43,6 +48,9 @@ WSE2_PE = PESpec(
     task_activation_cycles=2,  # assumption: the core's scheduler picks a wavelet's data task
     # and hands it the wavelet in hardware; its scalar is the wavelet, no load, no loop
     area_mm2=WSE2_DIE_AREA_MM2 / WSE2_PHYSICAL_CORES,  # [HC33] die area / cores
+    input_queue_01_wavelets=6,  # [SDK], [SDK-EX] queues 0 and 1
+    input_queue_23_wavelets=4,  # [SDK], [SDK-EX] queues 2 and 3
+    input_queue_47_wavelets=2,  # [SDK], [SDK-EX] queues 4 to 7
 )
 WSE_LINK = LinkSpec(
     wavelet_bits=32,  # [Rocki20], [SDK]
@@ -95,6 +103,8 @@ def _wse3() -> WaferSpec:
         {
             "pe.fp16_fmac_per_cycle": 8,  # [HC24] SIMD-8
             "pe.area_mm2": WSE2_DIE_AREA_MM2 / WSE3_PHYSICAL_CORES,  # [HC24]
+            "pe.input_queue_01_wavelets": 8,  # [SDK] WSE-3 queues 0 and 1
+            "pe.input_queue_47_wavelets": 4,  # [SDK] WSE-3 queues 4 to 7 (2 and 3: 4, as WSE-2)
             "clock_hz": WSE_MAX_CLOCK_HZ,  # assumption: WSE-3 clock not published; 1.1 GHz
         }
     )

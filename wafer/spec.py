@@ -38,6 +38,11 @@ class PESpec:
     issue_cycles: int = knob(0, 1000)
     task_activation_cycles: int = knob(0, 1000)
     area_mm2: float = knob(1e-6, 100.0)
+    # the core's input queues between its router and its arithmetic, by queue number: each
+    # color the PE reads is bound to one (``fabric.input_queues``); a spec file may leave them out
+    input_queue_01_wavelets: int = knob(1, 64, default=6)
+    input_queue_23_wavelets: int = knob(1, 64, default=4)
+    input_queue_47_wavelets: int = knob(1, 64, default=2)
 
 
 @dataclass(frozen=True)
@@ -215,7 +220,7 @@ def spec_from_dict(data: dict[str, Any]) -> WaferSpec:
             raise ConfigError(f"{section} must be a table of keys, got {excerpt(part)}")
         allowed = {f.name for f in dataclasses.fields(cls)}
         _check_keys(section, part, allowed)
-        missing = allowed - set(part)
+        missing = {f.name for f in dataclasses.fields(cls) if _required(f)} - set(part)
         if missing:
             raise ConfigError(f"{section} is missing keys: {', '.join(sorted(missing))}")
         kwargs[section] = cls(**part)
@@ -226,6 +231,11 @@ def spec_from_dict(data: dict[str, Any]) -> WaferSpec:
         _check_keys(section, part, {f.name for f in dataclasses.fields(cls)})
         kwargs[section] = cls(**part)
     return WaferSpec(**kwargs)  # validates the sections too
+
+
+def _required(f: dataclasses.Field) -> bool:
+    """Whether a section's field has no default: a spec file must give it."""
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def _check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
