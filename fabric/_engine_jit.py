@@ -108,6 +108,9 @@ STATUS_DONE, STATUS_MAX_CYCLES, STATUS_DEADLOCK = 0, 1, 2
 IDLE, COUNTDOWN, PROGRESS, STALL_IN, STALL_OUT = range(5)  # what a task did in a cycle
 BLOCKED = 5  # a task whose arithmetic waits for another task's to free the datapath
 WAIT_DUE = 6  # idle on a wait that passes in a known cycle: the op it waits for is ending
+TALLY_BITS = 8  # a PE cycle's count of tasks a status (_tallied): tasks < 2**8, statuses < 8
+TALLY_MASK = (1 << TALLY_BITS) - 1
+MAX_TASKS = TALLY_MASK  # a PE's tasks
 # what a PE did in a cycle, counted once a cycle (the first that holds): a task computes or
 # moves a wavelet, else one waits for an input wavelet, else for room in an output queue
 # (or for its router's switch), else for SRAM (not modelled: always 0), else nothing
@@ -1026,32 +1029,41 @@ def _program_cycle(r, t, read, write, fab, st, prog, want, half):
     each such cycle adds the same busy and stall counts and counts every op cost down."""
     # bool(): see _fabric_step
     moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, bool(False))  # noqa: UP018
-    events, next_step, until = moves, NEVER, t
-    counting, stalled, waited_in, waited_out, blocked = 0, 0, 0, 0, False
+    next_step, until, counting, tally = NEVER, t, 0, 0
     for task in range(prog.task_end.shape[1]):  # also the datapath's priority order
         step = _task_step(r, task, t, fab, st, prog, half)
-        events += step in (COUNTDOWN, PROGRESS)
-        moves += step == PROGRESS
-        stalled += STALL_IN <= step <= STALL_OUT
-        waited_in |= step == STALL_IN
-        waited_out |= step == STALL_OUT
+        tally += np.int64(1) << (TALLY_BITS * step)
         wait = st.wait[r, task]
         if wait > 0:
             counting += 1
             until = max(until, t + wait)
-        if wait > 0 or step == COUNTDOWN:
             next_step = min(next_step, t + 1 + wait)
+        elif step == COUNTDOWN:
+            next_step = min(next_step, t + 1)
         elif step == WAIT_DUE:  # the op it waits for ends then (else the other task wakes it)
             next_step = min(next_step, _finish_seen(r, task, st.op[r, task, C_A], st))
-        blocked |= step == BLOCKED
-    if blocked:  # the datapath is free again next cycle: the waiting task tries then
+    if _tallied(tally, BLOCKED):  # the datapath is free again next cycle: it tries then
         next_step = min(next_step, t + 1)
-    waits = REASON_INPUT if waited_in else (REASON_OUTPUT if waited_out else REASON_IDLE)
+    moves += _tallied(tally, PROGRESS)
+    events = moves + _tallied(tally, COUNTDOWN)
+    stalled = _tallied(tally, STALL_IN) + _tallied(tally, STALL_OUT)
+    waits = REASON_IDLE
+    if _tallied(tally, STALL_IN):
+        waits = REASON_INPUT
+    elif _tallied(tally, STALL_OUT):
+        waits = REASON_OUTPUT
     _note_reason(r, REASON_COMPUTING if events > fabric_moves else waits, t, st)
     st.reasons[r, R_SKIPPED] = REASON_COMPUTING if counting else waits
     st.rate_busy[r], st.rate_stall[r], st.seen[r] = counting, stalled, t
     st.wake[r] = t + 1 if moves else next_step
     return events, moves, until
+
+
+@engine_function(inline="always")
+def _tallied(tally, step):
+    """How many of a PE's tasks returned ``step`` in a cycle, from the cycle's ``tally`` (a
+    count a status, :data:`TALLY_BITS` bits each: one add a task, not a compare a status)."""
+    return (tally >> (TALLY_BITS * step)) & TALLY_MASK
 
 
 @engine_function(inline="always")

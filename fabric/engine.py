@@ -297,6 +297,8 @@ def simulate(
     pes, tasks = program.task_start.shape
     if pes != mesh.pes:
         raise ConfigError(f"program covers {pes} PEs (task_start), the mesh has {mesh.pes}")
+    if tasks > K.MAX_TASKS:
+        raise ConfigError(f"program has {tasks} tasks a PE, at most {K.MAX_TASKS}")
     if trace is not None:
         trace.begin(mesh.width, mesh.height, alive=mesh.alive, tasks=tasks)
     image = sram_image(memory, mesh.pes)

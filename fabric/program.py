@@ -195,6 +195,8 @@ class ProgramBuilder:
         sram_words: np.ndarray | None = None,
     ) -> None:
         """``sram_words`` (P,) overrides the per-PE budget (edge ports have no SRAM limit)."""
+        if not 1 <= tasks <= K.MAX_TASKS:
+            raise ConfigError(f"tasks={tasks} is out of range [1, {K.MAX_TASKS}] a PE")
         self.pes, self.pe_spec, self.colors, self.tasks = pes, pe_spec, colors, tasks
         budget = pe_spec.sram_bytes // WORD_BYTES
         self.words = (

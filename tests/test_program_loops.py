@@ -291,3 +291,11 @@ def test_a_loop_of_a_count_a_pe_refuses_counts_that_are_not_one_integer_a_pe(pes
     with pytest.raises(ConfigError, match=message):
         prog.repeat_each(pes, counts, lambda on, i: prog.vadd(on, 0, 4 * i, 0, 0, 4))
     assert not prog.ops_in(np.array([0, 1]), 0).any()
+
+
+def test_a_pe_runs_at_most_max_tasks_tasks():
+    """The engine tallies a cycle's task statuses a byte each: a builder of more tasks a PE
+    is refused before any op, naming the range."""
+    with pytest.raises(ConfigError, match=rf"tasks=256 is out of range \[1, {K.MAX_TASKS}\]"):
+        ProgramBuilder(2, preset("tiny").pe, 1, tasks=256)
+    ProgramBuilder(2, preset("tiny").pe, 1, tasks=K.MAX_TASKS)
