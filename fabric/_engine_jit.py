@@ -208,17 +208,29 @@ def _wrap(i, n):
 
 
 @engine_function(inline="always")
-def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth):
+def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth, traffic):
+    """A wavelet into queue ``(p, c)``; its metadata kept in traffic mode alone (a program's
+    wavelets of a color all carry the same: :func:`_program_meta`)."""
     slot = _wrap(q_head[r, p, c] + q_count[r, p, c], depth)
     q_data[r, p, c, slot] = data
-    q_meta[r, p, c, slot] = meta
+    if traffic:
+        q_meta[r, p, c, slot] = meta
     q_count[r, p, c] += 1
 
 
 @engine_function(inline="always")
-def _inject(r, c, data, meta, fab, st):
+def _program_meta(c):
+    """The metadata of every wavelet a program sends on color ``c`` (a static color: one
+    flit, no destination), which a program's run therefore keeps in no queue
+    (``fabric.state.allocate_state``'s ``metas``)."""
+    return pack_meta(c, 1, 1, -1, 0)
+
+
+@engine_function(inline="always")
+def _inject(r, c, data, meta, fab, st, traffic):
     """The PE puts one wavelet into its router's ramp queue of color ``c``."""
-    _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, RAMP, c, data, meta, fab.depth)
+    _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, RAMP, c, data, meta, fab.depth,
+             traffic)  # fmt: skip
     st.occupancy[r] += 1
     st.stuck[r] = 0
 
@@ -230,7 +242,7 @@ def _dequeue(q_head, q_count, r, p, c, depth):
 
 
 @engine_function(inline="always")
-def _ingest(r, read, fab, st):
+def _ingest(r, read, fab, st, traffic):
     """Step 1: wavelets and credits that entered this router's links at ``t - L``.
 
     The eight flags of the slot are read and cleared as one little-endian uint64.
@@ -245,7 +257,8 @@ def _ingest(r, read, fab, st):
             meta = st.in_meta[read, r, p]
             c = meta_color(meta)
             data = st.in_data[read, r, p]
-            _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta, fab.depth)
+            _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta,
+                     fab.depth, traffic)  # fmt: skip
             st.occupancy[r] += 1
             events += 1
     _absorb_credits(r, read, flags, st)
@@ -292,9 +305,9 @@ def _requests(r, fab, st, want, traffic):
             if st.q_count[r, p, c] == 0:
                 continue
             if _wormhole(traffic, c, fab):
-                mask, blocked = _dor_request(r, p, c, fab, st)
+                mask, blocked = _dor_request(r, p, c, fab, st, traffic)
             else:
-                mask, blocked = _static_request(r, p, c, fab, st)
+                mask, blocked = _static_request(r, p, c, fab, st, traffic)
             stalled += blocked
             if mask:
                 want[0, n] = p * colors + c
@@ -305,7 +318,7 @@ def _requests(r, fab, st, want, traffic):
 
 
 @engine_function(inline="always")
-def _dor_request(r, p, c, fab, st):
+def _dor_request(r, p, c, fab, st, traffic):
     """The one output a wormhole head (or the body behind it) needs if it has room, and
     the packed stall if it has not."""
     o = st.lock_out[r, p, c]
@@ -314,19 +327,19 @@ def _dor_request(r, p, c, fab, st):
         o = route_port(r, p, meta_dst(meta), fab)
         if o < 0 or st.owner[r, o, c] >= 0:
             return 0, 0
-    if _has_room(r, o, c, fab, st):
+    if _has_room(r, o, c, fab, st, traffic):
         return 1 << o, 0
     return 0, np.int64(1) << (STALL_BITS * np.int64(o))  # o may be int8: widen first
 
 
 @engine_function(inline="always")
-def _static_request(r, p, c, fab, st):
+def _static_request(r, p, c, fab, st, traffic):
     """The outputs a static-color head still needs and that have room (multicast), and
     the packed stalls of those that have not."""
     mask = fab.route[r, p, c] & ~st.served[r, p, c]
     blocked = 0
     for o in range(NUM_PORTS):
-        if mask & (1 << o) and not _has_room(r, o, c, fab, st):
+        if mask & (1 << o) and not _has_room(r, o, c, fab, st, traffic):
             mask &= ~(1 << o)
             blocked += 1 << (STALL_BITS * o)
     return mask, blocked
@@ -340,11 +353,12 @@ def _add_stalls(r, packed, times, st):
 
 
 @engine_function(inline="always")
-def _has_room(r, o, c, fab, st):
+def _has_room(r, o, c, fab, st, traffic):
     """Whether output ``o`` can take a wavelet of color ``c``: a credit of the queue
-    downstream, or, for the ramp, room in the core's input queue of that color."""
+    downstream, or, for the ramp, room in the core's input queue of that color (traffic's
+    sinks: the router's depth, a constant there)."""
     if o == RAMP:
-        return st.rx_count[r, c] < fab.rx_depth[r, c]
+        return st.rx_count[r, c] < (fab.depth if traffic else fab.rx_depth[r, c])
     return fab.link_ok[r, o] and st.credits[r, o, c] > 0
 
 
@@ -409,11 +423,13 @@ def _route_unless_stuck(r, write, fab, st, want, traffic):
 def _grant(r, o, p, c, write, fab, st, traffic):
     """Move the head of queue (p, c) out through port ``o``."""
     h = st.q_head[r, p, c]
-    data, meta = st.q_data[r, p, c, h], st.q_meta[r, p, c, h]
+    data = st.q_data[r, p, c, h]
+    meta = st.q_meta[r, p, c, h] if traffic else _program_meta(c)
     if o == RAMP:
         slot = _wrap(st.rx_head[r, c] + st.rx_count[r, c], st.rx_data.shape[2])
         st.rx_data[r, c, slot] = data
-        st.rx_meta[r, c, slot] = meta
+        if traffic:
+            st.rx_meta[r, c, slot] = meta
         st.rx_count[r, c] += 1
     else:
         n = fab.neighbor[r, o]
@@ -481,12 +497,14 @@ def _link_slot(write, r, o, fab):
 
 @engine_function(inline="always")
 def _rx_pop(r, c, fab, st):
+    """The next wavelet's value of the core's input queue of color ``c`` (traffic's sink
+    reads its metadata first)."""
     h = st.rx_head[r, c]
-    data, meta = st.rx_data[r, c, h], st.rx_meta[r, c, h]
+    data = st.rx_data[r, c, h]
     st.rx_head[r, c] = _wrap(h + 1, st.rx_data.shape[2])
     st.rx_count[r, c] -= 1
     st.stuck[r] = 0
-    return data, meta
+    return data
 
 
 @engine_function(block=True)
@@ -525,14 +543,14 @@ def _task_step(r, task, t, fab, st, prog, half):
         if st.q_count[r, RAMP, c] >= fab.depth:
             st.pe_stalls[r] += 1
             return STALL_OUT
-        _inject(r, c, st.mem[lo + op[C_A] + k], pack_meta(c, 1, 1, -1, 0), fab, st)
+        _inject(r, c, st.mem[lo + op[C_A] + k], _program_meta(c), fab, st, False)
     elif code in (OP_RECV, OP_RECV_ADD, OP_FMACS, OP_SPMACS):
         if st.rx_count[r, c] == 0:
             st.pe_stalls[r] += 1
             return STALL_IN
         if code != OP_RECV and _datapath_busy(r, t, st):
             return BLOCKED
-        value, _meta = _rx_pop(r, c, fab, st)
+        value = _rx_pop(r, c, fab, st)
         cost = _consume(op, k, value, st.mem[lo:hi], prog.scalars[pc], half)
     elif code == OP_MATMUL:
         if _datapath_busy(r, t, st):
@@ -860,7 +878,8 @@ def _traffic_step(r, t, fab, st, tr):
     events = 0
     for c in range(st.rx_count.shape[1]):
         while st.rx_count[r, c] > 0:
-            data, meta = _rx_pop(r, c, fab, st)
+            meta = st.rx_meta[r, c, st.rx_head[r, c]]
+            data = _rx_pop(r, c, fab, st)
             events += 1
             created = meta_created(meta)
             if created >= tr.warmup:
@@ -874,7 +893,7 @@ def _traffic_step(r, t, fab, st, tr):
         f = tr.packet_flits - tr.left[r]
         tail = 1 if tr.left[r] == 1 else 0
         meta = pack_meta(c, 1 if f == 0 else 0, tail, tr.dst[r], tr.created[r])
-        _inject(r, c, np.float32(tr.injected[r] if f > 0 else t), meta, fab, st)
+        _inject(r, c, np.float32(tr.injected[r] if f > 0 else t), meta, fab, st, True)
         if f == 0:
             tr.injected[r] = t
         st.busy[r] += 1
@@ -1001,7 +1020,7 @@ def _fabric_step(r, read, write, fab, st, want, traffic):
     over several colors."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
-        moves += _ingest(r, read, fab, st)
+        moves += _ingest(r, read, fab, st, traffic)
         if st.occupancy[r]:
             moves += _route_unless_stuck(r, write, fab, st, want, traffic)
     return moves

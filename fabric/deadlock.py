@@ -43,8 +43,8 @@ def _xy(fab, r: int) -> str:
 def _blocked_heads(fab, st) -> list[str]:
     found = []
     for r, p, c in zip(*np.nonzero(st.q_count), strict=True):
-        meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
-        if fab.color_dor[c]:
+        if fab.color_dor[c]:  # a destination-routed color's queues keep their metadata
+            meta = st.q_meta[r, p, c, st.q_head[r, p, c]]
             lock = st.lock_out[r, p, c]
             outs = [lock if lock >= 0 else K.route_port(r, p, K.meta_dst(meta), fab)]
         else:

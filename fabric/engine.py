@@ -118,7 +118,8 @@ def program_state(mesh: Mesh, spec: WaferSpec, table: np.ndarray, program, words
     fab = fabric_arrays(mesh, spec, table, np.zeros(colors, np.uint8), False, 0, None, rx_depth)
     tasks = program.task_start.shape[1]
     slots = int(rx_depth.max())
-    return fab, allocate_state(mesh.pes, colors, fab.depth, fab.slots, words, tasks, slots)
+    st = allocate_state(mesh.pes, colors, fab.depth, fab.slots, words, tasks, slots, metas=False)
+    return fab, st
 
 
 def link_extra(mesh: Mesh, latency: int) -> np.ndarray:

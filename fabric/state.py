@@ -48,7 +48,7 @@ class FabricArrays(NamedTuple):
 
 class EngineState(NamedTuple):
     q_data: np.ndarray  # float32 (P, 5, C, D)
-    q_meta: np.ndarray  # int64 (P, 5, C, D)
+    q_meta: np.ndarray  # int64 (P, 5, C, D); a program's run: (P, 5, C, 1), unused
     q_head: np.ndarray  # int32 (P, 5, C)
     q_count: np.ndarray  # int32 (P, 5, C)
     served: np.ndarray  # int8 (P, 5, C): outputs that already took the head (multicast)
@@ -65,7 +65,7 @@ class EngineState(NamedTuple):
     occupancy: np.ndarray  # int32 (P,): wavelets in the router's input queues
     wake: np.ndarray  # int64 (P,): traffic mode: next cycle the router or PE has work
     rx_data: np.ndarray  # float32 (P, C, R): the PE's receive queues, R their deepest
-    rx_meta: np.ndarray  # int64 (P, C, R)
+    rx_meta: np.ndarray  # int64 (P, C, R); a program's run: (P, C, 1), unused
     rx_head: np.ndarray  # int32 (P, C)
     rx_count: np.ndarray  # int32 (P, C)
     link_flits: np.ndarray  # int64 (P, 5): wavelets out of each port (4 = to the PE)
@@ -129,17 +129,28 @@ class TrafficArrays(NamedTuple):
 
 
 def allocate_state(
-    pes: int, colors: int, depth: int, slots: int, words, tasks: int, rx_slots: int = 0
+    pes: int,
+    colors: int,
+    depth: int,
+    slots: int,
+    words,
+    tasks: int,
+    rx_slots: int = 0,
+    metas: bool = True,
 ):
     """A fresh engine state: empty queues, full credits, zero SRAM of ``words`` a PE (an int,
     or an int array of each PE's: :mod:`fabric.sram`); receive queues of ``rx_slots`` (0:
-    ``depth``) wavelets a color, the deepest a run's ``FabricArrays.rx_depth`` allows."""
+    ``depth``) wavelets a color, the deepest a run's ``FabricArrays.rx_depth`` allows.
+    ``metas=False`` (a program's run): the queues keep no wavelet's metadata, which every
+    wavelet of a program's color shares (the engine's ``_program_meta``); their metadata
+    arrays get one slot, never read, and the queues take a third of the memory."""
     rx_slots = rx_slots or depth
+    q_metas, rx_metas = (depth, rx_slots) if metas else (1, 1)
     sram = zeros(np.broadcast_to(np.asarray(words, np.int64), (pes,)))
     link_flags = np.zeros((slots, pes, 8), np.uint8)
     return EngineState(
         q_data=np.zeros((pes, 5, colors, depth), np.float32),
-        q_meta=np.zeros((pes, 5, colors, depth), np.int64),
+        q_meta=np.zeros((pes, 5, colors, q_metas), np.int64),
         q_head=np.zeros((pes, 5, colors), np.int32),
         q_count=np.zeros((pes, 5, colors), np.int32),
         served=np.zeros((pes, 5, colors), np.int8),
@@ -161,7 +172,7 @@ def allocate_state(
         rate_stall=np.zeros(pes, np.int64),
         reasons=_reasons(pes),
         rx_data=np.zeros((pes, colors, rx_slots), np.float32),
-        rx_meta=np.zeros((pes, colors, rx_slots), np.int64),
+        rx_meta=np.zeros((pes, colors, rx_metas), np.int64),
         rx_head=np.zeros((pes, colors), np.int32),
         rx_count=np.zeros((pes, colors), np.int32),
         link_flits=np.zeros((pes, 5), np.int64),

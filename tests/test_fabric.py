@@ -503,3 +503,26 @@ def test_a_run_stopped_early_says_how_far_each_task_got():
         simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000, stop_at=0)
     with pytest.raises(ConfigError, match="stop_at=2000 must be <= max_cycles=1000"):
         simulate(mesh, SPEC, routes, prog.build(), mem, max_cycles=1000, stop_at=2000)
+
+
+def test_a_programs_queues_keep_no_wavelet_metadata():
+    """Every wavelet of a program's color carries the same metadata, so a program's run keeps
+    one unused slot of it a queue (a third of the queues' memory), and still moves the words."""
+    from wafersim.fabric.engine import program_state
+
+    mesh = Mesh.full(3, 1)
+    routes = ColorRoutes(mesh, 2)
+    routes.add_path(1, [0, 1, 2])
+    builder = ProgramBuilder(mesh.pes, preset("tiny").pe, 2)
+    builder.send(0, 0, 1, 0, 16)
+    builder.recv(2, 0, 1, 32, 16)
+    program = builder.build()
+    _, st = program_state(mesh, preset("tiny"), routes.table, program, 64)
+    assert st.q_meta.shape == (3, 5, 2, 1)
+    assert st.rx_meta.shape == (3, 2, 1)
+    assert st.q_data.shape[-1] == 4
+    assert st.rx_data.shape[-1] == 6
+    memory = np.zeros((3, 64), np.float32)
+    memory[0, :16] = np.arange(1, 17)
+    result = simulate(mesh, preset("tiny"), routes, program, memory, max_cycles=1000)
+    np.testing.assert_array_equal(result.mem[2, 32:48], np.arange(1, 17))
