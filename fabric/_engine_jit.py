@@ -208,10 +208,10 @@ def _wrap(i, n):
 
 
 @engine_function(inline="always")
-def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, depth, traffic):
+def _enqueue(q_data, q_meta, q_head, q_count, r, p, c, data, meta, slots, traffic):
     """A wavelet into queue ``(p, c)``; its metadata kept in traffic mode alone (a program's
     wavelets of a color all carry the same: :func:`_program_meta`)."""
-    slot = _wrap(q_head[r, p, c] + q_count[r, p, c], depth)
+    slot = _wrap(q_head[r, p, c] + q_count[r, p, c], slots)
     q_data[r, p, c, slot] = data
     if traffic:
         q_meta[r, p, c, slot] = meta
@@ -229,8 +229,8 @@ def _program_meta(c):
 @engine_function(inline="always")
 def _inject(r, c, data, meta, fab, st, traffic):
     """The PE puts one wavelet into its router's ramp queue of color ``c``."""
-    _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, RAMP, c, data, meta, fab.depth,
-             traffic)  # fmt: skip
+    _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, RAMP, c, data, meta,
+             st.q_data.shape[3], traffic)  # fmt: skip
     st.occupancy[r] += 1
     st.stuck[r] = 0
 
@@ -258,7 +258,7 @@ def _ingest(r, read, fab, st, traffic):
             c = meta_color(meta)
             data = st.in_data[read, r, p]
             _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta,
-                     fab.depth, traffic)  # fmt: skip
+                     st.q_data.shape[3], traffic)  # fmt: skip
             st.occupancy[r] += 1
             events += 1
     _absorb_credits(r, read, flags, st)
@@ -455,7 +455,7 @@ def _grant(r, o, p, c, write, fab, st, traffic):
         done = st.served[r, p, c] == fab.route[r, p, c]
     if done:
         st.served[r, p, c] = 0
-        _dequeue(st.q_head, st.q_count, r, p, c, fab.depth)
+        _dequeue(st.q_head, st.q_count, r, p, c, st.q_data.shape[3])
         st.occupancy[r] -= 1
         if p != RAMP:
             up = fab.neighbor[r, p]
@@ -540,7 +540,7 @@ def _task_step(r, task, t, fab, st, prog, half):
         if not _waited_done(r, task, t, op[C_A], op[C_B], st):
             return WAIT_DUE if st.regs[r, op[C_A], T_DONE] == op[C_B] else IDLE
     elif code == OP_SEND:
-        if st.q_count[r, RAMP, c] >= fab.depth:
+        if st.q_count[r, RAMP, c] >= fab.tx_depth[r, c]:  # the core's output queue is full
             st.pe_stalls[r] += 1
             return STALL_OUT
         _inject(r, c, st.mem[lo + op[C_A] + k], _program_meta(c), fab, st, False)

@@ -17,8 +17,8 @@ import numpy as np
 from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.channel_deps import check_routes as check_deadlock_free_routes
 from wafersim.fabric.compile_once import compile_once
+from wafersim.fabric.core_queues import receive_depths, send_depths
 from wafersim.fabric.deadlock import raise_deadlock
-from wafersim.fabric.input_queues import receive_depths
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.sram import SramImage, SramLoads, copy_into, sram_image
@@ -73,11 +73,14 @@ def fabric_arrays(
     traffic: bool,
     dor_mode: int = 0,
     updown: tuple[np.ndarray, np.ndarray] | None = None,
-    rx_depth: np.ndarray | None = None,
+    queues: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> FabricArrays:
     """The kernel's read-only arrays; ``updown`` is ``(table, in_down)`` for ``dor_mode`` 2;
-    ``rx_depth`` each PE's input queue depth a color (``fabric.input_queues``; None: the
-    router's queue depth, as synthetic traffic's sinks take it)."""
+    ``queues`` each PE's input and output queue depth a color (``fabric.core_queues``; None:
+    the router's queue depth, as synthetic traffic's sinks and sources take it)."""
+    if queues is None:
+        router = np.full((mesh.pes, route.shape[2]), spec.router.queue_depth_wavelets, np.uint8)
+        queues = router, router
     latency = spec.link.hop_latency_cycles
     extra = np.zeros((mesh.pes, 4), np.uint8) if traffic else link_extra(mesh, latency)
     colors = route.shape[2]
@@ -98,9 +101,8 @@ def fabric_arrays(
         table=updown[0] if updown else np.full((2, 1, 1), -1, np.int8),
         in_down=updown[1] if updown else np.zeros((mesh.pes, 5), np.uint8),
         depth=spec.router.queue_depth_wavelets,
-        rx_depth=np.full((mesh.pes, colors), spec.router.queue_depth_wavelets, np.uint8)
-        if rx_depth is None
-        else rx_depth,
+        rx_depth=queues[0],
+        tx_depth=queues[1],
         latency=latency,
         slots=latency + int(extra.max(initial=0)) + 1,
         stretched=int(extra.any()),
@@ -111,14 +113,16 @@ def fabric_arrays(
 
 def program_state(mesh: Mesh, spec: WaferSpec, table: np.ndarray, program, words):
     """``(fab, st)`` for a program on ``mesh`` with static routes ``table`` (uint8 (P, 5,
-    C)): the core's input queues as deep as the colors each PE reads are bound to, SRAM of
-    ``words`` a PE (see :func:`fabric.state.allocate_state`)."""
+    C)): the core's queues as deep as those each PE's colors are bound to, SRAM of ``words``
+    a PE (see :func:`fabric.state.allocate_state`)."""
     colors = table.shape[2]
-    rx_depth = receive_depths(program, colors, spec.pe)
-    fab = fabric_arrays(mesh, spec, table, np.zeros(colors, np.uint8), False, 0, None, rx_depth)
+    queues = receive_depths(program, colors, spec.pe), send_depths(program, colors, spec.pe)
+    fab = fabric_arrays(mesh, spec, table, np.zeros(colors, np.uint8), False, 0, None, queues)
     tasks = program.task_start.shape[1]
-    slots = int(rx_depth.max())
-    st = allocate_state(mesh.pes, colors, fab.depth, fab.slots, words, tasks, slots, metas=False)
+    rx_slots, q_slots = int(queues[0].max()), max(fab.depth, int(queues[1].max()))
+    st = allocate_state(
+        mesh.pes, colors, fab.depth, fab.slots, words, tasks, rx_slots, False, q_slots
+    )
     return fab, st
 
 

@@ -39,6 +39,7 @@ class FabricArrays(NamedTuple):
     in_down: np.ndarray  # uint8 (P, 5): 1 where the link into that port goes "down"
     depth: int  # input queue depth, wavelets per port and color
     rx_depth: np.ndarray  # uint8 (P, C): the depth of the core's input queue of each color
+    tx_depth: np.ndarray  # uint8 (P, C): and of its output queue (the router's ramp queue)
     latency: int  # hop latency, cycles
     slots: int  # one more than the longest a wavelet or credit is on a wire
     stretched: int  # 1 if some link is stretched (programs: its sends take the slow path)
@@ -137,19 +138,23 @@ def allocate_state(
     tasks: int,
     rx_slots: int = 0,
     metas: bool = True,
+    q_slots: int = 0,
 ):
-    """A fresh engine state: empty queues, full credits, zero SRAM of ``words`` a PE (an int,
-    or an int array of each PE's: :mod:`fabric.sram`); receive queues of ``rx_slots`` (0:
+    """A fresh engine state: empty queues, full credits (``depth`` a link and color, the
+    router's queue depth), zero SRAM of ``words`` a PE (an int, or an int array of each
+    PE's: :mod:`fabric.sram`). The router's queues have ``q_slots`` (0: ``depth``) slots a
+    port and color: its links fill ``depth`` of them, its ramp as many as the PE's output
+    queue of the color holds (``FabricArrays.tx_depth``). Receive queues of ``rx_slots`` (0:
     ``depth``) wavelets a color, the deepest a run's ``FabricArrays.rx_depth`` allows.
     ``metas=False`` (a program's run): the queues keep no wavelet's metadata, which every
     wavelet of a program's color shares (the engine's ``_program_meta``); their metadata
     arrays get one slot, never read, and the queues take a third of the memory."""
-    rx_slots = rx_slots or depth
-    q_metas, rx_metas = (depth, rx_slots) if metas else (1, 1)
+    rx_slots, q_slots = rx_slots or depth, q_slots or depth
+    q_metas, rx_metas = (q_slots, rx_slots) if metas else (1, 1)
     sram = zeros(np.broadcast_to(np.asarray(words, np.int64), (pes,)))
     link_flags = np.zeros((slots, pes, 8), np.uint8)
     return EngineState(
-        q_data=np.zeros((pes, 5, colors, depth), np.float32),
+        q_data=np.zeros((pes, 5, colors, q_slots), np.float32),
         q_meta=np.zeros((pes, 5, colors, q_metas), np.int64),
         q_head=np.zeros((pes, 5, colors), np.int32),
         q_count=np.zeros((pes, 5, colors), np.int32),

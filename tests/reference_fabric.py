@@ -12,7 +12,9 @@ The rules, each written once below:
   ramp port is fed by its own PE, which also has a receive queue per color: in a program, the
   colors a PE's ops read, in increasing order, take the core's input queues 1, 2, ... 7 (queue 0
   is the SDK memcpy's), whose depths the PE spec gives (queues 0-1, 2-3, 4-7); a color past the
-  seventh or never read takes queue 7's; synthetic traffic's is ``D`` deep. A router may put a
+  seventh or never read takes queue 7's; synthetic traffic's is ``D`` deep. Likewise the ramp
+  queue a PE sends into is the core's output queue of its color: the colors a PE's sends use
+  take output queues 1 to 5 (0-1, 2-3, 4-5 in the spec), the rest queue 5's. A router may put a
   wavelet on a wire only with a credit for that (output, color); it gets the credit back ``L``
   cycles after the downstream router dequeued the wavelet.
 * **Route.** First every queue head says which outputs it wants *and* can use now (room
@@ -270,6 +272,7 @@ class ReferenceFabric:
         self.pes = mesh.width * mesh.height
         self.depth = spec.router.queue_depth_wavelets
         self.receive_depth = {(pe, c): self.depth for pe in range(self.pes) for c in range(colors)}
+        self.send_depth = dict(self.receive_depth)  # a program's: its output queues'
         self.latency = spec.link.hop_latency_cycles
         self.link_hops = mesh.hops()  # (P, 4): a link of h physical hops takes h hop latencies
         self.startup = spec.pe.op_startup_cycles
@@ -299,14 +302,19 @@ class ReferenceFabric:
         fabric = cls(mesh, spec, route_table.shape[2], route_table)
         fabric.mem = np.array(memory, np.float32)
         pe_spec = spec.pe
-        by_queue = [pe_spec.input_queue_01_wavelets] * 2 + [pe_spec.input_queue_23_wavelets] * 2
-        by_queue += [pe_spec.input_queue_47_wavelets] * 4
+        inputs = [pe_spec.input_queue_01_wavelets] * 2 + [pe_spec.input_queue_23_wavelets] * 2
+        inputs += [pe_spec.input_queue_47_wavelets] * 4
+        outputs = [pe_spec.output_queue_01_wavelets] * 2 + [pe_spec.output_queue_23_wavelets] * 2
+        outputs += [pe_spec.output_queue_45_wavelets] * 2
         for pe in range(fabric.pes):
             ops = [op for t in range(program.tasks) for op in program.ops.get((pe, t), ())]
             read = sorted({op.color for op in ops if op.kind in RECEIVE_OPS})
+            sent = sorted({op.color for op in ops if op.kind == "send"})
             for c in range(fabric.colors):
                 queue = 1 + read.index(c) if c in read else 7
-                fabric.receive_depth[pe, c] = by_queue[min(queue, 7)]
+                fabric.receive_depth[pe, c] = inputs[min(queue, 7)]
+                queue = 1 + sent.index(c) if c in sent else 5
+                fabric.send_depth[pe, c] = outputs[min(queue, 5)]
         fabric.tasks = [
             [Task(list(program.ops.get((pe, t), ())), fabric.startup) for t in range(program.tasks)]
             for pe in range(fabric.pes)
@@ -539,7 +547,7 @@ class ReferenceFabric:
         mem = self.mem[router.pe]
         if op.kind == "send":
             queue = router.inputs[RAMP, op.color].wavelets
-            if len(queue) >= self.depth:
+            if len(queue) >= self.send_depth[router.pe, op.color]:
                 return False
             queue.append(Wavelet(mem[op.a + k], op.color))
         elif op.kind in RECEIVE_OPS:

@@ -10,7 +10,8 @@ Sources:
   [SDK]      Cerebras SDK documentation (sdk.cerebras.net), "A conceptual view": 24
              routable colors per router, 32-bit wavelets. "Data Structure Descriptors",
              Fabric Queues: the core's input queues 0-1 / 2-3 / 4-7 hold 6 / 4 / 2 wavelets
-             on WSE-2 and 8 / 4 / 4 on WSE-3.
+             on WSE-2 and 8 / 4 / 4 on WSE-3; its output queues 0-1 / 2-3 / 4-5 hold 2 / 6 / 2
+             on WSE-2, 8 each on WSE-3 (the default: configurable there).
   [HC33]     S. Lie, "Multi-Million Core, Multi-Wafer AI Cluster", Hot Chips 33 (2021).
              WSE-2: 850,000 cores on 46,225 mm^2 (7 nm); CS-2 system I/O 1.2 Tb/s over
              12 x 100 GbE. SwarmX: a tree of broadcast/reduce nodes between MemoryX and
@@ -51,6 +52,9 @@ WSE2_PE = PESpec(
     input_queue_01_wavelets=6,  # [SDK], [SDK-EX] queues 0 and 1
     input_queue_23_wavelets=4,  # [SDK], [SDK-EX] queues 2 and 3
     input_queue_47_wavelets=2,  # [SDK], [SDK-EX] queues 4 to 7
+    output_queue_01_wavelets=2,  # [SDK], [SDK-EX] output queues 0 and 1
+    output_queue_23_wavelets=6,  # [SDK], [SDK-EX] output queues 2 and 3
+    output_queue_45_wavelets=2,  # [SDK], [SDK-EX] output queues 4 and 5
 )
 WSE_LINK = LinkSpec(
     wavelet_bits=32,  # [Rocki20], [SDK]
@@ -105,6 +109,9 @@ def _wse3() -> WaferSpec:
             "pe.area_mm2": WSE2_DIE_AREA_MM2 / WSE3_PHYSICAL_CORES,  # [HC24]
             "pe.input_queue_01_wavelets": 8,  # [SDK] WSE-3 queues 0 and 1
             "pe.input_queue_47_wavelets": 4,  # [SDK] WSE-3 queues 4 to 7 (2 and 3: 4, as WSE-2)
+            "pe.output_queue_01_wavelets": 8,  # [SDK] WSE-3 output queues, the default
+            "pe.output_queue_23_wavelets": 8,  # [SDK]
+            "pe.output_queue_45_wavelets": 8,  # [SDK]
             "clock_hz": WSE_MAX_CLOCK_HZ,  # assumption: WSE-3 clock not published; 1.1 GHz
         }
     )

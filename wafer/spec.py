@@ -38,11 +38,15 @@ class PESpec:
     issue_cycles: int = knob(0, 1000)
     task_activation_cycles: int = knob(0, 1000)
     area_mm2: float = knob(1e-6, 100.0)
-    # the core's input queues between its router and its arithmetic, by queue number: each
-    # color the PE reads is bound to one (``fabric.input_queues``); a spec file may leave them out
+    # the core's queues between its router and its arithmetic, by queue number: each color
+    # the PE reads or sends on is bound to one (``fabric.core_queues``); a spec file may
+    # leave them out
     input_queue_01_wavelets: int = knob(1, 64, default=6)
     input_queue_23_wavelets: int = knob(1, 64, default=4)
     input_queue_47_wavelets: int = knob(1, 64, default=2)
+    output_queue_01_wavelets: int = knob(1, 64, default=2)
+    output_queue_23_wavelets: int = knob(1, 64, default=6)
+    output_queue_45_wavelets: int = knob(1, 64, default=2)
 
 
 @dataclass(frozen=True)
