@@ -9,11 +9,13 @@ wavelets deep, 2 and 3 six, 4 and 5 two; a WSE-3's input queues hold 8, 4 and 4 
 queues 8 ([SDK] and [SDK-EX] in ``wafer/presets.py``; the spec's ``pe.input_queue_*_wavelets``
 and ``pe.output_queue_*_wavelets``). The SDK's memcpy reserves input and output queue 0 (the SDK
 examples' ``gemv-checkerboard-pattern/pe.csl``: "memcpy reserves input queue 0 and output queue
-0"), so a program's own colors take queues from 1 on. Which color takes which queue a CSL program
-chooses; wafersim binds a PE's colors in color order (an assumption). Colors beyond the last
-queue share its depth (a program would share a queue among them), and so do colors a PE never
-reads or sends on (an assumption). The router's own buffer at its ramp is not modelled apart:
-a PE's sends wait in its output queue, which the router reads (an assumption).
+0"), so a program's own colors take queues from 1 on. Which color takes which queue a CSL
+program chooses, and a wafersim program may too (``ProgramBuilder.bind_queue``); the colors it
+leaves unbound take a PE's free queues in color order (an assumption). Colors beyond the last
+queue, and colors a PE never reads or sends on, each get a queue as deep as the last (an
+assumption: a program would share one queue among them, which holds less). The router's own
+buffer at its ramp is not modelled apart: a PE's sends wait in its output queue, which the
+router reads (an assumption).
 """
 
 from __future__ import annotations
@@ -56,20 +58,36 @@ def colors_used(program: ProgramArrays, colors: int, codes: tuple[int, ...]) -> 
     return used
 
 
-def bound_depths(used: np.ndarray, depths: np.ndarray) -> np.ndarray:
-    """uint8 (P, C): the depth of the queue each PE's color is bound to, the colors a PE uses
-    (``used``) taking queues :data:`FIRST_QUEUE` on in color order, the rest the last's."""
-    last = len(depths) - 1
-    queue = FIRST_QUEUE + np.cumsum(used, axis=1) - 1
-    queue = np.where(used, np.minimum(queue, last), last)
-    return depths[queue].astype(np.uint8)
+def bound_queues(used: np.ndarray, bound: np.ndarray, queues: int) -> np.ndarray:
+    """int64 (P, C): the queue each PE's color is bound to: the program's binding where it
+    binds one (``bound`` >= 0, broadcast to ``used``'s shape), else, for the colors a PE
+    uses (``used``), its free queues from :data:`FIRST_QUEUE` on in color order, and the
+    last of ``queues`` for the rest."""
+    last = queues - 1
+    bound = np.broadcast_to(bound, used.shape)
+    explicit = bound >= 0
+    if not explicit.any():
+        queue = FIRST_QUEUE + np.cumsum(used, axis=1) - 1
+        return np.where(used, np.minimum(queue, last), last)
+    free = np.ones((used.shape[0], queues), bool)
+    free[:, :FIRST_QUEUE] = False
+    pes, colors = np.nonzero(explicit)
+    free[pes, bound[pes, colors]] = False
+    # each PE's free queues in increasing order, then ``queues`` (none) for the rest
+    order = np.sort(np.where(free, np.arange(queues), queues), axis=1)
+    unbound = used & ~explicit
+    rank = np.minimum(np.cumsum(unbound, axis=1) - 1, last).clip(0)
+    queue = np.minimum(np.take_along_axis(order, rank, axis=1), last)
+    return np.where(explicit, bound, np.where(unbound, queue, last))
 
 
 def receive_depths(program: ProgramArrays, colors: int, pe: PESpec) -> np.ndarray:
-    """uint8 (P, C): the depth of each PE's input queue of each color."""
-    return bound_depths(colors_used(program, colors, RECEIVES), input_depths(pe))
+    """uint16 (P, C): the depth of each PE's input queue of each color."""
+    queue = bound_queues(colors_used(program, colors, RECEIVES), program.queues[0], INPUT_QUEUES)
+    return input_depths(pe)[queue].astype(np.uint16)
 
 
 def send_depths(program: ProgramArrays, colors: int, pe: PESpec) -> np.ndarray:
-    """uint8 (P, C): the depth of each PE's output queue of each color."""
-    return bound_depths(colors_used(program, colors, SENDS), output_depths(pe))
+    """uint16 (P, C): the depth of each PE's output queue of each color."""
+    queue = bound_queues(colors_used(program, colors, SENDS), program.queues[1], OUTPUT_QUEUES)
+    return output_depths(pe)[queue].astype(np.uint16)

@@ -79,7 +79,7 @@ def fabric_arrays(
     ``queues`` each PE's input and output queue depth a color (``fabric.core_queues``; None:
     the router's queue depth, as synthetic traffic's sinks and sources take it)."""
     if queues is None:
-        router = np.full((mesh.pes, route.shape[2]), spec.router.queue_depth_wavelets, np.uint8)
+        router = np.full((mesh.pes, route.shape[2]), spec.router.queue_depth_wavelets, np.uint16)
         queues = router, router
     latency = spec.link.hop_latency_cycles
     extra = np.zeros((mesh.pes, 4), np.uint8) if traffic else link_extra(mesh, latency)

@@ -37,7 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric import _engine_jit as K
-from wafersim.fabric.state import OP_DTYPE, ProgramArrays
+from wafersim.fabric.core_queues import INPUT_QUEUES, OUTPUT_QUEUES
+from wafersim.fabric.state import OP_DTYPE, ProgramArrays, unbound_queues
 from wafersim.fabric.switches import pack_position
 from wafersim.wafer.dtypes import DTYPE_BYTES, DTYPE_NAMES, HALF_DTYPES, DType
 from wafersim.wafer.energy import Events
@@ -213,6 +214,7 @@ class ProgramBuilder:
         self._blocks: list[_Block] = []
         self._key_dtype = np.int32 if pes * tasks <= np.iinfo(np.int32).max else np.int64
         self._handed_over = False  # build(final=True) took the ops
+        self._queues: np.ndarray | None = None  # int8 (2, P, C) once a queue is bound
 
     def send(self, pe, task: int, color, src, n, dtype: DType = "fp32") -> None:
         """Send ``n`` values from ``src`` on ``color``, one wavelet per cycle."""
@@ -323,6 +325,27 @@ class ProgramBuilder:
         self._check_pe(pe)
         count = self._count[self._like[pe], task]
         return count if _is_array(pe) else int(count)
+
+    def bind_queue(self, pes, color: int, queue: int, output: bool = False) -> None:
+        """Bind ``color`` to the core's input queue ``queue`` of PEs ``pes`` (``output``: to
+        its output queue), as a CSL program binds a fabric DSD's ``input_queue``. A PE's
+        colors left unbound take its free queues from 1 on, in color order
+        (``fabric.core_queues``). A queue takes one color a PE, and a color one queue; PEs
+        that share a program (:meth:`share`) take their model's bindings."""
+        pes = np.atleast_1d(pes).astype(np.int64)
+        self._check_pe(pes)
+        kind, queues = ("output", OUTPUT_QUEUES) if output else ("input", INPUT_QUEUES)
+        if not 0 <= color < self.colors:
+            raise ConfigError(f"color={color} is out of range [0, {self.colors - 1}]")
+        if not 0 <= queue < queues:
+            raise ConfigError(f"{kind} queue={queue} is out of range [0, {queues - 1}]")
+        if self._queues is None:
+            self._queues = np.full((2, self.pes, self.colors), -1, np.int8)
+        bound = self._queues[int(output)]
+        i = _offender((bound[pes] == queue).any(axis=1) | (bound[pes, color] >= 0))
+        if i is not None:
+            raise ConfigError(f"PE {pes[i]}: color {color} or {kind} queue {queue} is bound")
+        bound[pes, color] = queue
 
     def share(self, pes, like) -> None:
         """PEs ``pes`` run the programs (every task) of PEs ``like``, element for element, as
@@ -634,7 +657,7 @@ class ProgramBuilder:
             self._blocks = []
         if not blocks:
             ops = np.zeros((1, K.NUM_OP_COLUMNS), OP_DTYPE)
-            return ProgramArrays(ops, np.zeros(1, np.float32), starts, ends)
+            return ProgramArrays(ops, np.zeros(1, np.float32), starts, ends, self._bound())
         ops = np.empty((int(end[-1]), K.NUM_OP_COLUMNS), OP_DTYPE)
         scalars = np.empty(len(ops), np.float32)
         fill = start  # each (PE, task)'s next row: its ops keep the order they were added in
@@ -643,7 +666,11 @@ class ProgramBuilder:
             for column, values in enumerate(block.columns):
                 ops[at, column] = values
             scalars[at] = block.scalars
-        return ProgramArrays(ops, scalars, starts, ends)
+        return ProgramArrays(ops, scalars, starts, ends, self._bound())
+
+    def _bound(self) -> np.ndarray:
+        """The queue bindings :meth:`bind_queue` made, a sharing PE taking its model's."""
+        return unbound_queues() if self._queues is None else self._queues[:, self._like]
 
 
 class _Block(NamedTuple):

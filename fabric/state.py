@@ -37,9 +37,9 @@ class FabricArrays(NamedTuple):
     dor_mode: int  # destination routing: 0 = XY, 1 = YX, 2 = up*/down* table
     table: np.ndarray  # int8 (2, P, P): up*/down* output port per (phase, router, dst)
     in_down: np.ndarray  # uint8 (P, 5): 1 where the link into that port goes "down"
-    depth: int  # input queue depth, wavelets per port and color
-    rx_depth: np.ndarray  # uint8 (P, C): the depth of the core's input queue of each color
-    tx_depth: np.ndarray  # uint8 (P, C): and of its output queue (the router's ramp queue)
+    depth: int  # the router's link input queues' depth (and credits), wavelets a color
+    rx_depth: np.ndarray  # uint16 (P, C): the depth of the core's input queue of each color
+    tx_depth: np.ndarray  # uint16 (P, C): and of its output queue (the router's ramp queue)
     latency: int  # hop latency, cycles
     slots: int  # one more than the longest a wavelet or credit is on a wire
     stretched: int  # 1 if some link is stretched (programs: its sends take the slow path)
@@ -101,6 +101,16 @@ class ProgramArrays(NamedTuple):
     scalars: np.ndarray  # float32 (K,)
     task_start: np.ndarray  # int64 (P, T)
     task_end: np.ndarray  # int64 (P, T)
+    # int8 (2, P, C): the core's input (0) and output (1) queue each PE's color is bound to,
+    # -1 where the program binds none (fabric.core_queues); (2, 1, 1) of -1 when it binds
+    # none at all, read as broadcast to (2, P, C)
+    queues: np.ndarray
+
+
+def unbound_queues() -> np.ndarray:
+    """``ProgramArrays.queues`` of a program that binds no queue (a fresh, writable array:
+    the engine's compiled step takes one type of it)."""
+    return np.full((2, 1, 1), -1, np.int8)
 
 
 class TrafficArrays(NamedTuple):
@@ -232,6 +242,7 @@ def empty_program(pes: int) -> ProgramArrays:
         scalars=np.zeros(1, np.float32),
         task_start=np.zeros((pes, 1), np.int64),
         task_end=np.zeros((pes, 1), np.int64),
+        queues=unbound_queues(),
     )
 
 

@@ -202,6 +202,8 @@ class KernelPlan:
         color = program.ops[:, K.C_COLOR]
         for at in range(0, len(color), COMPACT_ROWS):
             color[at : at + COMPACT_ROWS] = renumber[color[at : at + COMPACT_ROWS]]
+        if program.queues.shape[2] > 1:  # queues bound to colors: theirs renumbered too
+            program = program._replace(queues=np.ascontiguousarray(program.queues[:, :, used]))
         return routes, program
 
 

@@ -14,7 +14,8 @@ The rules, each written once below:
   is the SDK memcpy's), whose depths the PE spec gives (queues 0-1, 2-3, 4-7); a color past the
   seventh or never read takes queue 7's; synthetic traffic's is ``D`` deep. Likewise the ramp
   queue a PE sends into is the core's output queue of its color: the colors a PE's sends use
-  take output queues 1 to 5 (0-1, 2-3, 4-5 in the spec), the rest queue 5's. A router may put a
+  take output queues 1 to 5 (0-1, 2-3, 4-5 in the spec), the rest queue 5's. A program may bind
+  a color to a queue itself; its other colors take the free queues from 1 on. A router may put a
   wavelet on a wire only with a credit for that (output, color); it gets the credit back ``L``
   cycles after the downstream router dequeued the wavelet.
 * **Route.** First every queue head says which outputs it wants *and* can use now (room
@@ -120,6 +121,11 @@ class ReferenceProgram:
     def __init__(self, pes: int, pe_spec, tasks: int = 1) -> None:
         self.pes, self.pe_spec, self.tasks = pes, pe_spec, tasks
         self.ops: dict[tuple[int, int], list[Op]] = defaultdict(list)
+        self.bound: dict[tuple[int, int, bool], int] = {}  # (pe, color, output) -> queue
+
+    def bind_queue(self, pes, color, queue, output=False):
+        for pe in np.atleast_1d(pes):
+            self.bound[int(pe), color, output] = queue
 
     def send(self, pe, task, color, src, n, dtype="fp32"):
         self._stream(pe, task, Op("send", color, a=src), n, dtype)
@@ -308,13 +314,25 @@ class ReferenceFabric:
         outputs += [pe_spec.output_queue_45_wavelets] * 2
         for pe in range(fabric.pes):
             ops = [op for t in range(program.tasks) for op in program.ops.get((pe, t), ())]
-            read = sorted({op.color for op in ops if op.kind in RECEIVE_OPS})
-            sent = sorted({op.color for op in ops if op.kind == "send"})
-            for c in range(fabric.colors):
-                queue = 1 + read.index(c) if c in read else 7
-                fabric.receive_depth[pe, c] = inputs[min(queue, 7)]
-                queue = 1 + sent.index(c) if c in sent else 5
-                fabric.send_depth[pe, c] = outputs[min(queue, 5)]
+            read = {op.color for op in ops if op.kind in RECEIVE_OPS}
+            sent = {op.color for op in ops if op.kind == "send"}
+            for output, used, depth, depths in (
+                (False, read, fabric.receive_depth, inputs),
+                (True, sent, fabric.send_depth, outputs),
+            ):
+                bound = {
+                    c: q for (p, c, out), q in program.bound.items() if (p, out) == (pe, output)
+                }
+                free = [q for q in range(1, len(depths)) if q not in bound.values()]
+                unbound = sorted(c for c in used if c not in bound)
+                for c in range(fabric.colors):
+                    if c in bound:
+                        queue = bound[c]
+                    elif c in unbound and unbound.index(c) < len(free):
+                        queue = free[unbound.index(c)]
+                    else:
+                        queue = len(depths) - 1
+                    depth[pe, c] = depths[queue]
         fabric.tasks = [
             [Task(list(program.ops.get((pe, t), ())), fabric.startup) for t in range(program.tasks)]
             for pe in range(fabric.pes)

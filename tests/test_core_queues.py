@@ -108,3 +108,62 @@ def test_a_spec_file_may_leave_the_core_queues_out():
     data["pe"]["input_queue_47_wavelets"] = 0
     with pytest.raises(ConfigError, match="input_queue_47_wavelets=0 is out of range"):
         spec_from_dict(data)
+
+
+def test_a_program_binds_colors_to_queues_and_the_rest_take_the_free_ones():
+    """PE 0 reads colors 1, 3 and 5 and binds 3 to input queue 1: 3 -> queue 1 (six), 1 ->
+    queue 2 (four), 5 -> queue 3 (four). PE 1 binds color 0 to queue 4 (two) and reads 0 and
+    2: 2 takes queue 1 (six). PE 2 shares PE 1's program and so its bindings. Sends alike."""
+    builder = ProgramBuilder(3, SPEC.pe, 8)
+    for c in (1, 3, 5):
+        builder.recv(0, 0, c, 0, 1)
+    builder.bind_queue(0, 3, 1)
+    builder.recv(1, 0, 0, 0, 1)
+    builder.recv(1, 0, 2, 0, 1)
+    builder.send(1, 0, 6, 0, 1)
+    builder.send(1, 0, 7, 0, 1)
+    builder.bind_queue([1], 0, 4)
+    builder.bind_queue(1, 7, 1, output=True)
+    builder.share([2], [1])
+    program = builder.build()
+    depths = receive_depths(program, 8, SPEC.pe)
+    assert depths[0, [1, 3, 5]].tolist() == [4, 6, 4]
+    assert depths[1, [0, 2]].tolist() == depths[2, [0, 2]].tolist() == [2, 6]
+    # output: 7 bound to queue 1 (two), 6 takes the first free one, 2 (six)
+    assert send_depths(program, 8, SPEC.pe)[2, [6, 7]].tolist() == [6, 2]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ((0, 1, 8), "input queue=8 is out of range \\[0, 7\\]"),
+        ((0, 1, 6, True), "output queue=6 is out of range \\[0, 5\\]"),
+        ((0, 9, 1), "color=9 is out of range \\[0, 7\\]"),
+        ((0, 2, 3), "PE 0: color 2 or input queue 3 is bound"),  # queue 3 holds color 1
+        ((0, 1, 4), "PE 0: color 1 or input queue 4 is bound"),  # color 1 is on queue 3
+        ((5, 1, 4), "pe=5 is out of range"),
+    ],
+)
+def test_a_binding_the_core_cannot_make_is_refused(call, message):
+    builder = ProgramBuilder(2, SPEC.pe, 8)
+    builder.bind_queue(0, 1, 3)
+    with pytest.raises(ConfigError, match=message):
+        builder.bind_queue(*call)
+
+
+def test_a_plans_bindings_follow_its_colors_renumbered():
+    """A plan runs on the colors it uses, renumbered from 0: its bindings move with them."""
+    from wafersim.kernels.grid import kernel_grid
+    from wafersim.kernels.kernel_plan import KernelPlan
+
+    plan = KernelPlan(kernel_grid(1, 2), SPEC)
+    src, dst = int(plan.grid.pe[0, 0]), int(plan.grid.pe[0, 1])
+    color = 5
+    plan.wiring.connect(color, src, [dst], "stream")
+    plan.prog.send(src, 0, color, plan.alloc(src, 4, "out"), 4)
+    plan.prog.recv(dst, 0, color, plan.alloc(dst, 4, "in"), 4)
+    plan.prog.bind_queue(dst, color, 6)
+    _routes, program = plan._compact_colors()
+    assert program.queues.shape[2] == 1  # one color in use, now color 0
+    assert program.queues[0, dst, 0] == 6
+    assert receive_depths(program, 1, SPEC.pe)[dst, 0] == 2

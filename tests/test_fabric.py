@@ -526,3 +526,12 @@ def test_a_programs_queues_keep_no_wavelet_metadata():
     memory[0, :16] = np.arange(1, 17)
     result = simulate(mesh, preset("tiny"), routes, program, memory, max_cycles=1000)
     np.testing.assert_array_equal(result.mem[2, 32:48], np.arange(1, 17))
+
+
+def test_traffic_takes_router_queues_deeper_than_a_byte():
+    """The spec allows router queues up to 1,024 wavelets; traffic's sinks and sources are
+    that deep too (their depths are not held in a byte)."""
+    config = TrafficConfig(width=3, height=3, rate=0.5, cycles=300, warmup=50, queue_depth=300,
+                           colors=2)  # fmt: skip
+    summary = run_traffic(config, preset("tiny"))
+    assert summary["flits_injected"] > 0

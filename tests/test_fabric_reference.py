@@ -811,3 +811,22 @@ def test_random_multicast_programs_in_lockstep(trees, dtype, depth, latency, pe_
     memory = random_memory(9, seed, dtype)
     spec = spec_with(depth, latency, **pe_knobs)
     lockstep(mesh, spec, routes, calls, memory, tasks=2)
+
+
+@pytest.mark.parametrize(("in_queue", "out_queue", "held", "sent"), [(4, 2, 2, 6), (1, 1, 6, 2)])
+def test_a_stream_through_queues_its_program_binds(in_queue, out_queue, held, sent):
+    """The slow consumer reads on the input queue its program binds and the sender writes
+    into the output queue its program binds: both fill to those queues' depths (``held``,
+    ``sent``), engine and reference agreeing cycle by cycle, and the result is the same."""
+    mesh, routes = line(3)
+    routes.add_path(0, [0, 1, 2])
+    calls = [("send", 0, 0, 0, 0, 24), ("fmacs", 2, 0, 0, 0, 32, 4, 24),
+             ("bind_queue", 2, 0, in_queue), ("bind_queue", 0, 0, out_queue, True)]  # fmt: skip
+    mem = random_memory(3)
+    mem[2, :4] = 0.0
+    run = lockstep(mesh, spec_with(2, 1), routes, calls, mem)
+    expected = mem[2, 32 : 32 + 4 * 24].reshape(24, 4).T.astype(np.float64) @ mem[0, :24]
+    np.testing.assert_allclose(run.mem[2, :4], expected, rtol=1e-5, atol=1e-5)
+    assert run.ref.receive_depth[2, 0] == held
+    assert run.ref.send_depth[0, 0] == sent
+    assert max(q[0, RAMP, 0] for q in run.q_count) == sent
