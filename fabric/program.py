@@ -334,6 +334,7 @@ class ProgramBuilder:
         that share a program (:meth:`share`) take their model's bindings."""
         pes = np.atleast_1d(pes).astype(np.int64)
         self._check_pe(pes)
+        self._check_own(pes)
         kind, queues = ("output", OUTPUT_QUEUES) if output else ("input", INPUT_QUEUES)
         if not 0 <= color < self.colors:
             raise ConfigError(f"color={color} is out of range [0, {self.colors - 1}]")
@@ -357,9 +358,14 @@ class ProgramBuilder:
             raise ConfigError(f"share: {pes.size} PEs and {like.size} models: one model a PE")
         self._check_pe(pes)
         self._check_pe(like)
-        i = _offender(self._count[pes].sum(axis=1) > 0)
+        own = self._count[pes].sum(axis=1) > 0
+        if self._queues is not None:
+            own |= (self._queues[:, pes] >= 0).any(axis=(0, 2))
+        i = _offender(own)
         if i is not None:
-            raise ConfigError(f"PE {pes[i]} has ops of its own: it cannot share PE {like[i]}'s")
+            raise ConfigError(
+                f"PE {pes[i]} has ops or queue bindings of its own: it cannot share PE {like[i]}'s"
+            )
         i = _offender(self._like[like] != like)
         if i is not None:
             raise ConfigError(f"PE {like[i]} runs PE {self._like[like[i]]}'s programs: share those")

@@ -151,6 +151,18 @@ def test_a_binding_the_core_cannot_make_is_refused(call, message):
         builder.bind_queue(*call)
 
 
+def test_a_pe_that_shares_a_program_binds_no_queue_of_its_own():
+    """Bindings go with the program: a sharing PE takes its model's, so binding one of its
+    own is refused, and so is sharing once it has bound one."""
+    builder = ProgramBuilder(3, SPEC.pe, 4)
+    builder.share([1], [0])
+    with pytest.raises(ConfigError, match="PE 1 runs PE 0's programs"):
+        builder.bind_queue(1, 2, 3)
+    builder.bind_queue(2, 2, 3)
+    with pytest.raises(ConfigError, match="PE 2 has ops or queue bindings of its own"):
+        builder.share([2], [0])
+
+
 def test_a_plans_bindings_follow_its_colors_renumbered():
     """A plan runs on the colors it uses, renumbered from 0: its bindings move with them."""
     from wafersim.kernels.grid import kernel_grid

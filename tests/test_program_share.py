@@ -64,7 +64,7 @@ def test_sharing_refuses_what_would_lose_or_mix_ops():
     prog.share([1], [0])
     with pytest.raises(ConfigError, match=r"PE 1 runs PE 0's programs \(share\): add ops there"):
         prog.vadd(1, 0, 0, 0, 0, 4)
-    with pytest.raises(ConfigError, match="PE 0 has ops of its own"):
+    with pytest.raises(ConfigError, match="PE 0 has ops or queue bindings of its own"):
         prog.share([0], [2])
     with pytest.raises(ConfigError, match="PE 1 runs PE 0's programs: share those"):
         prog.share([2], [1])
