@@ -236,8 +236,8 @@ def _inject(r, c, data, meta, fab, st, traffic):
 
 
 @engine_function(inline="always")
-def _dequeue(q_head, q_count, r, p, c, depth):
-    q_head[r, p, c] = _wrap(q_head[r, p, c] + 1, depth)
+def _dequeue(q_head, q_count, r, p, c, slots):
+    q_head[r, p, c] = _wrap(q_head[r, p, c] + 1, slots)
     q_count[r, p, c] -= 1
 
 

@@ -66,9 +66,6 @@ def bound_queues(used: np.ndarray, bound: np.ndarray, queues: int) -> np.ndarray
     last = queues - 1
     bound = np.broadcast_to(bound, used.shape)
     explicit = bound >= 0
-    if not explicit.any():
-        queue = FIRST_QUEUE + np.cumsum(used, axis=1) - 1
-        return np.where(used, np.minimum(queue, last), last)
     free = np.ones((used.shape[0], queues), bool)
     free[:, :FIRST_QUEUE] = False
     pes, colors = np.nonzero(explicit)
