@@ -127,6 +127,12 @@ MAX_COLORS = 1 << 6  # the color field of a wavelet's metadata (pack_meta)
 TRAFFIC_COLORS = 1  # synthetic traffic's default: every packet on one destination-routed color
 STALL_BITS = 12  # per output port in a packed count of one cycle's stalls (<= 5 x 64 each)
 STALL_MASK = (1 << STALL_BITS) - 1
+# a router's filter of what it hands its PE of a color (FabricArrays.ramp_filter's last axis):
+# its kind, two bounds, and a counter filter's count (fabric.filters)
+F_KIND, F_LOW, F_HIGH, F_COUNT = range(4)
+FILTER_FIELDS = 4  # (1, 1, 1) when no router filters: the engine tests the last axis
+FILTER_NONE, FILTER_COUNTER, FILTER_RANGE = range(3)
+RAMP_BIT = 1 << RAMP
 
 
 @engine_function(inline="always")
@@ -289,17 +295,19 @@ def _wormhole(traffic, c, fab):
 
 
 @engine_function(inline="always")
-def _requests(r, fab, st, want, traffic):
+def _requests(r, write, fab, st, want, traffic):
     """List the input queues whose head asks for outputs that can take it now.
 
     Fills ``want[0, i]`` (candidate ``k = port * colors + color``) and ``want[1, i]`` (the
-    output bitmask) for ``i < n``; returns ``n``, the union of the masks and the stalls:
-    per output, the heads that need it and find no room, packed ``STALL_BITS`` a port.
+    output bitmask) for ``i < n``; returns ``n``, the union of the masks, the stalls (per
+    output, the heads that need it and find no room, packed ``STALL_BITS`` a port) and the
+    heads dropped (a filter refused them the ramp, their only output).
     """
     colors = _colors(st)
     n = 0
     any_request = 0
     stalled = 0
+    dropped = 0
     for p in range(NUM_PORTS):
         for c in range(colors):
             if st.q_count[r, p, c] == 0:
@@ -308,13 +316,16 @@ def _requests(r, fab, st, want, traffic):
                 mask, blocked = _dor_request(r, p, c, fab, st, traffic)
             else:
                 mask, blocked = _static_request(r, p, c, fab, st, traffic)
+                if mask == 0 and _dropped(r, p, c, fab, st):
+                    _retire_head(r, p, c, write, fab, st, traffic)
+                    dropped += 1
             stalled += blocked
             if mask:
                 want[0, n] = p * colors + c
                 want[1, n] = mask
                 n += 1
                 any_request |= mask
-    return n, any_request, stalled
+    return n, any_request, stalled, dropped
 
 
 @engine_function(inline="always")
@@ -336,13 +347,57 @@ def _dor_request(r, p, c, fab, st, traffic):
 def _static_request(r, p, c, fab, st, traffic):
     """The outputs a static-color head still needs and that have room (multicast), and
     the packed stalls of those that have not."""
-    mask = fab.route[r, p, c] & ~st.served[r, p, c]
+    mask = _static_route(r, p, c, fab, st) & ~st.served[r, p, c]
     blocked = 0
     for o in range(NUM_PORTS):
         if mask & (1 << o) and not _has_room(r, o, c, fab, st, traffic):
             mask &= ~(1 << o)
             blocked += 1 << (STALL_BITS * o)
     return mask, blocked
+
+
+@engine_function(inline="always")
+def _static_route(r, p, c, fab, st):
+    """The outputs the head of static queue ``(p, c)`` goes to: its route, less the ramp
+    where the router's filter of ``c`` refuses it (``fabric.filters``)."""
+    mask = fab.route[r, p, c]
+    if fab.ramp_filter.shape[2] > 1 and mask & RAMP_BIT and not _filter_takes(r, p, c, fab, st):
+        mask ^= RAMP_BIT  # the bit is set: clear it (a negative mask would not fit uint8)
+    return mask
+
+
+@engine_function(inline="always")
+def _dropped(r, p, c, fab, st):
+    """Whether the head of static queue ``(p, c)`` goes nowhere: its route is the ramp
+    alone and the router's filter refuses it there (the SDK's filters drop it)."""
+    return (
+        fab.ramp_filter.shape[2] > 1
+        and fab.route[r, p, c] == RAMP_BIT
+        and not _filter_takes(r, p, c, fab, st)
+    )
+
+
+@engine_function(inline="always")
+def _filter_takes(r, p, c, fab, st):
+    """Whether router ``r``'s filter of color ``c`` hands the head of queue ``(p, c)`` to
+    its PE: a counter filter while its count is at most its low bound, a range filter when
+    the wavelet's upper 16 bits lie within its bounds."""
+    kind = fab.ramp_filter[r, c, F_KIND]
+    if kind == FILTER_COUNTER:
+        return fab.ramp_filter[r, c, F_COUNT] <= fab.ramp_filter[r, c, F_LOW]
+    if kind == FILTER_RANGE:
+        index = half_bits(st.q_data[r, p, c, st.q_head[r, p, c]], 1)
+        return fab.ramp_filter[r, c, F_LOW] <= index <= fab.ramp_filter[r, c, F_HIGH]
+    return True
+
+
+@engine_function(inline="always")
+def _count_filtered(r, p, c, fab):
+    """A counter filter counts each wavelet it judged, back to 0 after its high bound."""
+    if fab.ramp_filter[r, c, F_KIND] != FILTER_COUNTER or not fab.route[r, p, c] & RAMP_BIT:
+        return
+    count = fab.ramp_filter[r, c, F_COUNT]
+    fab.ramp_filter[r, c, F_COUNT] = 0 if count >= fab.ramp_filter[r, c, F_HIGH] else count + 1
 
 
 @engine_function(inline="always")
@@ -367,14 +422,13 @@ def _route(r, write, fab, st, want, traffic):
     """Step 2: each output grants one request, round-robin; returns the wavelets moved and
     the packed stalls."""
     candidates = NUM_PORTS * _colors(st)
-    n, requested, stalled = _requests(r, fab, st, want, traffic)
+    n, requested, stalled, moved = _requests(r, write, fab, st, want, traffic)
     if n == 1 and requested & (requested - 1) == 0:  # one head wants one output
         best = want[0, 0]
         o = _port_of(requested)
         _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic)
         st.rr[r, o] = _wrap(best + 1, candidates)
-        return 1, stalled
-    moved = 0
+        return moved + 1, stalled
     for o in range(NUM_PORTS):
         if not requested & (1 << o):
             continue
@@ -452,19 +506,28 @@ def _grant(r, o, p, c, write, fab, st, traffic):
             st.lock_out[r, p, c] = -1
     else:
         st.served[r, p, c] |= 1 << o
-        done = st.served[r, p, c] == fab.route[r, p, c]
+        done = st.served[r, p, c] == _static_route(r, p, c, fab, st)
     if done:
-        st.served[r, p, c] = 0
-        _dequeue(st.q_head, st.q_count, r, p, c, st.q_data.shape[3])
-        st.occupancy[r] -= 1
-        if p != RAMP:
-            up = fab.neighbor[r, p]
-            q = OPPOSITE[p]
-            if traffic or not fab.stretched:
-                st.credit_ret[write, up, q, c] += 1
-                st.link_flags[write, up, 4 + q] = 1
-            else:
-                _credit_late(r, p, up, q, c, write, fab, st)
+        _retire_head(r, p, c, write, fab, st, traffic)
+
+
+@engine_function(inline="always")
+def _retire_head(r, p, c, write, fab, st, traffic):
+    """The head of queue ``(p, c)`` leaves (every output it needs took it, or none needs
+    it): its slot's credit goes back upstream, a counter filter counts it."""
+    if not traffic and fab.ramp_filter.shape[2] > 1:
+        _count_filtered(r, p, c, fab)
+    st.served[r, p, c] = 0
+    _dequeue(st.q_head, st.q_count, r, p, c, st.q_data.shape[3])
+    st.occupancy[r] -= 1
+    if p != RAMP:
+        up = fab.neighbor[r, p]
+        q = OPPOSITE[p]
+        if traffic or not fab.stretched:
+            st.credit_ret[write, up, q, c] += 1
+            st.link_flags[write, up, 4 + q] = 1
+        else:
+            _credit_late(r, p, up, q, c, write, fab, st)
 
 
 @engine_function()

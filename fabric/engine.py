@@ -19,6 +19,7 @@ from wafersim.fabric.channel_deps import check_routes as check_deadlock_free_rou
 from wafersim.fabric.compile_once import compile_once
 from wafersim.fabric.core_queues import receive_depths, send_depths
 from wafersim.fabric.deadlock import raise_deadlock
+from wafersim.fabric.filters import no_filters
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.sram import SramImage, SramLoads, copy_into, sram_image
@@ -74,10 +75,12 @@ def fabric_arrays(
     dor_mode: int = 0,
     updown: tuple[np.ndarray, np.ndarray] | None = None,
     queues: tuple[np.ndarray, np.ndarray] | None = None,
+    filters: np.ndarray | None = None,
 ) -> FabricArrays:
     """The kernel's read-only arrays; ``updown`` is ``(table, in_down)`` for ``dor_mode`` 2;
     ``queues`` each PE's input and output queue depth a color (``fabric.core_queues``; None:
-    the router's queue depth, as synthetic traffic's sinks and sources take it)."""
+    the router's queue depth, as synthetic traffic's sinks and sources take it); ``filters``
+    the routers' filters of what they hand their PE (``fabric.filters``; None: none)."""
     if queues is None:
         router = np.full((mesh.pes, route.shape[2]), spec.router.queue_depth_wavelets, np.uint16)
         queues = router, router
@@ -103,6 +106,7 @@ def fabric_arrays(
         depth=spec.router.queue_depth_wavelets,
         rx_depth=queues[0],
         tx_depth=queues[1],
+        ramp_filter=no_filters() if filters is None else filters.copy(),  # the run counts in it
         latency=latency,
         slots=latency + int(extra.max(initial=0)) + 1,
         stretched=int(extra.any()),
@@ -111,13 +115,15 @@ def fabric_arrays(
     )
 
 
-def program_state(mesh: Mesh, spec: WaferSpec, table: np.ndarray, program, words):
+def program_state(mesh: Mesh, spec: WaferSpec, table: np.ndarray, program, words, filters=None):
     """``(fab, st)`` for a program on ``mesh`` with static routes ``table`` (uint8 (P, 5,
-    C)): the core's queues as deep as those each PE's colors are bound to, SRAM of ``words``
-    a PE (see :func:`fabric.state.allocate_state`)."""
+    C)) and the routers' ``filters`` (``ColorRoutes.filters``): the core's queues as deep as
+    those each PE's colors are bound to, SRAM of ``words`` a PE (see
+    :func:`fabric.state.allocate_state`)."""
     colors = table.shape[2]
     queues = receive_depths(program, colors, spec.pe), send_depths(program, colors, spec.pe)
-    fab = fabric_arrays(mesh, spec, table, np.zeros(colors, np.uint8), False, 0, None, queues)
+    no_dor = np.zeros(colors, np.uint8)
+    fab = fabric_arrays(mesh, spec, table, no_dor, False, 0, None, queues, filters)
     tasks = program.task_start.shape[1]
     rx_slots, q_slots = int(queues[0].max()), max(fab.depth, int(queues[1].max()))
     st = allocate_state(
@@ -308,7 +314,7 @@ def simulate(
         trace.begin(mesh.width, mesh.height, alive=mesh.alive, tasks=tasks)
     image = sram_image(memory, mesh.pes)
     table = routes.table.copy() if switches.pes.size else routes.table  # the run switches it
-    fab, st = program_state(mesh, spec, table, program, image.sizes)
+    fab, st = program_state(mesh, spec, table, program, image.sizes, routes.filters)
     copy_into(image, st.mem, st.mem_base)
     start_tasks(st, program, fab.startup)
     tr = empty_traffic(mesh.width, mesh.height)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from wafersim.fabric import filters as F
 from wafersim.fabric._engine_jit import MAX_COLORS
 from wafersim.fabric.mesh import Mesh
 from wafersim.wafer.errors import ConfigError
@@ -17,6 +18,8 @@ class ColorRoutes:
             raise ConfigError(f"colors={colors} is out of range [1, {MAX_COLORS}]")
         self.mesh, self.colors = mesh, colors
         self.table = np.zeros((mesh.pes, NUM_PORTS, colors), np.uint8)
+        # int32 (P, C, 4): each router's filter of what it hands its PE (fabric.filters)
+        self.filters: np.ndarray | None = None
         self._link_ok = mesh.link_ok()
 
     def add(self, pe: int, in_port: int, color: int, out_ports: tuple[int, ...]) -> None:
@@ -31,6 +34,34 @@ class ColorRoutes:
                     f"route of color {color} at pe={pe} uses dead or missing link {DIR_NAMES[port]}"
                 )
             self.table[pe, in_port, color] |= np.uint8(1 << port)
+
+    def counter_filter(
+        self, pes, color: int, *, max_counter: int, limit1: int, init_counter: int = 0
+    ) -> None:
+        """Routers ``pes`` hand their PE the wavelets of ``color`` they count at most
+        ``max_counter``, counting from ``init_counter`` and back to 0 after ``limit1``
+        (the SDK's counter filter, :mod:`fabric.filters`); they forward every wavelet."""
+        pes = self._filtered(pes, color)
+        F.set_counter(self.filters, pes, color, max_counter, limit1, init_counter)
+
+    def range_filter(self, pes, color: int, *, min_idx: int, max_idx: int) -> None:
+        """Routers ``pes`` hand their PE the wavelets of ``color`` whose upper 16 bits lie
+        in ``[min_idx, max_idx]`` (the SDK's range filter, :mod:`fabric.filters`)."""
+        pes = self._filtered(pes, color)
+        F.set_range(self.filters, pes, color, min_idx, max_idx)
+
+    def _filtered(self, pes, color: int) -> np.ndarray:
+        pes = np.atleast_1d(pes).astype(np.int64)
+        if not 0 <= color < self.colors:
+            raise ConfigError(f"color={color} is out of range [0, {self.colors - 1}]")
+        alive = self.mesh.alive.reshape(-1)
+        bad = (pes < 0) | (pes >= self.mesh.pes)
+        bad[~bad] |= ~alive[pes[~bad]].astype(bool)
+        if bad.any():
+            raise ConfigError(f"filter at pe={int(pes[bad.argmax()])}: no working router there")
+        if self.filters is None:
+            self.filters = F.new_filters(self.mesh.pes, self.colors)
+        return pes
 
     def strict_conflicts(self) -> np.ndarray:
         """int64 (k, 2): the ``(pe, color)`` pairs that more than one input port routes. A

@@ -197,6 +197,8 @@ class KernelPlan:
         # a list index copies, but not always in C order: the engine's compiled step takes
         # C-contiguous tables (another layout compiles it again; the GPU refuses it)
         routes.table = np.ascontiguousarray(self.wiring.routes.table[:, :, used])
+        if self.wiring.routes.filters is not None:
+            routes.filters = np.ascontiguousarray(self.wiring.routes.filters[:, used])
         # a table of its own (renumbered in place, in slices); the builder keeps no copy
         program = self.prog.build(final=True)
         color = program.ops[:, K.C_COLOR]

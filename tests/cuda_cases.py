@@ -121,6 +121,22 @@ def fmacs_backpressure(engine):
     return outcome(engine, mesh, SPEC, routes, program(mesh, SPEC, 1, calls), memory(3))
 
 
+def filtered_stream(engine):
+    """A stream along a row whose routers hand their PEs part of it: a counter filter, a
+    range filter that drops what it refuses (tests/test_filters.py)."""
+    mesh = Mesh.full(3, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(0, RAMP, 0, (E,))
+    routes.add(1, W, 0, (RAMP, E))
+    routes.add(2, W, 0, (RAMP,))
+    routes.counter_filter(1, 0, max_counter=1, limit1=3, init_counter=2)
+    routes.range_filter(2, 0, min_idx=2, max_idx=5)
+    mem = memory(3)
+    mem[0, :8] = (np.arange(8, dtype=np.uint32) << 16 | 3).view(np.float32)
+    calls = [("send", 0, 0, 0, 0, 8), ("recv", 1, 0, 0, 64, 4), ("recv", 2, 0, 0, 64, 4)]
+    return outcome(engine, mesh, SPEC, routes, program(mesh, SPEC, 1, calls), mem)
+
+
 def reduction_chain(engine):
     """recv_add along a chain on two alternating colors (tests/test_fabric.py)."""
     mesh = Mesh.full(4, 1)
@@ -396,6 +412,7 @@ CASES = {
         stretched_link,
         multicast,
         fmacs_backpressure,
+        filtered_stream,
         reduction_chain,
         local_ops_tasks,
         fp16_wait_matmul,

@@ -302,11 +302,18 @@ class ReferenceFabric:
         self.tasks: list[list[Task]] = [[] for _ in range(self.pes)]
         self.mem = np.zeros((self.pes, 1), np.float32)
         self.sources: list[Source] | None = None
+        # (pe, color) -> [kind, low, high, count]: what the router hands its PE (the SDK's
+        # counter filter: its count at most ``low``, counting back to 0 after ``high``; its
+        # range filter: a wavelet's upper 16 bits within [low, high])
+        self.filters: dict[tuple[int, int], list[int]] = {}
 
     @classmethod
-    def for_program(cls, mesh, spec, route_table, program: ReferenceProgram, memory):
+    def for_program(cls, mesh, spec, route_table, program: ReferenceProgram, memory, filters=None):
         fabric = cls(mesh, spec, route_table.shape[2], route_table)
         fabric.mem = np.array(memory, np.float32)
+        if filters is not None:
+            for pe, c in zip(*np.nonzero(filters[:, :, 0]), strict=True):
+                fabric.filters[int(pe), int(c)] = [int(v) for v in filters[pe, c]]
         pe_spec = spec.pe
         inputs = [pe_spec.input_queue_01_wavelets] * 2 + [pe_spec.input_queue_23_wavelets] * 2
         inputs += [pe_spec.input_queue_47_wavelets] * 4
@@ -408,10 +415,20 @@ class ReferenceFabric:
     # -- phase 2: route -----------------------------------------------------------------
 
     def _route(self, router: Router, t: int) -> bool:
+        dropped = [  # static heads refused the ramp, their only output
+            (port, color)
+            for (port, color), queue in router.inputs.items()
+            if queue.wavelets
+            and color not in self.wormhole
+            and self.routes[router.pe, port, color]
+            and not self._outputs(router, port, color)
+        ]
+        for port, color in dropped:
+            self._retire_head(router, port, color, t)
         requests = {
             (port, color): self._request(router, port, color, queue)
             for (port, color), queue in router.inputs.items()
-            if queue.wavelets
+            if queue.wavelets and (port, color) not in dropped
         }
         granted = []
         for output in PORTS:
@@ -421,7 +438,7 @@ class ReferenceFabric:
                 granted.append(winner)
         for port, color in set(granted):
             self._retire_head(router, port, color, t)
-        return bool(granted)
+        return bool(granted or dropped)
 
     def _request(self, router: Router, port: int, color: int, queue: InputQueue) -> set[int]:
         """Outputs the head wants and can use now; a wanted output without room is a stall."""
@@ -435,11 +452,25 @@ class ReferenceFabric:
 
     def _wanted(self, router: Router, port: int, color: int, queue: InputQueue) -> set[int]:
         if color not in self.wormhole:
-            return set(self.routes[router.pe, port, color] - queue.served)
+            return set(self._outputs(router, port, color) - queue.served)
         if queue.locked_to is not None:
             return {queue.locked_to}
         output = self._dimension_order(router, queue.wavelets[0].dst)
         return set() if (output, color) in router.owner else {output}
+
+    def _outputs(self, router: Router, port: int, color: int) -> frozenset:
+        """A static color's route for the queue's head, less the ramp if the filter refuses."""
+        routes = self.routes[router.pe, port, color]
+        flt = self.filters.get((router.pe, color))
+        if flt is None or RAMP not in routes:
+            return routes
+        kind, low, high, count = flt
+        if kind == 1:
+            takes = count <= low
+        else:
+            value = router.inputs[port, color].wavelets[0].value
+            takes = low <= int(np.float32(value).view(np.uint32)) >> 16 <= high
+        return routes if takes else routes - {RAMP}
 
     def _has_room(self, router: Router, output: int, color: int) -> bool:
         if output == RAMP:
@@ -484,8 +515,11 @@ class ReferenceFabric:
     def _retire_head(self, router: Router, port: int, color: int, t: int) -> None:
         """Dequeue the head once every output it needs has taken it; the credit goes back."""
         queue = router.inputs[port, color]
-        if color not in self.wormhole and queue.served != self.routes[router.pe, port, color]:
+        if color not in self.wormhole and queue.served != self._outputs(router, port, color):
             return
+        flt = self.filters.get((router.pe, color))
+        if flt and flt[0] == 1 and RAMP in self.routes[router.pe, port, color]:
+            flt[3] = 0 if flt[3] >= flt[2] else flt[3] + 1
         queue.wavelets.popleft()
         queue.served.clear()
         if port != RAMP:

@@ -94,11 +94,11 @@ def lockstep(mesh, spec, routes, calls, memory, tasks=1, max_cycles=3000) -> Run
     """Run a program on engine and reference a cycle at a time; fail at the first difference."""
     prog, ref_prog = build_programs(mesh, spec, routes.colors, tasks, calls)
     # the setup lines of fabric.engine.simulate
-    fab, eng = program_state(mesh, spec, routes.table, prog, memory.shape[1])
+    fab, eng = program_state(mesh, spec, routes.table, prog, memory.shape[1], routes.filters)
     eng.mem[:] = memory.reshape(-1)  # every PE memory.shape[1] words
     start_tasks(eng, prog, fab.startup)
     tr = empty_traffic(mesh.width, mesh.height)
-    ref = ReferenceFabric.for_program(mesh, spec, routes.table, ref_prog, memory)
+    ref = ReferenceFabric.for_program(mesh, spec, routes.table, ref_prog, memory, routes.filters)
     run = Run(-1, ref, eng.mem.reshape(memory.shape))
     for t in range(max_cycles):
         status, cycle = run_kernel(fab, eng, prog, tr, t, t + 1, False)
@@ -830,3 +830,34 @@ def test_a_stream_through_queues_its_program_binds(in_queue, out_queue, held, se
     assert run.ref.receive_depth[2, 0] == held
     assert run.ref.send_depth[0, 0] == sent
     assert max(q[0, RAMP, 0] for q in run.q_count) == sent
+
+
+@pytest.mark.parametrize(("depth", "latency", "m"), [(1, 1, 0), (2, 3, 3), (4, 1, 6)])
+def test_filtered_streams_in_lockstep(depth, latency, m):
+    """PE 0 streams 18 words east along a row of four; PEs 1 and 2 route them to their ramp and
+    on, PE 3 to its ramp alone. PE 1's counter filter takes blocks of 3 in periods of 9 from
+    its count 6 (6 of the 18), PE 2's takes one of every 3 (6), PE 3's range filter the words
+    whose upper 16 bits lie in [4, 9] (the rest it drops). PE 3 consumes slowly (an fmacs of
+    ``m``, or plain receives): engine and reference agree cycle by cycle through the
+    back-pressure, and each PE holds the words its filter picks."""
+    mesh, routes = line(4)
+    routes.add(0, RAMP, 0, (E,))
+    routes.add(1, W, 0, (RAMP, E))
+    routes.add(2, W, 0, (RAMP, E))
+    routes.add(3, W, 0, (RAMP,))
+    routes.counter_filter(1, 0, max_counter=2, limit1=8, init_counter=6)
+    routes.counter_filter(2, 0, max_counter=0, limit1=2)
+    routes.range_filter(3, 0, min_idx=4, max_idx=9)
+    slow = ("fmacs", 3, 0, 0, 0, 64, m, 6) if m else ("recv", 3, 0, 0, 64, 6)
+    calls = [("send", 0, 0, 0, 0, 18), ("recv", 1, 0, 0, 64, 6), ("recv", 2, 0, 0, 64, 6), slow]
+    mem = random_memory(4)
+    mem[0, :18] = (np.arange(18, dtype=np.uint32) << 16 | 7).view(np.float32)
+    run = lockstep(mesh, spec_with(depth, latency), routes, calls, mem)
+    index = run.mem[:, 64:70].view(np.uint32) >> 16
+    assert index[1].tolist() == [3, 4, 5, 12, 13, 14]
+    assert index[2].tolist() == [0, 3, 6, 9, 12, 15]
+    if not m:
+        assert index[3].tolist() == [4, 5, 6, 7, 8, 9]
+    flits = run.ref.state()["link_flits"]
+    assert flits[:3, E].tolist() == [18, 18, 18]
+    assert flits[1:, RAMP].tolist() == [6, 6, 6]
