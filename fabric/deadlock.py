@@ -48,7 +48,7 @@ def _blocked_heads(fab, st) -> list[str]:
             lock = st.lock_out[r, p, c]
             outs = [lock if lock >= 0 else K.route_port(r, p, K.meta_dst(meta), fab)]
         else:
-            mask = int(fab.route[r, p, c]) & ~int(st.served[r, p, c])
+            mask = int(fab.route[r, p, c]) & K.SWITCH_MASK & ~int(st.served[r, p, c])
             outs = [o for o in range(5) if mask >> o & 1]
         wanted = ",".join(_wanted(fab, st, r, o, c) for o in outs) or "nothing"
         found.append(f"{_xy(fab, r)} in-port {DIR_NAMES[p]} color {c} wants {wanted}")

@@ -19,7 +19,7 @@ from wafersim.fabric.channel_deps import check_routes as check_deadlock_free_rou
 from wafersim.fabric.compile_once import compile_once
 from wafersim.fabric.core_queues import receive_depths, send_depths
 from wafersim.fabric.deadlock import raise_deadlock
-from wafersim.fabric.filters import no_filters
+from wafersim.fabric.filters import filtered_routes, no_filters
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.sram import SramImage, SramLoads, copy_into, sram_image
@@ -98,7 +98,7 @@ def fabric_arrays(
         # unsigned: the queue a grant picks is then indexed without a negative-index check
         cand_port=(candidates // colors).astype(np.uint8),
         cand_color=(candidates % colors).astype(np.uint8),
-        route=route,
+        route=route if filters is None else filtered_routes(route, filters),
         color_dor=color_dor.astype(np.uint8),
         dor_mode=dor_mode,
         table=updown[0] if updown else np.full((2, 1, 1), -1, np.int8),

@@ -32,7 +32,9 @@ from wafersim.fabric._engine_jit import (
     F_LOW,
     FILTER_COUNTER,
     FILTER_FIELDS,
+    FILTER_NONE,
     FILTER_RANGE,
+    FILTERED,
 )
 from wafersim.wafer.errors import ConfigError
 
@@ -49,6 +51,14 @@ def no_filters() -> np.ndarray:
 def new_filters(pes: int, colors: int) -> np.ndarray:
     """int32 (P, C, FILTER_FIELDS) of no filter: each router's per color."""
     return np.zeros((pes, colors, FILTER_FIELDS), np.int32)
+
+
+def filtered_routes(table: np.ndarray, filters: np.ndarray) -> np.ndarray:
+    """The engine's copy of route ``table`` (uint8 (P, 5, C)): each route of a filtered
+    color carries the :data:`FILTERED` flag, which the engine tests before it reads the
+    filter."""
+    flagged = (filters[:, None, :, F_KIND] != FILTER_NONE) & (table != 0)
+    return np.where(flagged, table | FILTERED, table).astype(np.uint8)
 
 
 def set_counter(filters, pes, color: int, max_counter: int, limit1: int, init_counter: int):

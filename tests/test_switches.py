@@ -81,3 +81,17 @@ def test_more_positions_than_the_router_holds_are_refused():
         prog.switch(1, 0, 0, position(W=out))
     with pytest.raises(ConfigError, match=f"takes {SWITCH_POSITIONS + 1} switch positions"):
         simulate(mesh, SPEC, routes, prog.build(), memory, max_cycles=1000)
+
+
+def test_a_filter_holds_in_every_switch_position():
+    """PE 1 filters color 0 (one wavelet of every two, a counter filter): it takes half of
+    PE 0's stream, switches to PE 2's, and takes half of that too, its count going on."""
+    mesh, routes, prog, memory = three_in_a_row()
+    routes.counter_filter(1, 0, max_counter=0, limit1=1)
+    prog.recv(1, 0, 0, 16, N // 2)
+    prog.switch(1, 0, 0, position(E=(RAMP,)))
+    prog.recv(1, 0, 0, 32, N // 2)
+    result = simulate(mesh, SPEC, routes, prog.build(), memory, max_cycles=1000)
+    np.testing.assert_array_equal(result.mem[1, 16 : 16 + N // 2], memory[0, :N:2])
+    np.testing.assert_array_equal(result.mem[1, 32 : 32 + N // 2], memory[2, :N:2])
+    assert result.leftover_wavelets == 0
