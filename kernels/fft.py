@@ -54,8 +54,9 @@ an op, so neither tier charges them.
 The transposes (:func:`line_cycles`). A line (a row, a column, then a column and a row) of n
 PEs exchanges all to all. The SDK's 2D example (``ucode_2d.csl``) streams each PE's whole
 pencil along the row, the PEs one after another, and a counter filter on each router hands
-one value in every ``n - 1`` to its PE. The engine has no router filters, so here each PE
-relays: PE ``k`` sends to ``k + 1`` one block for each PE beyond it, farthest first, the
+one value in every ``n - 1`` to its PE, the PEs taking turns as control wavelets move the
+routers' switches; the engine's filters (``fabric.filters``) can hand out the values, but
+its switches move only at their own PE's word, so here each PE relays: PE ``k`` sends to ``k + 1`` one block for each PE beyond it, farthest first, the
 block for ``d`` holding the values of PEs ``0..k`` for ``d`` (what came in from ``k - 1``,
 its own value appended); ``d`` keeps the last block that reaches it, in order. The same runs
 west, each PE's own value first. A block's real half goes on as soon as it is in, before its

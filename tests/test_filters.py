@@ -105,3 +105,22 @@ def test_range_filter_and_router_out_of_range_are_refused():
         routes.range_filter(1, 2, min_idx=0, max_idx=1)
     with pytest.raises(ConfigError, match="filter at pe=7: no working router"):
         routes.range_filter(7, 0, min_idx=0, max_idx=1)
+
+
+def test_a_plans_filters_follow_its_colors_renumbered():
+    """A plan runs on the colors it uses, renumbered from 0 (color 5 becomes 0 here): its
+    filters move with them, and the run hands the receiver every other word of the stream."""
+    from wafersim.kernels.grid import kernel_grid
+    from wafersim.kernels.kernel_plan import KernelPlan
+
+    plan = KernelPlan(kernel_grid(1, 2), SPEC)
+    src, dst = int(plan.grid.pe[0, 0]), int(plan.grid.pe[0, 1])
+    color = 5
+    plan.wiring.connect(color, src, [dst], "stream")
+    out = plan.alloc(src, 8, "out")
+    plan.load(src, out, np.arange(8, dtype=np.float32))
+    plan.prog.send(src, 0, color, out, 8)
+    plan.prog.recv(dst, 0, color, plan.alloc(dst, 4, "in"), 4)
+    plan.wiring.routes.counter_filter(dst, color, max_counter=0, limit1=1)
+    result = plan.run(max_cycles=500)
+    assert result.mem.words(dst)[:4].tolist() == [0, 2, 4, 6]
