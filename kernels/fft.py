@@ -56,9 +56,10 @@ PEs exchanges all to all. The SDK's 2D example (``ucode_2d.csl``) streams each P
 pencil along the row, the PEs one after another, and a counter filter on each router hands
 one value in every ``n - 1`` to its PE, the PEs taking turns as control wavelets move the
 routers' switches; the engine's filters (``fabric.filters``) can hand out the values, but
-its switches move only at their own PE's word, so here each PE relays: PE ``k`` sends to ``k + 1`` one block for each PE beyond it, farthest first, the
-block for ``d`` holding the values of PEs ``0..k`` for ``d`` (what came in from ``k - 1``,
-its own value appended); ``d`` keeps the last block that reaches it, in order. The same runs
+its switches move only at their own PE's word, so here each PE relays: PE ``k`` sends to
+``k + 1`` one block for each PE beyond it, farthest first, the block for ``d`` holding
+the values of PEs ``0..k`` for ``d`` (what came in from ``k - 1``, its own value
+appended); ``d`` keeps the last block that reaches it, in order. The same runs
 west, each PE's own value first. A block's real half goes on as soon as it is in, before its
 imaginary half (:class:`Stream`), and :data:`SLOTS` slots a direction let a block come in
 while the one before goes out. Every hop is one neighbour to the next; a router takes a
