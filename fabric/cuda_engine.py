@@ -145,7 +145,20 @@ def run_kernel(
     dev = to_device(fab, st, prog, tr, layout)
     status, cycle = launch_cycles(dev, t0, t1, launch, threads)
     to_host(dev, st, tr)
+    _fabric_to_host(dev, fab)
     return status, cycle
+
+
+def _fabric_to_host(dev: DeviceArrays, fab) -> None:
+    """Copy back the fabric arrays a run writes (switched routes, filters' counts), which
+    the next call uploads again: a run stepped call by call goes on from where it was."""
+    for name in ("route", "ramp_filter"):
+        host = getattr(fab, name)
+        if name in dev.physical:
+            phys, axis = dev.physical[name]
+            host[...] = np.moveaxis(phys.copy_to_host(), -1, axis)
+        else:
+            getattr(dev.fab, name).copy_to_host(host)
 
 
 def compile_kernels(fab, st, prog, tr, launches: tuple = tuple(KERNELS)) -> None:
@@ -198,7 +211,7 @@ def to_device(fab, st, prog, tr, layout: str | None = None) -> DeviceArrays:
         want = np.zeros((pes, 2, fab.cand_port.size), np.int64)
         want = _to_device(want, _axis(layout, "want"))[0]
     return DeviceArrays(
-        _copy(fab, layout, pes, {}),
+        _copy(fab, layout, pes, physical),  # its names are none of the state's
         dev_st._replace(link_any=link_any),
         _copy(prog, layout, pes, {}),
         _copy(tr, layout, pes, physical),

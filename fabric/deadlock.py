@@ -48,11 +48,21 @@ def _blocked_heads(fab, st) -> list[str]:
             lock = st.lock_out[r, p, c]
             outs = [lock if lock >= 0 else K.route_port(r, p, K.meta_dst(meta), fab)]
         else:
-            mask = int(fab.route[r, p, c]) & K.SWITCH_MASK & ~int(st.served[r, p, c])
+            mask = _static_route(fab, st, r, p, c) & ~int(st.served[r, p, c])
             outs = [o for o in range(5) if mask >> o & 1]
         wanted = ",".join(_wanted(fab, st, r, o, c) for o in outs) or "nothing"
         found.append(f"{_xy(fab, r)} in-port {DIR_NAMES[p]} color {c} wants {wanted}")
     return found
+
+
+def _static_route(fab, st, r: int, p: int, c: int) -> int:
+    """The outputs a static head wants: its route, less the ramp if its filter refuses it."""
+    mask = int(fab.route[r, p, c])
+    if mask & K.FILTERED:
+        mask &= K.SWITCH_MASK
+        take = K._filter_takes(fab.ramp_filter, st.q_data, st.q_head, r, p, c)
+        mask &= ~(0 if take else K.RAMP_BIT)
+    return mask
 
 
 def _wanted(fab, st, r: int, o: int, c: int) -> str:

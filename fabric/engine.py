@@ -32,7 +32,12 @@ from wafersim.fabric.state import (
     empty_traffic,
     start_tasks,
 )
-from wafersim.fabric.switches import all_positions, check_strict, switch_ops
+from wafersim.fabric.switches import (
+    all_positions,
+    check_filtered_inputs,
+    check_strict,
+    switch_ops,
+)
 from wafersim.fabric.trace import TRACE_IN_USE, SentProbe, TraceRecorder, reasons_before
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import WaferSpec
@@ -302,6 +307,7 @@ def simulate(
     switches = switch_ops(program)
     if strict:
         check_strict(routes, switches)
+    check_filtered_inputs(routes, switches)
     if check_routes:
         check_deadlock_free_routes(all_positions(routes, switches))
     parallel = configure_threads(threads)

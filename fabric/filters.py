@@ -24,6 +24,8 @@ gives no figure).
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from wafersim.fabric._engine_jit import (
     F_COUNT,
@@ -63,9 +65,9 @@ def filtered_routes(table: np.ndarray, filters: np.ndarray) -> np.ndarray:
 
 def set_counter(filters, pes, color: int, max_counter: int, limit1: int, init_counter: int):
     """A counter filter on ``color`` at routers ``pes``, in the SDK's fields."""
-    _check("limit1", limit1, 0, MAX_COUNTER)
-    _check("max_counter", max_counter, 0, limit1)
-    _check("init_counter", init_counter, 0, limit1)
+    check_field("limit1", limit1, 0, MAX_COUNTER)
+    check_field("max_counter", max_counter, 0, MAX_COUNTER)  # past limit1: it takes every one
+    check_field("init_counter", init_counter, 0, limit1)
     filters[pes, color, F_KIND] = FILTER_COUNTER
     filters[pes, color, F_LOW] = max_counter
     filters[pes, color, F_HIGH] = limit1
@@ -74,8 +76,8 @@ def set_counter(filters, pes, color: int, max_counter: int, limit1: int, init_co
 
 def set_range(filters, pes, color: int, min_idx: int, max_idx: int) -> None:
     """A range filter on ``color`` at routers ``pes``, in the SDK's fields."""
-    _check("max_idx", max_idx, 0, MAX_INDEX)
-    _check("min_idx", min_idx, 0, max_idx)
+    check_field("max_idx", max_idx, 0, MAX_INDEX)
+    check_field("min_idx", min_idx, 0, max_idx)
     filters[pes, color, F_KIND] = FILTER_RANGE
     filters[pes, color, F_LOW] = min_idx
     filters[pes, color, F_HIGH] = max_idx
@@ -89,6 +91,9 @@ def with_index(values, index) -> np.ndarray:
     return ((np.asarray(index, np.uint32) << 16) | low).astype(np.uint32).view(np.float32)
 
 
-def _check(name: str, value: int, low: int, high: int) -> None:
-    if not low <= int(value) <= high:
-        raise ConfigError(f"{name}={value} is out of range [{low}, {high}]")
+def check_field(name: str, value, low: int, high: int) -> None:
+    """An integer field in ``[low, high]``, else one line naming it and its range."""
+    whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if not whole or not low <= int(value) <= high:
+        shown = int(value) if whole else repr(value)
+        raise ConfigError(f"{name}={shown} is out of range: an integer in [{low}, {high}]")

@@ -50,15 +50,20 @@ class ColorRoutes:
         pes = self._filtered(pes, color)
         F.set_range(self.filters, pes, color, min_idx, max_idx)
 
-    def _filtered(self, pes, color: int) -> np.ndarray:
-        pes = np.atleast_1d(pes).astype(np.int64)
-        if not 0 <= color < self.colors:
-            raise ConfigError(f"color={color} is out of range [0, {self.colors - 1}]")
+    def _filtered(self, pes, color) -> np.ndarray:
+        F.check_field("color", color, 0, self.colors - 1)
+        given = np.atleast_1d(pes)
+        if given.dtype.kind not in "iu":
+            raise ConfigError(f"pes={pes!r} must be integer PE ids in [0, {self.mesh.pes - 1}]")
+        pes = given.astype(np.int64)
         alive = self.mesh.alive.reshape(-1)
         bad = (pes < 0) | (pes >= self.mesh.pes)
         bad[~bad] |= ~alive[pes[~bad]].astype(bool)
         if bad.any():
-            raise ConfigError(f"filter at pe={int(pes[bad.argmax()])}: no working router there")
+            raise ConfigError(
+                f"filter at pe={int(pes[bad.argmax()])}: no working router there (PEs "
+                f"0-{self.mesh.pes - 1}, dead ones excluded)"
+            )
         if self.filters is None:
             self.filters = F.new_filters(self.mesh.pes, self.colors)
         return pes

@@ -32,7 +32,8 @@ class FabricArrays(NamedTuple):
     cand_port: np.ndarray  # uint8 (5C,): input port of arbitration candidate k
     cand_color: np.ndarray  # uint8 (5C,): color of arbitration candidate k
     route: np.ndarray  # uint8 (P, 5, C): output-port mask per input port and static color
-    #                    (switch ops change it: then the run's own copy)
+    #                    (switch ops change it: then the run's own copy), and the FILTERED
+    #                    flag (bit 5) on a filtered color's routes (fabric.filters)
     color_dor: np.ndarray  # uint8 (C,): 1 = destination-routed (wormhole) color
     dor_mode: int  # destination routing: 0 = XY, 1 = YX, 2 = up*/down* table
     table: np.ndarray  # int8 (2, P, P): up*/down* output port per (phase, router, dst)

@@ -114,6 +114,32 @@ def check_strict(routes: ColorRoutes, switches: Switches) -> None:
         )
 
 
+def check_filtered_inputs(routes: ColorRoutes, switches: Switches) -> None:
+    """Refuse a filtered color that a router takes from two inputs, even unstrict: the
+    filter counts the color's wavelets in the order they come, which two inputs leave
+    undefined."""
+    if routes.filters is None:
+        return
+    filtered = routes.filters[:, :, K.F_KIND] != K.FILTER_NONE
+    two = ((routes.table != 0).sum(axis=1) > 1) & filtered
+    if two.any():
+        pe, color = (int(v) for v in np.argwhere(two)[0])
+        _refuse_two_inputs(routes, pe, color, routes.table[pe, :, color])
+    pes, colors, positions = switches
+    bad = np.flatnonzero(((positions != 0).sum(axis=1) > 1) & filtered[pes, colors])
+    if bad.size:
+        i = int(bad[0])
+        _refuse_two_inputs(routes, int(pes[i]), int(colors[i]), positions[i])
+
+
+def _refuse_two_inputs(routes: ColorRoutes, pe: int, color: int, masks: np.ndarray) -> None:
+    ports = " and ".join(DIR_NAMES[p] for p in np.flatnonzero(masks))
+    raise ConfigError(
+        f"color {color} at {_xy(routes, pe)} has a filter and comes from {ports}: a filtered "
+        f"color takes one input a switch position"
+    )
+
+
 def _check_switch_inputs(routes, pes, colors, positions) -> None:
     inputs = (positions != 0).sum(axis=1)
     bad = np.flatnonzero(inputs > 1)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wafersim.fabric import _engine_jit as K  # noqa: E402
 from wafersim.fabric import cuda_engine  # noqa: E402
-from wafersim.fabric.engine import fabric_arrays, run_kernel, simulate  # noqa: E402
+from wafersim.fabric.engine import fabric_arrays, program_state, run_kernel, simulate  # noqa: E402
 from wafersim.fabric.mesh import Mesh  # noqa: E402
 from wafersim.fabric.program import ProgramBuilder  # noqa: E402
 from wafersim.fabric.routes import ColorRoutes  # noqa: E402
@@ -377,6 +377,39 @@ def state_program(engine, layout="rows"):
     return state_after(engine, fab, st, prog, empty_traffic(3, 3), 12, "block", layout)
 
 
+def stepped_filters(engine, layout="rows"):
+    """A filtered stream stepped a cycle a call: the filters' counts (fabric arrays the run
+    writes) go on from call to call, on the GPU as on the CPU."""
+    mesh = Mesh.full(3, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(0, RAMP, 0, (E,))
+    routes.add(1, W, 0, (RAMP, E))
+    routes.add(2, W, 0, (RAMP,))
+    routes.counter_filter(1, 0, max_counter=0, limit1=3)
+    routes.counter_filter(2, 0, max_counter=0, limit1=1)
+    calls = [("send", 0, 0, 0, 0, 8), ("recv", 1, 0, 0, 64, 2), ("recv", 2, 0, 0, 64, 4)]
+    prog = program(mesh, SPEC, 1, calls)
+    fab, st = program_state(mesh, SPEC, routes.table, prog, 128, routes.filters)
+    st.mem[:] = memory(3).reshape(-1)
+    start_tasks(st, prog, fab.startup)
+    tr = empty_traffic(3, 1)
+    for t in range(100):
+        if engine == "cpu":
+            status, cycle = run_kernel(fab, st, prog, tr, t, t + 1, False)
+        else:
+            status, cycle = cuda_engine.run_kernel(
+                fab, st, prog, tr, t, t + 1, "block", layout=layout
+            )
+        if status != K.STATUS_MAX_CYCLES:
+            break
+    return {"mem": st.mem.copy(), "rx_count": st.rx_count.copy(), "status": status, "cycle": cycle}
+
+
+def stepped_filters_router(engine):
+    """``stepped_filters`` with the device arrays' router axis fastest."""
+    return stepped_filters(engine, "router")
+
+
 def state_program_router(engine):
     """``state_program`` with the device arrays' router axis fastest."""
     return state_program(engine, "router")
@@ -430,6 +463,8 @@ CASES = {
         traffic_updown_hole,
         state_program,
         state_program_router,
+        stepped_filters,
+        stepped_filters_router,
         state_traffic,
         state_traffic_router,
         state_traffic_wide,

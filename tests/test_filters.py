@@ -8,7 +8,7 @@ from wafersim.fabric.filters import with_index
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, DeadlockError
 from wafersim.wafer.geometry import RAMP
 from wafersim.wafer.geometry import E as EAST
 from wafersim.wafer.geometry import W as WEST
@@ -84,7 +84,9 @@ def test_a_filter_that_takes_nothing_more_leaves_a_receiver_waiting():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"max_counter": 3, "limit1": 2}, "max_counter=3 is out of range"),
+        ({"max_counter": -1, "limit1": 2}, "max_counter=-1 is out of range"),
+        ({"max_counter": 0, "limit1": 3.5}, "limit1=3.5 is out of range: an integer"),
+        ({"max_counter": True, "limit1": 3}, "max_counter=True is out of range: an integer"),
         ({"max_counter": 0, "limit1": 2, "init_counter": 5}, "init_counter=5 is out of range"),
         ({"max_counter": 0, "limit1": -1}, "limit1=-1 is out of range"),
     ],
@@ -105,6 +107,59 @@ def test_range_filter_and_router_out_of_range_are_refused():
         routes.range_filter(1, 2, min_idx=0, max_idx=1)
     with pytest.raises(ConfigError, match="filter at pe=7: no working router"):
         routes.range_filter(7, 0, min_idx=0, max_idx=1)
+    with pytest.raises(ConfigError, match="pes=1.7 must be integer PE ids"):
+        routes.range_filter(1.7, 0, min_idx=0, max_idx=1)
+    with pytest.raises(ConfigError, match="color=None is out of range"):
+        routes.range_filter(1, None, min_idx=0, max_idx=1)
+    with pytest.raises(ConfigError, match="min_idx=0.5 is out of range: an integer"):
+        routes.range_filter(1, 0, min_idx=0.5, max_idx=1)
+
+
+def test_a_counter_filter_past_its_period_takes_every_wavelet():
+    """``max_counter`` at or past ``limit1``: every count is at most it, so the PE takes all."""
+    mesh, routes, program = _row_stream(2, 12)
+    routes.counter_filter(1, 0, max_counter=20, limit1=3)
+    memory = np.zeros((2, WORDS), np.float32)
+    memory[0, :12] = np.arange(12)
+    result = simulate(mesh, SPEC, routes, program, memory, max_cycles=500)
+    assert result.mem.words(1)[16:28].tolist() == list(range(12))
+
+
+def test_a_filtered_color_from_two_inputs_is_refused_even_unstrict():
+    """Two inputs of a filtered color leave the order the filter counts them in undefined."""
+    mesh = Mesh.full(3, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(0, RAMP, 0, (EAST,))
+    routes.add(2, RAMP, 0, (WEST,))
+    routes.add(1, WEST, 0, (RAMP,))
+    routes.add(1, EAST, 0, (RAMP,))
+    routes.counter_filter(1, 0, max_counter=0, limit1=1)
+    builder = ProgramBuilder(mesh.pes, SPEC.pe, 1)
+    builder.send(0, 0, 0, 0, 2)
+    builder.send(2, 0, 0, 0, 2)
+    builder.recv(1, 0, 0, 16, 2)
+    memory = np.zeros((3, WORDS), np.float32)
+    with pytest.raises(
+        ConfigError, match=r"color 0 at PE \(1,0\) has a filter and comes from E and W"
+    ):
+        simulate(mesh, SPEC, routes, builder.build(), memory, max_cycles=500, strict=False)
+
+
+def test_a_deadlock_report_names_only_the_outputs_a_filter_leaves():
+    """PE 1's filter takes none of the stream, which backs up from PE 2: its head waits for
+    the east link alone, not for its PE's queue."""
+    mesh, routes, _program = _row_stream(3, 1)
+    routes.range_filter(1, 0, min_idx=5, max_idx=5)
+    builder = ProgramBuilder(mesh.pes, SPEC.pe, 1)
+    builder.send(0, 0, 0, 0, 30)
+    builder.recv(2, 0, 0, 0, 1)
+    memory = np.zeros((3, WORDS), np.float32)
+    memory[0, :30] = with_index(np.arange(30), 0)
+    with pytest.raises(DeadlockError) as err:
+        simulate(mesh, SPEC, routes, builder.build(), memory, max_cycles=2000)
+    assert "PE (1,0) in-port W color 0 wants E (no credit: queue at PE (2,0) full);" in str(
+        err.value
+    )
 
 
 def test_a_plans_filters_follow_its_colors_renumbered():
