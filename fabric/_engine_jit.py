@@ -299,7 +299,7 @@ def _wormhole(traffic, c, fab):
 
 
 @engine_function(inline="always")
-def _requests(r, write, fab, st, want, traffic, filtering):
+def _requests(r, write, fab, st, want, traffic, filters):
     """List the input queues whose head asks for outputs that can take it now.
 
     Fills ``want[0, i]`` (candidate ``k = port * colors + color``) and ``want[1, i]`` (the
@@ -319,9 +319,9 @@ def _requests(r, write, fab, st, want, traffic, filtering):
             if _wormhole(traffic, c, fab):
                 mask, blocked = _dor_request(r, p, c, fab, st, traffic)
             else:
-                mask, blocked = _static_request(r, p, c, fab, st, traffic, filtering)
-                if filtering and mask == 0 and _dropped(r, p, c, fab, st):
-                    _retire_head(r, p, c, write, fab, st, traffic, filtering)
+                mask, blocked = _static_request(r, p, c, fab, st, traffic, filters)
+                if filters is not None and mask == 0 and _dropped(r, p, c, fab, st, filters):
+                    _retire_head(r, p, c, write, fab, st, traffic, filters)
                     dropped += 1
             stalled += blocked
             if mask:
@@ -348,10 +348,10 @@ def _dor_request(r, p, c, fab, st, traffic):
 
 
 @engine_function(inline="always")
-def _static_request(r, p, c, fab, st, traffic, filtering):
+def _static_request(r, p, c, fab, st, traffic, filters):
     """The outputs a static-color head still needs and that have room (multicast), and
     the packed stalls of those that have not."""
-    mask = _static_route(r, p, c, fab, st, filtering) & ~st.served[r, p, c]
+    mask = _static_route(r, p, c, fab, st, filters) & ~st.served[r, p, c]
     blocked = 0
     for o in range(NUM_PORTS):
         if mask & (1 << o) and not _has_room(r, o, c, fab, st, traffic):
@@ -361,23 +361,23 @@ def _static_request(r, p, c, fab, st, traffic, filtering):
 
 
 @engine_function(inline="always")
-def _static_route(r, p, c, fab, st, filtering):
+def _static_route(r, p, c, fab, st, filters):
     """The outputs the head of static queue ``(p, c)`` goes to: its route, less the ramp
     where the router's filter of ``c`` refuses it (``fabric.filters``)."""
     mask = fab.route[r, p, c]
-    if filtering and mask & FILTERED:
+    if filters is not None and mask & FILTERED:
         mask ^= FILTERED  # the bits are set: clear them (a negative mask would not fit uint8)
-        if mask & RAMP_BIT and not _filter_takes(fab.ramp_filter, st.q_data, st.q_head, r, p, c):
+        if mask & RAMP_BIT and not _filter_takes(filters, st.q_data, st.q_head, r, p, c):
             mask ^= RAMP_BIT
     return mask
 
 
 @engine_function(inline="always")
-def _dropped(r, p, c, fab, st):
+def _dropped(r, p, c, fab, st, filters):
     """Whether the head of static queue ``(p, c)`` goes nowhere: its route is the ramp
     alone and the router's filter refuses it there (the SDK's filters drop it)."""
     return fab.route[r, p, c] == FILTERED | RAMP_BIT and not _filter_takes(
-        fab.ramp_filter, st.q_data, st.q_head, r, p, c
+        filters, st.q_data, st.q_head, r, p, c
     )
 
 
@@ -424,15 +424,15 @@ def _has_room(r, o, c, fab, st, traffic):
 
 
 @engine_function(inline="always")
-def _route(r, write, fab, st, want, traffic, filtering):
+def _route(r, write, fab, st, want, traffic, filters):
     """Step 2: each output grants one request, round-robin; returns the wavelets moved and
     the packed stalls."""
     candidates = NUM_PORTS * _colors(st)
-    n, requested, stalled, moved = _requests(r, write, fab, st, want, traffic, filtering)
+    n, requested, stalled, moved = _requests(r, write, fab, st, want, traffic, filters)
     if n == 1 and requested & (requested - 1) == 0:  # one head wants one output
         best = want[0, 0]
         o = _port_of(requested)
-        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic, filtering)
+        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic, filters)
         st.rr[r, o] = _wrap(best + 1, candidates)
         return moved + 1, stalled
     for o in range(NUM_PORTS):
@@ -445,7 +445,7 @@ def _route(r, write, fab, st, want, traffic, filtering):
                 distance = round_robin_distance(want[0, i], start, candidates)
                 if distance < best_distance:
                     best, best_distance = want[0, i], distance
-        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic, filtering)
+        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic, filters)
         st.rr[r, o] = _wrap(best + 1, candidates)
         moved += 1
     return moved, stalled
@@ -463,14 +463,14 @@ def _port_of(mask):
 
 
 @engine_function(inline="always")
-def _route_unless_stuck(r, write, fab, st, want, traffic, filtering):
+def _route_unless_stuck(r, write, fab, st, want, traffic, filters):
     """``_route``, or, when the last one moved nothing and nothing that it reads changed
     since (no wavelet or credit came in, the PE neither sent nor received), the same
     outcome without the work: the same stalls again."""
     if st.stuck[r]:
         _add_stalls(r, st.stuck_stalls[r], 1, st)
         return 0
-    moved, stalled = _route(r, write, fab, st, want, traffic, filtering)
+    moved, stalled = _route(r, write, fab, st, want, traffic, filters)
     if stalled:
         _add_stalls(r, stalled, 1, st)
     if moved == 0:
@@ -480,7 +480,7 @@ def _route_unless_stuck(r, write, fab, st, want, traffic, filtering):
 
 
 @engine_function(inline="always")
-def _grant(r, o, p, c, write, fab, st, traffic, filtering):
+def _grant(r, o, p, c, write, fab, st, traffic, filters):
     """Move the head of queue (p, c) out through port ``o``."""
     h = st.q_head[r, p, c]
     data = st.q_data[r, p, c, h]
@@ -512,17 +512,17 @@ def _grant(r, o, p, c, write, fab, st, traffic, filtering):
             st.lock_out[r, p, c] = -1
     else:
         st.served[r, p, c] |= 1 << o
-        done = st.served[r, p, c] == _static_route(r, p, c, fab, st, filtering)
+        done = st.served[r, p, c] == _static_route(r, p, c, fab, st, filters)
     if done:
-        _retire_head(r, p, c, write, fab, st, traffic, filtering)
+        _retire_head(r, p, c, write, fab, st, traffic, filters)
 
 
 @engine_function(inline="always")
-def _retire_head(r, p, c, write, fab, st, traffic, filtering):
+def _retire_head(r, p, c, write, fab, st, traffic, filters):
     """The head of queue ``(p, c)`` leaves (every output it needs took it, or none needs
     it): its slot's credit goes back upstream, a counter filter counts it."""
-    if filtering and fab.route[r, p, c] & FILTERED:
-        _count_filtered(fab.ramp_filter, fab.route, r, p, c)
+    if filters is not None and fab.route[r, p, c] & FILTERED:
+        _count_filtered(filters, fab.route, r, p, c)
     st.served[r, p, c] = 0
     _dequeue(st.q_head, st.q_count, r, p, c, st.q_data.shape[3])
     st.occupancy[r] -= 1
@@ -1081,7 +1081,7 @@ def _destination(r, tr):
 
 
 @engine_function(block=True)
-def _fabric_step(r, read, write, fab, st, want, traffic):
+def _fabric_step(r, read, write, fab, st, want, traffic, filters):
     """Steps 1 and 2 for router ``r``; returns the wavelets it took in and moved.
 
     ``traffic`` is a constant at each call, ``True`` from the traffic step and ``False``
@@ -1096,26 +1096,15 @@ def _fabric_step(r, read, write, fab, st, want, traffic):
     if st.occupancy[r] or st.link_any[read, r]:
         moves += _ingest(r, read, fab, st, traffic)
         if st.occupancy[r]:
-            if not traffic and fab.ramp_filter.shape[2] > 1:
-                moves += _route_with_filters(r, write, fab, st, want)
-            else:
-                moves += _route_unless_stuck(r, write, fab, st, want, traffic, False)
+            moves += _route_unless_stuck(r, write, fab, st, want, traffic, filters)
     return moves
-
-
-@engine_function()
-def _route_with_filters(r, write, fab, st, want):
-    """Step 2 of a program's run whose routers filter what they hand their PEs: a copy of
-    the route step of its own, a real call, so that the filters' tests are in no other run's
-    route step (in it, unused, they made every program run a seventh slower)."""
-    return _route_unless_stuck(r, write, fab, st, want, False, True)
 
 
 @engine_function(inline="always")
 def _traffic_cycle(r, t, read, write, fab, st, tr, want):
     """One cycle of router ``r`` and its traffic source and sink; returns its events."""
     # bool(): see _fabric_step
-    events = _fabric_step(r, read, write, fab, st, want, bool(True))  # noqa: UP018
+    events = _fabric_step(r, read, write, fab, st, want, bool(True), None)  # noqa: UP018
     if tr.left[r] or tr.next_arrival[r] <= t or _received(r, st):
         events += _traffic_step(r, t, fab, st, tr)  # which drains every color's ramp
     busy = st.occupancy[r] or tr.left[r]
@@ -1125,14 +1114,14 @@ def _traffic_cycle(r, t, read, write, fab, st, tr, want):
 
 
 @engine_function(inline="always")
-def _program_cycle(r, t, read, write, fab, st, prog, want, half):
+def _program_cycle(r, t, read, write, fab, st, prog, want, half, filters):
     """One cycle of router ``r`` and its PE; returns ``(events, moves, until)``: every
     change, the changes other than op-cost countdowns, and the last cycle of an op cost now
     running (``t`` if none). Then notes what the router's skipped cycles will repeat: until
     the next wake-up (the first cycle an op cost runs out, or a wavelet or credit comes in)
     each such cycle adds the same busy and stall counts and counts every op cost down."""
     # bool(): see _fabric_step
-    moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, bool(False))  # noqa: UP018
+    moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, bool(False), filters)  # noqa: UP018
     next_step, until, counting, tally = NEVER, t, 0, 0
     for task in range(prog.task_end.shape[1]):  # also the datapath's priority order
         step = _task_step(r, task, t, fab, st, prog, half)
@@ -1209,16 +1198,16 @@ def settle_router(r, t, st):
 
 
 @engine_function(parallel=True)
-def _cycle_parallel(t, half, fab, st, prog, tr, row_events, want_rows):
+def _cycle_parallel(t, half, filters, fab, st, prog, tr, row_events, want_rows):
     for y in prange(fab.height):
         # int64 as in the serial call (not the literal 0 there, nor the uint64 index of the
         # lowered parfor): a second signature would compile the whole engine again
         row = np.int64(y)
-        _rows(row, row + 1, t, half, fab, st, prog, tr, row_events, want_rows)
+        _rows(row, row + 1, t, half, filters, fab, st, prog, tr, row_events, want_rows)
 
 
 @engine_function(noalias=True)
-def _rows(y0, y1, t, half, fab, st, prog, tr, row_events, want_rows):
+def _rows(y0, y1, t, half, filters, fab, st, prog, tr, row_events, want_rows):
     """One cycle of rows ``[y0, y1)``: the whole mesh in a serial run, one row per task in a
     parallel one. A real call, compiled once for both: Numba's parfor pass must not see the
     inlined body, and each inlined copy of the engine costs minutes of compile time.
@@ -1234,7 +1223,9 @@ def _rows(y0, y1, t, half, fab, st, prog, tr, row_events, want_rows):
         write = t % fab.slots
         if tr is None:  # program mode; each mode compiles only its own branch (see run_cycles)
             if prog is not None:
-                _program_row(y, t, read, write, fab, st, prog, want_rows[y], row_events[y], half)
+                _program_row(
+                    y, t, read, write, fab, st, prog, want_rows[y], row_events[y], half, filters
+                )
         else:
             events = _traffic_row(y, t, read, write, fab, st, tr, want_rows[y])
             out = row_events[y]
@@ -1254,7 +1245,7 @@ def _traffic_row(y, t, read, write, fab, st, tr, want):
 
 
 @engine_function(inline="always")
-def _program_row(y, t, read, write, fab, st, prog, want, out, half):
+def _program_row(y, t, read, write, fab, st, prog, want, out, half, filters):
     events, moves, until = 0, 0, t
     wake, flags = st.wake, st.link_any[read]
     end = (y + 1) * fab.width
@@ -1262,7 +1253,7 @@ def _program_row(y, t, read, write, fab, st, prog, want, out, half):
     while r < end:
         if fab.alive[r]:
             _catch_up(r, t, st)
-            e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want, half)
+            e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want, half, filters)
             events += e
             moves += m
             until = max(until, u)
@@ -1309,7 +1300,7 @@ def _pending_work(fab, st, prog, tr):
 
 
 @engine_function()
-def run_cycles(t0, max_cycles, parallel, half, fab, st, prog, tr, row_events, want_rows):
+def run_cycles(t0, max_cycles, parallel, half, filters, fab, st, prog, tr, row_events, want_rows):
     """Advance from cycle ``t0`` until done, ``max_cycles`` or a deadlock.
 
     Returns ``(status, cycle)``: with ``STATUS_DONE`` the number of cycles the program took
@@ -1328,12 +1319,14 @@ def run_cycles(t0, max_cycles, parallel, half, fab, st, prog, tr, row_events, wa
     Likewise ``half``: None where every op is fp32, and the 16-bit (fp16, bf16) paths of the
     PE's ops are pruned (``_consume_fp16``, ``_local_op``, ``_matmul_column``,
     ``_consume_sparse``: an fp32 job's first engine compile is shorter), True where
-    some op is 16-bit.
+    some op is 16-bit. And ``filters``: None where no router filters what it hands its PE,
+    and the route step's filter tests are pruned (in it, unused, they made every program
+    run a seventh slower); else ``FabricArrays.ramp_filter``, a compile of its own.
     """
     last_event, last_move = t0 - 1, t0 - 1
     t = t0
     while t < max_cycles:
-        _cycle(t, parallel, half, fab, st, prog, tr, row_events, want_rows)
+        _cycle(t, parallel, half, filters, fab, st, prog, tr, row_events, want_rows)
         if _column_max(row_events, EVENTS) > 0:
             last_event = max(last_event, _column_max(row_events, UNTIL))
             if _column_max(row_events, MOVES) > 0:
@@ -1380,11 +1373,11 @@ def _settle(t, fab, st):
 
 
 @engine_function(inline="always")
-def _cycle(t, parallel, half, fab, st, prog, tr, row_events, want_rows):
+def _cycle(t, parallel, half, filters, fab, st, prog, tr, row_events, want_rows):
     """One cycle of the whole mesh: by rows on the threads where ``parallel`` is true, in one
     serial call where it is None, which Numba prunes by the type before compiling, so that a
     serial job never compiles the parallel kernel (a noticeable part of its first run)."""
     if parallel is None or not parallel:
-        _rows(np.int64(0), fab.height, t, half, fab, st, prog, tr, row_events, want_rows)
+        _rows(np.int64(0), fab.height, t, half, filters, fab, st, prog, tr, row_events, want_rows)
     else:
-        _cycle_parallel(t, half, fab, st, prog, tr, row_events, want_rows)
+        _cycle_parallel(t, half, filters, fab, st, prog, tr, row_events, want_rows)

@@ -254,7 +254,9 @@ def _kernel_args(fab, st, prog, tr, t0, t1, parallel) -> tuple:
     mode_prog, mode_tr = (None, tr) if fab.traffic else (prog, None)
     threads = True if parallel else None  # serial runs do not compile the parallel kernel
     half = uses_half(fab, prog)
-    return (t0, t1, threads, half, fab, st, mode_prog, mode_tr, row_events, want_rows)
+    # None without filters: a run with some compiles the route step's filter tests apart
+    filters = fab.ramp_filter if fab.ramp_filter.shape[2] > 1 else None
+    return (t0, t1, threads, half, filters, fab, st, mode_prog, mode_tr, row_events, want_rows)
 
 
 def uses_half(fab, prog) -> bool | None:
