@@ -85,12 +85,16 @@ def test_program_and_traffic_kernels_share_one_compile_of_the_router_step():
     """``_fabric_step`` is a block (``fabric._engine_jit.engine_function``) with one signature
     for both modes: its ``traffic`` argument a plain bool (typed as a literal, True and False
     would be two signatures, each a compile of the router's step). Read from Numba's cache index,
-    which holds what any process compiled (the engine of either mode may have loaded from it);
-    a run with router filters compiles one more, its filters an array (another test's)."""
+    which holds what any process compiled (the engine of either mode may have loaded from it):
+    of the signatures with this build's fabric and state types (a working tree's index may keep
+    an older build's), and no router filters (a filtered run compiles one more, its filters an
+    array), one."""
     for mode in ("programs", "traffic"):
         precompile.compile_engine(mode)
+    fab, st = types_of(precompile.engine_arguments("programs"))[5:7]
     signatures = [key[0] for key in K._fabric_step._cache._cache_file._load_index()]
-    unfiltered = [sig for sig in signatures if isinstance(sig[-1], numba.types.NoneType)]
+    ours = [sig for sig in signatures if sig[3:5] == (fab, st)]
+    unfiltered = [sig for sig in ours if isinstance(sig[-1], numba.types.NoneType)]
     assert len(unfiltered) == 1
     assert unfiltered[0][-2] == numba.types.boolean
 
