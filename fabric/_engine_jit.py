@@ -702,14 +702,12 @@ def _switch_blocked(r, c, masks, fab, st):
 @engine_function(inline="always")
 def _switch(r, c, masks, fab, st):
     """Set router ``r``'s routes of color ``c`` to the switch position packed in
-    ``masks``, each route the color's filter flag (:data:`FILTERED`) if it has one; the
-    router's cached outcome of its last futile route (``stuck``) is stale."""
-    flag = 0
-    if fab.ramp_filter.shape[2] > 1 and fab.ramp_filter[r, c, F_KIND] != FILTER_NONE:
-        flag = FILTERED
+    ``masks``, each route keeping its filter flag (:data:`FILTERED`, on every port of a
+    filtered color); the router's cached outcome of its last futile route (``stuck``) is
+    stale."""
     for p in range(NUM_PORTS):
-        mask = (masks >> (SWITCH_BITS * p)) & SWITCH_MASK
-        fab.route[r, p, c] = mask | flag if mask else 0
+        kept = fab.route[r, p, c] & FILTERED
+        fab.route[r, p, c] = ((masks >> (SWITCH_BITS * p)) & SWITCH_MASK) | kept
     st.stuck[r] = 0
 
 

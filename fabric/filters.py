@@ -56,10 +56,10 @@ def new_filters(pes: int, colors: int) -> np.ndarray:
 
 
 def filtered_routes(table: np.ndarray, filters: np.ndarray) -> np.ndarray:
-    """The engine's copy of route ``table`` (uint8 (P, 5, C)): each route of a filtered
-    color carries the :data:`FILTERED` flag, which the engine tests before it reads the
-    filter."""
-    flagged = (filters[:, None, :, F_KIND] != FILTER_NONE) & (table != 0)
+    """The engine's copy of route ``table`` (uint8 (P, 5, C)): every input port's route of a
+    filtered color carries the :data:`FILTERED` flag (an empty one too, which a switch may
+    fill), which the engine tests before it reads the filter."""
+    flagged = np.broadcast_to(filters[:, None, :, F_KIND] != FILTER_NONE, table.shape)
     return np.where(flagged, table | FILTERED, table).astype(np.uint8)
 
 
