@@ -125,26 +125,6 @@ def test_a_counter_filter_past_its_period_takes_every_wavelet():
     assert result.mem.words(1)[16:28].tolist() == list(range(12))
 
 
-def test_a_filtered_color_from_two_inputs_is_refused_even_unstrict():
-    """Two inputs of a filtered color leave the order the filter counts them in undefined."""
-    mesh = Mesh.full(3, 1)
-    routes = ColorRoutes(mesh, 1)
-    routes.add(0, RAMP, 0, (EAST,))
-    routes.add(2, RAMP, 0, (WEST,))
-    routes.add(1, WEST, 0, (RAMP,))
-    routes.add(1, EAST, 0, (RAMP,))
-    routes.counter_filter(1, 0, max_counter=0, limit1=1)
-    builder = ProgramBuilder(mesh.pes, SPEC.pe, 1)
-    builder.send(0, 0, 0, 0, 2)
-    builder.send(2, 0, 0, 0, 2)
-    builder.recv(1, 0, 0, 16, 2)
-    memory = np.zeros((3, WORDS), np.float32)
-    with pytest.raises(
-        ConfigError, match=r"color 0 at PE \(1,0\) has a filter and comes from E and W"
-    ):
-        simulate(mesh, SPEC, routes, builder.build(), memory, max_cycles=500, strict=False)
-
-
 def test_a_deadlock_report_names_only_the_outputs_a_filter_leaves():
     """PE 1's filter takes none of the stream, which backs up from PE 2: its head waits for
     the east link alone, not for its PE's queue."""

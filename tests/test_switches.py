@@ -67,6 +67,17 @@ def test_two_inputs_on_one_color_are_refused_unless_not_strict():
     np.testing.assert_array_equal(got, np.sort(np.concatenate([memory[0, :N], memory[2, :N]])))
 
 
+def test_a_filtered_color_from_two_inputs_is_refused_even_unstrict():
+    """Two inputs of a filtered color leave the order the filter counts them in undefined."""
+    mesh, routes, prog, memory = three_in_a_row()
+    routes.add(1, E, 0, (RAMP,))
+    routes.counter_filter(1, 0, max_counter=0, limit1=1)
+    prog.recv(1, 0, 0, 16, N)
+    two = r"color 0 at PE \(1,0\) has a filter and comes from E and W"
+    with pytest.raises(ConfigError, match=two):
+        simulate(mesh, SPEC, routes, prog.build(), memory, max_cycles=1000, strict=False)
+
+
 def test_a_position_with_two_inputs_is_refused():
     mesh, routes, prog, memory = three_in_a_row()
     prog.switch(1, 0, 0, position(E=(RAMP,), W=(RAMP,)))
