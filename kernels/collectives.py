@@ -6,7 +6,9 @@
 
 * ``broadcast``: every PE ends with the root's ``n_words``;
 * ``scatter``: the root's ``n_words`` are split into one ragged piece per PE (in row-major
-  order of the scope), every PE ends with its piece; ``gather`` is the reverse;
+  order of the scope), every PE ends with its piece; ``gather`` is the reverse. A scatter
+  may also take ``filter``: the root sends one stream a side of each line, and each PE's
+  router forwards it while a counter filter hands the PE its piece (:mod:`fabric.filters`);
 * ``reduce``: the root ends with the fp32 sum of every PE's ``n_words``; ``allreduce``: every
   PE does (a reduce, then a broadcast of the sum).
 
@@ -44,6 +46,7 @@ from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_nam
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, decode, encode, split
 from wafersim.kernels.lines import (
+    FILTER,
     REDUCE_ALGOS,
     broadcast_colors,
     broadcast_cycles,
@@ -63,7 +66,8 @@ from wafersim.wafer.dtypes import DTYPE_NAMES, DType
 from wafersim.wafer.errors import ConfigError, excerpt
 from wafersim.wafer.spec import WaferSpec
 
-ALGOS = REDUCE_ALGOS
+ALGOS = REDUCE_ALGOS  # every op's; a scatter may also filter one stream (SCATTER_ALGOS)
+SCATTER_ALGOS = (*REDUCE_ALGOS, FILTER)
 REDUCING = ("reduce", "allreduce")  # ops that add fp32 words
 
 
@@ -179,7 +183,8 @@ def _check_colors(op: str, algo: str, scope: str, lines, spec: WaferSpec) -> boo
 
 
 def _check(op, algo, scope, n_words, dtype, rows, cols) -> None:
-    for name, value, valid in (("op", op, OPS), ("algo", algo, ALGOS), ("scope", scope, SCOPES)):
+    algos = algos_of(op) if op in OPS else ALGOS
+    for name, value, valid in (("op", op, OPS), ("algo", algo, algos), ("scope", scope, SCOPES)):
         if value not in valid:
             raise ConfigError(f"{name}={excerpt(value)} is not one of: {', '.join(valid)}")
     if not isinstance(n_words, int) or n_words < 1:
@@ -192,6 +197,12 @@ def _check(op, algo, scope, n_words, dtype, rows, cols) -> None:
             f"scope={scope!r} of a {rows}x{cols} grid has {shape[0] * shape[1]} PE: "
             "a collective needs at least 2"
         )
+
+
+def algos_of(op: str) -> tuple[str, ...]:
+    """The algorithms ``op`` runs with: every op the line algorithms, a scatter also
+    :data:`~kernels.lines.FILTER` (a filter hands out parts of a stream; it cannot merge)."""
+    return SCATTER_ALGOS if op == "scatter" else ALGOS
 
 
 def _adds_fp32(op: str) -> str:
@@ -459,8 +470,10 @@ def colors_needed(op: str, algo: str, lines, reuse: bool = False) -> int:
     on colors of its own, or (``reuse``) a reduction's upper level on its lower one's."""
     counts = [reduce_colors(algo, n, root) for n, root in lines]
     reduce = max(counts) if reuse and op in REDUCING else sum(counts)
+    if op not in ("broadcast", "allreduce"):
+        return reduce
     broadcast = 1 if algo == "tree" else sum(broadcast_colors(algo, n, r) for n, r in lines)
-    return {"broadcast": broadcast, "allreduce": reduce + broadcast}.get(op, reduce)
+    return {"broadcast": broadcast, "allreduce": reduce + broadcast}[op]
 
 
 def reuses_colors(op: str, algo: str, lines, available: int) -> bool:
@@ -538,7 +551,7 @@ def _family(op: str) -> KernelFamily:
                 option_names=("scope",),
                 colors=partial(collective_colors, op),
             )
-            for algo in ALGOS
+            for algo in algos_of(op)
         ),
         shape_keys=("n",),
         drawn_values=columns_drawn,  # a vector a PE: a scatter's or gather's whole is less

@@ -21,7 +21,8 @@ Broadcasts (:func:`broadcast_line`) use multicast routes: ``chain`` forwards sto
 forward from neighbour to neighbour (two colors), ``tree`` is one multicast to every PE,
 ``ktree`` one multicast to the group leaders, then one per group. Gathers and scatters
 (:func:`gather_line`, :func:`scatter_line`) move ragged pieces along the reduction streams
-above, each carrying every piece its sender holds (scatter: reversed in time and direction).
+above, each carrying every piece its sender holds (scatter: reversed in time and direction),
+or a scatter in one stream a side that each PE's router filters (:data:`FILTER`).
 """
 
 from __future__ import annotations
@@ -37,11 +38,14 @@ from wafersim.wafer.arith import ceil_div
 from wafersim.wafer.errors import ConfigError
 
 REDUCE_ALGOS = ("chain", "tree", "ktree")
+FILTER = "filter"  # a scatter in one stream a side, each PE's router filtering out its piece
 
 
 def reduce_colors(algo: str, length: int, root: int) -> int:
     """Colors :func:`reduce_line` needs for a line of ``length`` PEs rooted at ``root``."""
     sides = (root > 0) + (root < length - 1)
+    if algo == FILTER:
+        return sides
     if algo == "tree":
         return sides * _rounds(max(root, length - 1 - root) + 1)
     return sides * (2 if algo == "chain" else 4)
@@ -387,6 +391,8 @@ _SIDE_BROADCASTS = {"chain": _chain_broadcast, "tree": _tree_broadcast, "ktree":
 def line_spans(algo: str, length: int, root: int) -> list[tuple[int, int]]:
     """The pieces ``lo..hi-1`` (line positions) that ``line[i]`` holds at most during a gather
     or scatter: its buffer must cover their words."""
+    if algo == FILTER:  # the root holds them all, every other PE its own
+        return [(0, length) if i == root else (i, i + 1) for i in range(length)]
     return _moves(algo, length, root, range(reduce_colors(algo, length, root)))[1]
 
 
@@ -422,10 +428,36 @@ def scatter_line(
     task: int = 0,
 ) -> None:
     """The reverse of :func:`gather_line`: the root's pieces go out, ``line[i]`` ends with
-    piece ``i`` at ``bases[i] + offsets[i]`` (streams reversed in order and direction)."""
+    piece ``i`` at ``bases[i] + offsets[i]`` (streams reversed in order and direction; with
+    :data:`FILTER`, :func:`_scatter_filtered`)."""
+    if algo == FILTER:
+        _scatter_filtered(plan, line, root, bases, offsets, colors, owner, task)
+        return
     moves, _spans = _moves(algo, len(line), root, colors)
     for src, dst, color, lo, hi in reversed(moves):
         _move(plan, line, bases, offsets, (dst, src, lo, hi), color, owner, task)
+
+
+def _scatter_filtered(plan, line, root, bases, offsets, colors, owner, task) -> None:
+    """The root sends the pieces of each side's PEs as they lie in its SRAM, one stream a
+    side multicast along the line; each PE's router forwards the whole stream and a counter
+    filter hands its PE the window of its own piece (as the SDK's ``topic-08-filters``
+    hands each receiver its part of one stream). PEs whose piece is empty only forward."""
+    sides = [range(0, root), range(root + 1, len(line))]
+    for side, color in zip([s for s in sides if len(s)], colors, strict=True):
+        first, total = offsets[side[0]], offsets[side[-1] + 1] - offsets[side[0]]
+        takers = [i for i in side if offsets[i + 1] > offsets[i]]
+        if not takers:
+            continue
+        color = plan.wiring.connect(color, line[root], [line[i] for i in takers], owner)
+        plan.prog.send(line[root], task, color, bases[root] + first, total)
+        for i in takers:
+            start, size = offsets[i] - first, offsets[i + 1] - offsets[i]
+            plan.wiring.routes.counter_filter(
+                line[i], color, max_counter=size - 1, limit1=total - 1,
+                init_counter=(total - start) % total,
+            )  # fmt: skip
+            plan.prog.recv(line[i], task, color, bases[i] + offsets[i], size)
 
 
 def _move(plan, line, bases, offsets, move, color, owner, task) -> None:
@@ -486,6 +518,8 @@ def gather_cycles(algo: str, length: int, root: int, piece_words: float, spec) -
     sides = [d for d in (root, length - 1 - root) if d > 0]
     if not sides:
         return 0
+    if algo == FILTER:  # one stream a side, in turn, its last word to the side's far end
+        return sum(p2p_cycles(spec, d, math.ceil(d * piece_words)) for d in sides)
     far = max(sides)
     hop = lambda h, j: p2p_cycles(spec, h, 0) + j * piece_words  # noqa: E731
     if algo == "chain":
