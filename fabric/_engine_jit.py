@@ -130,7 +130,7 @@ STALL_MASK = (1 << STALL_BITS) - 1
 # a router's filter of what it hands its PE of a color (FabricArrays.ramp_filter's last axis):
 # its kind, two bounds, and a counter filter's count (fabric.filters)
 F_KIND, F_LOW, F_HIGH, F_COUNT = range(4)
-FILTER_FIELDS = 4  # (1, 1, 1) when no router filters: the engine tests the last axis
+FILTER_FIELDS = 4  # (1, 1, 1) when no router filters (fabric.engine then passes None)
 FILTER_NONE, FILTER_COUNTER, FILTER_RANGE = range(3)
 RAMP_BIT = 1 << RAMP
 # in the engine's copy of a route table, above the five ports' bits: the router filters what
