@@ -9,12 +9,12 @@ the filter refuses whose only output is the ramp is dropped. Two kinds:
 
 - **counter** (``.kind = .{.counter = true}``): the router counts the color's wavelets from
   ``init_counter``, back to 0 after ``limit1``, and hands its PE those it counts at most
-  ``max_counter``. The reading is ours, from two programs whose layouts only it explains:
-  ``tutorials/topic-16-queue-flush`` ("only accept [0,1] wavelets among `size` wavelets" with
-  ``init_counter = 0, max_counter = 1, limit1 = size - 1``) and ``benchmarks/fft-1d-2d/
-  ucode_2d.csl``'s transpose (each PE one brick of every ``DEPTH - 1``, its ``init_counter``
-  a multiple of the brick). It counts the wavelets it judges, those routed to the ramp (an
-  assumption: where the route bypasses the ramp the programs read make it a whole period);
+  ``max_counter``, as ``tutorials/topic-16-queue-flush`` reads ("accepts only the first two
+  wavelets of each 15-wavelet sequence" with ``init_counter = 0, max_counter = 1, limit1 =
+  14``) and as ``benchmarks/fft-1d-2d/ucode_2d.csl``'s transpose needs it (each PE one brick
+  of every ``DEPTH - 1``, its ``init_counter`` a multiple of the brick). It counts the
+  wavelets it judges, those routed to the ramp (an assumption: where the route bypasses the
+  ramp the programs read make it a whole period);
 - **range** (``.kind = .{.range = true}``): it hands its PE the wavelets whose upper 16 bits
   (their index field) lie in ``[min_idx, max_idx]`` (``tutorials/topic-08-filters``).
 

@@ -121,10 +121,9 @@ def check_filtered_inputs(routes: ColorRoutes, switches: Switches) -> None:
     if routes.filters is None:
         return
     filtered = routes.filters[:, :, K.F_KIND] != K.FILTER_NONE
-    two = ((routes.table != 0).sum(axis=1) > 1) & filtered
-    if two.any():
-        pe, color = (int(v) for v in np.argwhere(two)[0])
-        _refuse_two_inputs(routes, pe, color, routes.table[pe, :, color])
+    for pe, color in routes.strict_conflicts():
+        if filtered[pe, color]:
+            _refuse_two_inputs(routes, int(pe), int(color), routes.table[pe, :, color])
     pes, colors, positions = switches
     bad = np.flatnonzero(((positions != 0).sum(axis=1) > 1) & filtered[pes, colors])
     if bad.size:

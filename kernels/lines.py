@@ -442,18 +442,15 @@ def _scatter_filtered(plan, line, root, bases, offsets, colors, owner, task) -> 
     """The line's root sends the pieces of each side's PEs as they lie in its SRAM, one
     stream a side multicast along the line; each PE's router forwards the whole stream and a
     counter filter hands its PE the window of its own piece (the SDK's ``topic-08-filters``
-    hands each receiver its part of one stream so, with range filters). PEs whose piece is
-    empty only forward."""
+    hands each receiver its part of one stream so, with range filters). Every piece has a
+    word at least (``kernel_plan.split``)."""
     sides = [range(0, root), range(root + 1, len(line))]
     for k, (side, color) in enumerate(zip([s for s in sides if len(s)], colors, strict=True)):
         first, total = offsets[side[0]], offsets[side[-1] + 1] - offsets[side[0]]
-        takers = [i for i in side if offsets[i + 1] > offsets[i]]
-        if not takers:
-            continue
         # an owner a side: two sides' trees would share a detour color and merge at the root
-        color = plan.wiring.connect(color, line[root], [line[i] for i in takers], (owner, k))
+        color = plan.wiring.connect(color, line[root], [line[i] for i in side], (owner, k))
         plan.prog.send(line[root], task, color, bases[root] + first, total)
-        for i in takers:
+        for i in side:
             start, size = offsets[i] - first, offsets[i + 1] - offsets[i]
             plan.wiring.routes.counter_filter(
                 line[i], color, max_counter=size - 1, limit1=total - 1,
