@@ -259,8 +259,8 @@ def _program_routers(t, read, write, first, stride, fab, st, prog, want, slot):
         if not fab.alive[r]:
             continue
         _catch_up(r, t, st)
-        # all dtypes, and filters tested where a route has one
-        e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want[r], True, fab.ramp_filter)
+        # all dtypes, and filters and control wavelets tested where a route's flags say so
+        e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want[r], True, fab.color_config)
         events += e
         moves += m
         until = max(until, u)

@@ -88,6 +88,7 @@ OP_VAXPY = 11  # dst += a * scalar: a vector times the op's scalar (CSL's @fmacs
 # same distance after the header as the body row is after the steps). Costs no cycle
 OP_LOOP = 12
 OP_STEPS = 13  # a loop's step row (never run)
+OP_CONTROL = 14  # send one control wavelet on a color, its commands in C_A (fabric.control)
 LOOP_DEPTH = 3  # loops nest this deep at most
 # an OP_SWITCH packs the new output mask of input port p (5 output-port bits) at bits 5p..5p+4:
 # the five ports' masks take 25 bits, so a position fits an op table's 32-bit field
@@ -127,16 +128,34 @@ MAX_COLORS = 1 << 6  # the color field of a wavelet's metadata (pack_meta)
 TRAFFIC_COLORS = 1  # synthetic traffic's default: every packet on one destination-routed color
 STALL_BITS = 12  # per output port in a packed count of one cycle's stalls (<= 5 x 64 each)
 STALL_MASK = (1 << STALL_BITS) - 1
-# a router's filter of what it hands its PE of a color (FabricArrays.ramp_filter's last axis):
-# its kind, two bounds, and a counter filter's count (fabric.filters)
+# a router's color configuration beyond its first route (FabricArrays.color_config's last axis,
+# as CSL's @set_color_config holds them): first its filter of what it hands its PE (its kind,
+# two bounds, and a counter filter's count: fabric.filters), then its switch (its current
+# position, how many it holds, ring mode, pop mode, and each position's routes packed as an
+# OP_SWITCH packs them: fabric.control)
 F_KIND, F_LOW, F_HIGH, F_COUNT = range(4)
-FILTER_FIELDS = 4  # (1, 1, 1) when no router filters (fabric.engine then passes None)
+FILTER_FIELDS = 4
 FILTER_NONE, FILTER_COUNTER, FILTER_RANGE = range(3)
+S_CURRENT, S_COUNT, S_RING, S_POP, S_POSITIONS = range(FILTER_FIELDS, FILTER_FIELDS + 5)
+CONFIG_FIELDS = S_POSITIONS + 4  # (1, 1, 1) when no router has either (the engine gets None)
+POP_NONE, POP_ALWAYS, POP_ON_ADVANCE = range(3)
 RAMP_BIT = 1 << RAMP
+LINK_BITS = RAMP_BIT - 1  # a route's four link outputs
 # in the engine's copy of a route table, above the five ports' bits: the router filters what
 # it hands its PE of this color (a bit of the mask the route step reads anyway: a test of the
 # filter array at each route made every program run a seventh slower, filters or not)
 FILTERED = 1 << NUM_PORTS
+# and on every route of a run whose programs send control wavelets (fabric.control): its
+# queues keep each wavelet's metadata, where a control wavelet is marked
+CONTROLLED = FILTERED << 1
+ROUTE_FLAGS = FILTERED | CONTROLLED
+# a control wavelet (fabric.control): its flag and its commands in its metadata, above a
+# program's color bits (pack_meta's created field, which programs leave 0), two bits a
+# router it will pass, the next one's lowest
+CTRL_SHIFT = 32
+CTRL_FLAG = 1 << 48
+CTRL_BITS = CTRL_FLAG | (0xFFFF << CTRL_SHIFT)
+CMD_NOP, CMD_ADVANCE = 0, 1
 
 
 @engine_function(inline="always")
@@ -252,10 +271,11 @@ def _dequeue(q_head, q_count, r, p, c, slots):
 
 
 @engine_function(inline="always")
-def _ingest(r, read, fab, st, traffic):
+def _ingest(r, read, fab, st, traffic, config):
     """Step 1: wavelets and credits that entered this router's links at ``t - L``.
 
-    The eight flags of the slot are read and cleared as one little-endian uint64.
+    The eight flags of the slot are read and cleared as one little-endian uint64. A run whose
+    routes carry :data:`CONTROLLED` keeps each wavelet's metadata (a control wavelet's mark).
     """
     flags = st.link_any[read, r]
     if not flags:
@@ -267,8 +287,9 @@ def _ingest(r, read, fab, st, traffic):
             meta = st.in_meta[read, r, p]
             c = meta_color(meta)
             data = st.in_data[read, r, p]
+            keep = traffic or (config is not None and fab.route[r, p, c] & CONTROLLED != 0)
             _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta,
-                     st.q_data.shape[3], traffic)  # fmt: skip
+                     st.q_data.shape[3], keep)  # fmt: skip
             st.occupancy[r] += 1
             events += 1
     _absorb_credits(r, read, flags, st)
@@ -299,7 +320,7 @@ def _wormhole(traffic, c, fab):
 
 
 @engine_function(inline="always")
-def _requests(r, write, fab, st, want, traffic, filters):
+def _requests(r, write, fab, st, want, traffic, config):
     """List the input queues whose head asks for outputs that can take it now.
 
     Fills ``want[0, i]`` (candidate ``k = port * colors + color``) and ``want[1, i]`` (the
@@ -319,9 +340,9 @@ def _requests(r, write, fab, st, want, traffic, filters):
             if _wormhole(traffic, c, fab):
                 mask, blocked = _dor_request(r, p, c, fab, st, traffic)
             else:
-                mask, blocked = _static_request(r, p, c, fab, st, traffic, filters)
-                if filters is not None and mask == 0 and _dropped(r, p, c, fab, st, filters):
-                    _retire_head(r, p, c, write, fab, st, traffic, filters)
+                mask, blocked = _static_request(r, p, c, fab, st, traffic, config)
+                if config is not None and mask == 0 and _dropped(r, p, c, fab, st, config):
+                    _retire_head(r, p, c, write, fab, st, traffic, config)
                     dropped += 1
             stalled += blocked
             if mask:
@@ -348,10 +369,10 @@ def _dor_request(r, p, c, fab, st, traffic):
 
 
 @engine_function(inline="always")
-def _static_request(r, p, c, fab, st, traffic, filters):
+def _static_request(r, p, c, fab, st, traffic, config):
     """The outputs a static-color head still needs and that have room (multicast), and
     the packed stalls of those that have not."""
-    mask = _static_route(r, p, c, fab, st, filters) & ~st.served[r, p, c]
+    mask = _static_route(r, p, c, fab, st, config) & ~st.served[r, p, c]
     blocked = 0
     for o in range(NUM_PORTS):
         if mask & (1 << o) and not _has_room(r, o, c, fab, st, traffic):
@@ -361,49 +382,91 @@ def _static_request(r, p, c, fab, st, traffic, filters):
 
 
 @engine_function(inline="always")
-def _static_route(r, p, c, fab, st, filters):
+def _static_route(r, p, c, fab, st, config):
     """The outputs the head of static queue ``(p, c)`` goes to: its route, less the ramp
-    where the router's filter of ``c`` refuses it (``fabric.filters``)."""
+    where the router's filter of ``c`` refuses it (``fabric.filters``); a control wavelet's
+    route less the ramp, unfiltered (``fabric.control``)."""
     mask = fab.route[r, p, c]
-    if filters is not None and mask & FILTERED:
-        mask ^= FILTERED  # the bits are set: clear them (a negative mask would not fit uint8)
-        if mask & RAMP_BIT and not _filter_takes(filters, st.q_data, st.q_head, r, p, c):
+    if config is not None and mask > SWITCH_MASK:  # a flag is set (a fact of the route)
+        if mask & CONTROLLED and _control_head(r, p, c, st):
+            return mask & LINK_BITS
+        takes = not mask & FILTERED or _filter_takes(config, st.q_data, st.q_head, r, p, c)
+        mask &= SWITCH_MASK
+        if mask & RAMP_BIT and not takes:
             mask ^= RAMP_BIT
     return mask
 
 
 @engine_function(inline="always")
-def _dropped(r, p, c, fab, st, filters):
+def _dropped(r, p, c, fab, st, config):
     """Whether the head of static queue ``(p, c)`` goes nowhere: its route is the ramp
-    alone and the router's filter refuses it there (the SDK's filters drop it)."""
-    return fab.route[r, p, c] == FILTERED | RAMP_BIT and not _filter_takes(
-        filters, st.q_data, st.q_head, r, p, c
+    alone and the router's filter refuses it there (the SDK's filters drop it), or it is a
+    control wavelet routed to the ramp alone (the router takes it: ``fabric.control``)."""
+    route = fab.route[r, p, c]
+    if route & CONTROLLED and _control_head(r, p, c, st):
+        return route & SWITCH_MASK == RAMP_BIT
+    return route & (SWITCH_MASK | FILTERED) == FILTERED | RAMP_BIT and not _filter_takes(
+        config, st.q_data, st.q_head, r, p, c
     )
 
 
+@engine_function(inline="always")
+def _control_head(r, p, c, st):
+    """Whether the head of queue ``(p, c)`` is a control wavelet (a run whose routes carry
+    :data:`CONTROLLED` alone keeps the metadata that says so)."""
+    return st.q_meta[r, p, c, st.q_head[r, p, c]] & CTRL_FLAG != 0
+
+
 @engine_function()
-def _filter_takes(filters, q_data, q_head, r, p, c):
+def _next_position(config, r, c, meta):
+    """The switch position of color ``c`` that control wavelet ``meta`` moves router ``r``
+    to, -1 where it moves none: its command for this router advances a switch of two or
+    more positions, past the last back to the first in ring mode, else staying there."""
+    if (meta >> CTRL_SHIFT) & 3 != CMD_ADVANCE or config[r, c, S_COUNT] < 2:
+        return -1
+    position = config[r, c, S_CURRENT] + 1
+    if position < config[r, c, S_COUNT]:
+        return position
+    return 0 if config[r, c, S_RING] else -1
+
+
+@engine_function()
+def _forwarded_control(config, r, c, meta):
+    """The control bits of ``meta`` as the router forwards them: its commands shifted by
+    one router where its pop mode says so (always, or when the command moved its switch)."""
+    bits = meta & CTRL_BITS
+    if bits == 0:  # a data wavelet
+        return 0
+    pop = config[r, c, S_POP]
+    if pop == POP_ALWAYS or (pop == POP_ON_ADVANCE and _next_position(config, r, c, meta) >= 0):
+        commands = (bits >> CTRL_SHIFT) & 0xFFFF
+        return CTRL_FLAG | ((commands >> 2) << CTRL_SHIFT)
+    return bits
+
+
+@engine_function()
+def _filter_takes(config, q_data, q_head, r, p, c):
     """Whether router ``r``'s filter of color ``c`` hands the head of queue ``(p, c)`` to
     its PE: a counter filter while its count is at most its low bound, a range filter when
     the wavelet's upper 16 bits lie within its bounds. A real call, with the arrays it
     reads alone, off the path of routes without filters."""
-    kind = filters[r, c, F_KIND]
+    kind = config[r, c, F_KIND]
     if kind == FILTER_COUNTER:
-        return filters[r, c, F_COUNT] <= filters[r, c, F_LOW]
+        return config[r, c, F_COUNT] <= config[r, c, F_LOW]
     if kind == FILTER_RANGE:
         index = half_bits(q_data[r, p, c, q_head[r, p, c]], 1)
-        return filters[r, c, F_LOW] <= index <= filters[r, c, F_HIGH]
+        return config[r, c, F_LOW] <= index <= config[r, c, F_HIGH]
     return True
 
 
 @engine_function()
-def _count_filtered(filters, route, r, p, c):
+def _count_filtered(config, route, r, p, c):
     """A counter filter counts each wavelet it judged, back to 0 after its high bound (a
     real call, as :func:`_filter_takes` is)."""
-    if filters[r, c, F_KIND] != FILTER_COUNTER or not route[r, p, c] & RAMP_BIT:  # judged none
+    if config[r, c, F_KIND] != FILTER_COUNTER or not route[r, p, c] & RAMP_BIT:  # judged none
         return
-    count = filters[r, c, F_COUNT]
-    filters[r, c, F_COUNT] = 0 if count >= filters[r, c, F_HIGH] else count + 1
+    count = config[r, c, F_COUNT]
+    config[r, c, F_COUNT] = 0 if count >= config[r, c, F_HIGH] else count + 1
 
 
 @engine_function(inline="always")
@@ -424,15 +487,15 @@ def _has_room(r, o, c, fab, st, traffic):
 
 
 @engine_function(inline="always")
-def _route(r, write, fab, st, want, traffic, filters):
+def _route(r, write, fab, st, want, traffic, config):
     """Step 2: each output grants one request, round-robin; returns the wavelets moved and
     the packed stalls."""
     candidates = NUM_PORTS * _colors(st)
-    n, requested, stalled, moved = _requests(r, write, fab, st, want, traffic, filters)
+    n, requested, stalled, moved = _requests(r, write, fab, st, want, traffic, config)
     if n == 1 and requested & (requested - 1) == 0:  # one head wants one output
         best = want[0, 0]
         o = _port_of(requested)
-        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic, filters)
+        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic, config)
         st.rr[r, o] = _wrap(best + 1, candidates)
         return moved + 1, stalled
     for o in range(NUM_PORTS):
@@ -445,7 +508,7 @@ def _route(r, write, fab, st, want, traffic, filters):
                 distance = round_robin_distance(want[0, i], start, candidates)
                 if distance < best_distance:
                     best, best_distance = want[0, i], distance
-        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic, filters)
+        _grant(r, o, fab.cand_port[best], fab.cand_color[best], write, fab, st, traffic, config)
         st.rr[r, o] = _wrap(best + 1, candidates)
         moved += 1
     return moved, stalled
@@ -463,14 +526,14 @@ def _port_of(mask):
 
 
 @engine_function(inline="always")
-def _route_unless_stuck(r, write, fab, st, want, traffic, filters):
+def _route_unless_stuck(r, write, fab, st, want, traffic, config):
     """``_route``, or, when the last one moved nothing and nothing that it reads changed
     since (no wavelet or credit came in, the PE neither sent nor received), the same
     outcome without the work: the same stalls again."""
     if st.stuck[r]:
         _add_stalls(r, st.stuck_stalls[r], 1, st)
         return 0
-    moved, stalled = _route(r, write, fab, st, want, traffic, filters)
+    moved, stalled = _route(r, write, fab, st, want, traffic, config)
     if stalled:
         _add_stalls(r, stalled, 1, st)
     if moved == 0:
@@ -480,11 +543,16 @@ def _route_unless_stuck(r, write, fab, st, want, traffic, filters):
 
 
 @engine_function(inline="always")
-def _grant(r, o, p, c, write, fab, st, traffic, filters):
+def _grant(r, o, p, c, write, fab, st, traffic, config):
     """Move the head of queue (p, c) out through port ``o``."""
     h = st.q_head[r, p, c]
     data = st.q_data[r, p, c, h]
-    meta = st.q_meta[r, p, c, h] if traffic else _program_meta(c)
+    if traffic:
+        meta = st.q_meta[r, p, c, h]
+    else:
+        meta = _program_meta(c)
+        if config is not None and fab.route[r, p, c] & CONTROLLED:
+            meta |= _forwarded_control(config, r, c, st.q_meta[r, p, c, h])
     if o == RAMP:
         slot = _wrap(st.rx_head[r, c] + st.rx_count[r, c], st.rx_data.shape[2])
         st.rx_data[r, c, slot] = data
@@ -512,17 +580,21 @@ def _grant(r, o, p, c, write, fab, st, traffic, filters):
             st.lock_out[r, p, c] = -1
     else:
         st.served[r, p, c] |= 1 << o
-        done = st.served[r, p, c] == _static_route(r, p, c, fab, st, filters)
+        done = st.served[r, p, c] == _static_route(r, p, c, fab, st, config)
     if done:
-        _retire_head(r, p, c, write, fab, st, traffic, filters)
+        _retire_head(r, p, c, write, fab, st, traffic, config)
 
 
 @engine_function(inline="always")
-def _retire_head(r, p, c, write, fab, st, traffic, filters):
+def _retire_head(r, p, c, write, fab, st, traffic, config):
     """The head of queue ``(p, c)`` leaves (every output it needs took it, or none needs
-    it): its slot's credit goes back upstream, a counter filter counts it."""
-    if filters is not None and fab.route[r, p, c] & FILTERED:
-        _count_filtered(filters, fab.route, r, p, c)
+    it): its slot's credit goes back upstream, a counter filter counts it, a control
+    wavelet moves the router's switch (routed under the old position: ``fabric.control``)."""
+    if config is not None and fab.route[r, p, c] > SWITCH_MASK:  # a flag is set
+        if fab.route[r, p, c] & CONTROLLED and _control_head(r, p, c, st):
+            _pass_control(r, p, c, fab, st, config)
+        elif fab.route[r, p, c] & FILTERED:
+            _count_filtered(config, fab.route, r, p, c)
     st.served[r, p, c] = 0
     _dequeue(st.q_head, st.q_count, r, p, c, st.q_data.shape[3])
     st.occupancy[r] -= 1
@@ -534,6 +606,19 @@ def _retire_head(r, p, c, write, fab, st, traffic, filters):
             st.link_flags[write, up, 4 + q] = 1
         else:
             _credit_late(r, p, up, q, c, write, fab, st)
+
+
+@engine_function(inline="always")
+def _pass_control(r, p, c, fab, st, config):
+    """A control wavelet leaves router ``r``: its command moves the switch of ``c``, and its
+    queue slot's metadata is cleared (the PE writes none for the data it may hold next)."""
+    h = st.q_head[r, p, c]
+    meta = st.q_meta[r, p, c, h]
+    st.q_meta[r, p, c, h] = 0
+    position = _next_position(config, r, c, meta)
+    if position >= 0:
+        config[r, c, S_CURRENT] = position
+        _switch(r, c, config[r, c, S_POSITIONS + position], fab, st)
 
 
 @engine_function()
@@ -630,6 +715,12 @@ def _task_step(r, task, t, fab, st, prog, half):
             st.pe_stalls[r] += 1
             return STALL_OUT
         _switch(r, c, op[C_A], fab, st)
+    elif code == OP_CONTROL:  # the run keeps metadata (fabric.engine gives it a config)
+        if st.q_count[r, RAMP, c] >= fab.tx_depth[r, c]:
+            st.pe_stalls[r] += 1
+            return STALL_OUT
+        meta = _program_meta(c) | CTRL_FLAG | (np.int64(op[C_A]) << CTRL_SHIFT)
+        _inject(r, c, np.float32(0.0), meta, fab, st, True)
     else:
         if _datapath_busy(r, t, st):
             return BLOCKED
@@ -684,7 +775,13 @@ def _arithmetic(code):
     """Whether an op of ``code`` holds the datapath in its elements' cycles (and in the next
     op's start-up, counted down with them); moves of wavelets (send, recv, switch, wait)
     run beside the other tasks' arithmetic."""
-    return code != OP_SEND and code != OP_RECV and code != OP_SWITCH and code != OP_WAIT
+    return (
+        code != OP_SEND
+        and code != OP_RECV
+        and code != OP_SWITCH
+        and code != OP_WAIT
+        and code != OP_CONTROL
+    )
 
 
 @engine_function(inline="always")
@@ -706,7 +803,7 @@ def _switch(r, c, masks, fab, st):
     filtered color); the router's cached outcome of its last futile route (``stuck``) is
     stale."""
     for p in range(NUM_PORTS):
-        kept = fab.route[r, p, c] & FILTERED
+        kept = fab.route[r, p, c] & ROUTE_FLAGS
         fab.route[r, p, c] = ((masks >> (SWITCH_BITS * p)) & SWITCH_MASK) | kept
     st.stuck[r] = 0
 
@@ -1079,7 +1176,7 @@ def _destination(r, tr):
 
 
 @engine_function(block=True)
-def _fabric_step(r, read, write, fab, st, want, traffic, filters):
+def _fabric_step(r, read, write, fab, st, want, traffic, config):
     """Steps 1 and 2 for router ``r``; returns the wavelets it took in and moved.
 
     ``traffic`` is a constant at each call, ``True`` from the traffic step and ``False``
@@ -1092,9 +1189,9 @@ def _fabric_step(r, read, write, fab, st, want, traffic, filters):
     over several colors."""
     moves = 0
     if st.occupancy[r] or st.link_any[read, r]:
-        moves += _ingest(r, read, fab, st, traffic)
+        moves += _ingest(r, read, fab, st, traffic, config)
         if st.occupancy[r]:
-            moves += _route_unless_stuck(r, write, fab, st, want, traffic, filters)
+            moves += _route_unless_stuck(r, write, fab, st, want, traffic, config)
     return moves
 
 
@@ -1112,14 +1209,14 @@ def _traffic_cycle(r, t, read, write, fab, st, tr, want):
 
 
 @engine_function(inline="always")
-def _program_cycle(r, t, read, write, fab, st, prog, want, half, filters):
+def _program_cycle(r, t, read, write, fab, st, prog, want, half, config):
     """One cycle of router ``r`` and its PE; returns ``(events, moves, until)``: every
     change, the changes other than op-cost countdowns, and the last cycle of an op cost now
     running (``t`` if none). Then notes what the router's skipped cycles will repeat: until
     the next wake-up (the first cycle an op cost runs out, or a wavelet or credit comes in)
     each such cycle adds the same busy and stall counts and counts every op cost down."""
     # bool(): see _fabric_step
-    moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, bool(False), filters)  # noqa: UP018
+    moves = fabric_moves = _fabric_step(r, read, write, fab, st, want, bool(False), config)  # noqa: UP018
     next_step, until, counting, tally = NEVER, t, 0, 0
     for task in range(prog.task_end.shape[1]):  # also the datapath's priority order
         step = _task_step(r, task, t, fab, st, prog, half)
@@ -1196,16 +1293,16 @@ def settle_router(r, t, st):
 
 
 @engine_function(parallel=True)
-def _cycle_parallel(t, half, filters, fab, st, prog, tr, row_events, want_rows):
+def _cycle_parallel(t, half, config, fab, st, prog, tr, row_events, want_rows):
     for y in prange(fab.height):
         # int64 as in the serial call (not the literal 0 there, nor the uint64 index of the
         # lowered parfor): a second signature would compile the whole engine again
         row = np.int64(y)
-        _rows(row, row + 1, t, half, filters, fab, st, prog, tr, row_events, want_rows)
+        _rows(row, row + 1, t, half, config, fab, st, prog, tr, row_events, want_rows)
 
 
 @engine_function(noalias=True)
-def _rows(y0, y1, t, half, filters, fab, st, prog, tr, row_events, want_rows):
+def _rows(y0, y1, t, half, config, fab, st, prog, tr, row_events, want_rows):
     """One cycle of rows ``[y0, y1)``: the whole mesh in a serial run, one row per task in a
     parallel one. A real call, compiled once for both: Numba's parfor pass must not see the
     inlined body, and each inlined copy of the engine costs minutes of compile time.
@@ -1222,7 +1319,7 @@ def _rows(y0, y1, t, half, filters, fab, st, prog, tr, row_events, want_rows):
         if tr is None:  # program mode; each mode compiles only its own branch (see run_cycles)
             if prog is not None:
                 _program_row(
-                    y, t, read, write, fab, st, prog, want_rows[y], row_events[y], half, filters
+                    y, t, read, write, fab, st, prog, want_rows[y], row_events[y], half, config
                 )
         else:
             events = _traffic_row(y, t, read, write, fab, st, tr, want_rows[y])
@@ -1243,7 +1340,7 @@ def _traffic_row(y, t, read, write, fab, st, tr, want):
 
 
 @engine_function(inline="always")
-def _program_row(y, t, read, write, fab, st, prog, want, out, half, filters):
+def _program_row(y, t, read, write, fab, st, prog, want, out, half, config):
     events, moves, until = 0, 0, t
     wake, flags = st.wake, st.link_any[read]
     end = (y + 1) * fab.width
@@ -1251,7 +1348,7 @@ def _program_row(y, t, read, write, fab, st, prog, want, out, half, filters):
     while r < end:
         if fab.alive[r]:
             _catch_up(r, t, st)
-            e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want, half, filters)
+            e, m, u = _program_cycle(r, t, read, write, fab, st, prog, want, half, config)
             events += e
             moves += m
             until = max(until, u)
@@ -1298,7 +1395,7 @@ def _pending_work(fab, st, prog, tr):
 
 
 @engine_function()
-def run_cycles(t0, max_cycles, parallel, half, filters, fab, st, prog, tr, row_events, want_rows):
+def run_cycles(t0, max_cycles, parallel, half, config, fab, st, prog, tr, row_events, want_rows):
     """Advance from cycle ``t0`` until done, ``max_cycles`` or a deadlock.
 
     Returns ``(status, cycle)``: with ``STATUS_DONE`` the number of cycles the program took
@@ -1317,14 +1414,15 @@ def run_cycles(t0, max_cycles, parallel, half, filters, fab, st, prog, tr, row_e
     Likewise ``half``: None where every op is fp32, and the 16-bit (fp16, bf16) paths of the
     PE's ops are pruned (``_consume_fp16``, ``_local_op``, ``_matmul_column``,
     ``_consume_sparse``: an fp32 job's first engine compile is shorter), True where
-    some op is 16-bit. And ``filters``: None where no router filters what it hands its PE,
-    and the route step's filter tests are pruned (in it, unused, they made every program
-    run a seventh slower); else ``FabricArrays.ramp_filter``, a compile of its own.
+    some op is 16-bit. And ``config``: None where no router filters what it hands its PE or
+    holds switch positions and no PE sends a control wavelet, and the route step's tests of
+    them are pruned (in it, unused, they made every program run a seventh slower); else
+    ``FabricArrays.color_config``, a compile of its own.
     """
     last_event, last_move = t0 - 1, t0 - 1
     t = t0
     while t < max_cycles:
-        _cycle(t, parallel, half, filters, fab, st, prog, tr, row_events, want_rows)
+        _cycle(t, parallel, half, config, fab, st, prog, tr, row_events, want_rows)
         if _column_max(row_events, EVENTS) > 0:
             last_event = max(last_event, _column_max(row_events, UNTIL))
             if _column_max(row_events, MOVES) > 0:
@@ -1371,11 +1469,11 @@ def _settle(t, fab, st):
 
 
 @engine_function(inline="always")
-def _cycle(t, parallel, half, filters, fab, st, prog, tr, row_events, want_rows):
+def _cycle(t, parallel, half, config, fab, st, prog, tr, row_events, want_rows):
     """One cycle of the whole mesh: by rows on the threads where ``parallel`` is true, in one
     serial call where it is None, which Numba prunes by the type before compiling, so that a
     serial job never compiles the parallel kernel (a noticeable part of its first run)."""
     if parallel is None or not parallel:
-        _rows(np.int64(0), fab.height, t, half, filters, fab, st, prog, tr, row_events, want_rows)
+        _rows(np.int64(0), fab.height, t, half, config, fab, st, prog, tr, row_events, want_rows)
     else:
-        _cycle_parallel(t, half, filters, fab, st, prog, tr, row_events, want_rows)
+        _cycle_parallel(t, half, config, fab, st, prog, tr, row_events, want_rows)

@@ -29,7 +29,7 @@ INPUT_QUEUES = 8  # a PE's input queues, WSE-2 and WSE-3 [SDK]
 OUTPUT_QUEUES = 6  # a WSE-2 PE's output queues [SDK] (a WSE-3's 8, all as deep as these)
 FIRST_QUEUE = 1  # queue 0 is the SDK memcpy's
 RECEIVES = (K.OP_RECV, K.OP_RECV_ADD, K.OP_FMACS, K.OP_SPMACS)  # ops that read the fabric
-SENDS = (K.OP_SEND,)  # ops that write it
+SENDS = (K.OP_SEND, K.OP_CONTROL)  # ops that write it
 
 
 def input_depths(pe: PESpec) -> np.ndarray:

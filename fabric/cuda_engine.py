@@ -150,9 +150,10 @@ def run_kernel(
 
 
 def _fabric_to_host(dev: DeviceArrays, fab) -> None:
-    """Copy back the fabric arrays a run writes (switched routes, filters' counts), which
-    the next call uploads again: a run stepped call by call goes on from where it was."""
-    for name in ("route", "ramp_filter"):
+    """Copy back the fabric arrays a run writes (switched routes, filters' counts, switch
+    positions), which the next call uploads again: a run stepped call by call goes on from
+    where it was."""
+    for name in ("route", "color_config"):
         host = getattr(fab, name)
         if name in dev.physical:
             phys, axis = dev.physical[name]

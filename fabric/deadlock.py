@@ -56,13 +56,16 @@ def _blocked_heads(fab, st) -> list[str]:
 
 
 def _static_route(fab, st, r: int, p: int, c: int) -> int:
-    """The outputs a static head wants: its route, less the ramp if its filter refuses it."""
+    """The outputs a static head wants: its route, less the ramp if its filter refuses it
+    (a control wavelet's: its links alone)."""
     mask = int(fab.route[r, p, c])
+    if mask & K.CONTROLLED and int(st.q_meta[r, p, c, st.q_head[r, p, c]]) & K.CTRL_FLAG:
+        return mask & K.LINK_BITS
     if mask & K.FILTERED:
         mask &= K.SWITCH_MASK
-        take = K._filter_takes(fab.ramp_filter, st.q_data, st.q_head, r, p, c)
+        take = K._filter_takes(fab.color_config, st.q_data, st.q_head, r, p, c)
         mask &= ~(0 if take else K.RAMP_BIT)
-    return mask
+    return mask & K.SWITCH_MASK
 
 
 def _wanted(fab, st, r: int, o: int, c: int) -> str:

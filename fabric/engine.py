@@ -17,9 +17,9 @@ import numpy as np
 from wafersim.fabric import _engine_jit as K
 from wafersim.fabric.channel_deps import check_routes as check_deadlock_free_routes
 from wafersim.fabric.compile_once import compile_once
+from wafersim.fabric.control import color_config
 from wafersim.fabric.core_queues import receive_depths, send_depths
 from wafersim.fabric.deadlock import raise_deadlock
-from wafersim.fabric.filters import filtered_routes, no_filters
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.sram import SramImage, SramLoads, copy_into, sram_image
@@ -34,6 +34,7 @@ from wafersim.fabric.state import (
 )
 from wafersim.fabric.switches import (
     all_positions,
+    all_switches,
     check_filtered_inputs,
     check_strict,
     switch_ops,
@@ -81,17 +82,22 @@ def fabric_arrays(
     updown: tuple[np.ndarray, np.ndarray] | None = None,
     queues: tuple[np.ndarray, np.ndarray] | None = None,
     filters: np.ndarray | None = None,
+    switches: np.ndarray | None = None,
+    controls: bool = False,
 ) -> FabricArrays:
     """The kernel's read-only arrays; ``updown`` is ``(table, in_down)`` for ``dor_mode`` 2;
     ``queues`` each PE's input and output queue depth a color (``fabric.core_queues``; None:
     the router's queue depth, as synthetic traffic's sinks and sources take it); ``filters``
-    the routers' filters of what they hand their PE (``fabric.filters``; None: none)."""
+    the routers' filters of what they hand their PE (``fabric.filters``; None: none),
+    ``switches`` their switch positions (``fabric.control``), ``controls`` whether a
+    program sends control wavelets."""
     if queues is None:
         router = np.full((mesh.pes, route.shape[2]), spec.router.queue_depth_wavelets, np.uint16)
         queues = router, router
     latency = spec.link.hop_latency_cycles
     extra = np.zeros((mesh.pes, 4), np.uint8) if traffic else link_extra(mesh, latency)
     colors = route.shape[2]
+    route, config = color_config(route, filters, switches, controls)
     candidates = np.arange(5 * colors, dtype=np.int64)
     return FabricArrays(
         width=mesh.width,
@@ -103,7 +109,7 @@ def fabric_arrays(
         # unsigned: the queue a grant picks is then indexed without a negative-index check
         cand_port=(candidates // colors).astype(np.uint8),
         cand_color=(candidates % colors).astype(np.uint8),
-        route=route if filters is None else filtered_routes(route, filters),
+        route=route,
         color_dor=color_dor.astype(np.uint8),
         dor_mode=dor_mode,
         table=updown[0] if updown else np.full((2, 1, 1), -1, np.int8),
@@ -111,7 +117,7 @@ def fabric_arrays(
         depth=spec.router.queue_depth_wavelets,
         rx_depth=queues[0],
         tx_depth=queues[1],
-        ramp_filter=no_filters() if filters is None else filters.copy(),  # the run counts in it
+        color_config=config,
         latency=latency,
         slots=latency + int(extra.max(initial=0)) + 1,
         stretched=int(extra.any()),
@@ -120,19 +126,26 @@ def fabric_arrays(
     )
 
 
-def program_state(mesh: Mesh, spec: WaferSpec, table: np.ndarray, program, words, filters=None):
+def program_state(
+    mesh: Mesh, spec: WaferSpec, table: np.ndarray, program, words, filters=None, switches=None
+):
     """``(fab, st)`` for a program on ``mesh`` with static routes ``table`` (uint8 (P, 5,
-    C)) and the routers' ``filters`` (``ColorRoutes.filters``): the core's queues as deep as
-    those each PE's colors are bound to, SRAM of ``words`` a PE (see
-    :func:`fabric.state.allocate_state`)."""
+    C)), the routers' ``filters`` and ``switches`` (``ColorRoutes``'): the core's queues as
+    deep as those each PE's colors are bound to, SRAM of ``words`` a PE (see
+    :func:`fabric.state.allocate_state`); the queues keep each wavelet's metadata where
+    the run has a color configuration (a control wavelet is marked in it)."""
     colors = table.shape[2]
     queues = receive_depths(program, colors, spec.pe), send_depths(program, colors, spec.pe)
     no_dor = np.zeros(colors, np.uint8)
-    fab = fabric_arrays(mesh, spec, table, no_dor, False, 0, None, queues, filters)
+    controls = bool(np.any(program.ops[:, K.C_CODE] == K.OP_CONTROL))
+    fab = fabric_arrays(
+        mesh, spec, table, no_dor, False, 0, None, queues, filters, switches, controls
+    )
+    metas = controls  # a control wavelet is marked in its metadata
     tasks = program.task_start.shape[1]
     rx_slots, q_slots = int(queues[0].max()), max(fab.depth, int(queues[1].max()))
     st = allocate_state(
-        mesh.pes, colors, fab.depth, fab.slots, words, tasks, rx_slots, False, q_slots
+        mesh.pes, colors, fab.depth, fab.slots, words, tasks, rx_slots, metas, q_slots
     )
     return fab, st
 
@@ -254,9 +267,10 @@ def _kernel_args(fab, st, prog, tr, t0, t1, parallel) -> tuple:
     mode_prog, mode_tr = (None, tr) if fab.traffic else (prog, None)
     threads = True if parallel else None  # serial runs do not compile the parallel kernel
     half = uses_half(fab, prog)
-    # None without filters: a run with some compiles the route step's filter tests apart
-    filters = fab.ramp_filter if fab.ramp_filter.shape[2] > 1 else None
-    return (t0, t1, threads, half, filters, fab, st, mode_prog, mode_tr, row_events, want_rows)
+    # None without filters, switch positions or control wavelets: a run with some compiles
+    # the route step's tests of them apart
+    config = fab.color_config if fab.color_config.shape[2] > 1 else None
+    return (t0, t1, threads, half, config, fab, st, mode_prog, mode_tr, row_events, want_rows)
 
 
 def uses_half(fab, prog) -> bool | None:
@@ -306,7 +320,7 @@ def simulate(
             raise ConfigError(f"stop_at={stop_at} must be <= max_cycles={max_cycles}")
     run = chunk_runner(engine)
     trace = trace or TRACE_IN_USE.get()
-    switches = switch_ops(program)
+    switches = all_switches(routes, switch_ops(program))
     if strict:
         check_strict(routes, switches)
     check_filtered_inputs(routes, switches)
@@ -322,7 +336,9 @@ def simulate(
         trace.begin(mesh.width, mesh.height, alive=mesh.alive, tasks=tasks)
     image = sram_image(memory, mesh.pes)
     table = routes.table.copy() if switches.pes.size else routes.table  # the run switches it
-    fab, st = program_state(mesh, spec, table, program, image.sizes, routes.filters)
+    fab, st = program_state(
+        mesh, spec, table, program, image.sizes, routes.filters, routes.switches
+    )
     copy_into(image, st.mem, st.mem_base)
     start_tasks(st, program, fab.startup)
     tr = empty_traffic(mesh.width, mesh.height)

@@ -44,12 +44,6 @@ MAX_COUNTER = 2**31 - 1  # the engine's counters are int32 (the SDK's width is n
 MAX_INDEX = 2**16 - 1  # a wavelet's index field: its upper 16 bits
 
 
-def no_filters() -> np.ndarray:
-    """``FabricArrays.ramp_filter`` of a run without filters (a fresh array: the engine's
-    compiled step takes one type of it, and its last axis of 1 says there are none)."""
-    return np.zeros((1, 1, 1), np.int32)
-
-
 def new_filters(pes: int, colors: int) -> np.ndarray:
     """int32 (P, C, FILTER_FIELDS) of no filter: each router's per color."""
     return np.zeros((pes, colors, FILTER_FIELDS), np.int32)

@@ -37,9 +37,9 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric import _engine_jit as K
+from wafersim.fabric.control import encode_commands, pack_position
 from wafersim.fabric.core_queues import INPUT_QUEUES, OUTPUT_QUEUES
 from wafersim.fabric.state import OP_DTYPE, ProgramArrays, unbound_queues
-from wafersim.fabric.switches import pack_position
 from wafersim.wafer.dtypes import DTYPE_BYTES, DTYPE_NAMES, HALF_DTYPES, DType
 from wafersim.wafer.energy import Events
 from wafersim.wafer.errors import ConfigError, excerpt
@@ -319,6 +319,13 @@ class ProgramBuilder:
         packed = pack_position(position)
         word = packed if _is_array(pe) else int(packed[0])
         self._add(pe, task, "fp32", [K.OP_SWITCH, color, 0, word, 0, 1, 0, 1], 0.0, [])
+
+    def control(self, pe, task: int, color, commands) -> None:
+        """Send one control wavelet on ``color``: its ``commands`` (``fabric.control.NOP``
+        or ``ADVANCE``), its own router's first, move the switches of the routers it passes
+        (:mod:`fabric.control`). Costs one cycle, as a wavelet sent."""
+        op = [K.OP_CONTROL, color, 0, encode_commands(commands), 0, 1, 0, 1]
+        self._add(pe, task, "fp32", op, 0.0, [])
 
     def ops_in(self, pe, task: int):
         """Operations added so far to ``task`` of ``pe`` (an int, or an array for an array)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from wafersim.fabric import control
 from wafersim.fabric import filters as F
 from wafersim.fabric._engine_jit import MAX_COLORS
 from wafersim.fabric.mesh import Mesh
@@ -20,6 +21,8 @@ class ColorRoutes:
         self.table = np.zeros((mesh.pes, NUM_PORTS, colors), np.uint8)
         # int32 (P, C, 4): each router's filter of what it hands its PE (fabric.filters)
         self.filters: np.ndarray | None = None
+        # int32 (P, C, control.SWITCH_FIELDS): each router's switch positions past the table's
+        self.switches: np.ndarray | None = None
         self._link_ok = mesh.link_ok()
 
     def add(self, pe: int, in_port: int, color: int, out_ports: tuple[int, ...]) -> None:
@@ -50,7 +53,48 @@ class ColorRoutes:
         pes = self._filtered(pes, color)
         F.set_range(self.filters, pes, color, min_idx, max_idx)
 
+    def switch_positions(
+        self,
+        pes,
+        color: int,
+        positions,
+        *,
+        current: int = 0,
+        ring_mode: bool = False,
+        pop_mode: str = "none",
+    ) -> None:
+        """Routers ``pes`` hold switch positions 1 and on of ``color`` besides the table's
+        route (position 0), each an output mask per input port ``(5,)`` or ``(len(pes),
+        5)``; they start at ``current``, and control wavelets move them (the SDK's
+        ``.switches``: :mod:`fabric.control`; ``pop_mode`` "none", "always" or
+        "on_advance")."""
+        pes = self._routers(pes, color, "switch")
+        for k, position in enumerate(positions, start=1):
+            self._check_links(pes, color, k, position)
+        if self.switches is None:
+            self.switches = control.new_switches(self.mesh.pes, self.colors)
+        control.set_positions(self.switches, pes, color, positions, current, ring_mode, pop_mode)
+
+    def _check_links(self, pes: np.ndarray, color: int, k: int, position) -> None:
+        outs = np.bitwise_or.reduce(
+            np.broadcast_to(np.asarray(position, np.int64), (len(pes), NUM_PORTS)), axis=1
+        )
+        for port in range(RAMP):
+            bad = (outs >> port & 1).astype(bool) & ~self._link_ok[pes, port].astype(bool)
+            if bad.any():
+                raise ConfigError(
+                    f"switch position {k} of color {color} at pe={int(pes[bad.argmax()])} "
+                    f"uses dead or missing link {DIR_NAMES[port]}"
+                )
+
     def _filtered(self, pes, color) -> np.ndarray:
+        pes = self._routers(pes, color, "filter")
+        if self.filters is None:
+            self.filters = F.new_filters(self.mesh.pes, self.colors)
+        return pes
+
+    def _routers(self, pes, color, what: str) -> np.ndarray:
+        """``pes`` as int64 ids of working routers, and ``color`` in range, else one line."""
         F.check_field("color", color, 0, self.colors - 1)
         given = np.atleast_1d(pes)
         if given.dtype.kind not in "iu":
@@ -61,11 +105,9 @@ class ColorRoutes:
         bad[~bad] |= ~alive[pes[~bad]].astype(bool)
         if bad.any():
             raise ConfigError(
-                f"filter at pe={int(pes[bad.argmax()])}: no working router there (PEs "
+                f"{what} at pe={int(pes[bad.argmax()])}: no working router there (PEs "
                 f"0-{self.mesh.pes - 1}, dead ones excluded)"
             )
-        if self.filters is None:
-            self.filters = F.new_filters(self.mesh.pes, self.colors)
         return pes
 
     def strict_conflicts(self) -> np.ndarray:

@@ -41,9 +41,10 @@ class FabricArrays(NamedTuple):
     depth: int  # the router's link input queues' depth (and credits), wavelets a color
     rx_depth: np.ndarray  # uint16 (P, C): the depth of the core's input queue of each color
     tx_depth: np.ndarray  # uint16 (P, C): and of its output queue (the router's ramp queue)
-    # int32 (P, C, 4): each router's filter of what it hands its PE of a color, and a
-    # counter filter's count (the run's own copy: it counts in it); (1, 1, 1) when none
-    ramp_filter: np.ndarray
+    # int32 (P, C, CONFIG_FIELDS): each router's color configuration past its route, its
+    # filter of what it hands its PE and its switch positions (the run's own copy: it counts
+    # and switches in it: fabric.control); (1, 1, 1) when no router has either
+    color_config: np.ndarray
     latency: int  # hop latency, cycles
     slots: int  # one more than the longest a wavelet or credit is on a wire
     stretched: int  # 1 if some link is stretched (programs: its sends take the slow path)

@@ -18,32 +18,11 @@ from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric import _engine_jit as K
+from wafersim.fabric.control import COUNT, POSITIONS, SWITCH_POSITIONS, unpack_position
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.state import ProgramArrays
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import DIR_NAMES, NUM_PORTS
-
-SWITCH_POSITIONS = 4  # per color and router: positions 0-3 [SDK topic-06-switches]
-
-
-def pack_position(masks) -> np.ndarray:
-    """int64 (n,): the output masks ``(n, 5)`` of each input port packed into one op field
-    (a mask's bits are the five output ports: one past them is refused)."""
-    masks = np.asarray(masks, np.int64).reshape(-1, NUM_PORTS)
-    if masks.size and not (masks.min() >= 0 and masks.max() <= K.SWITCH_MASK):
-        raise ConfigError(
-            f"switch position mask {int(masks.max())} is out of range [0, {K.SWITCH_MASK}] "
-            "(one bit an output port)"
-        )
-    shifts = K.SWITCH_BITS * np.arange(NUM_PORTS, dtype=np.int64)
-    return (masks << shifts).sum(axis=1)
-
-
-def unpack_position(packed) -> np.ndarray:
-    """uint8 (n, 5): the inverse of :func:`pack_position`."""
-    packed = np.asarray(packed, np.int64).reshape(-1, 1)
-    shifts = K.SWITCH_BITS * np.arange(NUM_PORTS, dtype=np.int64)
-    return ((packed >> shifts) & K.SWITCH_MASK).astype(np.uint8)
 
 
 class Switches(NamedTuple):
@@ -69,6 +48,22 @@ def switch_ops(program: ProgramArrays) -> Switches:
     pes = np.repeat(np.arange(count.size), count) // program.task_end.shape[1]
     ops = program.ops[rows]
     return Switches(pes, ops[:, K.C_COLOR], unpack_position(ops[:, K.C_A]))
+
+
+def all_switches(routes: ColorRoutes, switches: Switches) -> Switches:
+    """``switches`` and the positions past the first that ``routes``' routers hold for
+    control wavelets to move them to (:mod:`fabric.control`), in one list to check."""
+    if routes.switches is None:
+        return switches
+    fields = routes.switches
+    count = fields[:, :, COUNT]
+    held = [np.argwhere(count > k) for k in range(1, SWITCH_POSITIONS)]
+    pes = np.concatenate([switches.pes] + [h[:, 0] for h in held])
+    colors = np.concatenate([switches.colors] + [h[:, 1] for h in held])
+    column = POSITIONS
+    packed = [fields[h[:, 0], h[:, 1], column + k] for k, h in enumerate(held, start=1)]
+    positions = np.concatenate([switches.positions, *(unpack_position(q) for q in packed)])
+    return Switches(pes.astype(np.int64), colors.astype(np.int64), positions)
 
 
 def all_positions(routes: ColorRoutes, switches: Switches) -> ColorRoutes:

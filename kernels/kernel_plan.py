@@ -199,6 +199,8 @@ class KernelPlan:
         routes.table = np.ascontiguousarray(self.wiring.routes.table[:, :, used])
         if self.wiring.routes.filters is not None:
             routes.filters = np.ascontiguousarray(self.wiring.routes.filters[:, used])
+        if self.wiring.routes.switches is not None:
+            routes.switches = np.ascontiguousarray(self.wiring.routes.switches[:, used])
         # a table of its own (renumbered in place, in slices); the builder keeps no copy
         program = self.prog.build(final=True)
         color = program.ops[:, K.C_COLOR]

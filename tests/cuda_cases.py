@@ -137,6 +137,31 @@ def filtered_stream(engine):
     return outcome(engine, mesh, SPEC, routes, program(mesh, SPEC, 1, calls), mem)
 
 
+def _control_chain():
+    """A row of four: PE 0 sends 2 words east, a control wavelet that advances routers 1
+    and 2 (always popping), then 4 words; routers 1 and 2 move from ramp-and-on to on alone
+    and back (ring mode)."""
+    mesh = Mesh.full(4, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(0, RAMP, 0, (E,))
+    for pe in (1, 2):
+        routes.add(pe, W, 0, (RAMP, E))
+    forward = np.zeros(5, np.int64)
+    forward[W] = 1 << E
+    routes.switch_positions([1, 2], 0, [forward], ring_mode=True, pop_mode="always")
+    routes.switch_positions(0, 0, [], pop_mode="always")
+    routes.add(3, W, 0, (RAMP,))
+    calls = [("send", 0, 0, 0, 0, 2), ("control", 0, 0, 0, [0, 1, 1]), ("send", 0, 0, 0, 2, 4)]
+    calls += [("recv", 1, 0, 0, 64, 2), ("recv", 2, 0, 0, 64, 2), ("recv", 3, 0, 0, 64, 6)]
+    return mesh, routes, program(mesh, SPEC, 1, calls)
+
+
+def control_chain(engine):
+    """Control wavelets moving the switches of the routers they pass (tests/test_control.py)."""
+    mesh, routes, prog = _control_chain()
+    return outcome(engine, mesh, SPEC, routes, prog, memory(4))
+
+
 def reduction_chain(engine):
     """recv_add along a chain on two alternating colors (tests/test_fabric.py)."""
     mesh = Mesh.full(4, 1)
@@ -388,11 +413,20 @@ def stepped_filters(engine, layout="rows"):
     routes.counter_filter(1, 0, max_counter=0, limit1=3)
     routes.counter_filter(2, 0, max_counter=0, limit1=1)
     calls = [("send", 0, 0, 0, 0, 8), ("recv", 1, 0, 0, 64, 2), ("recv", 2, 0, 0, 64, 4)]
-    prog = program(mesh, SPEC, 1, calls)
-    fab, st = program_state(mesh, SPEC, routes.table, prog, 128, routes.filters)
-    st.mem[:] = memory(3).reshape(-1)
+    return _stepped(engine, mesh, routes, program(mesh, SPEC, 1, calls), layout)
+
+
+def stepped_controls(engine):
+    """``control_chain`` stepped a cycle a call: the switches' positions and routes (and
+    the control wavelet's metadata in the queues) go on from call to call."""
+    return _stepped(engine, *_control_chain(), "rows")
+
+
+def _stepped(engine, mesh, routes, prog, layout):
+    fab, st = program_state(mesh, SPEC, routes.table, prog, 128, routes.filters, routes.switches)
+    st.mem[:] = memory(mesh.pes).reshape(-1)
     start_tasks(st, prog, fab.startup)
-    tr = empty_traffic(3, 1)
+    tr = empty_traffic(mesh.width, mesh.height)
     for t in range(100):
         if engine == "cpu":
             status, cycle = run_kernel(fab, st, prog, tr, t, t + 1, False)
@@ -446,6 +480,7 @@ CASES = {
         multicast,
         fmacs_backpressure,
         filtered_stream,
+        control_chain,
         reduction_chain,
         local_ops_tasks,
         fp16_wait_matmul,
@@ -465,6 +500,7 @@ CASES = {
         state_program_router,
         stepped_filters,
         stepped_filters_router,
+        stepped_controls,
         state_traffic,
         state_traffic_router,
         state_traffic_wide,

@@ -70,6 +70,7 @@ class Wavelet:
     tail: bool = True
     dst: int = -1  # destination PE of a wormhole packet
     created: int = 0  # traffic: cycle the packet was created
+    commands: tuple | None = None  # a control wavelet's (data: None), the next router's first
 
 
 @dataclass
@@ -77,6 +78,30 @@ class InputQueue:
     wavelets: deque = field(default_factory=deque)
     served: set = field(default_factory=set)  # static color: outputs that took the head
     locked_to: int | None = None  # wormhole color: output held by the packet passing
+
+
+@dataclass
+class Switch:
+    """A router's switch of one color: its positions' routes (input port -> outputs), the
+    one now in use, ring mode, and pop mode (0 never, 1 always, 2 when it advanced)."""
+
+    positions: list
+    current: int
+    ring: bool
+    pop: int
+
+    def next_position(self, commands) -> int | None:
+        """Where a control wavelet's first command moves it: None if nowhere."""
+        if not commands or commands[0] != 1 or len(self.positions) < 2:
+            return None
+        if self.current + 1 < len(self.positions):
+            return self.current + 1
+        return 0 if self.ring else None
+
+    def forwarded(self, commands) -> tuple:
+        """The commands it passes on: less its own where its pop mode says so."""
+        popped = self.pop == 1 or (self.pop == 2 and self.next_position(commands) is not None)
+        return tuple(commands[1:]) if popped else tuple(commands)
 
 
 class Router:
@@ -109,6 +134,7 @@ class Op:
     cycles: int = 1  # cycles per element
     fp16: bool = False  # values stored as fp16, two per word and per wavelet
     period: int = 1  # fmacs: values per accumulator block; matmul: k
+    commands: tuple = ()  # control: a control wavelet's, its sender's router first
 
 
 class ReferenceProgram:
@@ -129,6 +155,9 @@ class ReferenceProgram:
 
     def send(self, pe, task, color, src, n, dtype="fp32"):
         self._stream(pe, task, Op("send", color, a=src), n, dtype)
+
+    def control(self, pe, task, color, commands):
+        self._stream(pe, task, Op("control", color, commands=tuple(commands)), 1, "fp32")
 
     def recv(self, pe, task, color, dst, n, dtype="fp32"):
         self._stream(pe, task, Op("recv", color, dst=dst), n, dtype)
@@ -306,14 +335,19 @@ class ReferenceFabric:
         # counter filter: its count at most ``low``, counting back to 0 after ``high``; its
         # range filter: a wavelet's upper 16 bits within [low, high])
         self.filters: dict[tuple[int, int], list[int]] = {}
+        self.switches: dict[tuple[int, int], Switch] = {}  # (pe, color) -> its switch
 
     @classmethod
-    def for_program(cls, mesh, spec, route_table, program: ReferenceProgram, memory, filters=None):
+    def for_program(
+        cls, mesh, spec, route_table, program: ReferenceProgram, memory, filters=None, switches=None
+    ):
         fabric = cls(mesh, spec, route_table.shape[2], route_table)
         fabric.mem = np.array(memory, np.float32)
         if filters is not None:
             for pe, c in zip(*np.nonzero(filters[:, :, 0]), strict=True):
                 fabric.filters[int(pe), int(c)] = [int(v) for v in filters[pe, c]]
+        if switches is not None:
+            fabric._hold_switches(route_table, switches)
         pe_spec = spec.pe
         inputs = [pe_spec.input_queue_01_wavelets] * 2 + [pe_spec.input_queue_23_wavelets] * 2
         inputs += [pe_spec.input_queue_47_wavelets] * 4
@@ -322,7 +356,7 @@ class ReferenceFabric:
         for pe in range(fabric.pes):
             ops = [op for t in range(program.tasks) for op in program.ops.get((pe, t), ())]
             read = {op.color for op in ops if op.kind in RECEIVE_OPS}
-            sent = {op.color for op in ops if op.kind == "send"}
+            sent = {op.color for op in ops if op.kind in ("send", "control")}
             for output, used, depth, depths in (
                 (False, read, fabric.receive_depth, inputs),
                 (True, sent, fabric.send_depth, outputs),
@@ -345,6 +379,27 @@ class ReferenceFabric:
             for pe in range(fabric.pes)
         ]
         return fabric
+
+    def _hold_switches(self, table, switches) -> None:
+        """Each router's switch of a color from ``ColorRoutes.switches``' fields: current
+        position, count, ring mode, pop mode, then positions 1-3 packed five bits an input
+        port (position 0: the table's), which this model unpacks on its own."""
+
+        def outputs(masks) -> dict:
+            return {p: frozenset(o for o in PORTS if int(masks[p]) >> o & 1) for p in PORTS}
+
+        for pe, c in np.ndindex(switches.shape[:2]):
+            current, count, ring, pop, _, *packed = (int(v) for v in switches[pe, c])
+            positions = [outputs(table[pe, :, c])]
+            positions += [outputs([w >> (5 * p) & 31 for p in PORTS]) for w in packed[: count - 1]]
+            self.switches[pe, c] = Switch(positions, current, bool(ring), pop)
+            self._set_position(pe, c, current)
+
+    def _set_position(self, pe: int, c: int, position: int) -> None:
+        switch = self.switches[pe, c]
+        switch.current = position
+        for p in PORTS:
+            self.routes[pe, p, c] = switch.positions[position][p]
 
     @classmethod
     def for_traffic(
@@ -461,6 +516,8 @@ class ReferenceFabric:
     def _outputs(self, router: Router, port: int, color: int) -> frozenset:
         """A static color's route for the queue's head, less the ramp if the filter refuses."""
         routes = self.routes[router.pe, port, color]
+        if router.inputs[port, color].wavelets[0].commands is not None:
+            return routes - {RAMP}  # a control wavelet: never to the PE, never filtered
         flt = self.filters.get((router.pe, color))
         if flt is None or RAMP not in routes:
             return routes
@@ -493,6 +550,9 @@ class ReferenceFabric:
         """Copy the head of queue (port, color) out through ``output``."""
         queue = router.inputs[port, color]
         wavelet = queue.wavelets[0]
+        switch = self.switches.get((router.pe, color))
+        if wavelet.commands is not None and switch is not None:
+            wavelet = replace(wavelet, commands=switch.forwarded(wavelet.commands))
         if output == RAMP:
             router.receive[color].append(wavelet)
         else:
@@ -517,8 +577,14 @@ class ReferenceFabric:
         queue = router.inputs[port, color]
         if color not in self.wormhole and queue.served != self._outputs(router, port, color):
             return
+        commands = queue.wavelets[0].commands
         flt = self.filters.get((router.pe, color))
-        if flt and flt[0] == 1 and RAMP in self.routes[router.pe, port, color]:
+        if commands is not None:
+            switch = self.switches.get((router.pe, color))
+            position = switch.next_position(commands) if switch else None
+            if position is not None:
+                self._set_position(router.pe, color, position)
+        elif flt and flt[0] == 1 and RAMP in self.routes[router.pe, port, color]:
             flt[3] = 0 if flt[3] >= flt[2] else flt[3] + 1
         queue.wavelets.popleft()
         queue.served.clear()
@@ -597,11 +663,13 @@ class ReferenceFabric:
     def _element(self, router: Router, op: Op, k: int) -> bool:
         """Element ``k`` of ``op``; False when its queue is full (send) or empty (receive)."""
         mem = self.mem[router.pe]
-        if op.kind == "send":
+        if op.kind in ("send", "control"):
             queue = router.inputs[RAMP, op.color].wavelets
             if len(queue) >= self.send_depth[router.pe, op.color]:
                 return False
-            queue.append(Wavelet(mem[op.a + k], op.color))
+            control = op.commands if op.kind == "control" else None
+            value = np.float32(0) if control is not None else mem[op.a + k]
+            queue.append(Wavelet(value, op.color, commands=control))
         elif op.kind in RECEIVE_OPS:
             received = router.receive[op.color]
             if not received:

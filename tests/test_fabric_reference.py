@@ -94,11 +94,15 @@ def lockstep(mesh, spec, routes, calls, memory, tasks=1, max_cycles=3000) -> Run
     """Run a program on engine and reference a cycle at a time; fail at the first difference."""
     prog, ref_prog = build_programs(mesh, spec, routes.colors, tasks, calls)
     # the setup lines of fabric.engine.simulate
-    fab, eng = program_state(mesh, spec, routes.table, prog, memory.shape[1], routes.filters)
+    fab, eng = program_state(
+        mesh, spec, routes.table, prog, memory.shape[1], routes.filters, routes.switches
+    )
     eng.mem[:] = memory.reshape(-1)  # every PE memory.shape[1] words
     start_tasks(eng, prog, fab.startup)
     tr = empty_traffic(mesh.width, mesh.height)
-    ref = ReferenceFabric.for_program(mesh, spec, routes.table, ref_prog, memory, routes.filters)
+    ref = ReferenceFabric.for_program(
+        mesh, spec, routes.table, ref_prog, memory, routes.filters, routes.switches
+    )
     run = Run(-1, ref, eng.mem.reshape(memory.shape))
     for t in range(max_cycles):
         status, cycle = run_kernel(fab, eng, prog, tr, t, t + 1, False)
@@ -861,3 +865,63 @@ def test_filtered_streams_in_lockstep(depth, latency, m):
     flits = run.ref.state()["link_flits"]
     assert flits[:3, E].tolist() == [18, 18, 18]
     assert flits[1:, RAMP].tolist() == [6, 6, 6]
+
+
+@pytest.mark.parametrize(("depth", "latency", "pop"), [(1, 1, "always"), (2, 3, "on_advance"),
+                                                        (4, 1, "none")])  # fmt: skip
+def test_control_wavelets_in_lockstep(depth, latency, pop):
+    """PE 0 streams words east along a row of five, a control wavelet after every third;
+    PEs 1-3 route the color to their ramp and on (position 0) or on alone (position 1), in
+    ring mode, PE 4 to its ramp. The commands advance a different router each time (how
+    the SDK's stencil moves two or three switches with one wavelet); PE 2 filters what it
+    takes. Engine and reference agree cycle by cycle, through back-pressure from a slow
+    last PE, on each switch's moves and every count."""
+    mesh, routes = line(5)
+    routes.add(0, RAMP, 0, (E,))
+    for pe in (1, 2, 3):
+        routes.add(pe, W, 0, (RAMP, E))
+    forward = np.zeros(5, np.int64)
+    forward[W] = 1 << E
+    routes.switch_positions([1, 2, 3], 0, [forward], ring_mode=True, pop_mode=pop)
+    routes.switch_positions(0, 0, [], pop_mode=pop)
+    routes.add(4, W, 0, (RAMP,))
+    routes.counter_filter(2, 0, max_counter=1, limit1=2)  # two of every three data words
+    commands = [[0, 1], [1, 0, 1], [0, 0, 0, 1], [1, 1, 1]]
+    calls = []
+    for k, command in enumerate(commands):
+        calls += [("send", 0, 0, 0, 3 * k, 3), ("control", 0, 0, 0, command)]
+    calls.append(("send", 0, 0, 0, 12, 3))
+    mem = random_memory(5)
+    mem[0, :15] = np.arange(15)
+    # what each PE takes: every run of three words its router hands it (position 0)
+    taken = _control_chain_takes(commands, pop)
+    calls += [("recv", pe, 0, 0, 64, len(taken[pe])) for pe in (1, 2, 3)]
+    calls.append(("fmacs", 4, 0, 0, 0, 64, 3, 15))
+    run = lockstep(mesh, spec_with(depth, latency), routes, calls, mem)
+    for pe in (1, 2, 3):
+        assert run.mem[pe, 64 : 64 + len(taken[pe])].tolist() == taken[pe]
+
+
+def _control_chain_takes(commands, pop):
+    """The words PEs 1-3 take in ``test_control_wavelets_in_lockstep``, worked out apart:
+    each block of three reaches every router; one at position 0 hands its PE the block
+    (PE 2 the block's first two, its filter's); each control wavelet then moves the
+    routers its commands name under ``pop``."""
+    position = {1: 0, 2: 0, 3: 0}
+    taken = {1: [], 2: [], 3: []}
+    for k in range(len(commands) + 1):
+        block = [3.0 * k, 3.0 * k + 1, 3.0 * k + 2]
+        for pe in (1, 2, 3):
+            if position[pe] == 0:
+                taken[pe] += block[:2] if pe == 2 else block
+        if k == len(commands):
+            break
+        queue = list(commands[k])
+        for router in range(5):
+            first = queue[0] if queue else 0
+            moved = first == 1 and router in position
+            if moved:
+                position[router] ^= 1
+            if pop == "always" or (pop == "on_advance" and moved):
+                queue = queue[1:]
+    return taken

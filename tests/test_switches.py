@@ -4,11 +4,11 @@ arrive for a position it is not in until it gets there."""
 
 import numpy as np
 import pytest
+from wafersim.fabric.control import SWITCH_POSITIONS, pack_position, unpack_position
 from wafersim.fabric.engine import simulate
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
-from wafersim.fabric.switches import SWITCH_POSITIONS, pack_position, unpack_position
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.geometry import RAMP, E, W
 from wafersim.wafer.presets import preset
