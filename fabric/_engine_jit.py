@@ -89,6 +89,8 @@ OP_VAXPY = 11  # dst += a * scalar: a vector times the op's scalar (CSL's @fmacs
 OP_LOOP = 12
 OP_STEPS = 13  # a loop's step row (never run)
 OP_CONTROL = 14  # send one control wavelet on a color, its commands in C_A (fabric.control)
+# the ops that move wavelets or wait and leave the datapath to the PE's other tasks, a bit each
+WAVELET_MOVES = sum(1 << code for code in (OP_SEND, OP_RECV, OP_WAIT, OP_SWITCH, OP_CONTROL))
 LOOP_DEPTH = 3  # loops nest this deep at most
 # an OP_SWITCH packs the new output mask of input port p (5 output-port bits) at bits 5p..5p+4:
 # the five ports' masks take 25 bits, so a position fits an op table's 32-bit field
@@ -287,9 +289,13 @@ def _ingest(r, read, fab, st, traffic, config):
             meta = st.in_meta[read, r, p]
             c = meta_color(meta)
             data = st.in_data[read, r, p]
-            keep = traffic or (config is not None and fab.route[r, p, c] & CONTROLLED != 0)
-            _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta,
-                     st.q_data.shape[3], keep)  # fmt: skip
+            if config is None:
+                _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta,
+                         st.q_data.shape[3], traffic)  # fmt: skip
+            else:
+                keep = traffic or fab.route[r, p, c] & CONTROLLED != 0
+                _enqueue(st.q_data, st.q_meta, st.q_head, st.q_count, r, p, c, data, meta,
+                         st.q_data.shape[3], keep)  # fmt: skip
             st.occupancy[r] += 1
             events += 1
     _absorb_credits(r, read, flags, st)
@@ -547,12 +553,9 @@ def _grant(r, o, p, c, write, fab, st, traffic, config):
     """Move the head of queue (p, c) out through port ``o``."""
     h = st.q_head[r, p, c]
     data = st.q_data[r, p, c, h]
-    if traffic:
-        meta = st.q_meta[r, p, c, h]
-    else:
-        meta = _program_meta(c)
-        if config is not None and fab.route[r, p, c] & CONTROLLED:
-            meta |= _forwarded_control(config, r, c, st.q_meta[r, p, c, h])
+    meta = st.q_meta[r, p, c, h] if traffic else _program_meta(c)
+    if config is not None and fab.route[r, p, c] & CONTROLLED:  # (a program's run alone)
+        meta |= _forwarded_control(config, r, c, st.q_meta[r, p, c, h])
     if o == RAMP:
         slot = _wrap(st.rx_head[r, c] + st.rx_count[r, c], st.rx_data.shape[2])
         st.rx_data[r, c, slot] = data
@@ -775,13 +778,7 @@ def _arithmetic(code):
     """Whether an op of ``code`` holds the datapath in its elements' cycles (and in the next
     op's start-up, counted down with them); moves of wavelets (send, recv, switch, wait)
     run beside the other tasks' arithmetic."""
-    return (
-        code != OP_SEND
-        and code != OP_RECV
-        and code != OP_SWITCH
-        and code != OP_WAIT
-        and code != OP_CONTROL
-    )
+    return not (WAVELET_MOVES >> code) & 1
 
 
 @engine_function(inline="always")
