@@ -848,8 +848,8 @@ def _consume(op, k, value, mem, scalar, half):
     after a ReLU) takes one cycle instead of its multiply-adds' cost; the multiply-adds are
     still done, so the result is the dense op's bit for bit."""
     code, dst, skip = op[C_CODE], op[C_DST], scalar != 0
-    if code == OP_RECV:
-        mem[dst + k] = value
+    if code == OP_RECV:  # into every C_M-th word (a strided memory DSD)
+        mem[dst + k * op[C_M]] = value
     elif code == OP_SPMACS:
         return _consume_sparse(op, k, value, mem, skip, half)
     elif op[C_DTYPE] != FP32:

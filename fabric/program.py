@@ -221,10 +221,16 @@ class ProgramBuilder:
         w = words(n, dtype)
         self._add(pe, task, dtype, [K.OP_SEND, color, 0, src, 0, w, 0, 1], 0.0, [(src, w)])
 
-    def recv(self, pe, task: int, color, dst, n, dtype: DType = "fp32") -> None:
-        """Receive ``n`` values of ``color`` into ``dst``."""
+    def recv(self, pe, task: int, color, dst, n, dtype: DType = "fp32", stride: int = 1) -> None:
+        """Receive ``n`` values of ``color`` into ``dst``, a wavelet into every ``stride``-th
+        word (a fabric DSD moved into a strided memory DSD, as the SDK's programs write
+        every other word of interleaved complex values)."""
+        if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
+            raise ConfigError(f"recv stride={stride!r} must be an integer >= 1")
         w = words(n, dtype)
-        self._add(pe, task, dtype, [K.OP_RECV, color, dst, 0, 0, w, 0, 1], 0.0, [(dst, w)])
+        span = (w - 1) * stride + 1 if w else 0
+        op = [K.OP_RECV, color, dst, 0, 0, w, stride, 1]
+        self._add(pe, task, dtype, op, 0.0, [(dst, span)])
 
     def recv_add(
         self, pe, task: int, color, dst, n, dtype: DType = "fp32", scale: float = 1.0

@@ -361,6 +361,7 @@ class Stream(NamedTuple):
     size: int  # values a block brings in: the PEs behind this one
     own_first: bool  # its own value goes before the block's (backward) or after (forward)
     own_at: int  # where the block for this PE lands in its new pencil
+    stride: int = 1  # and every how many words (kernels.fft_express: a chain's PEs)
 
 
 def _relay(plan, pes, stream: Stream, dests: list[int], bufs, at: Layout, gate: int) -> None:
@@ -375,7 +376,7 @@ def _relay(plan, pes, stream: Stream, dests: list[int], bufs, at: Layout, gate: 
     _blocks(prog, pes, stream, at.buffers[bufs[0]], dests[:-1])
     dest = at.buffers[bufs[1]]
     for part in range(2) if stream.size else ():
-        prog.recv(pes, recv, into, dest[part] + stream.own_at, stream.size)
+        prog.recv(pes, recv, into, dest[part] + stream.own_at, stream.size, stride=stream.stride)
 
 
 def _blocks(prog, pes, stream: Stream, mine, dests: list[int]) -> None:

@@ -129,7 +129,7 @@ class Op:
     b: int = 0
     values: int = 1  # values streamed (stream ops)
     elements: int = 1  # steps: wavelets for stream ops, one for a local vector op
-    m: int = 1  # vector length
+    m: int = 1  # vector length (recv: the stride of the words it writes)
     scalar: float = 0.0
     cycles: int = 1  # cycles per element
     fp16: bool = False  # values stored as fp16, two per word and per wavelet
@@ -159,8 +159,8 @@ class ReferenceProgram:
     def control(self, pe, task, color, commands):
         self._stream(pe, task, Op("control", color, commands=tuple(commands)), 1, "fp32")
 
-    def recv(self, pe, task, color, dst, n, dtype="fp32"):
-        self._stream(pe, task, Op("recv", color, dst=dst), n, dtype)
+    def recv(self, pe, task, color, dst, n, dtype="fp32", stride=1):
+        self._stream(pe, task, Op("recv", color, dst=dst, m=stride), n, dtype)
 
     def recv_add(self, pe, task, color, dst, n, dtype="fp32", scale=1.0):
         self._stream(pe, task, Op("recv_add", color, dst=dst, scalar=scale), n, dtype)
@@ -788,7 +788,7 @@ def _consume(mem: np.ndarray, op: Op, k: int, value: np.float32) -> None:
     last wavelet of an odd-length fp16 stream carries a pad half.
     """
     if op.kind == "recv":
-        mem[op.dst + k] = value  # a whole word: one fp32 or two fp16 values
+        mem[op.dst + k * op.m] = value  # a whole word: one fp32 or two fp16 values
     elif not op.fp16 and op.kind == "recv_add":
         mem[op.dst + k] += value * np.float32(op.scalar)
     elif not op.fp16:  # fmacs: acc block k // period += mat row k % period * value

@@ -22,7 +22,7 @@ from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
 from wafersim.fabric.state import allocate_state, empty_program, empty_traffic, start_tasks
 from wafersim.fabric.traffic import NEVER, ROUTINGS, TrafficConfig, run_traffic, traffic_arrays
-from wafersim.wafer.errors import DeadlockError
+from wafersim.wafer.errors import ConfigError, DeadlockError
 from wafersim.wafer.geometry import RAMP, E, N, S, W
 from wafersim.wafer.presets import preset
 
@@ -202,6 +202,22 @@ def test_point_to_point_stream(hops, latency, depth, words, cycles):
     prog, _ = build_programs(mesh, spec, 1, 1, calls)
     whole = simulate(mesh, spec, routes, prog, mem, max_cycles=1000)
     assert whole.cycles == cycles  # stepping a cycle at a time changes nothing
+
+
+@pytest.mark.parametrize("stride", [2, 3])
+def test_a_strided_receive_writes_every_stride_th_word_in_lockstep(stride):
+    """A receive into a strided memory DSD: word ``k`` of the stream lands at ``64 + k
+    stride``, the words between untouched, in the cycles a plain receive takes."""
+    mesh, routes = line(2)
+    routes.add_path(0, [0, 1])
+    calls = [("send", 0, 0, 0, 0, 5), ("recv", 1, 0, 0, 64, 5, "fp32", stride)]
+    mem = random_memory(2)
+    run = lockstep(mesh, spec_with(4, 1), routes, calls, mem)
+    got = run.mem[1, 64 : 64 + 5 * stride]
+    np.testing.assert_array_equal(got[::stride], mem[0, :5])
+    for gap in range(1, stride):
+        np.testing.assert_array_equal(got[gap::stride], mem[1, 64 + gap : 64 + 5 * stride : stride])
+    assert run.cycles == POINT_TO_POINT[0][4] + 4  # 1 hop, five words: as a plain receive
 
 
 def stretched(mesh: Mesh, hops: dict[tuple[int, int], int]) -> Mesh:
@@ -925,3 +941,10 @@ def _control_chain_takes(commands, pop):
             if pop == "always" or (pop == "on_advance" and moved):
                 queue = queue[1:]
     return taken
+
+
+@pytest.mark.parametrize("stride", [0, -1, 1.5, True])
+def test_a_bad_receive_stride_is_refused_with_one_line(stride):
+    builder = ProgramBuilder(2, spec_with(4, 1).pe, 1)
+    with pytest.raises(ConfigError, match=r"recv stride=.* must be an integer >= 1"):
+        builder.recv(1, 0, 0, 0, 4, stride=stride)
