@@ -228,7 +228,7 @@ class ProgramBuilder:
         if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
             raise ConfigError(f"recv stride={stride!r} must be an integer >= 1")
         w = words(n, dtype)
-        span = (w - 1) * stride + 1 if w else 0
+        span = w if stride == 1 else np.maximum((np.asarray(w) - 1) * stride + 1, 0)
         op = [K.OP_RECV, color, dst, 0, 0, w, stride, 1]
         self._add(pe, task, dtype, op, 0.0, [(dst, span)])
 

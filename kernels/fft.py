@@ -55,8 +55,8 @@ The transposes (:func:`line_cycles`). A line (a row, a column, then a column and
 PEs exchanges all to all. The SDK's 2D example (``ucode_2d.csl``) streams each PE's whole
 pencil along the row, the PEs one after another, and a counter filter on each router hands
 one value in every ``n - 1`` to its PE, the PEs taking turns as control wavelets move the
-routers' switches; the engine's filters (``fabric.filters``) can hand out the values, but
-its switches move only at their own PE's word, so here each PE relays: PE ``k`` sends to
+routers' switches (``fabric.filters``, ``fabric.control``), which at n = 512 takes about
+twice the relays' time; so here each PE relays: PE ``k`` sends to
 ``k + 1`` one block for each PE beyond it, farthest first, the block for ``d`` holding
 the values of PEs ``0..k`` for ``d`` (what came in from ``k - 1``, its own value
 appended); ``d`` keeps the last block that reaches it, in order. The same runs
@@ -91,15 +91,14 @@ stream, on the color the wiring gives it. The analytic tier knows no holes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 from wafersim.fabric.program import WAIT_OP_CYCLES, WORD_BYTES, vector_cycles
-from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name
 from wafersim.kernels.grid import KernelGrid, kernel_grid
 from wafersim.kernels.kernel_plan import KernelPlan
 from wafersim.kernels.result import KernelResult, kernel_result, max_cycles_for
-from wafersim.wafer.dtypes import DType
 from wafersim.wafer.errors import ConfigError
 from wafersim.wafer.spec import PESpec, WaferSpec
 
@@ -126,6 +125,16 @@ SEND_WORD_CYCLES = 1  # a send or receive moves one wavelet a cycle
 TASK_LAG_CYCLES = 1  # a PE steps its tasks in order: a later task's op done is seen a cycle on
 
 
+class Transposes(NamedTuple):
+    """How the FFT's line all-to-alls run: its tasks a PE, the program of one phase's lines,
+    and its cycles for a line's two all-to-alls back to back (the analytic tier's)."""
+
+    name: str
+    tasks: int
+    transpose: Callable  # (plan, at, lines (L, n), phase, out, new) -> None
+    pair_cycles: Callable  # (n, spec) -> int
+
+
 class Layout(NamedTuple):
     """First SRAM words of a PE's buffers (every PE lays them out alike)."""
 
@@ -138,25 +147,28 @@ class Layout(NamedTuple):
     bwd: int  # SLOTS x 2 (n - 1) words: the backward relay slots
 
 
-def fft3d(x: np.ndarray, grid: KernelGrid, spec: WaferSpec) -> KernelResult:
+def fft3d(x: np.ndarray, grid: KernelGrid, spec: WaferSpec,
+          transposes: Transposes | None = None) -> KernelResult:  # fmt: skip
     """``numpy.fft.fftn(x)`` of ``x`` (n, n, n), complex, on an n x n kernel grid, in fp32;
     the output is the (n, n, n) transform in numpy's order, as the PEs end with it (PE
-    ``(a, b)`` the pencil ``[a, b, :]``, the input's layout)."""
+    ``(a, b)`` the pencil ``[a, b, :]``, the input's layout). ``transposes``: the relays
+    (:data:`RELAYS`, None) or another design (``kernels.fft_express.EXPRESS``)."""
+    design = transposes or RELAYS
     x = np.asarray(x)
     n = _check_input(x, grid)
     check_pencil(n, spec)
-    plan = KernelPlan(grid, spec, tasks=TASKS)
+    plan = KernelPlan(grid, spec, tasks=design.tasks)
     pes = grid.pe.reshape(-1)
-    at = _alloc(plan, pes, n)
+    at = alloc_pencils(plan, pes, n)
     _load(plan, grid, at, x.astype(np.complex64))
-    out = _supersteps(plan, grid, at, n)
-    analytic = fft3d_cycles(n, grid.rows, grid.cols, spec)
+    out = _supersteps(plan, grid, at, n, design.transpose)
+    analytic = fft3d_cycles(n, grid.rows, grid.cols, spec, design)
     sim = plan.run(max_cycles_for(analytic))
     re, im = at.buffers[out]
     pencils = np.stack([[sim.mem[int(pe), re : re + n] + 1j * sim.mem[int(pe), im : im + n]
                          for pe in row] for row in grid.pe])  # fmt: skip
     output = pencils.astype(np.complex64)  # PE (a, b) holds [a, b, :], as the input
-    return kernel_result(kernel="fft", algo="pencil", dtype="fp32", shape={"n": n}, plan=plan,
+    return kernel_result(kernel="fft", algo=design.name, dtype="fp32", shape={"n": n}, plan=plan,
                          sim=sim, flops=fft3d_flops(n), analytic=analytic, output=output,
                          expected=np.fft.fftn(x.astype(np.complex128)))  # fmt: skip
 
@@ -168,7 +180,7 @@ def _check_input(x: np.ndarray, grid: KernelGrid) -> int:
     if not np.iscomplexobj(x):
         raise ConfigError(f"fft3d: x of dtype {x.dtype} must be complex (complex64)")
     n = x.shape[0]
-    _check_power_of_two(n)
+    check_power_of_two(n)
     check_grid(n, grid.rows, grid.cols)
     return n
 
@@ -181,7 +193,7 @@ def check_grid(n: int, p: int, q: int) -> None:
         )
 
 
-def _alloc(plan: KernelPlan, pes: np.ndarray, n: int) -> Layout:
+def alloc_pencils(plan: KernelPlan, pes: np.ndarray, n: int) -> Layout:
     """The two pencil buffers, the twiddle tables, the -1.0 vector and the relay slots, at
     the same words on every PE (all it holds: :func:`fft3d_words`)."""
 
@@ -227,7 +239,7 @@ def _load(plan: KernelPlan, grid: KernelGrid, at: Layout, x: np.ndarray) -> None
         plan.load(pe, at.neg1, neg1)
 
 
-def _supersteps(plan: KernelPlan, grid: KernelGrid, at: Layout, n: int) -> int:
+def _supersteps(plan: KernelPlan, grid: KernelGrid, at: Layout, n: int, transpose) -> int:
     """FFT, row transpose, FFT, column transpose, FFT, then back to the input's layout (a
     column transpose and a row transpose); returns the result's buffer."""
     pes = grid.pe.reshape(-1)
@@ -236,10 +248,10 @@ def _supersteps(plan: KernelPlan, grid: KernelGrid, at: Layout, n: int) -> int:
     for phase in FORWARD_PHASES:
         out = _fft(plan, pes, at, pencil, n)
         pencil = 1 - out  # the transpose fills the other buffer
-        _transpose(plan, at, lines[phase], phase, out, pencil)
+        transpose(plan, at, lines[phase], phase, out, pencil)
     pencil = _fft(plan, pes, at, pencil, n)
     for phase in RETURN_PHASES:
-        _transpose(plan, at, lines[phase], phase, pencil, 1 - pencil)
+        transpose(plan, at, lines[phase], phase, pencil, 1 - pencil)
         pencil = 1 - pencil
     return pencil
 
@@ -334,8 +346,8 @@ def _forward(plan, at: Layout, pes, k: int, n: int, colors, out: int, new: int,
     ``0..k-1`` for ``d`` from ``k - 1`` into its slot and sends it on with its own value
     appended; the last block in (``d = k``) is its own, words ``0..k-1`` of its new pencil.
     ``colors``: the hop in and the hop out (None at the line's ends)."""
-    stream = Stream((FWD_SEND, FWD_RECV), colors, _slots(at.fwd, n), k, False, 0)
-    _relay(plan, pes, stream, list(range(n - 1, k - 1, -1)), (out, new), at, gate)
+    stream = Stream((FWD_SEND, FWD_RECV), colors, relay_slots(at.fwd, n), k, False, 0)
+    relay(plan, pes, stream, list(range(n - 1, k - 1, -1)), (out, new), at, gate)
 
 
 def _backward(plan, at: Layout, pes, k: int, n: int, colors, out: int, new: int,
@@ -343,11 +355,11 @@ def _backward(plan, at: Layout, pes, k: int, n: int, colors, out: int, new: int,
     """PE ``k``'s relay toward ``k - 1``, :func:`_forward` mirrored: for ``d = 0 .. k-1``
     its own value first, then the block of PEs ``k+1..n-1`` from ``k + 1``; the last block
     in (``d = k``) is its own, words ``k+1..n-1`` of its new pencil."""
-    stream = Stream((BWD_SEND, BWD_RECV), colors, _slots(at.bwd, n), n - 1 - k, True, k + 1)
-    _relay(plan, pes, stream, list(range(k + 1)), (out, new), at, gate)
+    stream = Stream((BWD_SEND, BWD_RECV), colors, relay_slots(at.bwd, n), n - 1 - k, True, k + 1)
+    relay(plan, pes, stream, list(range(k + 1)), (out, new), at, gate)
 
 
-def _slots(first: int, n: int) -> list[tuple[int, int]]:
+def relay_slots(first: int, n: int) -> list[tuple[int, int]]:
     """The real and imaginary halves of each of a direction's relay slots."""
     return [(first + 2 * (n - 1) * s, first + 2 * (n - 1) * s + n - 1) for s in range(SLOTS)]
 
@@ -364,7 +376,7 @@ class Stream(NamedTuple):
     stride: int = 1  # and every how many words (kernels.fft_express: a chain's PEs)
 
 
-def _relay(plan, pes, stream: Stream, dests: list[int], bufs, at: Layout, gate: int) -> None:
+def relay(plan, pes, stream: Stream, dests: list[int], bufs, at: Layout, gate: int) -> None:
     """Add one direction's ops: ``dests`` is the order the blocks pass (the PE's own, the
     last, arrives from behind; the others it sends on, :func:`_blocks`), its own received
     into its new pencil."""
@@ -453,10 +465,10 @@ def run_line(n: int, spec: WaferSpec, transposes: int = 1) -> int:
     return to the input's layout runs): the transposes' model checked at line lengths whose
     3D run is too big for the host; the compute task's wait on the relays adds
     :func:`resume_cycles` after each, as in a 3D run."""
-    _check_power_of_two(n)
+    check_power_of_two(n)
     grid = kernel_grid(1, n)
     plan = KernelPlan(grid, spec, tasks=TASKS)
-    at = _alloc(plan, grid.pe.reshape(-1), n)
+    at = alloc_pencils(plan, grid.pe.reshape(-1), n)
     for t in range(transposes):
         _transpose(plan, at, grid.pe, "row", t % 2, 1 - t % 2)
     return plan.run(max_cycles_for(transposes * line_cycles(n, spec))).cycles
@@ -481,7 +493,8 @@ def fft_cycles(pe: PESpec, n: int) -> int:
     return total
 
 
-def fft3d_cycles(n: int, p: int, q: int, spec: WaferSpec) -> int:
+def fft3d_cycles(n: int, p: int, q: int, spec: WaferSpec,
+                 transposes: Transposes | None = None) -> int:  # fmt: skip
     """Analytic cycles of :func:`fft3d` on a clean n x n grid: three FFTs
     (:func:`fft_cycles`) and four line all-to-alls, which add up as two pairs
     (:func:`pair_cycles`). With ``E(j)`` the cycles until PE ``j`` of a line that starts
@@ -492,10 +505,12 @@ def fft3d_cycles(n: int, p: int, q: int, spec: WaferSpec) -> int:
     whose PEs start at ``E``; row ``l`` starts the fourth at ``E(j)``, the first's ends, and
     its PE ``j`` ends at ``G(l) + G(j)``. So the run takes the three FFTs and twice the
     slowest ``G``: a line's two all-to-alls back to back, the second starting at each PE as
-    the first ends there."""
-    _check_power_of_two(n)
+    the first ends there. The same holds for any design whose lines all run alike
+    (``transposes``, the relays by default: their :func:`pair_cycles`)."""
+    check_power_of_two(n)
     check_grid(n, p, q)
-    return SUPERSTEPS * fft_cycles(spec.pe, n) + LINE_PAIRS * pair_cycles(n, spec)
+    pair = (transposes or RELAYS).pair_cycles(n, spec)
+    return SUPERSTEPS * fft_cycles(spec.pe, n) + LINE_PAIRS * pair
 
 
 def pair_cycles(n: int, spec: WaferSpec) -> int:
@@ -582,12 +597,12 @@ def ramp_in(n: int, k: int) -> int:
 def fft3d_words(n: int, p: int, q: int) -> int:
     """SRAM words every PE holds: two pencils (``4n``), the twiddle tables (``3 (n - 1)``),
     the -1.0 vector (``n / 2``), the relay slots (``2 x SLOTS x 2 (n - 1)``): ``15.5 n - 11``."""
-    _check_power_of_two(n)
+    check_power_of_two(n)
     check_grid(n, p, q)
     return 4 * n + 3 * (n - 1) + n // 2 + 2 * SLOTS * 2 * (n - 1)
 
 
-def _check_power_of_two(n: int) -> None:
+def check_power_of_two(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < MIN_N or n & (n - 1):
         raise ConfigError(f"fft n={n!r} must be a power of two >= {MIN_N}")
 
@@ -605,7 +620,7 @@ def max_pencil(spec: WaferSpec) -> int:
 def check_pencil(n: int, spec: WaferSpec) -> None:
     """ConfigError, in one line naming ``n`` and its allowed range, for a pencil that is not
     a power of two or does not fit a PE's SRAM (every tier's refusal)."""
-    _check_power_of_two(n)
+    check_power_of_two(n)
     most = max_pencil(spec)
     if n > most:
         need = fft3d_words(n, n, n) * WORD_BYTES
@@ -616,59 +631,4 @@ def check_pencil(n: int, spec: WaferSpec) -> None:
         )
 
 
-# ---- the record: what the kernels' registry runs, estimates and refuses
-
-
-def run_fft3d(algo: str, shape: Shape, grid: KernelGrid, spec: WaferSpec, dtype: DType,
-              seed) -> KernelResult:  # fmt: skip
-    """:func:`fft3d` of an ``n x n x n`` complex64 grid (``n = shape["n"]``) whose real and
-    imaginary parts are standard normal, drawn from ``seed``."""
-    rng = np.random.default_rng(seed)
-    n = shape["n"]
-    x = rng.standard_normal((n, n, n)) + 1j * rng.standard_normal((n, n, n))
-    return fft3d(x.astype(np.complex64), grid, spec)
-
-
-def _shape_cycles(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
-                  dtype: DType) -> int:  # fmt: skip
-    return fft3d_cycles(shape["n"], rows, cols, spec)
-
-
-def _shape_words(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec,
-                 dtype: DType) -> int:  # fmt: skip
-    """:func:`fft3d_words`; a pencil that does not fit: one line naming n and its range."""
-    check_pencil(shape["n"], spec)
-    return fft3d_words(shape["n"], rows, cols)
-
-
-def fft3d_colors(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec) -> int:
-    """Colors :func:`fft3d` takes: each phase's hops alternate between two colors a
-    direction (:data:`PHASE_COLORS`), one where a line has a single hop."""
-    n = shape["n"]
-    check_grid(n, rows, cols)
-    return sum(min(n - 1, len(pair)) for phase in PHASE_COLORS.values() for pair in phase)
-
-
-def _drawn(shape: Shape, rows: int, cols: int) -> int:
-    """Real and imaginary parts of ``n^3`` values."""
-    return 2 * shape["n"] ** 3
-
-
-FFT = KernelFamily(
-    name="fft",
-    algorithms=by_name(
-        [
-            KernelAlgorithm(
-                name="pencil",
-                build=run_fft3d,
-                analytic_cycles=_shape_cycles,
-                sram_words=_shape_words,
-                dtypes=("fp32",),
-                dtype_refusal="fft runs in fp32 only",
-                colors=fft3d_colors,
-            )
-        ]
-    ),
-    shape_keys=("n",),
-    drawn_values=_drawn,
-)
+RELAYS = Transposes("pencil", TASKS, _transpose, pair_cycles)  # the relays at every PE

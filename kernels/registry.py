@@ -22,7 +22,7 @@ from wafersim.fabric.program import WORD_BYTES
 from wafersim.kernels.algorithm import GemmAlgorithm
 from wafersim.kernels.collectives import COLLECTIVES
 from wafersim.kernels.family import Algorithm, KernelFamily
-from wafersim.kernels.fft import FFT
+from wafersim.kernels.fft_family import FFT
 from wafersim.kernels.gemm_algorithms import GEMM
 from wafersim.kernels.gemm_shape import GemmShape
 from wafersim.kernels.gemv import GEMV
