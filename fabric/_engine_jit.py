@@ -133,12 +133,12 @@ STALL_MASK = (1 << STALL_BITS) - 1
 # a router's color configuration beyond its first route (FabricArrays.color_config's last axis,
 # as CSL's @set_color_config holds them): first its filter of what it hands its PE (its kind,
 # two bounds, and a counter filter's count: fabric.filters), then its switch (its current
-# position, how many it holds, ring mode, pop mode, and each position's routes packed as an
-# OP_SWITCH packs them: fabric.control)
+# position, how many it holds, ring mode, pop mode, whether a control wavelet moved it this
+# cycle, and each position's routes packed as an OP_SWITCH packs them: fabric.control)
 F_KIND, F_LOW, F_HIGH, F_COUNT = range(4)
 FILTER_FIELDS = 4
 FILTER_NONE, FILTER_COUNTER, FILTER_RANGE = range(3)
-S_CURRENT, S_COUNT, S_RING, S_POP, S_POSITIONS = range(FILTER_FIELDS, FILTER_FIELDS + 5)
+S_CURRENT, S_COUNT, S_RING, S_POP, S_MOVED, S_POSITIONS = range(FILTER_FIELDS, FILTER_FIELDS + 6)
 CONFIG_FIELDS = S_POSITIONS + 4  # (1, 1, 1) when no router has either (the engine gets None)
 POP_NONE, POP_ALWAYS, POP_ON_ADVANCE = range(3)
 RAMP_BIT = 1 << RAMP
@@ -540,6 +540,8 @@ def _route_unless_stuck(r, write, fab, st, want, traffic, config):
         _add_stalls(r, st.stuck_stalls[r], 1, st)
         return 0
     moved, stalled = _route(r, write, fab, st, want, traffic, config)
+    if config is not None and moved and fab.route[r, RAMP, 0] & CONTROLLED:
+        _take_moves(r, fab, st, config)
     if stalled:
         _add_stalls(r, stalled, 1, st)
     if moved == 0:
@@ -613,7 +615,9 @@ def _retire_head(r, p, c, write, fab, st, traffic, config):
 
 @engine_function(inline="always")
 def _pass_control(r, p, c, fab, st, config):
-    """A control wavelet leaves router ``r``: its command moves the switch of ``c``, and its
+    """A control wavelet leaves router ``r``: its command moves the switch of ``c``, whose
+    routes change once the router's cycle is routed (:func:`_take_moves`: the heads of the
+    cycle are judged under one position, whatever order the router takes them in), and its
     queue slot's metadata is cleared (the PE writes none for the data it may hold next)."""
     h = st.q_head[r, p, c]
     meta = st.q_meta[r, p, c, h]
@@ -621,7 +625,17 @@ def _pass_control(r, p, c, fab, st, config):
     position = _next_position(config, r, c, meta)
     if position >= 0:
         config[r, c, S_CURRENT] = position
-        _switch(r, c, config[r, c, S_POSITIONS + position], fab, st)
+        config[r, c, S_MOVED] = 1
+
+
+@engine_function()
+def _take_moves(r, fab, st, config):
+    """The routes of the switches control wavelets moved at router ``r`` this cycle (a real
+    call, in runs with control wavelets alone, after a cycle that moved a wavelet)."""
+    for c in range(config.shape[1]):
+        if config[r, c, S_MOVED]:
+            config[r, c, S_MOVED] = 0
+            _switch(r, c, config[r, c, S_POSITIONS + config[r, c, S_CURRENT]], fab, st)
 
 
 @engine_function()

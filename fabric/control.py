@@ -67,6 +67,8 @@ def unpack_position(packed) -> np.ndarray:
 def encode_commands(commands: Sequence[int]) -> int:
     """A control wavelet's commands (:data:`NOP` or :data:`ADVANCE`, its sender's router
     first, at most :data:`MAX_COMMANDS`) packed two bits a router, as an op holds them."""
+    if isinstance(commands, str | bytes) or not isinstance(commands, Sequence | np.ndarray):
+        raise ConfigError(f"commands={commands!r} must be a list of NOP (0) and ADVANCE (1)")
     if not 1 <= len(commands) <= MAX_COMMANDS:
         raise ConfigError(
             f"commands: {len(commands)} given; a control wavelet carries 1 to {MAX_COMMANDS}"
@@ -101,13 +103,25 @@ def set_positions(switches, pes, color, positions, current: int, ring_mode: bool
         raise ConfigError(f"ring_mode={ring_mode!r} must be True or False")
     fields = switches[pes, color]
     for k, position in enumerate(positions, start=1):
-        masks = np.broadcast_to(np.asarray(position, np.int64), (len(pes), 5))
-        fields[:, POSITIONS + k] = pack_position(masks)
+        fields[:, POSITIONS + k] = pack_position(position_masks(position, len(pes), k))
     fields[:, CURRENT] = current
     fields[:, COUNT] = 1 + len(positions)
     fields[:, RING] = int(ring_mode)
     fields[:, POP] = POP_MODES[pop_mode]
     switches[pes, color] = fields
+
+
+def position_masks(position, pes: int, k: int) -> np.ndarray:
+    """int64 (pes, 5): switch position ``k``'s output masks per input port, given as
+    ``(5,)`` for every PE or ``(pes, 5)``; else one line naming it and the shapes."""
+    masks = np.asarray(position)
+    ok = masks.dtype.kind in "iu" and masks.shape in ((NUM_PORTS,), (pes, NUM_PORTS))
+    if not ok:
+        raise ConfigError(
+            f"switch position {k}: shape {masks.shape} of {masks.dtype}; an integer output "
+            f"mask per input port, ({NUM_PORTS},) or ({pes}, {NUM_PORTS})"
+        )
+    return np.broadcast_to(masks.astype(np.int64), (pes, NUM_PORTS))
 
 
 def color_config(

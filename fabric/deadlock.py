@@ -51,7 +51,8 @@ def _blocked_heads(fab, st) -> list[str]:
             mask = _static_route(fab, st, r, p, c) & ~int(st.served[r, p, c])
             outs = [o for o in range(5) if mask >> o & 1]
         wanted = ",".join(_wanted(fab, st, r, o, c) for o in outs) or "nothing"
-        found.append(f"{_xy(fab, r)} in-port {DIR_NAMES[p]} color {c} wants {wanted}")
+        what = " (a control wavelet)" if _control_head(fab, st, r, p, c) else ""
+        found.append(f"{_xy(fab, r)} in-port {DIR_NAMES[p]} color {c}{what} wants {wanted}")
     return found
 
 
@@ -59,13 +60,20 @@ def _static_route(fab, st, r: int, p: int, c: int) -> int:
     """The outputs a static head wants: its route, less the ramp if its filter refuses it
     (a control wavelet's: its links alone)."""
     mask = int(fab.route[r, p, c])
-    if mask & K.CONTROLLED and int(st.q_meta[r, p, c, st.q_head[r, p, c]]) & K.CTRL_FLAG:
+    if _control_head(fab, st, r, p, c):
         return mask & K.LINK_BITS
     if mask & K.FILTERED:
         mask &= K.SWITCH_MASK
         take = K._filter_takes(fab.color_config, st.q_data, st.q_head, r, p, c)
         mask &= ~(0 if take else K.RAMP_BIT)
     return mask & K.SWITCH_MASK
+
+
+def _control_head(fab, st, r: int, p: int, c: int) -> bool:
+    """Whether the head of queue ``(p, c)`` is a control wavelet (``fabric.control``)."""
+    if not int(fab.route[r, p, c]) & K.CONTROLLED:
+        return False
+    return bool(int(st.q_meta[r, p, c, st.q_head[r, p, c]]) & K.CTRL_FLAG)
 
 
 def _wanted(fab, st, r: int, o: int, c: int) -> str:

@@ -141,12 +141,13 @@ def program_state(
     fab = fabric_arrays(
         mesh, spec, table, no_dor, False, 0, None, queues, filters, switches, controls
     )
-    metas = controls  # a control wavelet is marked in its metadata
     tasks = program.task_start.shape[1]
     rx_slots, q_slots = int(queues[0].max()), max(fab.depth, int(queues[1].max()))
     st = allocate_state(
-        mesh.pes, colors, fab.depth, fab.slots, words, tasks, rx_slots, metas, q_slots
+        mesh.pes, colors, fab.depth, fab.slots, words, tasks, rx_slots, False, q_slots
     )
+    if controls:  # a control wavelet is marked in its metadata (never handed to the PE)
+        st = st._replace(q_meta=np.zeros(st.q_data.shape, np.int64))
     return fab, st
 
 

@@ -32,6 +32,7 @@ end at different places on different PEs (a chain reduction's root passing down 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -225,8 +226,9 @@ class ProgramBuilder:
         """Receive ``n`` values of ``color`` into ``dst``, a wavelet into every ``stride``-th
         word (a fabric DSD moved into a strided memory DSD, as the SDK's programs write
         every other word of interleaved complex values)."""
-        if isinstance(stride, bool) or not isinstance(stride, int) or stride < 1:
+        if isinstance(stride, bool) or not isinstance(stride, numbers.Integral) or stride < 1:
             raise ConfigError(f"recv stride={stride!r} must be an integer >= 1")
+        stride = int(stride)
         w = words(n, dtype)
         span = w if stride == 1 else np.maximum((np.asarray(w) - 1) * stride + 1, 0)
         op = [K.OP_RECV, color, dst, 0, 0, w, stride, 1]
@@ -483,6 +485,9 @@ class ProgramBuilder:
         second = self._emitted(loop.emit, 1)
         self._check_same(first, second, "iteration 1")
         steps = second.rows[:, STEP_FIELDS] - first.rows[:, STEP_FIELDS]
+        commands = steps[first.rows[:, K.C_CODE] == K.OP_CONTROL, STEP_FIELDS.index(K.C_A)]
+        if np.any(commands != 0):  # C_A holds a control op's commands, not an address
+            raise NotALoop("loop: its control wavelets' commands differ between iterations")
         each = self._count.flat[keys] - before.flat[keys]  # ops an iteration: 2 x per key
         self._count.flat[keys] = before.flat[keys] + (counts - 1) * (each // 2)
         last = self._emitted(loop.emit, -1)

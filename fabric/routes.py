@@ -70,15 +70,13 @@ class ColorRoutes:
         "on_advance")."""
         pes = self._routers(pes, color, "switch")
         for k, position in enumerate(positions, start=1):
-            self._check_links(pes, color, k, position)
+            self._check_links(pes, color, k, control.position_masks(position, len(pes), k))
         if self.switches is None:
             self.switches = control.new_switches(self.mesh.pes, self.colors)
         control.set_positions(self.switches, pes, color, positions, current, ring_mode, pop_mode)
 
     def _check_links(self, pes: np.ndarray, color: int, k: int, position) -> None:
-        outs = np.bitwise_or.reduce(
-            np.broadcast_to(np.asarray(position, np.int64), (len(pes), NUM_PORTS)), axis=1
-        )
+        outs = np.bitwise_or.reduce(position, axis=1)
         for port in range(RAMP):
             bad = (outs >> port & 1).astype(bool) & ~self._link_ok[pes, port].astype(bool)
             if bad.any():

@@ -54,7 +54,8 @@ class FabricArrays(NamedTuple):
 
 class EngineState(NamedTuple):
     q_data: np.ndarray  # float32 (P, 5, C, Q): Q slots, the router depth D or the deepest ramp
-    q_meta: np.ndarray  # int64 (P, 5, C, Q); a program's run: (P, 5, C, 1), unused
+    q_meta: np.ndarray  # int64 (P, 5, C, Q); a program's run: (P, 5, C, 1), unused unless it
+    #                     sends control wavelets (fabric.control)
     q_head: np.ndarray  # int32 (P, 5, C)
     q_count: np.ndarray  # int32 (P, 5, C)
     served: np.ndarray  # int8 (P, 5, C): outputs that already took the head (multicast)

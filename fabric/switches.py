@@ -57,6 +57,13 @@ def all_switches(routes: ColorRoutes, switches: Switches) -> Switches:
         return switches
     fields = routes.switches
     count = fields[:, :, COUNT]
+    mixed = np.flatnonzero(count[switches.pes, switches.colors] > 1)
+    if mixed.size:
+        pe, color = int(switches.pes[mixed[0]]), int(switches.colors[mixed[0]])
+        raise ConfigError(
+            f"color {color} at {_xy(routes, pe)}: a PE's switch op and switch positions that "
+            "control wavelets move; a router's switch of a color takes one or the other"
+        )
     held = [np.argwhere(count > k) for k in range(1, SWITCH_POSITIONS)]
     pes = np.concatenate([switches.pes] + [h[:, 0] for h in held])
     colors = np.concatenate([switches.colors] + [h[:, 1] for h in held])

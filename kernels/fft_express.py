@@ -24,6 +24,7 @@ as the relays' do (:func:`kernels.fft.fft3d_cycles`).
 
 from __future__ import annotations
 
+import numbers
 from functools import lru_cache
 
 import numpy as np
@@ -55,7 +56,7 @@ PHASES = ("row", "column")  # their colors: stride + 1 a direction, one phase af
 
 def check_stride(n: int, stride: int) -> None:
     """One line naming ``stride`` and its range."""
-    whole = isinstance(stride, int) and not isinstance(stride, bool)
+    whole = isinstance(stride, numbers.Integral) and not isinstance(stride, bool)
     if not whole or not 1 <= stride <= min(MAX_STRIDE, n - 1):
         raise ConfigError(f"stride={stride!r} is out of range [1, {min(MAX_STRIDE, n - 1)}]")
 

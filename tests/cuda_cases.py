@@ -89,6 +89,15 @@ def send_recv(engine):
     return outcome(engine, mesh, spec, routes, program(mesh, spec, 1, calls), memory(4))
 
 
+def strided_recv(engine):
+    """``send_recv`` into every third word (a strided memory DSD)."""
+    mesh, spec = Mesh.full(4, 1), spec_with(depth=2, latency=2)
+    routes = ColorRoutes(mesh, 1)
+    routes.add_path(0, [0, 1, 2, 3])
+    calls = [("send", 0, 0, 0, 0, 5), ("recv", 3, 0, 0, 64, 5, "fp32", 3)]
+    return outcome(engine, mesh, spec, routes, program(mesh, spec, 1, calls), memory(4))
+
+
 def stretched_link(engine):
     """``send_recv`` over a wire repair stretched over 3 physical hops (link_hops 3): the
     wavelets and credits on it go through ``_send_late`` / ``_credit_late``."""
@@ -476,6 +485,7 @@ CASES = {
     f.__name__: f
     for f in (
         send_recv,
+        strided_recv,
         stretched_link,
         multicast,
         fmacs_backpressure,

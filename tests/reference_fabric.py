@@ -89,6 +89,7 @@ class Switch:
     current: int
     ring: bool
     pop: int
+    moved: bool = False  # a control wavelet moved it this cycle: its routes change after
 
     def next_position(self, commands) -> int | None:
         """Where a control wavelet's first command moves it: None if nowhere."""
@@ -389,7 +390,7 @@ class ReferenceFabric:
             return {p: frozenset(o for o in PORTS if int(masks[p]) >> o & 1) for p in PORTS}
 
         for pe, c in np.ndindex(switches.shape[:2]):
-            current, count, ring, pop, _, *packed = (int(v) for v in switches[pe, c])
+            current, count, ring, pop, _moved, _first, *packed = (int(v) for v in switches[pe, c])
             positions = [outputs(table[pe, :, c])]
             positions += [outputs([w >> (5 * p) & 31 for p in PORTS]) for w in packed[: count - 1]]
             self.switches[pe, c] = Switch(positions, current, bool(ring), pop)
@@ -493,6 +494,11 @@ class ReferenceFabric:
                 granted.append(winner)
         for port, color in set(granted):
             self._retire_head(router, port, color, t)
+        for color in range(self.colors):
+            switch = self.switches.get((router.pe, color))
+            if switch is not None and switch.moved:
+                switch.moved = False
+                self._set_position(router.pe, color, switch.current)
         return bool(granted or dropped)
 
     def _request(self, router: Router, port: int, color: int, queue: InputQueue) -> set[int]:
@@ -582,8 +588,8 @@ class ReferenceFabric:
         if commands is not None:
             switch = self.switches.get((router.pe, color))
             position = switch.next_position(commands) if switch else None
-            if position is not None:
-                self._set_position(router.pe, color, position)
+            if position is not None:  # its routes change once the router's cycle is routed
+                switch.current, switch.moved = position, True
         elif flt and flt[0] == 1 and RAMP in self.routes[router.pe, port, color]:
             flt[3] = 0 if flt[3] >= flt[2] else flt[3] + 1
         queue.wavelets.popleft()

@@ -8,7 +8,7 @@ from wafersim.fabric.engine import simulate
 from wafersim.fabric.mesh import Mesh
 from wafersim.fabric.program import ProgramBuilder
 from wafersim.fabric.routes import ColorRoutes
-from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.errors import ConfigError, DeadlockError
 from wafersim.wafer.geometry import RAMP
 from wafersim.wafer.geometry import E as EAST
 from wafersim.wafer.geometry import N as NORTH
@@ -180,3 +180,58 @@ def test_bad_commands_are_refused_with_one_line(commands, message):
     builder = ProgramBuilder(2, SPEC.pe, 1)
     with pytest.raises(ConfigError, match=message):
         builder.control(0, 0, 0, commands)
+
+
+def test_a_switch_op_on_a_color_with_positions_for_control_wavelets_is_refused():
+    """Both would move one switch, each from a position the other does not know."""
+    mesh = Mesh.full(3, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(0, RAMP, 0, (EAST,))
+    routes.add(1, WEST, 0, (RAMP,))
+    routes.switch_positions(1, 0, [_position(WEST, EAST)])
+    builder = ProgramBuilder(mesh.pes, SPEC.pe, 1)
+    builder.switch(1, 0, 0, _position(WEST, RAMP))
+    memory = np.zeros((3, WORDS), np.float32)
+    with pytest.raises(ConfigError, match=r"color 0 at PE \(1,0\): a PE's switch op and"):
+        simulate(mesh, SPEC, routes, builder.build(), memory, max_cycles=100)
+
+
+def test_a_loop_whose_control_wavelets_differ_is_written_out_not_rolled():
+    """A control op keeps its commands where other ops keep an address: a loop would move
+    them by a step, so iterations that send other commands do not make one."""
+    builder = ProgramBuilder(2, SPEC.pe, 1)
+    commands = [[NOP], [ADVANCE], [NOP, NOP], [ADVANCE, ADVANCE], [NOP, ADVANCE]]
+    builder.repeat(5, lambda i: builder.control(0, 0, 0, commands[i]), lambda: None)
+    ops = builder.build().ops
+    assert ops[ops[:, 0] == 14][:, 3].tolist() == [0, 1, 0, 5, 4]
+
+
+@pytest.mark.parametrize(
+    ("position", "message"),
+    [
+        ([0, 8, 0], r"shape \(3,\)"),
+        ([0, 0, 0, 2.5, 0], "float64"),
+        (np.zeros((2, 5), int), r"\(2, 5\)"),
+    ],
+)
+def test_a_position_of_the_wrong_shape_or_type_is_refused(position, message):
+    routes = ColorRoutes(Mesh.full(4, 1), 1)
+    with pytest.raises(ConfigError, match=message):
+        routes.switch_positions(1, 0, [position])
+
+
+def test_commands_that_are_not_a_list_are_refused():
+    with pytest.raises(ConfigError, match="commands=1 must be a list"):
+        ProgramBuilder(2, SPEC.pe, 1).control(0, 0, 0, 1)
+
+
+def test_a_control_wavelet_with_no_route_is_named_in_the_deadlock_report():
+    mesh = Mesh.full(3, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(0, RAMP, 0, (EAST,))
+    routes.add(2, WEST, 0, (RAMP,))  # router 1 has no route: the wavelet waits there
+    builder = ProgramBuilder(mesh.pes, SPEC.pe, 1)
+    builder.control(0, 0, 0, [NOP])
+    memory = np.zeros((3, WORDS), np.float32)
+    with pytest.raises(DeadlockError, match=r"color 0 \(a control wavelet\) wants nothing"):
+        simulate(mesh, SPEC, routes, builder.build(), memory, max_cycles=100, check_routes=False)

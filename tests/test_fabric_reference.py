@@ -948,3 +948,23 @@ def test_a_bad_receive_stride_is_refused_with_one_line(stride):
     builder = ProgramBuilder(2, spec_with(4, 1).pe, 1)
     with pytest.raises(ConfigError, match=r"recv stride=.* must be an integer >= 1"):
         builder.recv(1, 0, 0, 0, 4, stride=stride)
+
+
+def test_a_switch_a_control_wavelet_moves_takes_its_new_routes_after_the_cycle():
+    """Router 4 of 3 x 3 takes color 0 from the west (position 0) or the north (1). PE 3
+    sends it a control wavelet that ends there and advances it, and PE 1 a data wavelet from
+    the north, both reaching it in one cycle: the router judges that cycle's heads under
+    position 0 (the data waits), then takes the data under position 1, whatever order it
+    scans its ports in; engine and reference agree cycle by cycle."""
+    mesh = Mesh.full(3, 3)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(3, RAMP, 0, (E,))
+    routes.add(4, W, 0, (RAMP,))
+    north = np.zeros(5, np.int64)
+    north[N] = 1 << RAMP
+    routes.switch_positions(4, 0, [north])
+    routes.add(1, RAMP, 0, (S,))
+    calls = [("control", 3, 0, 0, [1]), ("send", 1, 0, 0, 0, 1), ("recv", 4, 0, 0, 64, 1)]
+    mem = random_memory(9)
+    run = lockstep(mesh, spec_with(4, 1), routes, calls, mem)
+    assert run.mem[4, 64] == mem[1, 0]
