@@ -145,8 +145,7 @@ def color_config(
         config[:, :, K.FILTER_FIELDS :] = switches
     config[:, :, K.S_POSITIONS] = pack_position(table.transpose(0, 2, 1)).reshape(pes, colors)
     route = table.copy()
-    moved = np.argwhere(config[:, :, K.S_CURRENT] > 0)
-    for pe, color in moved:
+    for pe, color in np.argwhere(config[:, :, K.S_CURRENT] > 0):  # starting elsewhere
         packed = config[pe, color, K.S_POSITIONS + config[pe, color, K.S_CURRENT]]
         route[pe, :, color] = unpack_position(packed)[0]
     if filters is not None:

@@ -9,8 +9,9 @@ from wafersim.wafer.geometry import DIR_NAMES
 
 OP_NAMES = (
     "send", "recv", "recv_add", "fmacs", "vadd", "vscale", "vfma", "wait", "matmul", "switch",
-    "spmacs", "vaxpy",
+    "spmacs", "vaxpy", "loop", "steps", "control",
 )  # fmt: skip
+assert len(OP_NAMES) == K.OP_CONTROL + 1, "a name for each op code"
 MAX_LISTED = 6
 
 

@@ -235,3 +235,17 @@ def test_a_control_wavelet_with_no_route_is_named_in_the_deadlock_report():
     memory = np.zeros((3, WORDS), np.float32)
     with pytest.raises(DeadlockError, match=r"color 0 \(a control wavelet\) wants nothing"):
         simulate(mesh, SPEC, routes, builder.build(), memory, max_cycles=100, check_routes=False)
+
+
+def test_a_pe_whose_control_wavelets_have_nowhere_to_go_is_named_in_the_deadlock_report():
+    """No route takes the color from PE 0's ramp: its output queue fills and its control op
+    waits, which the report names."""
+    mesh = Mesh.full(2, 1)
+    routes = ColorRoutes(mesh, 1)
+    routes.add(1, WEST, 0, (RAMP,))
+    builder = ProgramBuilder(mesh.pes, SPEC.pe, 1)
+    for _ in range(8):
+        builder.control(0, 0, 0, [NOP])
+    memory = np.zeros((2, WORDS), np.float32)
+    with pytest.raises(DeadlockError, match=r"PE \(0,0\) task 0 control color 0"):
+        simulate(mesh, SPEC, routes, builder.build(), memory, max_cycles=100, check_routes=False)
