@@ -109,7 +109,7 @@ def _chain_values(m: int, n: int, stride: int, step: int) -> int:
 def _stream(plan: KernelPlan, lines: np.ndarray, m: int, stride: int, step: int,
             palette: tuple[str, int]) -> np.ndarray | None:  # fmt: skip
     """The colors (lines,) of PE ``m``'s relay stream one way (``step`` +1 forward, -1 back),
-    routed past the PEs before its end with their filters (:func:`_filters`); None where it
+    routed past the PEs before its end with their filters (:func:`_filter_fields`); None where it
     has none (at the line's end). ``palette``: the phase and its direction's first color."""
     n = lines.shape[1]
     phase, color = palette
@@ -184,7 +184,7 @@ def run_express_line(n: int, stride: int, spec: WaferSpec, seed: int = 0,
             plan.load(pe, at.buffers[0][part], x[part, k])
     for t in range(transposes):
         express_transpose(plan, at, grid.pe, "row", t % 2, 1 - t % 2, stride)
-    result = plan.run(max_cycles=64 * n * n * transposes + 10_000)
+    result = plan.run(max_cycles=64 * n * n * transposes + 10_000)  # far past the relays' n^2
     want = x if transposes % 2 == 0 else x.transpose(0, 2, 1)
     exact = True
     for d, pe in enumerate(line.tolist()):
