@@ -132,8 +132,8 @@ def program_state(
     """``(fab, st)`` for a program on ``mesh`` with static routes ``table`` (uint8 (P, 5,
     C)), the routers' ``filters`` and ``switches`` (``ColorRoutes``'): the core's queues as
     deep as those each PE's colors are bound to, SRAM of ``words`` a PE (see
-    :func:`fabric.state.allocate_state`); the queues keep each wavelet's metadata where
-    the run has a color configuration (a control wavelet is marked in it)."""
+    :func:`fabric.state.allocate_state`); the routers' queues keep each wavelet's metadata
+    where the program sends control wavelets (a control wavelet is marked in it)."""
     colors = table.shape[2]
     queues = receive_depths(program, colors, spec.pe), send_depths(program, colors, spec.pe)
     no_dor = np.zeros(colors, np.uint8)

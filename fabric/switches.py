@@ -67,8 +67,7 @@ def all_switches(routes: ColorRoutes, switches: Switches) -> Switches:
     held = [np.argwhere(count > k) for k in range(1, SWITCH_POSITIONS)]
     pes = np.concatenate([switches.pes] + [h[:, 0] for h in held])
     colors = np.concatenate([switches.colors] + [h[:, 1] for h in held])
-    column = POSITIONS
-    packed = [fields[h[:, 0], h[:, 1], column + k] for k, h in enumerate(held, start=1)]
+    packed = [fields[h[:, 0], h[:, 1], POSITIONS + k] for k, h in enumerate(held, start=1)]
     positions = np.concatenate([switches.positions, *(unpack_position(q) for q in packed)])
     return Switches(pes.astype(np.int64), colors.astype(np.int64), positions)
 
