@@ -24,6 +24,7 @@ ROUTER = 6  # a router's color as a whole: whoever routes it there owns every in
 CHANNELS = 7  # ports N, E, S, W, RAMP, then DELIVER and ROUTER
 CROSSED = 1  # a bit of the scratch's AVOID: a router the chain piece crosses
 AHEAD = 2  # and one of a PE the piece has still to reach
+NEXT = 4  # and one between the next two PEs of the chain, which the hop after takes
 FIRST_EDGES = 16  # rows of a new edge table (it doubles as it fills)
 ZERO, ONE = np.int64(0), np.int64(1)  # arguments, not literals: one compiled version for all
 # the channels as such arguments (a literal port would compile a helper once for each)
@@ -60,7 +61,7 @@ ENTRY = 5  # the port it entered by
 QUEUE = 6
 PATH_PE = 7  # the path a search found, from the tree on
 PATH_IN = 8  # each path PE's input port
-AVOID = 9  # CROSSED and AHEAD bits
+AVOID = 9  # CROSSED, AHEAD and NEXT bits
 SCRATCH_ROWS = 10
 
 
@@ -157,16 +158,16 @@ def route(held, moved, rows, table, moved_table, nbr, ok, alive, width, work, sr
 
 @njit(cache=True)
 def chain_piece(held, moved, rows, table, moved_table, nbr, ok, alive, width, work, line,
-                first, candidates, margins, number, near_hops):  # fmt: skip
+                first, need, candidates, margins, number, near_hops):  # fmt: skip
     """Route the longest piece of a chain from ``line[first]`` on the first of
-    ``candidates`` that reaches the next PE at least (:func:`_chain_edges`), and claim it
-    for ``number``.
+    ``candidates`` that reaches ``line[need]`` at least (:func:`_chain_edges`), and claim
+    it for ``number``.
 
     Parameters
     ----------
     held, ..., work : as for :func:`route`
-    line : int64 (L,); first : int; candidates : int64 (K,); margins : int64 (2,);
-    number, near_hops : int
+    line : int64 (L,); first, need : int (``first < need < L``); candidates : int64 (K,);
+    margins : int64 (2,); number, near_hops : int
 
     Returns
     -------
@@ -178,7 +179,7 @@ def chain_piece(held, moved, rows, table, moved_table, nbr, ok, alive, width, wo
         color = candidates[k]
         edges, last = _chain_edges(ch, links, work, line, first, color, number, margins,
                                    near_hops)  # fmt: skip
-        if last > first:
+        if last >= need:
             return k, edges, last, _claim(ch, links, edges, line[first], color, number)
     return -1, np.empty((0, 3), np.int64), first, -1
 
@@ -411,8 +412,10 @@ def _reusable(table, pe, port, color):
 def _chain_edges(ch, links, work, line, first, color, number, margins, near_hops):
     """The edges of the longest chain from ``line[first]`` on ``color`` and the index of
     the last PE it reaches (``first``: none). A path to the next PE avoids the routers the
-    piece has crossed and the PEs it has still to reach; where only a path through one of
-    those PEs is left, the piece takes it and ends there."""
+    piece has crossed and the PEs it has still to reach, and where it can the routers
+    between the two PEs after (the next hop's way, which a crossed router would close);
+    where only a path through a PE still to come is left, the piece takes it and ends
+    there."""
     edges, n_edges = np.empty((FIRST_EDGES, 3), np.int64), ZERO
     if not _free(ch, line[first], AT_RAMP, color, number):
         return edges[:0], first
@@ -421,9 +424,15 @@ def _chain_edges(ch, links, work, line, first, color, number, margins, near_hops
     for i in range(first, len(line) - 1):
         here, there = line[i], line[i + 1]
         work[AVOID, there] &= ~AHEAD
-        bits, through = np.int64(CROSSED | AHEAD), False
+        bits, through = np.int64(CROSSED | AHEAD | NEXT), False
+        _mark_next(links, work, line, i + 1, NEXT)
         length = _chain_path(ch, links, work, here, entry, there, color, number, margins,
                              near_hops, bits)  # fmt: skip
+        _mark_next(links, work, line, i + 1, 0)
+        if length == 0:
+            bits = np.int64(CROSSED | AHEAD)
+            length = _chain_path(ch, links, work, here, entry, there, color, number, margins,
+                                 near_hops, bits)  # fmt: skip
         if length == 0:  # through a PE still to come: this piece ends at ``there``
             bits, through = np.int64(CROSSED), True
             length = _chain_path(ch, links, work, here, entry, there, color, number, margins,
@@ -463,6 +472,20 @@ def _add_chain_path(work, edges, n_edges, length):
         edges, n_edges = _push(edges, n_edges, work[PATH_PE, k], work[PATH_IN, k], (in_b + 2) % 4)
         work[AVOID, b] |= CROSSED
     return edges, n_edges, work[PATH_IN, length - 1]
+
+
+@njit(cache=True)
+def _mark_next(links, work, line, i, bit):
+    """Set ``bit`` (or, at 0, clear :data:`NEXT`) on the routers of the box between
+    ``line[i]`` and ``line[i + 1]`` other than those two (none past the line's end)."""
+    if i + 1 >= len(line):
+        return
+    a, b, width = line[i], line[i + 1], links.width
+    for y in range(min(a // width, b // width), max(a // width, b // width) + 1):
+        for x in range(min(a % width, b % width), max(a % width, b % width) + 1):
+            pe = y * width + x
+            if pe != a and pe != b:
+                work[AVOID, pe] = (work[AVOID, pe] & ~NEXT) | bit
 
 
 @njit(cache=True, inline="always")

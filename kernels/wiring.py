@@ -469,7 +469,8 @@ class Wiring:
             target.add(pe, in_port, color, (out,))  # refuses it, with the table's message
         self.colors_used.add(color)
 
-    def chain(self, color: int, line: Sequence[int], owner: Hashable) -> list[ChainPiece]:
+    def chain(self, color: int, line: Sequence[int], owner: Hashable, *,
+              whole: bool = False) -> list[ChainPiece]:  # fmt: skip
         """Routes on which any PE of ``line`` can stream to every PE after it in the line.
 
         Each PE's route goes on to the next PE (a shortest path around holes) and delivers
@@ -478,22 +479,26 @@ class Wiring:
         Where holes leave no path to the next PE that avoids the routers the chain already
         crosses (a router holds one input per color and position), the chain is cut there:
         the next piece starts at that PE on another color, and the PE relays what it
-        receives (the kernel's program does). Returns the pieces in line order.
+        receives (the kernel's program does). ``whole``: never cut, the whole line on the
+        first candidate color that carries it (for programs that cannot relay). Returns the
+        pieces in line order (none for a line of one PE).
         """
         self._check_open()
         pieces, first, pes = [], 0, np.asarray(line, np.int64)
         while first < len(line) - 1:
             number = self.owner.number((owner, len(pieces)))
-            piece = self._chain_piece(color, pes, first, number)
+            need = len(line) - 1 if whole else first + 1
+            piece = self._chain_piece(color, pes, first, need, number)
             pieces.append(piece)
             first = piece.last
         return pieces
 
-    def _chain_piece(self, color: int, line: np.ndarray, first: int, number: int) -> ChainPiece:
+    def _chain_piece(self, color: int, line: np.ndarray, first: int, need: int,
+                     number: int) -> ChainPiece:  # fmt: skip
         """The longest piece from ``line[first]`` on the first candidate color that reaches
-        the next PE at least (:func:`kernels._wiring_jit.chain_piece`)."""
+        ``line[need]`` at least (:func:`kernels._wiring_jit.chain_piece`)."""
         candidates = self._candidates(color)
-        k, edges, last, bad = jit.chain_piece(*self._state(), line, first,
+        k, edges, last, bad = jit.chain_piece(*self._state(), line, first, need,
                                               np.array(candidates, np.int64), self._margins(),
                                               number, NEAR_HOPS)  # fmt: skip
         if k < 0:

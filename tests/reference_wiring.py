@@ -190,18 +190,19 @@ class ReferenceWiring:
                 queue.append(b)
         return None
 
-    def chain(self, color, line, owner):
+    def chain(self, color, line, owner, whole=False):
         pieces, first = [], 0
         while first < len(line) - 1:
-            piece = self._chain_piece(color, line, first, (owner, len(pieces)))
+            need = len(line) - 1 if whole else first + 1
+            piece = self._chain_piece(color, line, first, need, (owner, len(pieces)))
             pieces.append(piece)
             first = piece.last
         return pieces
 
-    def _chain_piece(self, color, line, first, owner):
+    def _chain_piece(self, color, line, first, need, owner):
         for candidate in self._candidates(color):
             edges, last = self._chain_edges(candidate, line, first, owner)
-            if last > first:
+            if last >= need:
                 self._claim(candidate, line[first], edges, owner)
                 positions = self._chain_positions(candidate, line[first : last + 1])
                 return ChainPiece(first, last, candidate, positions)
@@ -218,7 +219,11 @@ class ReferenceWiring:
         for i in range(first, len(line) - 1):
             there = line[i + 1]
             ahead.discard(there)
-            path = self._chain_path(color, line[i], entry, there, owner, crossed | ahead)
+            path = self._chain_path(
+                color, line[i], entry, there, owner, crossed | ahead | self._between(line, i + 1)
+            )
+            if path is None:
+                path = self._chain_path(color, line[i], entry, there, owner, crossed | ahead)
             last = path is None
             if last:
                 path = self._chain_path(color, line[i], entry, there, owner, crossed)
@@ -232,6 +237,14 @@ class ReferenceWiring:
             if last:
                 return edges, i + 1
         return edges, len(line) - 1
+
+    def _between(self, line, i):
+        if i + 1 >= len(line):
+            return set()
+        a, b, width = line[i], line[i + 1], self.mesh.width
+        xs = range(min(a % width, b % width), max(a % width, b % width) + 1)
+        ys = range(min(a // width, b // width), max(a // width, b // width) + 1)
+        return {y * width + x for y in ys for x in xs} - {a, b}
 
     def _chain_path(self, color, here, entry, there, owner, avoid):
         avoid = avoid - {here, there}

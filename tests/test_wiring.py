@@ -1,10 +1,13 @@
 """The kernel wiring's compiled route search against the plain Python one
 (tests/reference_wiring.py): the same colors, routes, owners and errors, stream by stream."""
 
+import functools
+
 import numpy as np
 import pytest
 from reference_wiring import ReferenceWiring
 from wafersim.fabric.mesh import Mesh
+from wafersim.kernels import _wiring_jit as jit
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.wiring import Wiring
 from wafersim.wafer.errors import ConfigError
@@ -37,9 +40,11 @@ def _op(rng, mesh: Mesh, colors: int) -> tuple[str, tuple]:
     return "reserve", (pes[:2],)
 
 
-def _outcome(wiring, op: str, args: tuple):
+def _outcome(wiring, op: str | None, args: tuple):
+    """What ``op`` of ``wiring`` returns for ``args`` (``op`` None: ``wiring`` is the call),
+    or its error."""
     try:
-        return repr(getattr(wiring, op)(*args))
+        return repr(getattr(wiring, op)(*args) if op else wiring(*args))
     except ConfigError as error:
         return f"ConfigError: {error}"
 
@@ -57,6 +62,40 @@ def _same(ops, wired: Wiring, reference: ReferenceWiring, each: bool = True) -> 
         if each:
             assert _state(wired) == _state(reference), (op, args)
     assert _state(wired) == _state(reference)
+
+
+def _line_op(rng, mesh: Mesh, colors: int) -> tuple[tuple, bool]:
+    """A chain along a row or a column's working PEs (a kernel's line, either way), whole
+    (one chain or refused) or in pieces, or one of random PEs."""
+    color, owner = int(rng.integers(0, colors - 2)), OWNERS[int(rng.integers(len(OWNERS)))]
+    if rng.random() < 0.3:
+        pes = [int(v) for v in rng.integers(0, mesh.pes, int(rng.integers(2, 7)))]
+    elif rng.random() < 0.5:
+        y = int(rng.integers(mesh.height))
+        pes = [y * mesh.width + x for x in range(mesh.width)]
+    else:
+        x = int(rng.integers(mesh.width))
+        pes = [y * mesh.width + x for y in range(mesh.height)]
+    pes = [pe for pe in (pes[::-1] if rng.random() < 0.5 else pes) if mesh.alive.flat[pe]]
+    return (color, pes or [0], owner), bool(rng.random() < 0.7)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_whole_chains_route_as_the_reference_and_leave_the_scratch_clean(seed):
+    """Chains along lines, most of them whole: each returns (or refuses) what the reference
+    does, and every search leaves its scratch as it found it (the next search reads it)."""
+    rng = np.random.default_rng(seed)
+    mesh, colors = _mesh(rng), int(rng.choice([6, 8, 24]))
+    wired, reference = Wiring(mesh, colors), ReferenceWiring(mesh, colors)
+    clean = jit.new_scratch(mesh.pes)
+    for _ in range(int(rng.integers(5, 40))):
+        args, whole = _line_op(rng, mesh, colors)
+        got = _outcome(functools.partial(wired.chain, whole=whole), None, args)
+        assert got == _outcome(functools.partial(reference.chain, whole=whole), None, args)
+        assert _state(wired) == _state(reference)
+        if wired._scratch is not None:
+            for row in (jit.TREE_IN, jit.SEEN, jit.AVOID):
+                assert np.array_equal(wired._scratch[row], clean[row]), (row, args, whole)
 
 
 @pytest.mark.parametrize("seed", range(40))
