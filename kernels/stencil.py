@@ -41,19 +41,20 @@ In ``fabric.program``'s vocabulary:
   ``vscale(u_prev, u_prev, -1)``, ``vfma(u_prev, acc, vp)`` and ``vaxpy(u_prev, u, 2.0)``:
   three passes of ``n``, as the published three (no op multiplies
   two vectors into a third or subtracts); the zeroing is ``vscale(acc, acc, 0)``.
-- Tasks: each received column has a task of its own (lowest numbers, fabric-fed first), then
-  a send task a way, then the compute task. The published program sets no priorities: its
-  receives and sends are asynchronous operations on input and output queues, and the buffer's
-  adds run only when every receive has ended, so no two of its arithmetic passes overlap.
-- Routes: each stream has a color of its own (line position mod ``r + 1``) and multicasts to
-  its own PE too (a loopback at its router), where the published program shares one color a
-  way among the ``r + 1`` senders and turns its routers' switches with two control wavelets a
-  chunk (left out, as are the source term, one scalar add on one PE, and the timestamps).
+- Tasks: a receive task a way (``recvMode``'s asynchronous receive), a send task a way
+  (the send and its two control wavelets: ``send``, ``dataFinTask``, ``ctrlFinTask``), then
+  the compute task. The published program sets no priorities: its receives and sends are
+  asynchronous operations on input and output queues (way ``d`` on input queue ``4 + d``
+  and output queue ``d``, as here), and the buffer's adds run only when every receive has
+  ended, so no two of its arithmetic passes overlap.
+- Routes: as published (:mod:`kernels.stencil_routes`): one color a way, whose line's
+  senders take turns, switch positions at every router and two control wavelets after each
+  chunk. Left out: the source term, one scalar add on one PE, and the timestamps.
 
 Holes are skipped as in every kernel (:mod:`kernels.grid`): the neighbours are kernel
-neighbours, and routes detour around holes, which the 7-point star's 8 colors leave room for;
-the 25-point star takes all 20 kernel colors, so on a patch with holes it finds no detour
-color and says so.
+neighbours, a line's route detours around holes, and a way's lines alternate two colors; a
+line no single chain can take streams on trees of its senders' own colors, and where holes
+crowd the patch so that chains and trees find no colors together, every line does.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from __future__ import annotations
 import numpy as np
 from wafersim.fabric.program import WAIT_OP_CYCLES
 from wafersim.kernels import stencil_layout as lay
+from wafersim.kernels import stencil_routes as routes
 from wafersim.kernels.family import KernelAlgorithm, KernelFamily, Shape, by_name
 from wafersim.kernels.grid import KernelGrid
 from wafersim.kernels.kernel_plan import KernelPlan, decode, encode
@@ -76,7 +78,7 @@ COEFFICIENTS = {
     4: (3 * -205 / 72, 8 / 5, -1 / 5, 8 / 315, -1 / 560),
 }
 RADIUS = {"star7": 1, "star25": 4}
-DIRECTIONS = ((0, 1), (0, -1), (1, 0), (-1, 0))  # (row, column) steps: E, W, S, N
+QUEUE_IN = 4  # way d's input queue is 4 + d (oned_exch.csl: @get_input_queue(4 + queueId))
 CENTRE_WAY = 0  # the eastward way carries the centre (task.csl: fetchFirstHalfConsts(.., true))
 # run.py's vp (10.3703699112) over commands_wse2.sh's dx^2 (20^2): the drawn vp varies about it
 VP_PUBLISHED = 10.3703699112 / 20**2
@@ -92,11 +94,12 @@ def stencil(u: np.ndarray, u_prev: np.ndarray, vp: np.ndarray, grid: KernelGrid,
     _check_inputs(u, u_prev, vp, grid)
     n = u.shape[2]
     check_column(n, spec, algo)
-    plan = KernelPlan(grid, spec, tasks=_compute_task(r) + 1)
-    home = {key: _alloc(plan, int(pe), u[key], u_prev[key], vp[key], r)
-            for key, pe in np.ndenumerate(grid.pe)}  # fmt: skip
-    received, sent = _route(plan, home, r)
-    _program(plan, home, received, sent, n, r)
+    try:
+        plan, home = _plan(u, u_prev, vp, grid, spec, r, chains=True)
+    except ConfigError:  # holes crowd the chains: every line as trees, or one line's error
+        if grid.clean:
+            raise
+        plan, home = _plan(u, u_prev, vp, grid, spec, r, chains=False)
     analytic = stencil_cycles(n, grid.rows, grid.cols, spec, algo)
     sim = plan.run(max_cycles_for(analytic))
     out = np.stack([[decode(_result(sim.mem, int(grid.pe[i, j]), home[i, j], n, r), n, "fp32")
@@ -104,6 +107,17 @@ def stencil(u: np.ndarray, u_prev: np.ndarray, vp: np.ndarray, grid: KernelGrid,
     return kernel_result(kernel="stencil", algo=algo, dtype="fp32", shape={"n": n}, plan=plan,
                          sim=sim, flops=_flops(grid.rows, grid.cols, n, r), analytic=analytic,
                          output=out, expected=wave_step(u, u_prev, vp, algo))  # fmt: skip
+
+
+def _plan(u, u_prev, vp, grid: KernelGrid, spec: WaferSpec, r: int,
+          chains: bool) -> tuple[KernelPlan, dict]:  # fmt: skip
+    """The step's plan and each PE's layout: inputs loaded, routes (lines as switched
+    chains where ``chains`` and they can be, else as trees) and programs."""
+    plan = KernelPlan(grid, spec, tasks=_compute_task(r) + 1)
+    home = {key: _alloc(plan, int(pe), u[key], u_prev[key], vp[key], r)
+            for key, pe in np.ndenumerate(grid.pe)}  # fmt: skip
+    _program(plan, home, routes.route_ways(plan, r, chains), u.shape[2], r)
+    return plan, home
 
 
 def _check_inputs(u, u_prev, vp, grid: KernelGrid) -> None:
@@ -169,106 +183,102 @@ def _radius(algo: str) -> int:
     return RADIUS[algo]
 
 
-# ---- the program: routes, then each PE's tasks
+# ---- the program: each PE's tasks (the routes: kernels.stencil_routes)
 
 
-def _recv_task(d: int, k: int, r: int) -> int:
-    """The task receiving the column ``k`` away coming way ``d`` (``k = 0``: the own one).
-    Every column has its own task, all running at once: a stream multicast to ``r + 1`` PEs
-    moves at its slowest receiver's pace, and receivers taking their columns one after
-    another would chain those waits across the grid."""
-    return d * (r + 1) + k
+def _recv_task(d: int) -> int:
+    """The task receiving way ``d``'s chunks (``recvMode``'s asynchronous ``@fmuls``)."""
+    return d
 
 
-def _send_task(d: int, r: int) -> int:
-    return lay.buffer_slots(r) + d
+def _send_task(d: int) -> int:
+    """The task sending way ``d``'s chunk and its two control wavelets (``send``,
+    ``dataFinTask``, ``ctrlFinTask``)."""
+    return lay.WAYS + d
 
 
 def _compute_task(r: int) -> int:
-    return lay.buffer_slots(r) + lay.WAYS
+    return 2 * lay.WAYS
 
 
-def _route(plan: KernelPlan, home: dict, r: int) -> tuple[dict, dict]:
-    """Each PE's stream each way, to itself and the ``r`` kernel neighbours downstream, on
-    color ``(line position) mod (r + 1)`` of the way's own. Returns, by PE ``(i, j)``, the
-    streams it receives ``[(way, distance, color)]`` and those it sends ``[(way, color)]``."""
-    grid = plan.grid
-    received: dict = {key: [] for key in home}
-    sent: dict = {key: [] for key in home}
-    for d, (di, dj) in enumerate(DIRECTIONS):
-        for i, j in home:
-            reach = [(i + di * k, j + dj * k) for k in range(r + 1)]
-            reach = [(a, b) for a, b in reach if 0 <= a < grid.rows and 0 <= b < grid.cols]
-            position = j if dj else i  # along the line the stream runs down
-            color = d * (r + 1) + position % (r + 1)
-            dsts = [int(grid.pe[a, b]) for a, b in reach]
-            used = plan.wiring.connect(color, int(grid.pe[i, j]), dsts, ("stencil", d, i, j))
-            sent[i, j].append((d, used))
-            for k, key in enumerate(reach):
-                received[key].append((d, k, used))
-    return received, sent
-
-
-def _program(plan: KernelPlan, home: dict, received: dict, sent: dict, n: int,
-             r: int) -> None:  # fmt: skip
+def _program(plan: KernelPlan, home: dict, ways: routes.WayRoutes, n: int, r: int) -> None:
     """Every PE's program: zero, then chunk by chunk its sends, receives and the buffer's
     pass, then the epilog."""
     ch = lay.chunks(n)
     prog, task = plan.prog, _compute_task(r)
     for key, at in home.items():
         pe = int(plan.grid.pe[key])
+        color, chained = ways.color[(slice(None), *key)], ways.chained[(slice(None), *key)]
+        for d in range(lay.WAYS):  # the SDK's queues: way d in on 4 + d, out on d
+            if chained[d]:
+                prog.bind_queue(pe, int(color[d]), QUEUE_IN + d)
+            prog.bind_queue(pe, int(color[d]), d, output=True)
         prog.vscale(pe, task, at.acc, at.acc, 0.0, n)  # sendTask: @fmovs(accDsd, 0.0)
         for chunk in range(ch.count):
-            _sends(plan, pe, at, sent[key], chunk, ch.size, r)
-            _receives(plan, pe, at, received[key], chunk, ch.size, r)
-            _buffer_pass(plan, pe, at, received[key], chunk, ch.size, r)
+            _sends(plan, pe, at, color, chained, chunk, ch.size, r)
+            _receives(plan, pe, at, ways, key, ch.size, r)
+            _buffer_pass(plan, pe, at, ways.place[(slice(None), *key)], chunk, ch.size, r)
         _epilog(plan, pe, at, n, r)
 
 
-def _sends(plan: KernelPlan, pe: int, at: lay.Layout, outs, chunk: int, c: int,
+def _sends(plan: KernelPlan, pe: int, at: lay.Layout, color, chained, chunk: int, c: int,
            r: int) -> None:  # fmt: skip
-    """Chunk ``chunk`` of ``u`` each way: the first once the accumulator is zero (sendTask),
-    each later one once every way's last chunk has left (sendFin)."""
+    """Chunk ``chunk`` of ``u`` each way, then (on a chained line) the two control wavelets
+    that pass the turn: the first once the accumulator is zero (sendTask), each later one
+    once every way's last chunk has left (sendFin)."""
     prog = plan.prog
-    done = {d: prog.ops_in(pe, _send_task(d, r)) for d, _color in outs}
-    for d, color in outs:
-        task = _send_task(d, r)
+    done = [prog.ops_in(pe, _send_task(d)) for d in range(lay.WAYS)]
+    for d in range(lay.WAYS):
+        task = _send_task(d)
         if chunk == 0:
             prog.wait(pe, task, _compute_task(r), prog.ops_in(pe, _compute_task(r)))
-        for other, _ in outs:
+        for other in range(lay.WAYS):
             if chunk and other != d:
-                prog.wait(pe, task, _send_task(other, r), done[other])
-        prog.send(pe, task, color, at.u + r + chunk * c, c)
+                prog.wait(pe, task, _send_task(other), done[other])
+        prog.send(pe, task, int(color[d]), at.u + r + chunk * c, c)
+        if chained[d]:
+            prog.control(pe, task, int(color[d]), routes.first_commands(r))
+            prog.control(pe, task, int(color[d]), routes.SECOND_COMMANDS)
 
 
-def _receives(plan: KernelPlan, pe: int, at: lay.Layout, ins, chunk: int, c: int,
-              r: int) -> None:  # fmt: skip
-    """Each column's chunk into its buffer slot, once the last chunk's buffer pass (or the
-    zeroing) is done: recvFin posts the next receives only after reduceBuffer."""
+def _receives(plan: KernelPlan, pe: int, at: lay.Layout, ways: routes.WayRoutes, key,
+              c: int, r: int) -> None:  # fmt: skip
+    """Each way's chunks, its own and those of up to ``r`` PEs upstream in the order their
+    turns come, into the way's buffer slots, once the last chunk's buffer pass (or the
+    zeroing) is done: recvFin posts the next receives only after reduceBuffer. On a line of
+    trees, one receive a sender's color, in the same order."""
     prog = plan.prog
     ready = prog.ops_in(pe, _compute_task(r))
-    for d, k, color in ins:
-        task = _recv_task(d, k, r)
-        prog.wait(pe, task, _compute_task(r), ready)
-        prog.recv(pe, task, color, at.buf + _recv_task(d, k, r) * c, c)
-
-
-def _buffer_pass(plan: KernelPlan, pe: int, at: lay.Layout, ins, chunk: int, c: int,
-                 r: int) -> None:  # fmt: skip
-    """Once every column's chunk is in, the whole buffer into the accumulator's chunk, each
-    slot times its coefficient (reduceBuffer's @fadds over the buffer of @fmuls' products);
-    a slot no stream fills (near the grid's edge) holds zeros and is added all the same."""
-    prog, task = plan.prog, _compute_task(r)
-    for d, k, _color in ins:
-        prog.wait(pe, task, _recv_task(d, k, r), prog.ops_in(pe, _recv_task(d, k, r)))
     for d in range(lay.WAYS):
-        for k in range(r + 1):
-            prog.vaxpy(pe, task, at.acc + chunk * c, at.buf + _recv_task(d, k, r) * c,
+        task, x = _recv_task(d), int(ways.place[(d, *key)])
+        prog.wait(pe, task, _compute_task(r), ready)
+        slots = at.buf + d * (r + 1) * c
+        if ways.chained[(d, *key)]:
+            prog.recv(pe, task, int(ways.color[(d, *key)]), slots, routes.senders(x, r) * c)
+            continue
+        for arrival in range(routes.senders(x, r)):
+            sender = ways.upstream(d, key, routes.distance(x, arrival, r))
+            prog.recv(pe, task, int(ways.color[(d, *sender)]), slots + arrival * c, c)
+
+
+def _buffer_pass(plan: KernelPlan, pe: int, at: lay.Layout, index, chunk: int, c: int,
+                 r: int) -> None:  # fmt: skip
+    """Once every way's chunks are in, the whole buffer into the accumulator's chunk, each
+    slot times the coefficient of the PE whose chunk it holds (reduceBuffer's @fadds over
+    the buffer of @fmuls' products, by ``permuteConsts``' constants); a slot no stream fills
+    (near the grid's edge) holds zeros and is added all the same."""
+    prog, task = plan.prog, _compute_task(r)
+    for d in range(lay.WAYS):
+        prog.wait(pe, task, _recv_task(d), prog.ops_in(pe, _recv_task(d)))
+    for d in range(lay.WAYS):
+        for arrival in range(r + 1):
+            k = routes.distance(int(index[d]), arrival, r)
+            prog.vaxpy(pe, task, at.acc + chunk * c, at.buf + (d * (r + 1) + arrival) * c,
                        _slot_coefficient(d, k, r), c)  # fmt: skip
 
 
 def _slot_coefficient(d: int, k: int, r: int) -> float:
-    """The coefficient of the buffer slot of way ``d``, distance ``k``: the own chunk
+    """The coefficient of a chunk from ``k`` PEs upstream on way ``d``: the own chunk
     carries the centre on the eastward way only (zero on the others)."""
     if k or d == CENTRE_WAY:
         return float(COEFFICIENTS[r][k])
@@ -280,7 +290,7 @@ def _epilog(plan: KernelPlan, pe: int, at: lay.Layout, n: int, r: int) -> None:
     update ``u_prev <- 2 u - u_prev + vp acc``."""
     prog, task = plan.prog, _compute_task(r)
     for d in range(lay.WAYS):
-        prog.wait(pe, task, _send_task(d, r), prog.ops_in(pe, _send_task(d, r)))
+        prog.wait(pe, task, _send_task(d), prog.ops_in(pe, _send_task(d)))
     for s in _z_shifts(r):  # scaleWithZConsts: @fmacs(acc, acc, srcZ_s, zConsts[s])
         prog.vaxpy(pe, task, at.acc, at.u + r + s, float(COEFFICIENTS[r][abs(s)]), n)
     prog.vscale(pe, task, at.v + r, at.v + r, -1.0, n)  # with the next two: @fsubs, @fmuls
@@ -307,14 +317,19 @@ def stencil_cycles(n: int, p: int, q: int, spec: WaferSpec, algo: str) -> int:
     """Analytic cycles of a step on the PE with the most neighbours: the zeroing, then each
     chunk's receive (its columns through the router's one ramp into the PE, a wavelet a
     cycle, after a wait to post it and, the first time, the farthest stream's flight), the
-    compute task's wait on each column and the buffer's pass; then the epilog."""
+    compute task's wait on each way's receive and the buffer's pass; then the epilog. The
+    senders' turns and control wavelets cost nothing apart: four ways' streams share the
+    ramp, so a way's next sender is ready before the ramp is. On grids narrower than the
+    star (under ``2r + 1`` PEs a side) the busiest PE takes fewer columns and a sender's
+    next chunk waits for its turn on each way, which this leaves out (the engine takes up
+    to 2.4 % more there)."""
     r = _radius(algo)
     pe, ch = spec.pe, lay.chunks(n)
     wait = pe.op_startup_cycles + WAIT_OP_CYCLES
     streams = _streams(p, q, r)
     zero = _vector_cycles(n, spec)
     flight = p2p_cycles(spec, min(r, max(p, q) - 1), 0)  # the first chunk's, after its post
-    receive = WAIT_OP_CYCLES + streams * ch.size + (streams - 1) * wait
+    receive = WAIT_OP_CYCLES + streams * ch.size + (lay.WAYS - 1) * wait
     chunk = receive + _pass_cycles(ch.size, r, spec)
     return zero + flight + ch.count * chunk + _epilog_cycles(n, r, spec)
 
@@ -405,11 +420,9 @@ def _drawn(shape: Shape, rows: int, cols: int) -> int:
 
 
 def stencil_colors(algo: str, shape: Shape, rows: int, cols: int, spec: WaferSpec) -> int:
-    """Colors :func:`stencil` takes on a clean grid: a way's streams take color
-    ``(line position) mod (r + 1)`` of its own ``r + 1``, and every PE sends (to itself at
-    least), so a line of ``L`` PEs takes ``min(L, r + 1)`` of them each way."""
-    r = _radius(algo)
-    return 2 * min(cols, r + 1) + 2 * min(rows, r + 1)
+    """Colors :func:`stencil` takes on a clean grid: one a way, its lines' senders taking
+    turns on it (:mod:`kernels.stencil_routes`)."""
+    return len(routes.WAYS)
 
 
 STENCIL = KernelFamily(

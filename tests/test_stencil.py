@@ -10,6 +10,7 @@ import pytest
 import wafersim.kernels.kernel_plan as kernel_plan
 from wafersim.fabric import _engine_jit as K
 from wafersim.kernels import stencil_layout as lay
+from wafersim.kernels import stencil_routes
 from wafersim.kernels.grid import kernel_grid
 from wafersim.kernels.kernel_plan import recorded
 from wafersim.kernels.registry import check_fits, run_kernel
@@ -25,6 +26,7 @@ from wafersim.kernels.stencil import (
 )
 from wafersim.kernels.tiers import TIERS, estimate
 from wafersim.wafer.errors import ConfigError
+from wafersim.wafer.geometry import E
 
 WSE2_SRAM_BYTES = 48 * 1024  # a WSE-2 PE's SRAM (wafer.presets)
 ANALYTIC_TOLERANCE = 0.03  # the analytic tier against the engine
@@ -66,7 +68,7 @@ def test_equals_numpy_with_one_input_per_color_and_router(algo, p, q, n, routes,
                                atol=1e-5)  # fmt: skip
     inputs_per_color = (routes[-1] != 0).sum(axis=1)  # (routers, colors): input ports
     assert inputs_per_color.max() == 1
-    assert result.colors_used <= 4 * (RADIUS[algo] + 1)
+    assert result.colors_used == 4  # one a way, as the published routes
 
 
 def test_the_reference_is_the_laplacian():
@@ -91,19 +93,66 @@ def test_the_wave_step_is_two_u_less_the_last_plus_vp_times_the_laplacian(algo):
     assert np.array_equal(wave_step(u, u, np.zeros_like(u), algo), u)
 
 
+@pytest.mark.parametrize("algo", sorted(RADIUS))
 @pytest.mark.parametrize("n", [12, 900])
-def test_holes_are_skipped_and_the_result_holds(n, wse2):
+def test_holes_are_skipped_and_the_result_holds(algo, n, wse2):
     """On a patch with dead PEs the kernel's neighbours are kernel neighbours (routes
-    detour); the result is numpy's on the kernel grid. The 25-point star takes all 20
-    kernel colors, so a detour finds none free: a clear error, before any run."""
+    detour, a way's lines alternating two colors); the result is numpy's on the kernel
+    grid, for the 25-point star too."""
     dead = np.zeros((7, 6), bool)
     dead[[1, 4], [2, 3]] = True
     u, u_prev, vp = inputs(6, 6, n, 3)
-    result = stencil(u, u_prev, vp, kernel_grid(6, 6, dead), wse2, "star7")
+    result = stencil(u, u_prev, vp, kernel_grid(6, 6, dead), wse2, algo)
+    np.testing.assert_allclose(result.output, wave_step(u, u_prev, vp, algo), rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
+    assert result.colors_used == 8
+
+
+# a patch where kernel row 6 shifts a row down at column 3 and two at column 5 (holes at
+# (3, 6), (5, 5) and (5, 7)): the hops into and out of (4, 6) both need the router at
+# (4, 7), which one chain cannot cross twice, so that row's senders stream on trees
+STAIR = {(7, 0), (5, 5), (3, 6), (0, 7), (5, 7)}
+
+
+@pytest.mark.parametrize("algo", sorted(RADIUS))
+def test_a_line_no_chain_can_take_streams_on_trees_and_the_result_holds(algo, wse2, monkeypatch):
+    dead = np.zeros((12, 10), bool)
+    for x, y in STAIR:
+        dead[y, x] = True
+    ran = []
+    route_ways = stencil_routes.route_ways
+    monkeypatch.setattr(stencil_routes, "route_ways", lambda *a: ran.append(route_ways(*a))
+                        or ran[-1])  # fmt: skip
+    u, u_prev, vp = inputs(10, 10, 20, 7)
+    result = stencil(u, u_prev, vp, kernel_grid(10, 10, dead), wse2, algo)
+    np.testing.assert_allclose(result.output, wave_step(u, u_prev, vp, algo), rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
+    (ways,) = ran  # one routing: no fallback to trees everywhere
+    assert not ways.chained.all()
+    assert ways.chained.mean() > 0.5
+
+
+def routes_of(algo: str, grid, wse2) -> stencil_routes.WayRoutes:
+    """How :func:`stencil` routes ``grid``'s lines (chains where it can)."""
+    plan = kernel_plan.KernelPlan(grid, wse2, tasks=9)
+    return stencil_routes.route_ways(plan, RADIUS[algo])
+
+
+def test_holes_crowding_the_chains_fall_back_to_trees_everywhere(wse2):
+    """Holes crowding the patch's west and east columns leave too few colors for chains and
+    trees both: every line streams on trees, as a program without switches would, and the
+    result holds."""
+    dead = np.zeros((13, 11), bool)
+    for x, y in [(9, 2), (9, 3), (4, 4), (7, 6), (2, 7), (8, 7), (1, 8), (10, 8), (0, 9),
+                 (2, 9), (2, 11)]:  # fmt: skip
+        dead[y, x] = True
+    grid = kernel_grid(10, 11, dead)
+    u, u_prev, vp = inputs(10, 11, 9, 1)
+    with pytest.raises(ConfigError, match="no free route"):
+        routes_of("star7", grid, wse2)
+    result = stencil(u, u_prev, vp, grid, wse2, "star7")
     np.testing.assert_allclose(result.output, wave_step(u, u_prev, vp, "star7"), rtol=1e-5,
                                atol=1e-5)  # fmt: skip
-    with pytest.raises(ConfigError, match="no free route"):
-        stencil(u, u_prev, vp, kernel_grid(6, 6, dead), wse2, "star25")
 
 
 @pytest.mark.parametrize(
@@ -131,8 +180,9 @@ def test_bad_input_is_a_config_error(wse2):
 
 @pytest.mark.slow
 def test_cycles_do_not_grow_with_the_grid(wse2):
-    """Every column is received on its own task, so no wait chains across the grid: a
-    larger grid takes the same cycles (its interior PEs do the same work)."""
+    """Each way's chunks are received on a task of their own and the senders' turns pass
+    along each line, so no wait chains across the grid: a larger grid takes the same cycles
+    (its interior PEs do the same work)."""
     small, large = (run_kernel("stencil", "star25", {"n": 16}, kernel_grid(side, side), wse2)
                     for side in (10, 24))  # fmt: skip
     assert large.cycles == pytest.approx(small.cycles, rel=0.01)
@@ -233,15 +283,18 @@ def elements(rows: np.ndarray, code: int) -> int:
 
 def test_an_interior_pe_does_the_published_program_s_step(wse2):
     """star25, n = 600 (two chunks of 300), the middle PE of 9 x 9, against task.csl and
-    oned_exch.csl: 20 columns received into the buffer and the same 20 chunks' worth added
-    from it (recvMode's @fmuls, reduceBuffer's @fadds), its own column sent four ways,
-    n zeroed, 8 shifted columns and 3 update passes of n (scaleWithZConsts, epilog)."""
+    oned_exch.csl: a receive a way of its 5 columns (recvMode's @fmuls) and the same 20
+    chunks' worth added from the buffer (reduceBuffer's @fadds), its own column sent four
+    ways, each chunk followed by two control wavelets (dataFinTask, ctrlFinTask), n zeroed,
+    8 shifted columns and 3 update passes of n (scaleWithZConsts, epilog)."""
     n, r = 600, RADIUS["star25"]
     tasks = step_ops("star25", 9, n, (4, 4), wse2)
-    receivers, senders, compute = range(20), range(20, 24), tasks[24]
-    assert len(tasks) == 25
-    assert sum(elements(tasks[t], K.OP_RECV) for t in receivers) == 4 * (r + 1) * n
+    receivers, senders, compute = range(4), range(4, 8), tasks[8]
+    assert len(tasks) == 9
+    assert [elements(tasks[t], K.OP_RECV) for t in receivers] == [(r + 1) * n] * 4
     assert sum(elements(tasks[t], K.OP_SEND) for t in senders) == 4 * n
+    for t in senders:
+        assert (tasks[t][:, 0] == K.OP_CONTROL).sum() == 2 * 2  # two a chunk
     vaxpy = compute[compute[:, 0] == K.OP_VAXPY, 1]
     vscale = compute[compute[:, 0] == K.OP_VSCALE, 1]
     assert vscale.tolist() == [n, n]  # the zeroing and the update's negation
@@ -249,16 +302,32 @@ def test_an_interior_pe_does_the_published_program_s_step(wse2):
     assert vaxpy[40:].tolist() == [n] * (2 * r + 1)  # the z pass and the 2u
     assert compute[compute[:, 0] == K.OP_VFMA, 1].tolist() == [n]  # vp's
     arithmetic = (K.OP_VFMA, K.OP_VAXPY, K.OP_VSCALE, K.OP_VADD, K.OP_RECV_ADD, K.OP_MATMUL)
-    assert not any(elements(tasks[t], code) for t in range(24) for code in arithmetic)
+    assert not any(elements(tasks[t], code) for t in range(8) for code in arithmetic)
 
 
 def test_an_edge_pe_adds_the_whole_buffer_all_the_same(wse2):
-    """A corner PE receives only its own column and the four beyond it each of two ways, but
-    its buffer's pass adds all 20 slots, as reduceBuffer's @fadds does (the step takes every
-    PE alike)."""
+    """A corner PE first on two ways' lines receives only its own column on them, and on
+    the two others its own and the four before it (senderCount); its buffer's pass adds all
+    20 slots, as reduceBuffer's @fadds does (the step takes every PE alike)."""
     tasks = step_ops("star25", 9, 32, (0, 0), wse2)
-    receiving = [t for t in range(20) if elements(tasks[t], K.OP_RECV)]
-    assert len(receiving) == 4 + 4 + 4  # its own four ways, and r from the east and south
-    compute = tasks[24]
+    received = [elements(tasks[t], K.OP_RECV) for t in range(4)]  # E, W, S, N
+    assert received == [32, 5 * 32, 32, 5 * 32]
+    compute = tasks[8]
     assert (compute[:, 0] == K.OP_VAXPY).sum() == 20 + 2 * 4 + 1  # the pass, z, the 2u
     assert compute[compute[:, 0] == K.OP_VAXPY][:20, 1].tolist() == [32] * 20
+
+
+def test_a_sender_s_stream_stops_r_pes_on_and_the_switches_turn(wse2, monkeypatch):
+    """On a clean line each link carries the chunks (and first control wavelets) of the
+    senders whose streams reach past it, the ``r`` before it at most: a stream ends at its
+    *last* router, and the line's senders share one color by turns."""
+    runs = []
+    simulate = kernel_plan.simulate
+    monkeypatch.setattr(kernel_plan, "simulate", lambda *a, **k: runs.append(simulate(*a, **k))
+                        or runs[-1])  # fmt: skip
+    for algo in sorted(RADIUS):
+        r, q, n = RADIUS[algo], 9, 8
+        zeros = np.zeros((1, q, n), np.float32)
+        stencil(zeros, zeros, zeros, kernel_grid(1, q), wse2, algo)
+        east = runs[-1].link_flits[1, 1 : q + 1, E].tolist()  # out of each PE's east port
+        assert east == [min(r, x + 1) * (n + 1) for x in range(q - 1)] + [0]
