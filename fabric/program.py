@@ -594,8 +594,11 @@ class ProgramBuilder:
 
     def _add(self, pe, task, dtype, op, scalar, ranges, period=1) -> None:
         self._check_open()
-        self._check(pe, task, op, ranges)
         row = [*op, DTYPES[dtype][0], period]
+        if type(pe) is np.ndarray and pe.size == 1:  # one PE as an array: as one PE
+            pe, row, scalar, ranges = _one_pe(pe, row, scalar, ranges)
+            op = row[: len(op)]
+        self._check(pe, task, op, ranges)
         if not _is_array(pe):
             self._keys.append(pe * self.tasks + task)
             self._rows.append(row)
@@ -871,6 +874,18 @@ def _offender(bad) -> int | None:
 def _at(values, i: int):
     """Element ``i`` of an array argument, or the argument itself if it is one value."""
     return values[i] if _is_array(values) else values
+
+
+def _one_pe(pe: np.ndarray, op: list, scalar, ranges: list) -> tuple:
+    """An op row for a one-element array of PEs as for that PE, each one-element array
+    among its fields as its value; unchanged where a field holds more (refused later)."""
+    values = [*op, scalar, *(v for pair in ranges for v in pair)]
+    if any((type(v) is np.ndarray and v.size != 1) or isinstance(v, list | tuple) for v in values):
+        return pe, op, scalar, ranges
+    values = [v.item() if type(v) is np.ndarray else v for v in values]
+    pairs = values[len(op) + 1 :]
+    ranges = list(zip(pairs[::2], pairs[1::2], strict=True))
+    return pe.item(), values[: len(op)], values[len(op)], ranges
 
 
 def _is_array(value) -> bool:
