@@ -104,15 +104,16 @@ def route_ways(plan: KernelPlan, r: int, chains: bool = True) -> WayRoutes:
     per_way = colors_a_way(plan)
     for d in range(len(WAYS)):
         for k, line in enumerate(_lines(d, grid.rows, grid.cols)):
-            pes, asked, owner = grid.pe[line], d * per_way + k % per_way, ("stencil", d, k)
+            pes, owner = grid.pe[line], ("stencil", d, k)
             ways.place[d][line] = np.arange(len(pes))
+            if not chains:
+                ways.color[d][line] = _trees(plan, pes, d * (r + 1), owner, r)
+                ways.chained[d][line] = False
+                continue
             try:
-                if not chains:
-                    raise ConfigError("trees asked for")
-                ways.color[d][line] = _chain(plan, pes, asked, owner, r)
+                ways.color[d][line] = _chain(plan, pes, d * per_way + k % per_way, owner, r)
             except ConfigError:  # a router it must cross twice, or no color left: trees
-                first = 2 * len(WAYS) + (r + 1) * (d if r == 1 else d % 2) if chains else (
-                    d * (r + 1))  # fmt: skip
+                first = 2 * len(WAYS) + (r + 1) * (d if r == 1 else d % 2)
                 ways.color[d][line] = _trees(plan, pes, first, owner, r)
                 ways.chained[d][line] = False
     return ways
