@@ -78,6 +78,7 @@ COEFFICIENTS = {
     4: (3 * -205 / 72, 8 / 5, -1 / 5, 8 / 315, -1 / 560),
 }
 RADIUS = {"star7": 1, "star25": 4}
+COMPUTE_TASK = 2 * lay.WAYS  # after a receive and a send task a way
 QUEUE_IN = 4  # way d's input queue is 4 + d (oned_exch.csl: @get_input_queue(4 + queueId))
 CENTRE_WAY = 0  # the eastward way carries the centre (task.csl: fetchFirstHalfConsts(.., true))
 # run.py's vp (10.3703699112) over commands_wse2.sh's dx^2 (20^2): the drawn vp varies about it
@@ -113,7 +114,7 @@ def _plan(u, u_prev, vp, grid: KernelGrid, spec: WaferSpec, r: int,
           chains: bool) -> tuple[KernelPlan, dict]:  # fmt: skip
     """The step's plan and each PE's layout: inputs loaded, routes (lines as switched
     chains where ``chains`` and they can be, else as trees) and programs."""
-    plan = KernelPlan(grid, spec, tasks=_compute_task(r) + 1)
+    plan = KernelPlan(grid, spec, tasks=COMPUTE_TASK + 1)
     home = {key: _alloc(plan, int(pe), u[key], u_prev[key], vp[key], r)
             for key, pe in np.ndenumerate(grid.pe)}  # fmt: skip
     _program(plan, home, routes.route_ways(plan, r, chains), u.shape[2], r)
@@ -197,32 +198,27 @@ def _send_task(d: int) -> int:
     return lay.WAYS + d
 
 
-def _compute_task(r: int) -> int:
-    return 2 * lay.WAYS
-
-
 def _program(plan: KernelPlan, home: dict, ways: routes.WayRoutes, n: int, r: int) -> None:
     """Every PE's program: zero, then chunk by chunk its sends, receives and the buffer's
     pass, then the epilog."""
     ch = lay.chunks(n)
-    prog, task = plan.prog, _compute_task(r)
+    prog, task = plan.prog, COMPUTE_TASK
     for key, at in home.items():
         pe = int(plan.grid.pe[key])
-        color, chained = ways.color[(slice(None), *key)], ways.chained[(slice(None), *key)]
         for d in range(lay.WAYS):  # the SDK's queues: way d in on 4 + d, out on d
-            if chained[d]:
-                prog.bind_queue(pe, int(color[d]), QUEUE_IN + d)
-            prog.bind_queue(pe, int(color[d]), d, output=True)
+            if ways.chained[(d, *key)]:
+                prog.bind_queue(pe, int(ways.color[(d, *key)]), QUEUE_IN + d)
+            prog.bind_queue(pe, int(ways.color[(d, *key)]), d, output=True)
         prog.vscale(pe, task, at.acc, at.acc, 0.0, n)  # sendTask: @fmovs(accDsd, 0.0)
         for chunk in range(ch.count):
-            _sends(plan, pe, at, color, chained, chunk, ch.size, r)
+            _sends(plan, pe, at, ways, key, chunk, ch.size, r)
             _receives(plan, pe, at, ways, key, ch.size, r)
-            _buffer_pass(plan, pe, at, ways.place[(slice(None), *key)], chunk, ch.size, r)
+            _buffer_pass(plan, pe, at, ways, key, chunk, ch.size, r)
         _epilog(plan, pe, at, n, r)
 
 
-def _sends(plan: KernelPlan, pe: int, at: lay.Layout, color, chained, chunk: int, c: int,
-           r: int) -> None:  # fmt: skip
+def _sends(plan: KernelPlan, pe: int, at: lay.Layout, ways: routes.WayRoutes, key,
+           chunk: int, c: int, r: int) -> None:  # fmt: skip
     """Chunk ``chunk`` of ``u`` each way, then (on a chained line) the two control wavelets
     that pass the turn: the first once the accumulator is zero (sendTask), each later one
     once every way's last chunk has left (sendFin)."""
@@ -231,14 +227,15 @@ def _sends(plan: KernelPlan, pe: int, at: lay.Layout, color, chained, chunk: int
     for d in range(lay.WAYS):
         task = _send_task(d)
         if chunk == 0:
-            prog.wait(pe, task, _compute_task(r), prog.ops_in(pe, _compute_task(r)))
+            prog.wait(pe, task, COMPUTE_TASK, prog.ops_in(pe, COMPUTE_TASK))
         for other in range(lay.WAYS):
             if chunk and other != d:
                 prog.wait(pe, task, _send_task(other), done[other])
-        prog.send(pe, task, int(color[d]), at.u + r + chunk * c, c)
-        if chained[d]:
-            prog.control(pe, task, int(color[d]), routes.first_commands(r))
-            prog.control(pe, task, int(color[d]), routes.SECOND_COMMANDS)
+        color = int(ways.color[(d, *key)])
+        prog.send(pe, task, color, at.u + r + chunk * c, c)
+        if ways.chained[(d, *key)]:
+            prog.control(pe, task, color, routes.first_commands(r))
+            prog.control(pe, task, color, routes.SECOND_COMMANDS)
 
 
 def _receives(plan: KernelPlan, pe: int, at: lay.Layout, ways: routes.WayRoutes, key,
@@ -248,10 +245,10 @@ def _receives(plan: KernelPlan, pe: int, at: lay.Layout, ways: routes.WayRoutes,
     zeroing) is done: recvFin posts the next receives only after reduceBuffer. On a line of
     trees, one receive a sender's color, in the same order."""
     prog = plan.prog
-    ready = prog.ops_in(pe, _compute_task(r))
+    ready = prog.ops_in(pe, COMPUTE_TASK)
     for d in range(lay.WAYS):
         task, x = _recv_task(d), int(ways.place[(d, *key)])
-        prog.wait(pe, task, _compute_task(r), ready)
+        prog.wait(pe, task, COMPUTE_TASK, ready)
         slots = at.buf + d * (r + 1) * c
         if ways.chained[(d, *key)]:
             prog.recv(pe, task, int(ways.color[(d, *key)]), slots, routes.senders(x, r) * c)
@@ -261,18 +258,18 @@ def _receives(plan: KernelPlan, pe: int, at: lay.Layout, ways: routes.WayRoutes,
             prog.recv(pe, task, int(ways.color[(d, *sender)]), slots + arrival * c, c)
 
 
-def _buffer_pass(plan: KernelPlan, pe: int, at: lay.Layout, index, chunk: int, c: int,
-                 r: int) -> None:  # fmt: skip
+def _buffer_pass(plan: KernelPlan, pe: int, at: lay.Layout, ways: routes.WayRoutes, key,
+                 chunk: int, c: int, r: int) -> None:  # fmt: skip
     """Once every way's chunks are in, the whole buffer into the accumulator's chunk, each
     slot times the coefficient of the PE whose chunk it holds (reduceBuffer's @fadds over
     the buffer of @fmuls' products, by ``permuteConsts``' constants); a slot no stream fills
     (near the grid's edge) holds zeros and is added all the same."""
-    prog, task = plan.prog, _compute_task(r)
+    prog, task = plan.prog, COMPUTE_TASK
     for d in range(lay.WAYS):
         prog.wait(pe, task, _recv_task(d), prog.ops_in(pe, _recv_task(d)))
     for d in range(lay.WAYS):
         for arrival in range(r + 1):
-            k = routes.distance(int(index[d]), arrival, r)
+            k = routes.distance(int(ways.place[(d, *key)]), arrival, r)
             prog.vaxpy(pe, task, at.acc + chunk * c, at.buf + (d * (r + 1) + arrival) * c,
                        _slot_coefficient(d, k, r), c)  # fmt: skip
 
@@ -288,7 +285,7 @@ def _slot_coefficient(d: int, k: int, r: int) -> float:
 def _epilog(plan: KernelPlan, pe: int, at: lay.Layout, n: int, r: int) -> None:
     """Once every chunk is in and sent: the z direction (``2r`` shifted columns), then the
     update ``u_prev <- 2 u - u_prev + vp acc``."""
-    prog, task = plan.prog, _compute_task(r)
+    prog, task = plan.prog, COMPUTE_TASK
     for d in range(lay.WAYS):
         prog.wait(pe, task, _send_task(d), prog.ops_in(pe, _send_task(d)))
     for s in _z_shifts(r):  # scaleWithZConsts: @fmacs(acc, acc, srcZ_s, zConsts[s])

@@ -16,6 +16,7 @@ from wafersim.kernels.kernel_plan import recorded
 from wafersim.kernels.registry import check_fits, run_kernel
 from wafersim.kernels.stencil import (
     COEFFICIENTS,
+    COMPUTE_TASK,
     RADIUS,
     max_column,
     reference,
@@ -134,7 +135,7 @@ def test_a_line_no_chain_can_take_streams_on_trees_and_the_result_holds(algo, ws
 
 def routes_of(algo: str, grid, wse2) -> stencil_routes.WayRoutes:
     """How :func:`stencil` routes ``grid``'s lines (chains where it can)."""
-    plan = kernel_plan.KernelPlan(grid, wse2, tasks=9)
+    plan = kernel_plan.KernelPlan(grid, wse2, tasks=COMPUTE_TASK + 1)
     return stencil_routes.route_ways(plan, RADIUS[algo])
 
 
